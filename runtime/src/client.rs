@@ -1,0 +1,511 @@
+//! `ComputeClient`: the user-facing API. Thread-safe, cheap to clone; every call becomes a task
+//! for the device's actor.
+//!
+//! **API Boundary:** calls that only enqueue work (`write`, `launch`) validate their input and
+//! return at once; failures of the work itself are returned by the next `flush`, `sync` or read
+//! on the same stream. Calls that need an answer (`create`, `read`, `sync`, …) block until it.
+
+use std::future::Future;
+
+use crate::actor::{ACTOR_DROPPED_TASK, ActorHandle, TaskPanicked};
+use crate::bytes::Bytes;
+use crate::device::{Device, DeviceId, DeviceProperties, Features};
+use crate::error::{IoError, ServerError};
+use crate::handle::Handle;
+use crate::kernel::Access;
+use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
+use crate::layout::{CopyDescriptor, MemoryLayout, contiguous_strides, extent_bytes, gather, num_elems};
+use crate::memory::MemoryUsage;
+use crate::registry;
+use crate::server::{BufferRange, Server, ServerOptions};
+use crate::stream::StreamId;
+use crate::sync::Arc;
+
+/// What every clone of a client shares.
+struct Shared<D: Device> {
+    actor: ActorHandle<Server<D>>,
+    id: DeviceId,
+    properties: DeviceProperties,
+}
+
+/// The entry point to a device: allocate, transfer, launch, synchronise.
+pub struct ComputeClient<D: Device> {
+    shared: Arc<Shared<D>>,
+    /// Pinned stream; `None` means the calling thread's stream.
+    stream: Option<StreamId>,
+}
+
+impl<D: Device> Clone for ComputeClient<D> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            stream: self.stream,
+        }
+    }
+}
+
+impl<D: Device> std::fmt::Debug for ComputeClient<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComputeClient")
+            .field("device", &self.shared.id)
+            .field("name", &self.shared.properties.name)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+impl<D: Device> ComputeClient<D> {
+    /// Starts an actor for `device` with default options. The client is not registered: use
+    /// [`init`](Self::init) to make it reachable through [`load`](Self::load).
+    pub fn new(device: D) -> Self {
+        Self::with_options(device, ServerOptions::default())
+    }
+
+    pub fn with_options(device: D, options: ServerOptions) -> Self {
+        Self::start(registry::anonymous_id::<D>(), device, options)
+    }
+
+    /// Starts an actor for `device` and registers it as device `index` of its backend.
+    ///
+    /// # Panics
+    /// If a live client is already registered for that device; [`load`](Self::load) it instead.
+    pub fn init(index: u32, device: D) -> Self {
+        let id = DeviceId {
+            type_id: D::TYPE_ID,
+            index,
+        };
+        let client = Self::start(id, device, ServerOptions::default());
+        registry::register(id, &client.shared);
+        client
+    }
+
+    /// The registered client of device `index` of backend `D`, if one is alive.
+    pub fn load(index: u32) -> Option<Self> {
+        let id = DeviceId {
+            type_id: D::TYPE_ID,
+            index,
+        };
+        registry::lookup::<Shared<D>>(id).map(|shared| Self {
+            shared,
+            stream: None,
+        })
+    }
+
+    fn start(id: DeviceId, device: D, options: ServerOptions) -> Self {
+        let properties = device.properties().clone();
+        let name = format!("lockstep-device-{id}");
+        let actor = ActorHandle::spawn(name, Server::new(device, options));
+        Self {
+            shared: Arc::new(Shared {
+                actor,
+                id,
+                properties,
+            }),
+            stream: None,
+        }
+    }
+
+    pub fn device_id(&self) -> DeviceId {
+        self.shared.id
+    }
+
+    /// The stream this client's work goes to: the pinned one, or the calling thread's.
+    pub fn stream_id(&self) -> StreamId {
+        self.stream.unwrap_or_else(StreamId::current)
+    }
+
+    /// Pins this client (not its clones made earlier) to `stream`: all its work goes there,
+    /// whichever thread calls. Work on one stream executes in order; the runtime orders work of
+    /// different streams that touch the same memory.
+    pub fn set_stream(&mut self, stream: StreamId) {
+        self.stream = Some(stream);
+    }
+
+    pub fn properties(&self) -> &DeviceProperties {
+        &self.shared.properties
+    }
+
+    pub fn features(&self) -> &Features {
+        &self.shared.properties.features
+    }
+
+    fn panicked(stream: StreamId, panic: TaskPanicked) -> ServerError {
+        ServerError::TaskPanicked {
+            stream,
+            message: panic.0,
+        }
+    }
+
+    /// Runs `task` on the actor and waits for it.
+    fn call<R: Send + 'static>(
+        &self,
+        task: impl FnOnce(&mut Server<D>, StreamId) -> Result<R, ServerError> + Send + 'static,
+    ) -> Result<R, ServerError> {
+        let stream = self.stream_id();
+        self.shared
+            .actor
+            .submit_blocking(stream, move |server| task(server, stream))
+            .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
+    }
+
+    /// Queues `task` on the actor without waiting.
+    fn enqueue(&self, task: impl FnOnce(&mut Server<D>, StreamId) + Send + 'static) {
+        let stream = self.stream_id();
+        self.shared
+            .actor
+            .submit(stream, move |server| task(server, stream));
+    }
+
+    fn range(&self, handle: &Handle) -> Result<BufferRange, IoError> {
+        handle.range_on(self.shared.id)
+    }
+
+    // ---- allocation ----------------------------------------------------------------------
+
+    fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
+        let buffer = self.call(move |server, stream| {
+            let buffer = server.allocate(stream, size_bytes)?;
+            if let Some(data) = data.filter(|d| !d.is_empty()) {
+                let range = BufferRange {
+                    buffer,
+                    offset: 0,
+                    len: size_bytes,
+                };
+                server.write(stream, range, &data);
+            }
+            Ok(buffer)
+        })?;
+        let actor = self.shared.actor.clone();
+        let stream = self.stream_id();
+        let release = Box::new(move |buffer| actor.submit(stream, move |s| s.release(buffer)));
+        Ok(Handle::new(self.shared.id, buffer, size_bytes, release))
+    }
+
+    /// Allocates device memory holding `data`. The write is enqueued on this client's stream.
+    /// Out of memory is returned here, at the call.
+    pub fn create(&self, data: Bytes) -> Result<Handle, ServerError> {
+        self.allocate(data.len() as u64, Some(data))
+    }
+
+    /// Like [`create`](Self::create), copying from a slice.
+    pub fn create_from_slice(&self, data: &[u8]) -> Result<Handle, ServerError> {
+        self.create(Bytes::from(data))
+    }
+
+    /// Allocates `size` bytes of uninitialised device memory. Reading it before writing it is a
+    /// bug that the simulator reports.
+    pub fn empty(&self, size: usize) -> Result<Handle, ServerError> {
+        self.allocate(size as u64, None)
+    }
+
+    /// Stores a tensor of `shape` with `elem_size`-byte elements and returns its layout. The
+    /// layout is contiguous (row-major) today; callers must use the returned strides, since a
+    /// device may pitch rows in the future.
+    pub fn create_tensor(
+        &self,
+        data: Bytes,
+        shape: &[usize],
+        elem_size: usize,
+    ) -> Result<MemoryLayout, ServerError> {
+        let size = self.tensor_bytes(shape, elem_size)?;
+        if data.len() as u64 != size {
+            return Err(IoError::SizeMismatch {
+                what: "tensor data",
+                expected: size,
+                actual: data.len() as u64,
+            }
+            .into());
+        }
+        Ok(MemoryLayout {
+            memory: self.create(data)?,
+            strides: contiguous_strides(shape),
+        })
+    }
+
+    /// Reserves an uninitialised tensor of `shape`; see [`create_tensor`](Self::create_tensor).
+    pub fn empty_tensor(&self, shape: &[usize], elem_size: usize) -> Result<MemoryLayout, ServerError> {
+        let size = self.tensor_bytes(shape, elem_size)?;
+        Ok(MemoryLayout {
+            memory: self.allocate(size, None)?,
+            strides: contiguous_strides(shape),
+        })
+    }
+
+    fn tensor_bytes(&self, shape: &[usize], elem_size: usize) -> Result<u64, IoError> {
+        extent_bytes(shape, &contiguous_strides(shape), elem_size)?;
+        let elems = num_elems(shape)?;
+        elems
+            .checked_mul(elem_size)
+            .map(|b| b as u64)
+            .ok_or_else(|| IoError::InvalidLayout {
+                reason: format!("{elems} elements of {elem_size} bytes overflow"),
+            })
+    }
+
+    // ---- transfers -----------------------------------------------------------------------
+
+    /// Writes `data` at the start of `handle`, in place, on this client's stream. Non-blocking.
+    pub fn write(&self, handle: &Handle, data: Bytes) -> Result<(), IoError> {
+        self.write_at(handle, 0, data)
+    }
+
+    /// Writes `data` at byte `offset` of `handle`, in place. Non-blocking.
+    pub fn write_at(&self, handle: &Handle, offset: u64, data: Bytes) -> Result<(), IoError> {
+        let range = handle.sub_range_on(self.shared.id, offset, data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // The handle rides along so its memory cannot be released before the write is enqueued.
+        let keep = handle.clone();
+        self.enqueue(move |server, stream| {
+            server.write(stream, range, &data);
+            drop(keep);
+        });
+        Ok(())
+    }
+
+    /// Reads whole handles. The future resolves after every earlier submission of this
+    /// client's stream; if that stream has a pending failure, the failure is returned instead
+    /// of the bytes.
+    pub fn read_async(
+        &self,
+        handles: Vec<Handle>,
+    ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
+        let ranges = handles.iter().map(|h| self.range(h)).collect();
+        self.read_ranges(ranges, move |bytes| {
+            // The handles ride along so their memory cannot be released before the read ran.
+            drop(handles);
+            bytes.into_iter().map(Bytes::from_bytes_vec).collect()
+        })
+    }
+
+    /// The shared read path: reads `ranges` on the actor, after everything this stream submitted
+    /// before, then turns the raw bytes into the result with `finish` (still on the actor).
+    fn read_ranges<F>(
+        &self,
+        ranges: Result<Vec<BufferRange>, IoError>,
+        finish: F,
+    ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D, F>
+    where
+        F: FnOnce(Vec<Vec<u8>>) -> Vec<Bytes> + Send + 'static,
+    {
+        let stream = self.stream_id();
+        let receiver = ranges.map(|ranges| {
+            self.shared.actor.submit_async(stream, move |server| {
+                server.read(stream, &ranges).map(finish)
+            })
+        });
+        async move {
+            receiver?
+                .await
+                .unwrap_or_else(|_| Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())))
+                .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
+        }
+    }
+
+    /// Reads whole handles, blocking.
+    ///
+    /// # Panics
+    /// If the read fails; use [`read_one`](Self::read_one) or [`read_async`](Self::read_async)
+    /// to handle the error.
+    pub fn read(&self, handles: Vec<Handle>) -> Vec<Bytes> {
+        block_on(self.read_async(handles)).unwrap_or_else(|err| {
+            panic!("read failed: {err}; use read_one or read_async to handle read errors")
+        })
+    }
+
+    /// Reads one handle, blocking.
+    pub fn read_one(&self, handle: Handle) -> Result<Bytes, ServerError> {
+        Ok(block_on(self.read_async(vec![handle]))?.remove(0))
+    }
+
+    /// Reads one handle, blocking.
+    ///
+    /// # Panics
+    /// If the read fails (useful in tests).
+    pub fn read_one_unchecked(&self, handle: Handle) -> Bytes {
+        self.read_one(handle)
+            .unwrap_or_else(|err| panic!("read_one_unchecked failed: {err}"))
+    }
+
+    /// Reads tensors, each gathered into dense row-major bytes according to its strides.
+    pub fn read_tensor_async(
+        &self,
+        descriptors: Vec<CopyDescriptor>,
+    ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
+        let id = self.shared.id;
+        let ranges = descriptors
+            .iter()
+            .map(|d| {
+                let extent = extent_bytes(&d.shape, &d.strides, d.elem_size)?;
+                d.handle.sub_range_on(id, 0, extent)
+            })
+            .collect();
+        self.read_ranges(ranges, move |bytes| {
+            bytes
+                .iter()
+                .zip(&descriptors)
+                .map(|(b, d)| Bytes::from_bytes_vec(gather(b, &d.shape, &d.strides, d.elem_size)))
+                .collect()
+        })
+    }
+
+    /// Reads tensors, blocking.
+    ///
+    /// # Panics
+    /// If the read fails; use [`read_tensor_async`](Self::read_tensor_async) to handle errors.
+    pub fn read_tensor(&self, descriptors: Vec<CopyDescriptor>) -> Vec<Bytes> {
+        block_on(self.read_tensor_async(descriptors)).unwrap_or_else(|err| {
+            panic!("read_tensor failed: {err}; use read_tensor_async to handle read errors")
+        })
+    }
+
+    // ---- kernels -------------------------------------------------------------------------
+
+    /// Compiles `kernel` for this device now (launches compile on first use otherwise), so a
+    /// compiler failure is returned here with the compiler's message.
+    pub fn compile(&self, kernel: &Kernel) -> Result<(), ServerError> {
+        let kernel = kernel.clone();
+        self.call(move |server, _| server.compile(&kernel))
+    }
+
+    /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the
+    /// launch itself surface at the stream's next `flush`/`sync`/read.
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        count: CubeCount,
+        args: KernelArguments,
+    ) -> Result<(), IoError> {
+        let def = kernel.def();
+        let invalid = |reason: String| IoError::InvalidLaunch {
+            kernel: def.name.clone(),
+            reason,
+        };
+        if args.bindings.len() != def.bindings.len() {
+            return Err(invalid(format!(
+                "{} bindings given, {} declared",
+                args.bindings.len(),
+                def.bindings.len()
+            )));
+        }
+        if args.params.len() != def.params.len() {
+            return Err(invalid(format!(
+                "{} parameters given, {} declared",
+                args.params.len(),
+                def.params.len()
+            )));
+        }
+        for (i, (param, &elem)) in args.params.iter().zip(&def.params).enumerate() {
+            if param.elem_type() != elem {
+                return Err(invalid(format!(
+                    "parameter {i} is {}, declared {elem}",
+                    param.elem_type()
+                )));
+            }
+        }
+        let mut ranges = Vec::with_capacity(args.bindings.len());
+        for (i, (handle, decl)) in args.bindings.iter().zip(&def.bindings).enumerate() {
+            let range = self.range(handle)?;
+            let elem_size = decl.elem.size_bytes() as u64;
+            if range.len % elem_size != 0 {
+                return Err(invalid(format!(
+                    "binding {i} has {} bytes, not a whole number of {} elements",
+                    range.len, decl.elem
+                )));
+            }
+            if decl.access == Access::ReadWrite
+                && ranges.iter().any(|r: &BufferRange| r.buffer == range.buffer)
+            {
+                return Err(invalid(format!(
+                    "binding {i} is writable and aliases an earlier binding"
+                )));
+            }
+            ranges.push(range);
+        }
+        let count_handle = match &count {
+            CubeCount::Dynamic(handle) => Some(handle.clone()),
+            CubeCount::Static(..) => None,
+        };
+        let count = match count {
+            CubeCount::Static(x, y, z) => {
+                if x == 0 || y == 0 || z == 0 {
+                    return Ok(());
+                }
+                let max = self.shared.properties.max_workgroups;
+                if x > max[0] || y > max[1] || z > max[2] {
+                    return Err(invalid(format!(
+                        "{:?} workgroups exceed the device's maximum {max:?}",
+                        [x, y, z]
+                    )));
+                }
+                CountArg::Static([x, y, z])
+            }
+            CubeCount::Dynamic(ref handle) => {
+                let range = handle.sub_range_on(self.shared.id, 0, 12)?;
+                CountArg::Dynamic(range)
+            }
+        };
+        let kernel = kernel.clone();
+        let params = args.params;
+        // The handles ride along so their memory cannot be released before the launch is
+        // enqueued; after that the server orders the release after the launch's completion.
+        let keep = (args.bindings, count_handle);
+        self.enqueue(move |server, stream| {
+            server.launch(stream, &kernel, count, &ranges, &params);
+            drop(keep);
+        });
+        Ok(())
+    }
+
+    // ---- synchronisation -----------------------------------------------------------------
+
+    /// Submits this stream's queued work and returns its oldest failure observed so far.
+    pub fn flush(&self) -> Result<(), ServerError> {
+        self.call(|server, stream| server.flush(stream))
+    }
+
+    /// Waits until every earlier submission of this stream has completed; returns its oldest
+    /// failure, exactly once. Afterwards the stream is healthy again.
+    pub fn sync(&self) -> Result<(), ServerError> {
+        self.call(|server, stream| server.sync(stream))
+    }
+
+    /// Runs `task` on the calling thread while the device's actor is paused, after every
+    /// earlier submission of this thread has been processed.
+    pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
+        let stream = self.stream_id();
+        self.shared
+            .actor
+            .exclusive(stream, task)
+            .map_err(|panic| Self::panicked(stream, panic))
+    }
+
+    /// Device memory in use, summed over all streams. Answers even when a stream has failed.
+    pub fn memory_usage(&self) -> Result<MemoryUsage, ServerError> {
+        self.call(|server, _| Ok(server.memory_usage()))
+    }
+}
+
+/// Drives a future to completion on the calling thread. The runtime's futures are resolved by
+/// the actor thread, which wakes this one.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+
+    struct ThreadWaker(std::thread::Thread);
+    impl Wake for ThreadWaker {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    let waker = Waker::from(std::sync::Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        std::thread::park();
+    }
+}

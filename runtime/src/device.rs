@@ -1,0 +1,228 @@
+//! The narrow hardware interface every backend implements (`SimDevice`, `WgpuDevice`,
+//! `CudaDevice`). Everything that can be wrong in a runtime (ordering across streams, liveness,
+//! pool reuse, error routing, capture rules) lives above this trait, in the server, so that the
+//! conformance suite tests the same logic on every device.
+//!
+//! # Contract
+//!
+//! Each clause below is a sentence a conformance property or a `SimDevice` assertion checks.
+//!
+//! - A device is driven from exactly one thread, the device's actor; every method takes
+//!   `&mut self` and no method blocks on another thread.
+//! - Work enqueued on one stream executes in enqueue order.
+//! - Work on different streams is unordered unless an event orders it: work enqueued on stream B
+//!   after `wait_event(B, e)` starts only after the work that preceded `record_event(A) -> e` on
+//!   stream A has completed.
+//! - An event can only be waited on after it was recorded.
+//! - `write` copies `data` before returning; the caller may reuse its bytes at once.
+//! - `read` enqueues a copy to the host; its bytes are the buffer's contents after every earlier
+//!   operation of that stream, and `wait_read` blocks until they are available.
+//! - `free` is only called by the runtime once every operation that uses the buffer has
+//!   completed (the runtime waits for events first). A device may treat a violation as a bug
+//!   and report it loudly (the simulator does).
+//! - Asynchronous failures (a faulting copy or kernel) are reported on the stream they happened
+//!   on, by `take_errors` once the failing operation has executed; `synchronize` waits for
+//!   everything enqueued on the stream so that, after it, `take_errors` holds every failure of
+//!   that work.
+//! - A fatal error (`DeviceError::Lost`) is returned by every later call that can fail; no call
+//!   blocks forever after it.
+//! - Allocation beyond capacity or beyond `max_allocation_bytes` returns an error; it never
+//!   panics and never succeeds partially.
+//! - Graph capture records the launches enqueued on the stream between `begin_capture` and
+//!   `end_capture` instead of executing them; `replay` executes them again, in order, on the
+//!   stream it is given, against the buffers they were recorded with.
+
+use std::fmt::Debug;
+
+use crate::error::DeviceError;
+use crate::kernel::{CompileOptions, KernelDef, Scalar};
+
+/// Identifies a device in this process: its backend and an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeviceId {
+    pub type_id: u16,
+    pub index: u32,
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.type_id, self.index)
+    }
+}
+
+/// How a device executes captured graphs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphSupport {
+    /// The device records a native graph and replays it as one dispatch (CUDA graphs).
+    Hardware,
+    /// The device re-issues recorded launches from prebuilt state.
+    Software,
+}
+
+/// Optional capabilities.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Features {
+    pub graphs: GraphSupport,
+    /// Device timestamps for profiling.
+    pub timestamps: bool,
+    /// Whether streams truly run concurrently. When false (wgpu's single queue), work of
+    /// different streams still obeys every ordering rule, but never overlaps in time.
+    pub concurrent_streams: bool,
+}
+
+/// What a device is and what it can do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// Human-readable adapter name, e.g. "NVIDIA H200" or "lockstep simulator".
+    pub name: String,
+    /// Backend and driver, e.g. "vulkan (NVIDIA 580.0)".
+    pub backend: String,
+    pub memory_bytes: u64,
+    pub max_allocation_bytes: u64,
+    /// Alignment of binding offsets inside an allocation, and of pitched rows.
+    pub alignment_bytes: u64,
+    /// Widest single load, in bytes (the pitch of rows is at least this).
+    pub max_load_width_bytes: u32,
+    /// Largest workgroup count per dimension of one launch.
+    pub max_workgroups: [u32; 3],
+    pub features: Features,
+}
+
+/// A byte range of a device buffer, as bound to a kernel or targeted by a copy.
+#[derive(Debug)]
+pub struct BufferSlice<'a, B> {
+    pub buffer: &'a B,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// How many workgroups a launch runs.
+#[derive(Debug)]
+pub enum LaunchCount<'a, B> {
+    Static([u32; 3]),
+    /// Three little-endian `u32` workgroup counts read from device memory when the launch
+    /// executes (indirect dispatch).
+    Dynamic(BufferSlice<'a, B>),
+}
+
+/// The hardware interface. See the module documentation for the contract.
+pub trait Device: Send + 'static {
+    /// A raw device allocation.
+    type Buffer: Debug + Send;
+    /// A device queue. Cheap to copy; valid for the device's life.
+    type Stream: Copy + Eq + Debug + Send;
+    /// A point in a stream's work, used to order other streams after it.
+    type Event: Debug + Send;
+    /// A compiled kernel.
+    type Kernel: Debug + Send;
+    /// A read in flight to the host.
+    type PendingRead: Debug + Send;
+    /// A captured graph.
+    type Graph: Debug + Send;
+    /// A device timestamp recorded on a stream.
+    type Timestamp: Debug + Send;
+
+    /// Identifies the backend in [`DeviceId`]s (simulator 0, wgpu 1, CUDA 2).
+    const TYPE_ID: u16;
+
+    fn properties(&self) -> &DeviceProperties;
+
+    /// Creates a new stream. Streams are never destroyed before the device.
+    fn create_stream(&mut self) -> Result<Self::Stream, DeviceError>;
+
+    /// Allocates `bytes` (at least 1) of device memory, aligned to `alignment_bytes`. Its
+    /// contents are unspecified until written.
+    fn allocate(&mut self, bytes: u64) -> Result<Self::Buffer, DeviceError>;
+
+    /// Returns an allocation. Every operation using it has completed (the runtime guarantees it).
+    fn free(&mut self, buffer: Self::Buffer);
+
+    /// Enqueues a host-to-device copy of `data` to `dst` at `offset`.
+    fn write(
+        &mut self,
+        stream: Self::Stream,
+        dst: &Self::Buffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError>;
+
+    /// Enqueues a device-to-host copy of `len` bytes of `src` from `offset`.
+    fn read(
+        &mut self,
+        stream: Self::Stream,
+        src: &Self::Buffer,
+        offset: u64,
+        len: u64,
+    ) -> Result<Self::PendingRead, DeviceError>;
+
+    /// Blocks until a read's bytes are on the host.
+    fn wait_read(&mut self, read: Self::PendingRead) -> Result<Vec<u8>, DeviceError>;
+
+    /// Enqueues a device-to-device copy.
+    fn copy(
+        &mut self,
+        stream: Self::Stream,
+        src: BufferSlice<'_, Self::Buffer>,
+        dst: &Self::Buffer,
+        dst_offset: u64,
+    ) -> Result<(), DeviceError>;
+
+    /// Compiles a validated kernel. A compiler failure returns [`DeviceError::Compile`] with the
+    /// compiler's log.
+    fn compile(
+        &mut self,
+        kernel: &KernelDef,
+        options: CompileOptions,
+    ) -> Result<Self::Kernel, DeviceError>;
+
+    /// Enqueues a kernel launch. `bindings` match the kernel's declared bindings in order,
+    /// followed in checked mode by the stream's fault record; `params` match its parameters.
+    fn launch(
+        &mut self,
+        stream: Self::Stream,
+        kernel: &Self::Kernel,
+        count: LaunchCount<'_, Self::Buffer>,
+        bindings: &[BufferSlice<'_, Self::Buffer>],
+        params: &[Scalar],
+    ) -> Result<(), DeviceError>;
+
+    /// Records an event after all work enqueued on `stream` so far.
+    fn record_event(&mut self, stream: Self::Stream) -> Result<Self::Event, DeviceError>;
+
+    /// Makes later work on `stream` wait until `event` has completed.
+    fn wait_event(&mut self, stream: Self::Stream, event: &Self::Event) -> Result<(), DeviceError>;
+
+    /// Whether the work before `event` has completed. Never blocks.
+    fn event_complete(&mut self, event: &Self::Event) -> bool;
+
+    /// Submits batched work of `stream` to the hardware without waiting for it.
+    fn flush(&mut self, stream: Self::Stream) -> Result<(), DeviceError>;
+
+    /// Blocks until all work enqueued on `stream` has completed.
+    fn synchronize(&mut self, stream: Self::Stream) -> Result<(), DeviceError>;
+
+    /// Drains the asynchronous failures observed so far on `stream`, oldest first.
+    fn take_errors(&mut self, stream: Self::Stream) -> Vec<DeviceError>;
+
+    /// Records a timestamp after all work enqueued on `stream` so far.
+    fn record_timestamp(&mut self, stream: Self::Stream) -> Result<Self::Timestamp, DeviceError>;
+
+    /// Nanoseconds between two completed timestamps.
+    fn elapsed_ns(
+        &mut self,
+        start: &Self::Timestamp,
+        end: &Self::Timestamp,
+    ) -> Result<u64, DeviceError>;
+
+    /// Starts recording launches of `stream` into a graph.
+    fn begin_capture(&mut self, stream: Self::Stream) -> Result<(), DeviceError>;
+
+    /// Ends recording and returns the graph.
+    fn end_capture(&mut self, stream: Self::Stream) -> Result<Self::Graph, DeviceError>;
+
+    /// Enqueues one execution of `graph` on `stream`.
+    fn replay(&mut self, stream: Self::Stream, graph: &Self::Graph) -> Result<(), DeviceError>;
+
+    /// Destroys a graph; every replay of it has completed (the runtime guarantees it).
+    fn destroy_graph(&mut self, graph: Self::Graph);
+}

@@ -1,0 +1,105 @@
+//! Typed errors. [`DeviceError`] is what a [`Device`](crate::Device) reports; [`ServerError`] is
+//! what a user of [`ComputeClient`](crate::ComputeClient) sees; [`IoError`] is bad input refused
+//! at the call, before anything is enqueued.
+
+use thiserror::Error;
+
+use crate::device::DeviceId;
+use crate::kernel::KernelError;
+use crate::stream::StreamId;
+
+/// A failure reported by a device: what the runtime cannot anticipate.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum DeviceError {
+    #[error("out of device memory: requested {requested_bytes} bytes, {available_bytes} available")]
+    OutOfMemory {
+        requested_bytes: u64,
+        available_bytes: u64,
+    },
+    #[error("allocation of {requested_bytes} bytes exceeds the device's largest allocation ({max_bytes} bytes)")]
+    AllocationTooLarge { requested_bytes: u64, max_bytes: u64 },
+    #[error("device lost: {reason}")]
+    Lost { reason: String },
+    #[error("transfer failed: {reason}")]
+    TransferFailed { reason: String },
+    #[error("device fault while executing `{operation}`: {reason}")]
+    ExecutionFault { operation: String, reason: String },
+    #[error("kernel `{kernel}` failed to compile:\n{log}")]
+    Compile { kernel: String, log: String },
+    #[error("`{operation}` is not supported by this device")]
+    Unsupported { operation: String },
+    #[error("graph capture failed: {reason}")]
+    Capture { reason: String },
+}
+
+impl DeviceError {
+    /// A fatal error leaves the whole device unusable; every stream then refuses new work.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, DeviceError::Lost { .. })
+    }
+}
+
+/// Bad input to a client call, refused before anything reaches the device. Nothing was written
+/// and the stream stays usable.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum IoError {
+    #[error("range {offset}..{end} is outside the handle's {size} bytes", end = offset.saturating_add(*len))]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("{what}: expected {expected} bytes, got {actual}")]
+    SizeMismatch {
+        what: &'static str,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("invalid shape or strides: {reason}")]
+    InvalidLayout { reason: String },
+    #[error("handle belongs to device {actual}, but this client drives device {expected}")]
+    WrongDevice { expected: DeviceId, actual: DeviceId },
+    #[error("invalid launch of kernel `{kernel}`: {reason}")]
+    InvalidLaunch { kernel: String, reason: String },
+    #[error(transparent)]
+    InvalidKernel(#[from] KernelError),
+}
+
+/// What a client call or a later `flush`/`sync` returns when something went wrong.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ServerError {
+    #[error(
+        "kernel `{kernel}` accessed binding {binding} out of range at index {index} (checked mode)"
+    )]
+    KernelFault {
+        kernel: String,
+        binding: u32,
+        index: u32,
+    },
+    #[error("device lost: {reason}")]
+    DeviceLost { reason: String },
+    #[error("out of memory: {0}")]
+    OutOfMemory(DeviceError),
+    #[error("{0}")]
+    Device(DeviceError),
+    #[error("a task on {stream} panicked: {message}")]
+    TaskPanicked { stream: StreamId, message: String },
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error("the device's actor is gone: {reason}")]
+    ActorGone { reason: String },
+}
+
+impl From<DeviceError> for ServerError {
+    fn from(err: DeviceError) -> Self {
+        match err {
+            DeviceError::Lost { reason } => ServerError::DeviceLost { reason },
+            DeviceError::OutOfMemory { .. } | DeviceError::AllocationTooLarge { .. } => {
+                ServerError::OutOfMemory(err)
+            }
+            other => ServerError::Device(other),
+        }
+    }
+}
+
+impl From<KernelError> for ServerError {
+    fn from(err: KernelError) -> Self {
+        ServerError::Io(IoError::InvalidKernel(err))
+    }
+}

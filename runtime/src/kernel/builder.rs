@@ -1,0 +1,331 @@
+//! A builder that makes IR readable to write:
+//!
+//! ```
+//! use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder};
+//!
+//! let mut k = KernelBuilder::new("scale", [64, 1, 1]);
+//! let data = k.binding(ElemType::F32, Access::ReadWrite);
+//! let factor = k.param(ElemType::F32);
+//! let i = k.global_id(Axis::X);
+//! k.if_(i.clone().lt(data.len()), |k| {
+//!     k.store(data, i.clone(), data.load(i.clone()) * factor.clone());
+//! });
+//! let kernel = k.build().expect("a valid kernel");
+//! assert_eq!(kernel.name, "scale");
+//! ```
+
+use std::ops;
+
+use super::ir::{
+    Access, Axis, BinOp, BindingDecl, BindingId, Builtin, CmpOp, ElemType, Expr, KernelDef,
+    LogicOp, Scalar, Stmt, VarId,
+};
+use super::validate::{KernelError, validate};
+
+/// A kernel under construction. Statements go into the innermost open block (`if_`, `for_range`).
+#[derive(Debug)]
+pub struct KernelBuilder {
+    def: KernelDef,
+    /// Open statement blocks; the first is the kernel body. Never empty.
+    blocks: Vec<Vec<Stmt>>,
+}
+
+/// A binding declared on a [`KernelBuilder`].
+#[derive(Clone, Copy, Debug)]
+pub struct Binding {
+    pub id: BindingId,
+}
+
+impl Binding {
+    pub fn load(self, index: impl Into<Expr>) -> Expr {
+        Expr::Load {
+            binding: self.id,
+            index: Box::new(index.into()),
+        }
+    }
+
+    /// Number of elements in the bound buffer.
+    pub fn len(self) -> Expr {
+        Expr::Len(self.id)
+    }
+}
+
+/// A local variable declared on a [`KernelBuilder`].
+#[derive(Clone, Copy, Debug)]
+pub struct Var {
+    pub id: VarId,
+}
+
+impl Var {
+    pub fn get(self) -> Expr {
+        Expr::Var(self.id)
+    }
+}
+
+impl KernelBuilder {
+    pub fn new(name: impl Into<String>, workgroup_size: [u32; 3]) -> Self {
+        Self {
+            def: KernelDef {
+                name: name.into(),
+                workgroup_size,
+                bindings: Vec::new(),
+                params: Vec::new(),
+                locals: Vec::new(),
+                body: Vec::new(),
+            },
+            blocks: vec![Vec::new()],
+        }
+    }
+
+    pub fn binding(&mut self, elem: ElemType, access: Access) -> Binding {
+        self.def.bindings.push(BindingDecl { elem, access });
+        Binding {
+            id: BindingId(self.def.bindings.len() as u32 - 1),
+        }
+    }
+
+    /// Declares a scalar launch parameter and returns the expression that reads it.
+    pub fn param(&mut self, elem: ElemType) -> Expr {
+        self.def.params.push(elem);
+        Expr::Param(self.def.params.len() as u32 - 1)
+    }
+
+    /// Declares a local variable (zero at kernel entry) and assigns `init` to it here.
+    pub fn var(&mut self, elem: ElemType, init: impl Into<Expr>) -> Var {
+        self.def.locals.push(elem);
+        let var = Var {
+            id: VarId(self.def.locals.len() as u32 - 1),
+        };
+        self.assign(var, init);
+        var
+    }
+
+    pub fn global_id(&self, axis: Axis) -> Expr {
+        Expr::Builtin(Builtin::GlobalId(axis))
+    }
+
+    pub fn local_id(&self, axis: Axis) -> Expr {
+        Expr::Builtin(Builtin::LocalId(axis))
+    }
+
+    pub fn workgroup_id(&self, axis: Axis) -> Expr {
+        Expr::Builtin(Builtin::WorkgroupId(axis))
+    }
+
+    pub fn num_workgroups(&self, axis: Axis) -> Expr {
+        Expr::Builtin(Builtin::NumWorkgroups(axis))
+    }
+
+    fn push(&mut self, stmt: Stmt) {
+        self.blocks
+            .last_mut()
+            .expect("the kernel body block is never popped")
+            .push(stmt);
+    }
+
+    fn block(&mut self, body: impl FnOnce(&mut Self)) -> Vec<Stmt> {
+        self.blocks.push(Vec::new());
+        body(self);
+        self.blocks
+            .pop()
+            .expect("the block pushed above is still open")
+    }
+
+    pub fn assign(&mut self, var: Var, value: impl Into<Expr>) {
+        self.push(Stmt::Assign {
+            var: var.id,
+            value: value.into(),
+        });
+    }
+
+    pub fn store(&mut self, binding: Binding, index: impl Into<Expr>, value: impl Into<Expr>) {
+        self.push(Stmt::Store {
+            binding: binding.id,
+            index: index.into(),
+            value: value.into(),
+        });
+    }
+
+    pub fn atomic_add(&mut self, binding: Binding, index: impl Into<Expr>, value: impl Into<Expr>) {
+        self.push(Stmt::AtomicAdd {
+            binding: binding.id,
+            index: index.into(),
+            value: value.into(),
+        });
+    }
+
+    pub fn if_(&mut self, cond: Expr, then_body: impl FnOnce(&mut Self)) {
+        self.if_else(cond, then_body, |_| {});
+    }
+
+    pub fn if_else(
+        &mut self,
+        cond: Expr,
+        then_body: impl FnOnce(&mut Self),
+        else_body: impl FnOnce(&mut Self),
+    ) {
+        let then_body = self.block(then_body);
+        let else_body = self.block(else_body);
+        self.push(Stmt::If {
+            cond,
+            then_body,
+            else_body,
+        });
+    }
+
+    /// `for i in start..end { body(i) }` with a fresh loop variable of type `elem`.
+    pub fn for_range(
+        &mut self,
+        elem: ElemType,
+        start: impl Into<Expr>,
+        end: impl Into<Expr>,
+        body: impl FnOnce(&mut Self, Expr),
+    ) {
+        self.def.locals.push(elem);
+        let var = VarId(self.def.locals.len() as u32 - 1);
+        let body = self.block(|k| body(k, Expr::Var(var)));
+        self.push(Stmt::For {
+            var,
+            start: start.into(),
+            end: end.into(),
+            body,
+        });
+    }
+
+    /// Validates and returns the kernel.
+    pub fn build(mut self) -> Result<KernelDef, KernelError> {
+        debug_assert_eq!(self.blocks.len(), 1, "closures close every nested block");
+        self.def.body = self.blocks.pop().unwrap_or_default();
+        validate(&self.def)?;
+        Ok(self.def)
+    }
+}
+
+impl From<u32> for Expr {
+    fn from(v: u32) -> Self {
+        Expr::Lit(Scalar::U32(v))
+    }
+}
+
+impl From<i32> for Expr {
+    fn from(v: i32) -> Self {
+        Expr::Lit(Scalar::I32(v))
+    }
+}
+
+impl From<f32> for Expr {
+    fn from(v: f32) -> Self {
+        Expr::Lit(Scalar::F32(v))
+    }
+}
+
+impl From<bool> for Expr {
+    fn from(v: bool) -> Self {
+        Expr::Bool(v)
+    }
+}
+
+impl From<Var> for Expr {
+    fn from(v: Var) -> Self {
+        v.get()
+    }
+}
+
+fn binary(op: BinOp, lhs: Expr, rhs: impl Into<Expr>) -> Expr {
+    Expr::Binary {
+        op,
+        lhs: Box::new(lhs),
+        rhs: Box::new(rhs.into()),
+    }
+}
+
+fn cmp(op: CmpOp, lhs: Expr, rhs: impl Into<Expr>) -> Expr {
+    Expr::Cmp {
+        op,
+        lhs: Box::new(lhs),
+        rhs: Box::new(rhs.into()),
+    }
+}
+
+macro_rules! arith_ops {
+    ($($trait:ident $method:ident $op:ident),*) => {$(
+        impl<R: Into<Expr>> ops::$trait<R> for Expr {
+            type Output = Expr;
+            fn $method(self, rhs: R) -> Expr {
+                binary(BinOp::$op, self, rhs)
+            }
+        }
+    )*};
+}
+
+arith_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
+    BitAnd bitand BitAnd, BitOr bitor BitOr, BitXor bitxor BitXor, Shl shl Shl, Shr shr Shr);
+
+impl ops::Neg for Expr {
+    type Output = Expr;
+    fn neg(self) -> Expr {
+        Expr::Neg(Box::new(self))
+    }
+}
+
+impl ops::Not for Expr {
+    type Output = Expr;
+    fn not(self) -> Expr {
+        Expr::Not(Box::new(self))
+    }
+}
+
+impl Expr {
+    pub fn lt(self, rhs: impl Into<Expr>) -> Expr {
+        cmp(CmpOp::Lt, self, rhs)
+    }
+    pub fn le(self, rhs: impl Into<Expr>) -> Expr {
+        cmp(CmpOp::Le, self, rhs)
+    }
+    pub fn gt(self, rhs: impl Into<Expr>) -> Expr {
+        cmp(CmpOp::Gt, self, rhs)
+    }
+    pub fn ge(self, rhs: impl Into<Expr>) -> Expr {
+        cmp(CmpOp::Ge, self, rhs)
+    }
+    pub fn equals(self, rhs: impl Into<Expr>) -> Expr {
+        cmp(CmpOp::Eq, self, rhs)
+    }
+    pub fn not_equals(self, rhs: impl Into<Expr>) -> Expr {
+        cmp(CmpOp::Ne, self, rhs)
+    }
+    pub fn min(self, rhs: impl Into<Expr>) -> Expr {
+        binary(BinOp::Min, self, rhs)
+    }
+    pub fn max(self, rhs: impl Into<Expr>) -> Expr {
+        binary(BinOp::Max, self, rhs)
+    }
+    pub fn and(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::Logic {
+            op: LogicOp::And,
+            lhs: Box::new(self),
+            rhs: Box::new(rhs.into()),
+        }
+    }
+    pub fn or(self, rhs: impl Into<Expr>) -> Expr {
+        Expr::Logic {
+            op: LogicOp::Or,
+            lhs: Box::new(self),
+            rhs: Box::new(rhs.into()),
+        }
+    }
+    pub fn cast(self, to: ElemType) -> Expr {
+        Expr::Cast {
+            to,
+            value: Box::new(self),
+        }
+    }
+    /// `if self { if_true } else { if_false }` as an expression; both sides are evaluated.
+    pub fn select(self, if_true: impl Into<Expr>, if_false: impl Into<Expr>) -> Expr {
+        Expr::Select {
+            cond: Box::new(self),
+            if_true: Box::new(if_true.into()),
+            if_false: Box::new(if_false.into()),
+        }
+    }
+}

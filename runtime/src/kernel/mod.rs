@@ -1,0 +1,100 @@
+//! Kernels: defined once in a small typed IR, lowered by each device.
+//!
+//! A kernel is built with [`KernelBuilder`], validated by [`validate`], identified for compile
+//! caches by [`KernelDef::content_hash`], and launched through
+//! [`ComputeClient::launch`](crate::ComputeClient::launch).
+
+mod builder;
+mod ir;
+pub mod semantics;
+mod validate;
+
+pub use builder::{Binding, KernelBuilder, Var};
+pub use ir::*;
+pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate};
+
+/// How a device must compile a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// Guard every access and report violations in the fault record (see [`FaultRecord`]).
+    pub checked: bool,
+    /// Identifies the kernel in fault records; assigned by the runtime, unique per device.
+    pub kernel_id: u32,
+}
+
+/// Layout of the per-stream fault record that checked kernels write.
+///
+/// In checked mode a kernel takes one extra binding after its declared ones: a read-write `u32`
+/// array of [`FaultRecord::WORDS`] elements. The first out-of-range access of any invocation
+/// sets `[FLAG] = 1` and fills the other words; later violations leave the record unchanged
+/// (first fault wins, written with a compare-and-swap on `FLAG` on real devices). The runtime
+/// reads and clears it at `flush`/`sync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultRecord {
+    pub kernel_id: u32,
+    pub binding: u32,
+    pub index: u32,
+}
+
+impl FaultRecord {
+    pub const WORDS: usize = 4;
+    pub const BYTES: usize = Self::WORDS * 4;
+    pub const FLAG: usize = 0;
+    pub const KERNEL: usize = 1;
+    pub const BINDING: usize = 2;
+    pub const INDEX: usize = 3;
+
+    /// Decodes a record read back from the device; `None` when no fault was recorded.
+    pub fn decode(words: &[u32; Self::WORDS]) -> Option<Self> {
+        (words[Self::FLAG] != 0).then(|| Self {
+            kernel_id: words[Self::KERNEL],
+            binding: words[Self::BINDING],
+            index: words[Self::INDEX],
+        })
+    }
+}
+
+impl KernelDef {
+    /// A content hash that is stable across runs and machines: FNV-1a over the kernel's `Debug`
+    /// rendering, which spells out every node of the tree. Two kernels with the same hash are
+    /// treated as the same kernel by compile caches.
+    pub fn content_hash(&self) -> u64 {
+        let mut hasher = Fnv1a::default();
+        std::fmt::Write::write_fmt(&mut hasher, format_args!("{self:?}"))
+            .expect("writing into a hasher cannot fail");
+        hasher.0
+    }
+}
+
+/// 64-bit FNV-1a, used where a hash must not depend on the process (compile caches, traces).
+#[derive(Clone, Copy, Debug)]
+pub struct Fnv1a(pub u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    pub fn write_bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    pub fn write_u64(&mut self, v: u64) {
+        self.write_bytes(&v.to_le_bytes());
+    }
+}
+
+impl std::fmt::Write for Fnv1a {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.write_bytes(s.as_bytes());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,56 @@
+//! Lockstep: a GPU compute runtime tested like a database.
+//!
+//! A program holds a [`ComputeClient`] for a device. Through it, it allocates and fills
+//! buffers, launches kernels written once in Lockstep's [kernel IR](kernel), and gets every
+//! asynchronous failure back as a typed [`ServerError`] at the next `flush`, `sync` or read of
+//! the stream it happened on. All runtime logic sits above the narrow [`Device`] trait, so the
+//! same code runs on the deterministic simulator (`lockstep-sim`) and on real GPUs.
+//!
+//! ```
+//! # fn demo<D: lockstep::Device>(device: D) -> Result<(), lockstep::ServerError> {
+//! use lockstep::{Bytes, ComputeClient};
+//! let client = ComputeClient::new(device);
+//! let handle = client.create(Bytes::from_elems(&[1u32, 2, 3]))?;
+//! assert_eq!(client.read_one(handle)?.to_elems::<u32>(), vec![1, 2, 3]);
+//! # Ok(()) }
+//! ```
+
+#![cfg_attr(loom, allow(dead_code, unused_imports))]
+
+mod actor;
+mod bytes;
+#[cfg(not(loom))]
+mod client;
+pub mod device;
+mod error;
+#[cfg(not(loom))]
+mod handle;
+pub mod kernel;
+#[cfg(not(loom))]
+mod launch;
+#[cfg(not(loom))]
+mod layout;
+mod memory;
+mod oneshot;
+#[cfg(not(loom))]
+mod registry;
+#[cfg(not(loom))]
+mod server;
+pub mod stream;
+mod sync;
+
+pub use bytes::Bytes;
+#[cfg(not(loom))]
+pub use client::{ComputeClient, block_on};
+pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
+pub use error::{DeviceError, IoError, ServerError};
+#[cfg(not(loom))]
+pub use handle::Handle;
+#[cfg(not(loom))]
+pub use launch::{CubeCount, Kernel, KernelArguments};
+#[cfg(not(loom))]
+pub use layout::{CopyDescriptor, MemoryLayout, contiguous_strides};
+pub use memory::MemoryUsage;
+#[cfg(not(loom))]
+pub use server::ServerOptions;
+pub use stream::StreamId;

@@ -1,0 +1,564 @@
+//! `Server<D>`: the single-threaded state machine that owns a device. It lives on the device's
+//! actor thread; every method runs there.
+//!
+//! It keeps the runtime's promises on top of the narrow [`Device`] trait:
+//! - **Ordering.** Each buffer remembers its last write and the reads since; an access from
+//!   another stream first waits on an event recorded on the conflicting stream
+//!   (read-after-write, write-after-read, write-after-write). Same-stream order is the device's.
+//! - **Errors.** Each stream has an error queue. Asynchronous failures land in the queue of the
+//!   stream they happened on and are returned one per blocking call (`flush`, `sync`, `read`),
+//!   oldest first, exactly once. A fatal device error makes every later call on every stream
+//!   fail with `DeviceLost`.
+//! - **Liveness.** A released buffer is returned to the device only after events recorded on
+//!   every stream that used it have completed.
+
+mod buffers;
+mod kernels;
+mod streams;
+
+use std::collections::BTreeMap;
+
+pub use buffers::BufferId;
+use buffers::{Access, BufferState, PendingFree};
+use kernels::KernelCache;
+use streams::StreamState;
+
+use crate::actor::ActorState;
+use crate::device::{BufferSlice, Device, LaunchCount};
+use crate::error::{DeviceError, ServerError};
+use crate::kernel::{Access as BindingAccess, FaultRecord};
+use crate::launch::{CountArg, Kernel};
+use crate::memory::MemoryUsage;
+use crate::stream::StreamId;
+
+/// A byte range of a server buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BufferRange {
+    pub buffer: BufferId,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Server behaviour chosen at client creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerOptions {
+    /// Compile kernels in checked mode: out-of-range accesses become
+    /// [`ServerError::KernelFault`] instead of undefined behaviour.
+    pub checked_kernels: bool,
+    /// Insert event waits between streams that touch the same buffer. Only the conformance
+    /// suite's self-test turns this off, to prove the suite notices.
+    pub cross_stream_ordering: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            checked_kernels: true,
+            cross_stream_ordering: true,
+        }
+    }
+}
+
+pub(crate) struct Server<D: Device> {
+    device: D,
+    options: ServerOptions,
+    streams: BTreeMap<StreamId, StreamState<D>>,
+    buffers: BTreeMap<BufferId, BufferState<D>>,
+    next_buffer: u64,
+    pending_frees: Vec<PendingFree<D>>,
+    kernels: KernelCache<D>,
+    /// Set by the first fatal device error; from then on every call fails with it.
+    lost: Option<String>,
+    bytes_reserved: u64,
+    bytes_in_use: u64,
+}
+
+impl<D: Device> ActorState for Server<D> {
+    fn task_panicked(&mut self, stream: StreamId, message: String) {
+        tracing::error!(%stream, %message, "device task panicked");
+        self.push_error(stream, ServerError::TaskPanicked { stream, message });
+    }
+}
+
+impl<D: Device> Server<D> {
+    pub fn new(device: D, options: ServerOptions) -> Self {
+        Self {
+            device,
+            options,
+            streams: BTreeMap::new(),
+            buffers: BTreeMap::new(),
+            next_buffer: 0,
+            pending_frees: Vec::new(),
+            kernels: KernelCache::new(),
+            lost: None,
+            bytes_reserved: 0,
+            bytes_in_use: 0,
+        }
+    }
+
+    // ---- error routing -------------------------------------------------------------------
+
+    fn check_alive(&self) -> Result<(), ServerError> {
+        match &self.lost {
+            Some(reason) => Err(ServerError::DeviceLost {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Routes a device error: fatal ones mark the device lost, others join `stream`'s queue.
+    fn push_device_error(&mut self, stream: StreamId, err: DeviceError) {
+        if err.is_fatal() {
+            if self.lost.is_none() {
+                tracing::error!(error = %err, "device lost");
+                if let DeviceError::Lost { reason } = err {
+                    self.lost = Some(reason);
+                }
+            }
+        } else {
+            self.push_error(stream, err.into());
+        }
+    }
+
+    fn push_error(&mut self, stream: StreamId, err: ServerError) {
+        match self.stream(stream) {
+            Ok(state) => state.errors.push_back(err),
+            // The device is lost: that error supersedes this one.
+            Err(_) => {}
+        }
+    }
+
+    /// Runs a device call whose failure is asynchronous to the user: it is queued on `stream`.
+    fn enqueue_or_queue_error<T>(
+        &mut self,
+        stream: StreamId,
+        call: impl FnOnce(&mut Self) -> Result<T, DeviceError>,
+    ) -> Option<T> {
+        match call(self) {
+            Ok(v) => Some(v),
+            Err(err) => {
+                self.push_device_error(stream, err);
+                None
+            }
+        }
+    }
+
+    /// Moves the device's observed failures and the fault record into the stream's queue, then
+    /// returns the oldest queued error, if any. `fault_read` is a pending read of the fault
+    /// record enqueued after the work being checked.
+    fn surface_errors(
+        &mut self,
+        stream: StreamId,
+        fault_read: Option<D::PendingRead>,
+    ) -> Result<(), ServerError> {
+        self.check_alive()?;
+        let raw = self.stream(stream)?.raw;
+        let observed = self.device.take_errors(raw);
+        for err in observed {
+            self.push_device_error(stream, err);
+        }
+        if let Some(pending) = fault_read {
+            match self.device.wait_read(pending) {
+                Ok(bytes) => self.inspect_fault_record(stream, &bytes),
+                Err(err) => self.push_device_error(stream, err),
+            }
+        }
+        self.check_alive()?;
+        match self.stream(stream)?.errors.pop_front() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    fn inspect_fault_record(&mut self, stream: StreamId, bytes: &[u8]) {
+        let mut words = [0u32; FaultRecord::WORDS];
+        for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
+            *word = u32::from_le_bytes(chunk.try_into().expect("chunks of four bytes"));
+        }
+        let Some(record) = FaultRecord::decode(&words) else {
+            return;
+        };
+        let kernel = self.kernels.name_of(&record);
+        self.push_error(
+            stream,
+            ServerError::KernelFault {
+                kernel,
+                binding: record.binding,
+                index: record.index,
+            },
+        );
+        // Clear the record so the next fault of this stream is reported on its own.
+        let raw = self.streams[&stream].raw;
+        let result = {
+            let record_buf = self.streams[&stream]
+                .fault_record
+                .as_ref()
+                .expect("a record was just read from this buffer");
+            self.device
+                .write(raw, record_buf, 0, &[0u8; FaultRecord::BYTES])
+        };
+        if let Err(err) = result {
+            self.push_device_error(stream, err);
+        }
+    }
+
+    /// Enqueues a read of the stream's fault record if a checked kernel ran since the last one.
+    fn enqueue_fault_check(&mut self, stream: StreamId) -> Option<D::PendingRead> {
+        let state = self.streams.get_mut(&stream)?;
+        if !state.fault_record_dirty {
+            return None;
+        }
+        state.fault_record_dirty = false;
+        let raw = state.raw;
+        let record = state.fault_record.as_ref()?;
+        let result = self.device.read(raw, record, 0, FaultRecord::BYTES as u64);
+        self.enqueue_or_queue_error(stream, |_| result)
+    }
+
+    // ---- streams and ordering ------------------------------------------------------------
+
+    fn stream(&mut self, id: StreamId) -> Result<&mut StreamState<D>, ServerError> {
+        if !self.streams.contains_key(&id) {
+            self.check_alive()?;
+            let raw = self.device.create_stream().map_err(ServerError::from)?;
+            self.streams.insert(id, StreamState::new(raw));
+        }
+        Ok(self.streams.get_mut(&id).expect("inserted above"))
+    }
+
+    /// Orders the next operation of `stream` after every conflicting access to `buffer` from
+    /// other streams, by waiting on events recorded on those streams.
+    fn order_before_access(
+        &mut self,
+        stream: StreamId,
+        buffer: BufferId,
+        write: bool,
+    ) -> Result<(), DeviceError> {
+        if !self.options.cross_stream_ordering {
+            return Ok(());
+        }
+        let conflicts = self.buffers[&buffer].conflicts(write);
+        for dep in conflicts {
+            if dep.stream == stream || self.streams[&stream].ordered_after(dep.stream, dep.seq) {
+                continue;
+            }
+            let other = &self.streams[&dep.stream];
+            let (other_raw, other_seq) = (other.raw, other.seq);
+            let event = self.device.record_event(other_raw)?;
+            self.device.wait_event(self.streams[&stream].raw, &event)?;
+            self.streams
+                .get_mut(&stream)
+                .expect("stream exists")
+                .waited
+                .insert(dep.stream, other_seq);
+        }
+        Ok(())
+    }
+
+    /// Notes that the operation just enqueued on `stream` accessed `buffer`.
+    fn after_access(&mut self, stream: StreamId, buffers: &[(BufferId, bool)]) {
+        let state = self.streams.get_mut(&stream).expect("stream exists");
+        state.seq += 1;
+        let access = Access {
+            stream,
+            seq: state.seq,
+        };
+        for &(buffer, write) in buffers {
+            if let Some(buf) = self.buffers.get_mut(&buffer) {
+                buf.record(access, write);
+            }
+        }
+    }
+
+    // ---- memory --------------------------------------------------------------------------
+
+    pub fn allocate(&mut self, stream: StreamId, size_bytes: u64) -> Result<BufferId, ServerError> {
+        self.check_alive()?;
+        self.stream(stream)?;
+        self.reclaim();
+        // Devices need at least one byte; four keeps every allocation whole words for kernels.
+        let device_bytes = size_bytes.max(1).next_multiple_of(4);
+        let raw = match self.device.allocate(device_bytes) {
+            Ok(raw) => raw,
+            Err(err) => {
+                let server_err = ServerError::from(err.clone());
+                if err.is_fatal() {
+                    self.push_device_error(stream, err);
+                }
+                return Err(server_err);
+            }
+        };
+        let id = BufferId(self.next_buffer);
+        self.next_buffer += 1;
+        self.bytes_reserved += device_bytes;
+        self.bytes_in_use += device_bytes;
+        self.buffers.insert(id, BufferState::new(raw, device_bytes));
+        Ok(id)
+    }
+
+    /// The last handle to `buffer` is gone: free it once the work that used it has completed.
+    pub fn release(&mut self, buffer: BufferId) {
+        let Some(state) = self.buffers.remove(&buffer) else {
+            return;
+        };
+        self.bytes_in_use -= state.size_bytes;
+        let mut events = Vec::new();
+        if self.lost.is_none() {
+            for user in state.users() {
+                let raw = self.streams[&user].raw;
+                match self.device.record_event(raw) {
+                    Ok(event) => events.push(event),
+                    Err(err) => self.push_device_error(user, err),
+                }
+            }
+        }
+        self.pending_frees.push(PendingFree {
+            raw: state.raw,
+            size_bytes: state.size_bytes,
+            events,
+        });
+        self.reclaim();
+    }
+
+    /// Returns to the device every pending free whose events have completed. On a lost device
+    /// nothing will complete, and nothing can be corrupted any more: free at once.
+    fn reclaim(&mut self) {
+        let lost = self.lost.is_some();
+        let mut index = 0;
+        while index < self.pending_frees.len() {
+            let done = lost || {
+                let device = &mut self.device;
+                self.pending_frees[index]
+                    .events
+                    .iter()
+                    .all(|e| device.event_complete(e))
+            };
+            if done {
+                let free = self.pending_frees.swap_remove(index);
+                self.bytes_reserved -= free.size_bytes;
+                self.device.free(free.raw);
+            } else {
+                index += 1;
+            }
+        }
+    }
+
+    pub fn memory_usage(&mut self) -> MemoryUsage {
+        self.reclaim();
+        MemoryUsage {
+            bytes_in_use: self.bytes_in_use,
+            bytes_reserved: self.bytes_reserved,
+            allocations: self.buffers.len() as u64,
+        }
+    }
+
+    // ---- transfers -----------------------------------------------------------------------
+
+    /// Enqueues a write; failures surface at the stream's next blocking call.
+    pub fn write(&mut self, stream: StreamId, dst: BufferRange, data: &[u8]) {
+        if self.lost.is_some() || self.stream(stream).is_err() {
+            return;
+        }
+        let _ = self.enqueue_or_queue_error(stream, |server| {
+            server.order_before_access(stream, dst.buffer, true)?;
+            let raw_stream = server.streams[&stream].raw;
+            let raw = &server.buffers[&dst.buffer].raw;
+            server.device.write(raw_stream, raw, dst.offset, data)
+        });
+        self.after_access(stream, &[(dst.buffer, true)]);
+    }
+
+    /// Reads every range after all earlier work of `stream`, then surfaces the stream's oldest
+    /// pending error instead of the bytes if there is one.
+    pub fn read(
+        &mut self,
+        stream: StreamId,
+        ranges: &[BufferRange],
+    ) -> Result<Vec<Vec<u8>>, ServerError> {
+        self.check_alive()?;
+        self.stream(stream)?;
+        let mut pending = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let read = self.enqueue_or_queue_error(stream, |server| {
+                server.order_before_access(stream, range.buffer, false)?;
+                let raw_stream = server.streams[&stream].raw;
+                let raw = &server.buffers[&range.buffer].raw;
+                server.device.read(raw_stream, raw, range.offset, range.len)
+            });
+            self.after_access(stream, &[(range.buffer, false)]);
+            pending.push(read);
+        }
+        let fault_read = self.enqueue_fault_check(stream);
+        let mut results = Vec::with_capacity(pending.len());
+        for read in pending {
+            let bytes = read.and_then(|read| match self.device.wait_read(read) {
+                Ok(bytes) => Some(bytes),
+                Err(err) => {
+                    self.push_device_error(stream, err);
+                    None
+                }
+            });
+            results.push(bytes);
+        }
+        self.surface_errors(stream, fault_read)?;
+        self.reclaim();
+        // Without a queued error every read succeeded.
+        results
+            .into_iter()
+            .map(|bytes| {
+                bytes.ok_or_else(|| ServerError::Device(DeviceError::TransferFailed {
+                    reason: "a read failed without reporting why".to_owned(),
+                }))
+            })
+            .collect()
+    }
+
+    // ---- kernels -------------------------------------------------------------------------
+
+    /// Compiles `kernel` now, so that a compile failure is reported at the call.
+    pub fn compile(&mut self, kernel: &Kernel) -> Result<(), ServerError> {
+        self.check_alive()?;
+        let checked = self.options.checked_kernels;
+        self.kernels
+            .get_or_compile(&mut self.device, kernel, checked)
+            .map(|_| ())
+            .map_err(ServerError::from)
+    }
+
+    /// Enqueues a launch; failures (including compile errors) surface at the stream's next
+    /// blocking call.
+    pub fn launch(
+        &mut self,
+        stream: StreamId,
+        kernel: &Kernel,
+        count: CountArg<BufferRange>,
+        bindings: &[BufferRange],
+        params: &[crate::kernel::Scalar],
+    ) {
+        if self.lost.is_some() || self.stream(stream).is_err() {
+            return;
+        }
+        let checked = self.options.checked_kernels;
+        if checked && self.ensure_fault_record(stream).is_none() {
+            return;
+        }
+        let mut accessed: Vec<(BufferId, bool)> = kernel
+            .def()
+            .bindings
+            .iter()
+            .zip(bindings)
+            .map(|(decl, range)| (range.buffer, decl.access == BindingAccess::ReadWrite))
+            .collect();
+        if let CountArg::Dynamic(range) = &count {
+            accessed.push((range.buffer, false));
+        }
+        let launched = self.enqueue_or_queue_error(stream, |server| {
+            for &(buffer, write) in &accessed {
+                server.order_before_access(stream, buffer, write)?;
+            }
+            let compiled = server
+                .kernels
+                .get_or_compile(&mut server.device, kernel, checked)?;
+            let state = &server.streams[&stream];
+            let slice = |range: &BufferRange| BufferSlice {
+                buffer: &server.buffers[&range.buffer].raw,
+                offset: range.offset,
+                len: range.len,
+            };
+            let mut slices: Vec<_> = bindings.iter().map(slice).collect();
+            if let Some(record) = state.fault_record.as_ref().filter(|_| checked) {
+                slices.push(BufferSlice {
+                    buffer: record,
+                    offset: 0,
+                    len: FaultRecord::BYTES as u64,
+                });
+            }
+            let count = match &count {
+                CountArg::Static(dims) => LaunchCount::Static(*dims),
+                CountArg::Dynamic(range) => LaunchCount::Dynamic(slice(range)),
+            };
+            server
+                .device
+                .launch(state.raw, &compiled.raw, count, &slices, params)
+        });
+        self.after_access(stream, &accessed);
+        if launched.is_some() && checked {
+            self.streams
+                .get_mut(&stream)
+                .expect("stream exists")
+                .fault_record_dirty = true;
+        }
+    }
+
+    /// Allocates and zeroes the stream's fault record on its first checked launch.
+    fn ensure_fault_record(&mut self, stream: StreamId) -> Option<()> {
+        if self.streams[&stream].fault_record.is_some() {
+            return Some(());
+        }
+        let raw_stream = self.streams[&stream].raw;
+        let record = self.enqueue_or_queue_error(stream, |server| {
+            let record = server.device.allocate(FaultRecord::BYTES as u64)?;
+            server
+                .device
+                .write(raw_stream, &record, 0, &[0u8; FaultRecord::BYTES])?;
+            Ok(record)
+        })?;
+        self.streams
+            .get_mut(&stream)
+            .expect("stream exists")
+            .fault_record = Some(record);
+        Some(())
+    }
+
+    // ---- synchronisation -----------------------------------------------------------------
+
+    /// Submits the stream's work and returns its oldest failure observed so far.
+    pub fn flush(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        self.check_alive()?;
+        let raw = self.stream(stream)?.raw;
+        if let Err(err) = self.device.flush(raw) {
+            self.push_device_error(stream, err);
+        }
+        self.reclaim();
+        self.surface_errors(stream, None)
+    }
+
+    /// Waits for all work of the stream and returns its oldest failure, if any.
+    pub fn sync(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        self.check_alive()?;
+        self.stream(stream)?;
+        let fault_read = self.enqueue_fault_check(stream);
+        let raw = self.streams[&stream].raw;
+        if let Err(err) = self.device.synchronize(raw) {
+            self.push_device_error(stream, err);
+        }
+        self.reclaim();
+        self.surface_errors(stream, fault_read)
+    }
+}
+
+impl<D: Device> Drop for Server<D> {
+    fn drop(&mut self) {
+        // Every handle is gone (each holds the actor alive), so only pending frees and fault
+        // records remain. Wait for all streams, then give everything back.
+        if self.lost.is_none() {
+            let raws: Vec<_> = self.streams.values().map(|s| s.raw).collect();
+            for raw in raws {
+                let _ = self.device.synchronize(raw);
+            }
+        }
+        for free in std::mem::take(&mut self.pending_frees) {
+            drop(free.events);
+            self.device.free(free.raw);
+        }
+        for (_, state) in std::mem::take(&mut self.buffers) {
+            self.device.free(state.raw);
+        }
+        for (_, state) in std::mem::take(&mut self.streams) {
+            if let Some(record) = state.fault_record {
+                self.device.free(record);
+            }
+        }
+    }
+}
