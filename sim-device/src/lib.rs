@@ -1,1 +1,31 @@
+//! The deterministic simulated device: mock hardware for Lockstep.
+//!
+//! - **Seeded scheduler.** Streams are queues of operations; at every device call a seeded
+//!   number of operations runs "in the background", and blocking calls run operations until
+//!   what they wait for is done. Which ready stream advances is drawn from `rand_chacha`, so
+//!   different seeds explore different legal interleavings and a missing event wait shows up.
+//! - **Virtual clock.** Every operation costs virtual nanoseconds; timestamps read that clock.
+//! - **Poisoned memory.** Fresh memory is filled with [`POISON_FRESH`], freed memory with
+//!   [`POISON_FREED`]; reading never-written bytes, touching freed memory, and freeing memory
+//!   that queued work still uses are recorded as [`SanitizerReport`]s.
+//! - **Fault injection.** A [`FaultPlan`] fails allocations, transfers and kernels, or loses the
+//!   device, at scripted points or with given probabilities.
+//! - **Trace.** Every executed operation feeds a hash ([`Observations::trace_hash`]) that is
+//!   equal for equal seeds and programs.
 
+mod config;
+mod device;
+mod fault;
+mod interpreter;
+mod memory;
+mod ops;
+mod trace;
+
+pub use config::SimConfig;
+pub use device::{
+    SimBuffer, SimDevice, SimEvent, SimGraph, SimKernel, SimProbe, SimRead, SimStream,
+    SimTimestamp,
+};
+pub use fault::{FaultKind, FaultPlan, FaultRates, ScriptedFault};
+pub use memory::{POISON_FRESH, POISON_FREED, SanitizerReport};
+pub use trace::{Observations, TraceEntry};

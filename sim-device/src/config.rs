@@ -1,0 +1,44 @@
+//! How a simulated device is built: its seed, its size and the faults it will inject.
+
+use crate::fault::FaultPlan;
+
+/// Everything that determines a simulated device's behaviour. Two devices built from equal
+/// configs and driven by the same calls execute the same operations in the same order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Seeds the scheduler (which ready stream advances next, how much runs in the background)
+    /// and, through a separate generator, probabilistic faults.
+    pub seed: u64,
+    pub memory_bytes: u64,
+    pub max_allocation_bytes: u64,
+    /// At every device call, up to this many queued operations execute "in the background",
+    /// as a real GPU progresses while the host is busy. Zero makes execution fully lazy.
+    pub max_background_steps: u32,
+    pub faults: FaultPlan,
+    /// Keep every trace entry (for export) and not just the running hash.
+    pub record_trace: bool,
+}
+
+impl SimConfig {
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            memory_bytes: 1 << 30,
+            max_allocation_bytes: 256 << 20,
+            max_background_steps: 3,
+            faults: FaultPlan::default(),
+            record_trace: false,
+        }
+    }
+
+    pub fn with_faults(mut self, faults: FaultPlan) -> Self {
+        self.faults = faults;
+        self
+    }
+
+    pub fn with_memory(mut self, memory_bytes: u64, max_allocation_bytes: u64) -> Self {
+        self.memory_bytes = memory_bytes;
+        self.max_allocation_bytes = max_allocation_bytes;
+        self
+    }
+}

@@ -1,0 +1,763 @@
+//! `SimDevice`: the deterministic mock hardware. Streams are queues; a seeded scheduler picks
+//! which ready stream advances next; time is virtual.
+//!
+//! **Architecture Invariant:** nothing here reads the wall clock, OS randomness or the order of
+//! an unseeded hash map. Every decision comes from `SimConfig::seed` and from the order of the
+//! calls the runtime makes, so equal seeds and equal programs give equal traces.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
+use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::SimConfig;
+use crate::fault::{FaultInjector, FaultKind};
+use crate::interpreter::{self, BindingData, KernelTrap};
+use crate::memory::{SanitizerReport, SimMemory};
+use crate::ops::{Count, LaunchOp, Op, Range};
+use crate::trace::{Observations, Trace, TraceEntry};
+
+/// A simulated allocation.
+#[derive(Debug)]
+pub struct SimBuffer {
+    id: u64,
+    size: u64,
+}
+
+/// A simulated stream: an index into the device's streams, in creation order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimStream(u32);
+
+/// An event: a marker that completes when the stream reaches it.
+#[derive(Debug)]
+pub struct SimEvent(u64);
+
+/// A timestamp: a marker that records the virtual time at which the stream reached it.
+#[derive(Debug)]
+pub struct SimTimestamp(u64);
+
+/// A read in flight.
+#[derive(Debug)]
+pub struct SimRead(u64);
+
+/// A "compiled" kernel: the IR itself, interpreted at launch.
+#[derive(Debug)]
+pub struct SimKernel {
+    def: Arc<KernelDef>,
+    options: CompileOptions,
+}
+
+/// A captured graph: the launches recorded between `begin_capture` and `end_capture`.
+#[derive(Debug)]
+pub struct SimGraph {
+    launches: Vec<Arc<LaunchOp>>,
+}
+
+#[derive(Debug, Default)]
+struct StreamState {
+    queue: VecDeque<Op>,
+    /// Asynchronous failures not yet taken by the runtime.
+    errors: Vec<DeviceError>,
+    /// Launches recorded while capturing.
+    capture: Option<Vec<Arc<LaunchOp>>>,
+}
+
+/// Handle to what a [`SimDevice`] has observed, readable while the runtime owns the device.
+#[derive(Clone, Debug)]
+pub struct SimProbe(Arc<Mutex<Observations>>);
+
+impl SimProbe {
+    pub fn observations(&self) -> MutexGuard<'_, Observations> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The deterministic simulated device. See the crate documentation.
+#[derive(Debug)]
+pub struct SimDevice {
+    config: SimConfig,
+    properties: DeviceProperties,
+    rng: ChaCha8Rng,
+    faults: FaultInjector,
+    memory: SimMemory,
+    streams: Vec<StreamState>,
+    /// Completion time of each marker (events and timestamps), by id; `None` until reached.
+    markers: Vec<Option<u64>>,
+    /// Finished reads waiting for `wait_read`, by id; `None` while in flight.
+    reads: BTreeMap<u64, Option<Result<Vec<u8>, DeviceError>>>,
+    next_read: u64,
+    clock_ns: u64,
+    trace: Trace,
+    observations: Arc<Mutex<Observations>>,
+    lost: Option<String>,
+}
+
+/// Per-byte cost of transfers in virtual time: 32 bytes per nanosecond.
+const BYTES_PER_NS: u64 = 32;
+const TRANSFER_LATENCY_NS: u64 = 500;
+const LAUNCH_LATENCY_NS: u64 = 2_000;
+
+impl SimDevice {
+    pub fn new(config: SimConfig) -> Self {
+        let properties = DeviceProperties {
+            name: "lockstep simulator".to_owned(),
+            backend: format!("sim (seed {})", config.seed),
+            memory_bytes: config.memory_bytes,
+            max_allocation_bytes: config.max_allocation_bytes,
+            alignment_bytes: 256,
+            max_load_width_bytes: 16,
+            max_workgroups: [65_535; 3],
+            features: Features {
+                graphs: GraphSupport::Software,
+                timestamps: true,
+                concurrent_streams: true,
+            },
+        };
+        let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let fault_rng = ChaCha8Rng::seed_from_u64(config.seed ^ 0x9e37_79b9_7f4a_7c15);
+        Self {
+            faults: FaultInjector::new(config.faults.clone(), fault_rng),
+            trace: Trace::new(config.record_trace),
+            config,
+            properties,
+            rng,
+            memory: SimMemory::default(),
+            streams: Vec::new(),
+            markers: Vec::new(),
+            reads: BTreeMap::new(),
+            next_read: 0,
+            clock_ns: 0,
+            observations: Arc::new(Mutex::new(Observations::default())),
+            lost: None,
+        }
+    }
+
+    /// A handle to read the trace hash and sanitizer reports while the runtime owns the device.
+    pub fn probe(&self) -> SimProbe {
+        SimProbe(self.observations.clone())
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    fn observe(&self) -> MutexGuard<'_, Observations> {
+        self.observations.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn report(&self, report: SanitizerReport) {
+        self.observe().reports.push(report);
+    }
+
+    fn check_alive(&self) -> Result<(), DeviceError> {
+        match &self.lost {
+            Some(reason) => Err(DeviceError::Lost {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn stream_mut(&mut self, stream: SimStream) -> &mut StreamState {
+        self.streams
+            .get_mut(stream.0 as usize)
+            .expect("streams come from this device's create_stream")
+    }
+
+    /// Queues `op` on `stream`, refusing anything but launches while the stream captures.
+    fn enqueue(&mut self, stream: SimStream, op: Op) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let state = self.stream_mut(stream);
+        if let Some(capture) = &mut state.capture {
+            return match op {
+                Op::Launch(launch) => {
+                    capture.push(launch);
+                    Ok(())
+                }
+                other => Err(DeviceError::Capture {
+                    reason: format!("`{}` cannot be recorded into a graph", other.name()),
+                }),
+            };
+        }
+        state.queue.push_back(op);
+        self.background();
+        Ok(())
+    }
+
+    fn new_marker(&mut self) -> u64 {
+        self.markers.push(None);
+        self.markers.len() as u64 - 1
+    }
+
+    // ---- scheduling ----------------------------------------------------------------------
+
+    /// Runs a seeded number of operations, as a GPU progresses while the host works.
+    fn background(&mut self) {
+        let steps = self.rng.random_range(0..=self.config.max_background_steps);
+        for _ in 0..steps {
+            if !self.step() {
+                break;
+            }
+        }
+    }
+
+    fn ready(&self, state: &StreamState) -> bool {
+        match state.queue.front() {
+            None => false,
+            Some(Op::Wait(marker)) => self.markers[*marker as usize].is_some(),
+            Some(_) => true,
+        }
+    }
+
+    /// Executes the next operation of a randomly chosen ready stream. Returns false when no
+    /// stream can advance.
+    fn step(&mut self) -> bool {
+        if self.lost.is_some() {
+            return false;
+        }
+        let ready: Vec<usize> = (0..self.streams.len())
+            .filter(|&i| self.ready(&self.streams[i]))
+            .collect();
+        if ready.is_empty() {
+            return false;
+        }
+        let index = ready[self.rng.random_range(0..ready.len())];
+        let op = self.streams[index]
+            .queue
+            .pop_front()
+            .expect("a ready stream has an operation");
+        self.execute(index as u32, op);
+        true
+    }
+
+    /// Steps until `done` holds.
+    ///
+    /// # Panics
+    /// If no stream can advance before that: the runtime waits on something that can never
+    /// happen (an event recorded after the wait that needs it), a contract violation.
+    fn run_until(&mut self, what: &str, mut done: impl FnMut(&Self) -> bool) {
+        while !done(self) {
+            if self.lost.is_some() {
+                return;
+            }
+            if !self.step() {
+                panic!(
+                    "simulator deadlock while waiting for {what}: no stream can advance \
+                     (seed {}); an event is waited on before it was recorded",
+                    self.config.seed
+                );
+            }
+        }
+    }
+
+    // ---- execution -----------------------------------------------------------------------
+
+    fn execute(&mut self, stream: u32, op: Op) {
+        if self.faults.fires(FaultKind::DeviceLoss) {
+            self.lose(format!(
+                "injected device loss before `{}` on stream {stream} (seed {})",
+                op.name(),
+                self.config.seed
+            ));
+            return;
+        }
+        let start_ns = self.clock_ns;
+        let name = op.name();
+        let (duration_ns, detail, content) = match op {
+            Op::Write { dst, data } => {
+                let result = self.execute_write(stream, dst, &data);
+                (transfer_ns(dst.len), format!("{dst:?}{result}"), data)
+            }
+            Op::Read { src, read } => {
+                let (result, outcome) = self.execute_read(src);
+                let content = result.as_ref().map(|b| b.clone()).unwrap_or_default();
+                self.reads.insert(read, Some(result));
+                (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
+            }
+            Op::Copy { src, dst } => {
+                let (result, outcome) = self.execute_read(src);
+                let outcome = match result {
+                    Ok(bytes) => self.execute_write(stream, dst, &bytes),
+                    Err(err) => {
+                        self.streams[stream as usize].errors.push(err);
+                        outcome
+                    }
+                };
+                (transfer_ns(src.len), format!("{src:?} -> {dst:?}{outcome}"), Vec::new())
+            }
+            Op::Launch(launch) => {
+                let invocations = self.execute_launch(stream, &launch);
+                (
+                    LAUNCH_LATENCY_NS + invocations,
+                    format!("{} x{invocations}", launch.kernel.name),
+                    Vec::new(),
+                )
+            }
+            Op::Marker(id) => {
+                self.markers[id as usize] = Some(start_ns);
+                (0, format!("marker {id}"), Vec::new())
+            }
+            Op::Wait(id) => (0, format!("marker {id}"), Vec::new()),
+        };
+        self.clock_ns += duration_ns;
+        let entry = TraceEntry {
+            start_ns,
+            duration_ns,
+            stream,
+            op: name,
+            detail,
+        };
+        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        self.trace.push(&mut obs, entry, &content);
+    }
+
+    fn lose(&mut self, reason: String) {
+        for state in &mut self.streams {
+            state.queue.clear();
+        }
+        for read in self.reads.values_mut() {
+            if read.is_none() {
+                *read = Some(Err(DeviceError::Lost {
+                    reason: reason.clone(),
+                }));
+            }
+        }
+        self.lost = Some(reason);
+    }
+
+    /// Writes `data`; returns a suffix for the trace describing a failure, if any.
+    fn execute_write(&mut self, stream: u32, dst: Range, data: &[u8]) -> &'static str {
+        if self.faults.fires(FaultKind::TransferFailure) {
+            self.streams[stream as usize]
+                .errors
+                .push(DeviceError::TransferFailed {
+                    reason: format!(
+                        "injected failure writing {} bytes to buffer {} (seed {})",
+                        dst.len, dst.buffer, self.config.seed
+                    ),
+                });
+            return " failed";
+        }
+        match self.memory.get_mut(dst.buffer, "write") {
+            Ok(alloc) => {
+                let (start, len) = (dst.offset as usize, dst.len as usize);
+                alloc.bytes[start..start + len].copy_from_slice(data);
+                alloc.mark_written(start, len);
+                ""
+            }
+            Err(report) => {
+                self.fault_use_after_free(stream, "write", report);
+                " use-after-free"
+            }
+        }
+    }
+
+    fn execute_read(&mut self, src: Range) -> (Result<Vec<u8>, DeviceError>, &'static str) {
+        if self.faults.fires(FaultKind::TransferFailure) {
+            let err = DeviceError::TransferFailed {
+                reason: format!(
+                    "injected failure reading {} bytes of buffer {} (seed {})",
+                    src.len, src.buffer, self.config.seed
+                ),
+            };
+            return (Err(err), " failed");
+        }
+        match self.memory.get_mut(src.buffer, "read") {
+            Ok(alloc) => {
+                let (start, len) = (src.offset as usize, src.len as usize);
+                let bytes = alloc.bytes[start..start + len].to_vec();
+                if !alloc.all_written(start, len) {
+                    self.report(SanitizerReport::UninitializedRead {
+                        operation: "read".to_owned(),
+                        buffer: src.buffer,
+                        offset: src.offset,
+                        len: src.len,
+                    });
+                }
+                (Ok(bytes), "")
+            }
+            Err(report) => {
+                self.report(report);
+                (
+                    Err(DeviceError::ExecutionFault {
+                        operation: "read".to_owned(),
+                        reason: format!("buffer {} was already freed", src.buffer),
+                    }),
+                    " use-after-free",
+                )
+            }
+        }
+    }
+
+    fn fault_use_after_free(&mut self, stream: u32, operation: &str, report: SanitizerReport) {
+        let reason = report.to_string();
+        self.report(report);
+        self.streams[stream as usize]
+            .errors
+            .push(DeviceError::ExecutionFault {
+                operation: operation.to_owned(),
+                reason,
+            });
+    }
+
+    /// Runs a launch; returns the number of invocations (its cost in virtual nanoseconds).
+    fn execute_launch(&mut self, stream: u32, launch: &LaunchOp) -> u64 {
+        let operation = format!("launch of `{}`", launch.kernel.name);
+        if self.faults.fires(FaultKind::KernelFault) {
+            self.streams[stream as usize]
+                .errors
+                .push(DeviceError::ExecutionFault {
+                    operation,
+                    reason: format!("injected kernel fault (seed {})", self.config.seed),
+                });
+            return 0;
+        }
+        let count = match &launch.count {
+            Count::Static(dims) => *dims,
+            Count::Dynamic(range) => match self.memory.get_mut(range.buffer, &operation) {
+                Ok(alloc) => {
+                    let at = range.offset as usize;
+                    let word = |i: usize| {
+                        u32::from_le_bytes(alloc.bytes[at + 4 * i..at + 4 * i + 4].try_into().unwrap())
+                    };
+                    [word(0), word(1), word(2)]
+                }
+                Err(report) => {
+                    self.fault_use_after_free(stream, &operation, report);
+                    return 0;
+                }
+            },
+        };
+        let mut data = Vec::with_capacity(launch.bindings.len());
+        for range in &launch.bindings {
+            match self.memory.get_mut(range.buffer, &operation) {
+                Ok(alloc) => data.push(binding_data(alloc, *range)),
+                Err(report) => {
+                    self.fault_use_after_free(stream, &operation, report);
+                    return 0;
+                }
+            }
+        }
+        let invocations = count.iter().map(|&c| c as u64).product::<u64>()
+            * launch.kernel.workgroup_invocations();
+        match interpreter::run(&launch.kernel, launch.options, count, &mut data, &launch.params) {
+            Ok(outcome) => {
+                for binding in outcome.uninitialized_loads {
+                    let range = launch.bindings[binding as usize];
+                    self.report(SanitizerReport::UninitializedRead {
+                        operation: format!("{operation} (binding {binding})"),
+                        buffer: range.buffer,
+                        offset: range.offset,
+                        len: range.len,
+                    });
+                }
+                for (range, binding) in launch.bindings.iter().zip(&data) {
+                    let alloc = self
+                        .memory
+                        .get_mut(range.buffer, &operation)
+                        .expect("checked live above; nothing frees during a launch");
+                    write_back(alloc, *range, binding);
+                }
+            }
+            Err(KernelTrap::OutOfBounds { binding, index }) => {
+                self.streams[stream as usize]
+                    .errors
+                    .push(DeviceError::ExecutionFault {
+                        operation,
+                        reason: format!(
+                            "illegal address: binding {binding} index {index} (unchecked mode)"
+                        ),
+                    });
+            }
+        }
+        invocations
+    }
+}
+
+fn transfer_ns(len: u64) -> u64 {
+    TRANSFER_LATENCY_NS + len / BYTES_PER_NS
+}
+
+fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData {
+    let words = (range.len / 4) as usize;
+    let start = range.offset as usize;
+    BindingData {
+        words: (0..words)
+            .map(|i| {
+                let at = start + 4 * i;
+                u32::from_le_bytes(alloc.bytes[at..at + 4].try_into().unwrap())
+            })
+            .collect(),
+        initialized: (0..words).map(|i| alloc.all_written(start + 4 * i, 4)).collect(),
+        dirty: vec![false; words],
+    }
+}
+
+fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &BindingData) {
+    let start = range.offset as usize;
+    for (i, (&word, &dirty)) in data.words.iter().zip(&data.dirty).enumerate() {
+        if dirty {
+            let at = start + 4 * i;
+            alloc.bytes[at..at + 4].copy_from_slice(&word.to_le_bytes());
+            alloc.mark_written(at, 4);
+        }
+    }
+}
+
+fn range_of(slice: &BufferSlice<'_, SimBuffer>) -> Range {
+    Range {
+        buffer: slice.buffer.id,
+        offset: slice.offset,
+        len: slice.len,
+    }
+}
+
+impl Device for SimDevice {
+    type Buffer = SimBuffer;
+    type Stream = SimStream;
+    type Event = SimEvent;
+    type Kernel = SimKernel;
+    type PendingRead = SimRead;
+    type Graph = SimGraph;
+    type Timestamp = SimTimestamp;
+
+    const TYPE_ID: u16 = 0;
+
+    fn properties(&self) -> &DeviceProperties {
+        &self.properties
+    }
+
+    fn create_stream(&mut self) -> Result<SimStream, DeviceError> {
+        self.check_alive()?;
+        self.streams.push(StreamState::default());
+        Ok(SimStream(self.streams.len() as u32 - 1))
+    }
+
+    fn allocate(&mut self, bytes: u64) -> Result<SimBuffer, DeviceError> {
+        self.check_alive()?;
+        assert!(bytes > 0, "the runtime allocates at least one byte");
+        if bytes > self.config.max_allocation_bytes {
+            return Err(DeviceError::AllocationTooLarge {
+                requested_bytes: bytes,
+                max_bytes: self.config.max_allocation_bytes,
+            });
+        }
+        let available_bytes = self.config.memory_bytes - self.memory.bytes_live;
+        if bytes > available_bytes || self.faults.fires(FaultKind::AllocationFailure) {
+            return Err(DeviceError::OutOfMemory {
+                requested_bytes: bytes,
+                available_bytes,
+            });
+        }
+        let id = self.memory.allocate(bytes);
+        Ok(SimBuffer { id, size: bytes })
+    }
+
+    fn free(&mut self, buffer: SimBuffer) {
+        if self
+            .streams
+            .iter()
+            .any(|s| s.queue.iter().any(|op| op.touches(buffer.id)))
+        {
+            self.report(SanitizerReport::FreeWhileInUse { buffer: buffer.id });
+        }
+        self.memory.free(buffer.id);
+    }
+
+    fn write(
+        &mut self,
+        stream: SimStream,
+        dst: &SimBuffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        assert!(
+            offset + data.len() as u64 <= dst.size,
+            "the runtime writes inside its buffers"
+        );
+        let dst = Range {
+            buffer: dst.id,
+            offset,
+            len: data.len() as u64,
+        };
+        self.enqueue(
+            stream,
+            Op::Write {
+                dst,
+                data: data.to_vec(),
+            },
+        )
+    }
+
+    fn read(
+        &mut self,
+        stream: SimStream,
+        src: &SimBuffer,
+        offset: u64,
+        len: u64,
+    ) -> Result<SimRead, DeviceError> {
+        assert!(offset + len <= src.size, "the runtime reads inside its buffers");
+        let read = self.next_read;
+        self.next_read += 1;
+        let src = Range {
+            buffer: src.id,
+            offset,
+            len,
+        };
+        self.enqueue(stream, Op::Read { src, read })?;
+        self.reads.insert(read, None);
+        Ok(SimRead(read))
+    }
+
+    fn wait_read(&mut self, read: SimRead) -> Result<Vec<u8>, DeviceError> {
+        self.run_until("a read", |dev| {
+            dev.reads.get(&read.0).is_some_and(|r| r.is_some())
+        });
+        match self.reads.remove(&read.0).flatten() {
+            Some(result) => result,
+            None => Err(self.check_alive().expect_err("only a lost device abandons a read")),
+        }
+    }
+
+    fn copy(
+        &mut self,
+        stream: SimStream,
+        src: BufferSlice<'_, SimBuffer>,
+        dst: &SimBuffer,
+        dst_offset: u64,
+    ) -> Result<(), DeviceError> {
+        let src = range_of(&src);
+        let dst = Range {
+            buffer: dst.id,
+            offset: dst_offset,
+            len: src.len,
+        };
+        self.enqueue(stream, Op::Copy { src, dst })
+    }
+
+    fn compile(
+        &mut self,
+        kernel: &KernelDef,
+        options: CompileOptions,
+    ) -> Result<SimKernel, DeviceError> {
+        self.check_alive()?;
+        Ok(SimKernel {
+            def: Arc::new(kernel.clone()),
+            options,
+        })
+    }
+
+    fn launch(
+        &mut self,
+        stream: SimStream,
+        kernel: &SimKernel,
+        count: LaunchCount<'_, SimBuffer>,
+        bindings: &[BufferSlice<'_, SimBuffer>],
+        params: &[Scalar],
+    ) -> Result<(), DeviceError> {
+        let expected = kernel.def.bindings.len() + kernel.options.checked as usize;
+        assert_eq!(
+            bindings.len(),
+            expected,
+            "kernel `{}` takes {expected} bindings",
+            kernel.def.name
+        );
+        let count = match count {
+            LaunchCount::Static(dims) => Count::Static(dims),
+            LaunchCount::Dynamic(slice) => Count::Dynamic(range_of(&slice)),
+        };
+        let launch = LaunchOp {
+            kernel: kernel.def.clone(),
+            options: kernel.options,
+            count,
+            bindings: bindings.iter().map(range_of).collect(),
+            params: params.to_vec(),
+        };
+        self.enqueue(stream, Op::Launch(Arc::new(launch)))
+    }
+
+    fn record_event(&mut self, stream: SimStream) -> Result<SimEvent, DeviceError> {
+        let marker = self.new_marker();
+        self.enqueue(stream, Op::Marker(marker))?;
+        Ok(SimEvent(marker))
+    }
+
+    fn wait_event(&mut self, stream: SimStream, event: &SimEvent) -> Result<(), DeviceError> {
+        self.enqueue(stream, Op::Wait(event.0))
+    }
+
+    fn event_complete(&mut self, event: &SimEvent) -> bool {
+        self.background();
+        self.lost.is_some() || self.markers[event.0 as usize].is_some()
+    }
+
+    fn flush(&mut self, _stream: SimStream) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        self.background();
+        Ok(())
+    }
+
+    fn synchronize(&mut self, stream: SimStream) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let index = stream.0 as usize;
+        self.run_until("a stream to drain", |dev| dev.streams[index].queue.is_empty());
+        self.check_alive()
+    }
+
+    fn take_errors(&mut self, stream: SimStream) -> Vec<DeviceError> {
+        std::mem::take(&mut self.stream_mut(stream).errors)
+    }
+
+    fn record_timestamp(&mut self, stream: SimStream) -> Result<SimTimestamp, DeviceError> {
+        let marker = self.new_marker();
+        self.enqueue(stream, Op::Marker(marker))?;
+        Ok(SimTimestamp(marker))
+    }
+
+    fn elapsed_ns(&mut self, start: &SimTimestamp, end: &SimTimestamp) -> Result<u64, DeviceError> {
+        self.check_alive()?;
+        match (self.markers[start.0 as usize], self.markers[end.0 as usize]) {
+            (Some(s), Some(e)) => Ok(e.saturating_sub(s)),
+            _ => Err(DeviceError::Unsupported {
+                operation: "elapsed_ns of a timestamp that has not completed".to_owned(),
+            }),
+        }
+    }
+
+    fn begin_capture(&mut self, stream: SimStream) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let state = self.stream_mut(stream);
+        if state.capture.is_some() {
+            return Err(DeviceError::Capture {
+                reason: "the stream is already capturing".to_owned(),
+            });
+        }
+        state.capture = Some(Vec::new());
+        Ok(())
+    }
+
+    fn end_capture(&mut self, stream: SimStream) -> Result<SimGraph, DeviceError> {
+        self.check_alive()?;
+        match self.stream_mut(stream).capture.take() {
+            Some(launches) => Ok(SimGraph { launches }),
+            None => Err(DeviceError::Capture {
+                reason: "the stream is not capturing".to_owned(),
+            }),
+        }
+    }
+
+    fn replay(&mut self, stream: SimStream, graph: &SimGraph) -> Result<(), DeviceError> {
+        for launch in &graph.launches {
+            self.enqueue(stream, Op::Launch(launch.clone()))?;
+        }
+        Ok(())
+    }
+
+    fn destroy_graph(&mut self, graph: SimGraph) {
+        drop(graph);
+    }
+}

@@ -1,0 +1,92 @@
+//! Fault injection: scripted faults at the n-th operation of a kind, and probabilistic ones.
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// What can go wrong on the simulated hardware.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FaultKind {
+    /// `allocate` fails with out-of-memory.
+    AllocationFailure,
+    /// A write or read fails when it executes; a failed write leaves the target unchanged.
+    TransferFailure,
+    /// A kernel faults when it executes, writing nothing.
+    KernelFault,
+    /// The device is lost when an operation executes; every later call fails.
+    DeviceLoss,
+}
+
+/// Faults at fixed points: the `nth` (counting from 1) occurrence of the kind's trigger —
+/// allocations for `AllocationFailure`, executed transfers for `TransferFailure`, executed
+/// launches for `KernelFault`, any executed operation for `DeviceLoss`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScriptedFault {
+    pub kind: FaultKind,
+    pub nth: u64,
+}
+
+/// Per-trigger probabilities of each fault kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FaultRates {
+    pub allocation_failure: f64,
+    pub transfer_failure: f64,
+    pub kernel_fault: f64,
+    pub device_loss: f64,
+}
+
+/// The faults a simulated device injects. The default injects none.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FaultPlan {
+    pub scripted: Vec<ScriptedFault>,
+    pub rates: FaultRates,
+}
+
+impl FaultPlan {
+    pub fn scripted(faults: impl IntoIterator<Item = ScriptedFault>) -> Self {
+        Self {
+            scripted: faults.into_iter().collect(),
+            rates: FaultRates::default(),
+        }
+    }
+}
+
+/// Counts triggers and decides, deterministically, whether each one faults.
+#[derive(Debug)]
+pub(crate) struct FaultInjector {
+    plan: FaultPlan,
+    /// Separate from the scheduler's generator, so that enabling faults does not change the
+    /// interleaving of a seed before the first fault.
+    rng: ChaCha8Rng,
+    counts: [u64; 4],
+}
+
+impl FaultInjector {
+    pub fn new(plan: FaultPlan, rng: ChaCha8Rng) -> Self {
+        Self {
+            plan,
+            rng,
+            counts: [0; 4],
+        }
+    }
+
+    /// Counts one trigger of `kind` and returns whether it faults.
+    pub fn fires(&mut self, kind: FaultKind) -> bool {
+        let slot = kind as usize;
+        self.counts[slot] += 1;
+        let n = self.counts[slot];
+        let scripted = self
+            .plan
+            .scripted
+            .iter()
+            .any(|f| f.kind == kind && f.nth == n);
+        let rate = match kind {
+            FaultKind::AllocationFailure => self.plan.rates.allocation_failure,
+            FaultKind::TransferFailure => self.plan.rates.transfer_failure,
+            FaultKind::KernelFault => self.plan.rates.kernel_fault,
+            FaultKind::DeviceLoss => self.plan.rates.device_loss,
+        };
+        // Draw only when a rate is set, so a plan without rates consumes no randomness.
+        let random = rate > 0.0 && self.rng.random_bool(rate.min(1.0));
+        scripted || random
+    }
+}

@@ -1,0 +1,68 @@
+//! Operations queued on simulated streams.
+
+use std::sync::Arc;
+
+use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
+
+/// A byte range of a simulated allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Range {
+    pub buffer: u64,
+    pub offset: u64,
+    pub len: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum Count {
+    Static([u32; 3]),
+    Dynamic(Range),
+}
+
+/// Everything a launch needs to execute; shared between a graph and its replays.
+#[derive(Debug)]
+pub(crate) struct LaunchOp {
+    pub kernel: Arc<KernelDef>,
+    pub options: CompileOptions,
+    pub count: Count,
+    pub bindings: Vec<Range>,
+    pub params: Vec<Scalar>,
+}
+
+#[derive(Debug)]
+pub(crate) enum Op {
+    Write { dst: Range, data: Vec<u8> },
+    Read { src: Range, read: u64 },
+    Copy { src: Range, dst: Range },
+    Launch(Arc<LaunchOp>),
+    /// Completes marker `id` (an event or a timestamp) at the current virtual time.
+    Marker(u64),
+    /// Blocks the stream until marker `id` completes.
+    Wait(u64),
+}
+
+impl Op {
+    /// Whether the operation reads or writes `buffer`.
+    pub fn touches(&self, buffer: u64) -> bool {
+        match self {
+            Op::Write { dst, .. } => dst.buffer == buffer,
+            Op::Read { src, .. } => src.buffer == buffer,
+            Op::Copy { src, dst } => src.buffer == buffer || dst.buffer == buffer,
+            Op::Launch(launch) => {
+                launch.bindings.iter().any(|r| r.buffer == buffer)
+                    || matches!(&launch.count, Count::Dynamic(r) if r.buffer == buffer)
+            }
+            Op::Marker(_) | Op::Wait(_) => false,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Write { .. } => "write",
+            Op::Read { .. } => "read",
+            Op::Copy { .. } => "copy",
+            Op::Launch(_) => "launch",
+            Op::Marker(_) => "marker",
+            Op::Wait(_) => "wait",
+        }
+    }
+}

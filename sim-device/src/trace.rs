@@ -1,0 +1,61 @@
+//! The record of what a simulated device executed: a running hash that identifies the run, and
+//! optionally every entry, for export.
+
+use lockstep::kernel::Fnv1a;
+
+/// One executed operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEntry {
+    /// Virtual time at which the operation started.
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// Index of the device stream, in creation order.
+    pub stream: u32,
+    /// What ran: "write", "read", "copy", "launch", "marker" (event or timestamp) or "wait".
+    pub op: &'static str,
+    /// Operands, e.g. buffer ids and byte ranges, or the kernel's name.
+    pub detail: String,
+}
+
+/// What an observer can see of a simulated device while the runtime drives it.
+#[derive(Clone, Debug, Default)]
+pub struct Observations {
+    /// Hash over every executed operation and its operands, in execution order. Equal seeds and
+    /// equal programs give equal hashes, on every machine.
+    pub trace_hash: u64,
+    pub ops_executed: u64,
+    pub virtual_time_ns: u64,
+    pub reports: Vec<crate::SanitizerReport>,
+    /// Every entry, when the device was configured with `record_trace`.
+    pub entries: Vec<TraceEntry>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Trace {
+    hash: Fnv1a,
+    record: bool,
+}
+
+impl Trace {
+    pub fn new(record: bool) -> Self {
+        Self {
+            hash: Fnv1a::default(),
+            record,
+        }
+    }
+
+    /// Adds an executed operation; `content` is hashed too (e.g. the bytes a write stored).
+    pub fn push(&mut self, obs: &mut Observations, entry: TraceEntry, content: &[u8]) {
+        self.hash.write_u64(entry.start_ns);
+        self.hash.write_u64(entry.stream as u64);
+        self.hash.write_bytes(entry.op.as_bytes());
+        self.hash.write_bytes(entry.detail.as_bytes());
+        self.hash.write_bytes(content);
+        obs.trace_hash = self.hash.0;
+        obs.ops_executed += 1;
+        obs.virtual_time_ns = entry.start_ns + entry.duration_ns;
+        if self.record {
+            obs.entries.push(entry);
+        }
+    }
+}
