@@ -122,7 +122,11 @@ impl<S: ActorState> ActorHandle<S> {
 
     /// Runs `task` on the calling thread while the actor is paused: no other task runs
     /// meanwhile, and the task observes everything submitted before by this thread.
-    pub(crate) fn exclusive<R>(&self, stream: StreamId, task: impl FnOnce() -> R) -> Result<R, TaskPanicked> {
+    pub(crate) fn exclusive<R>(
+        &self,
+        stream: StreamId,
+        task: impl FnOnce() -> R,
+    ) -> Result<R, TaskPanicked> {
         let (paused_tx, paused_rx) = oneshot::channel::<()>();
         let (resume_tx, resume_rx) = oneshot::channel::<()>();
         self.submit(stream, move |_| {

@@ -90,6 +90,9 @@ mod tests {
 
     #[test]
     fn debug_shows_length_and_prefix() {
-        assert_eq!(format!("{:?}", Bytes::from(vec![1, 2])), "Bytes(2 bytes: [01, 02])");
+        assert_eq!(
+            format!("{:?}", Bytes::from(vec![1, 2])),
+            "Bytes(2 bytes: [01, 02])"
+        );
     }
 }

@@ -14,7 +14,9 @@ use crate::error::{IoError, ServerError};
 use crate::handle::Handle;
 use crate::kernel::Access;
 use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
-use crate::layout::{CopyDescriptor, MemoryLayout, contiguous_strides, extent_bytes, gather, num_elems};
+use crate::layout::{
+    CopyDescriptor, MemoryLayout, contiguous_strides, extent_bytes, gather, num_elems,
+};
 use crate::memory::MemoryUsage;
 use crate::registry;
 use crate::server::{BufferRange, Server, ServerOptions};
@@ -223,7 +225,11 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Reserves an uninitialised tensor of `shape`; see [`create_tensor`](Self::create_tensor).
-    pub fn empty_tensor(&self, shape: &[usize], elem_size: usize) -> Result<MemoryLayout, ServerError> {
+    pub fn empty_tensor(
+        &self,
+        shape: &[usize],
+        elem_size: usize,
+    ) -> Result<MemoryLayout, ServerError> {
         let size = self.tensor_bytes(shape, elem_size)?;
         Ok(MemoryLayout {
             memory: self.allocate(size, None)?,
@@ -415,7 +421,9 @@ impl<D: Device> ComputeClient<D> {
                 )));
             }
             if decl.access == Access::ReadWrite
-                && ranges.iter().any(|r: &BufferRange| r.buffer == range.buffer)
+                && ranges
+                    .iter()
+                    .any(|r: &BufferRange| r.buffer == range.buffer)
             {
                 return Err(invalid(format!(
                     "binding {i} is writable and aliases an earlier binding"

@@ -16,8 +16,13 @@ pub enum DeviceError {
         requested_bytes: u64,
         available_bytes: u64,
     },
-    #[error("allocation of {requested_bytes} bytes exceeds the device's largest allocation ({max_bytes} bytes)")]
-    AllocationTooLarge { requested_bytes: u64, max_bytes: u64 },
+    #[error(
+        "allocation of {requested_bytes} bytes exceeds the device's largest allocation ({max_bytes} bytes)"
+    )]
+    AllocationTooLarge {
+        requested_bytes: u64,
+        max_bytes: u64,
+    },
     #[error("device lost: {reason}")]
     Lost { reason: String },
     #[error("transfer failed: {reason}")]
@@ -54,7 +59,10 @@ pub enum IoError {
     #[error("invalid shape or strides: {reason}")]
     InvalidLayout { reason: String },
     #[error("handle belongs to device {actual}, but this client drives device {expected}")]
-    WrongDevice { expected: DeviceId, actual: DeviceId },
+    WrongDevice {
+        expected: DeviceId,
+        actual: DeviceId,
+    },
     #[error("invalid launch of kernel `{kernel}`: {reason}")]
     InvalidLaunch { kernel: String, reason: String },
     #[error(transparent)]

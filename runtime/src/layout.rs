@@ -48,8 +48,11 @@ fn invalid(reason: String) -> IoError {
 /// Number of elements of `shape`, or an error if it overflows.
 pub fn num_elems(shape: &[usize]) -> Result<usize, IoError> {
     shape.iter().try_fold(1usize, |acc, &d| {
-        acc.checked_mul(d)
-            .ok_or_else(|| invalid(format!("shape {shape:?} has more elements than fit in usize")))
+        acc.checked_mul(d).ok_or_else(|| {
+            invalid(format!(
+                "shape {shape:?} has more elements than fit in usize"
+            ))
+        })
     })
 }
 
@@ -69,7 +72,11 @@ pub fn extent_bytes(shape: &[usize], strides: &[usize], elem_size: usize) -> Res
     if shape.contains(&0) {
         return Ok(0);
     }
-    let overflow = || invalid(format!("shape {shape:?} with strides {strides:?} overflows"));
+    let overflow = || {
+        invalid(format!(
+            "shape {shape:?} with strides {strides:?} overflows"
+        ))
+    };
     let last_elem = shape
         .iter()
         .zip(strides)

@@ -45,8 +45,5 @@ pub(crate) fn register<T: Send + Sync + 'static>(id: DeviceId, shared: &Arc<T>) 
 #[cfg(not(loom))]
 pub(crate) fn lookup<T: Send + Sync + 'static>(id: DeviceId) -> Option<Arc<T>> {
     let entries = entries().lock().unwrap_or_else(|p| p.into_inner());
-    entries
-        .get(&id)?
-        .downcast_ref::<Weak<T>>()?
-        .upgrade()
+    entries.get(&id)?.downcast_ref::<Weak<T>>()?.upgrade()
 }

@@ -14,7 +14,9 @@ pub(crate) use std::thread;
 /// Locks `mutex`, ignoring poisoning: every critical section in this crate leaves the guarded
 /// state consistent before anything in it can panic, so a poisoned lock holds valid data.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Waits on `cond`, ignoring poisoning (see [`lock`]).

@@ -287,7 +287,11 @@ impl SimDevice {
                         outcome
                     }
                 };
-                (transfer_ns(src.len), format!("{src:?} -> {dst:?}{outcome}"), Vec::new())
+                (
+                    transfer_ns(src.len),
+                    format!("{src:?} -> {dst:?}{outcome}"),
+                    Vec::new(),
+                )
             }
             Op::Launch(launch) => {
                 let invocations = self.execute_launch(stream, &launch);
@@ -422,7 +426,9 @@ impl SimDevice {
                 Ok(alloc) => {
                     let at = range.offset as usize;
                     let word = |i: usize| {
-                        u32::from_le_bytes(alloc.bytes[at + 4 * i..at + 4 * i + 4].try_into().unwrap())
+                        u32::from_le_bytes(
+                            alloc.bytes[at + 4 * i..at + 4 * i + 4].try_into().unwrap(),
+                        )
                     };
                     [word(0), word(1), word(2)]
                 }
@@ -444,7 +450,13 @@ impl SimDevice {
         }
         let invocations = count.iter().map(|&c| c as u64).product::<u64>()
             * launch.kernel.workgroup_invocations();
-        match interpreter::run(&launch.kernel, launch.options, count, &mut data, &launch.params) {
+        match interpreter::run(
+            &launch.kernel,
+            launch.options,
+            count,
+            &mut data,
+            &launch.params,
+        ) {
             Ok(outcome) => {
                 for binding in outcome.uninitialized_loads {
                     let range = launch.bindings[binding as usize];
@@ -492,7 +504,9 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
                 u32::from_le_bytes(alloc.bytes[at..at + 4].try_into().unwrap())
             })
             .collect(),
-        initialized: (0..words).map(|i| alloc.all_written(start + 4 * i, 4)).collect(),
+        initialized: (0..words)
+            .map(|i| alloc.all_written(start + 4 * i, 4))
+            .collect(),
         dirty: vec![false; words],
     }
 }
@@ -600,7 +614,10 @@ impl Device for SimDevice {
         offset: u64,
         len: u64,
     ) -> Result<SimRead, DeviceError> {
-        assert!(offset + len <= src.size, "the runtime reads inside its buffers");
+        assert!(
+            offset + len <= src.size,
+            "the runtime reads inside its buffers"
+        );
         let read = self.next_read;
         self.next_read += 1;
         let src = Range {
@@ -608,8 +625,12 @@ impl Device for SimDevice {
             offset,
             len,
         };
-        self.enqueue(stream, Op::Read { src, read })?;
+        // Registered before enqueueing: the read may execute in the background right away.
         self.reads.insert(read, None);
+        if let Err(err) = self.enqueue(stream, Op::Read { src, read }) {
+            self.reads.remove(&read);
+            return Err(err);
+        }
         Ok(SimRead(read))
     }
 
@@ -619,7 +640,9 @@ impl Device for SimDevice {
         });
         match self.reads.remove(&read.0).flatten() {
             Some(result) => result,
-            None => Err(self.check_alive().expect_err("only a lost device abandons a read")),
+            None => Err(self
+                .check_alive()
+                .expect_err("only a lost device abandons a read")),
         }
     }
 
@@ -704,7 +727,9 @@ impl Device for SimDevice {
     fn synchronize(&mut self, stream: SimStream) -> Result<(), DeviceError> {
         self.check_alive()?;
         let index = stream.0 as usize;
-        self.run_until("a stream to drain", |dev| dev.streams[index].queue.is_empty());
+        self.run_until("a stream to drain", |dev| {
+            dev.streams[index].queue.is_empty()
+        });
         self.check_alive()
     }
 

@@ -2,8 +2,8 @@
 //! `lockstep::kernel::semantics` and the checked-mode rules of `lockstep::kernel::FaultRecord`.
 
 use lockstep::kernel::{
-    BindingId, Builtin, CompileOptions, ElemType, Expr, FaultRecord, KernelDef, LogicOp,
-    Scalar, Stmt, semantics,
+    BindingId, Builtin, CompileOptions, ElemType, Expr, FaultRecord, KernelDef, LogicOp, Scalar,
+    Stmt, semantics,
 };
 
 /// One binding's words, copied out of device memory for the launch.

@@ -23,9 +23,8 @@ mod trace;
 
 pub use config::SimConfig;
 pub use device::{
-    SimBuffer, SimDevice, SimEvent, SimGraph, SimKernel, SimProbe, SimRead, SimStream,
-    SimTimestamp,
+    SimBuffer, SimDevice, SimEvent, SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp,
 };
 pub use fault::{FaultKind, FaultPlan, FaultRates, ScriptedFault};
-pub use memory::{POISON_FRESH, POISON_FREED, SanitizerReport};
+pub use memory::{POISON_FREED, POISON_FRESH, SanitizerReport};
 pub use trace::{Observations, TraceEntry};

@@ -42,7 +42,10 @@ impl std::fmt::Display for SanitizerReport {
                 write!(f, "{operation} used buffer {buffer} after it was freed")
             }
             SanitizerReport::FreeWhileInUse { buffer } => {
-                write!(f, "buffer {buffer} was freed while queued work still used it")
+                write!(
+                    f,
+                    "buffer {buffer} was freed while queued work still used it"
+                )
             }
         }
     }
@@ -111,7 +114,11 @@ impl SimMemory {
     }
 
     /// The live allocation `id`, or a use-after-free report naming `operation`.
-    pub fn get_mut(&mut self, id: u64, operation: &str) -> Result<&mut Allocation, SanitizerReport> {
+    pub fn get_mut(
+        &mut self,
+        id: u64,
+        operation: &str,
+    ) -> Result<&mut Allocation, SanitizerReport> {
         match self.allocations.get_mut(&id) {
             Some(alloc) if !alloc.freed => Ok(alloc),
             _ => Err(SanitizerReport::UseAfterFree {

@@ -30,9 +30,18 @@ pub(crate) struct LaunchOp {
 
 #[derive(Debug)]
 pub(crate) enum Op {
-    Write { dst: Range, data: Vec<u8> },
-    Read { src: Range, read: u64 },
-    Copy { src: Range, dst: Range },
+    Write {
+        dst: Range,
+        data: Vec<u8>,
+    },
+    Read {
+        src: Range,
+        read: u64,
+    },
+    Copy {
+        src: Range,
+        dst: Range,
+    },
     Launch(Arc<LaunchOp>),
     /// Completes marker `id` (an event or a timestamp) at the current virtual time.
     Marker(u64),

@@ -51,7 +51,9 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
                 panic!("validated kernels apply {op:?} to integers only")
             }
         }),
-        _ => panic!("validated kernels apply {op:?} to operands of one type, got {lhs:?} and {rhs:?}"),
+        _ => panic!(
+            "validated kernels apply {op:?} to operands of one type, got {lhs:?} and {rhs:?}"
+        ),
     }
 }
 
@@ -115,8 +117,14 @@ mod tests {
 
     #[test]
     fn integer_division_by_zero_yields_the_dividend() {
-        assert_eq!(binary(BinOp::Div, Scalar::U32(7), Scalar::U32(0)), Scalar::U32(7));
-        assert_eq!(binary(BinOp::Rem, Scalar::I32(-7), Scalar::I32(0)), Scalar::I32(-7));
+        assert_eq!(
+            binary(BinOp::Div, Scalar::U32(7), Scalar::U32(0)),
+            Scalar::U32(7)
+        );
+        assert_eq!(
+            binary(BinOp::Rem, Scalar::I32(-7), Scalar::I32(0)),
+            Scalar::I32(-7)
+        );
         assert_eq!(
             binary(BinOp::Div, Scalar::I32(i32::MIN), Scalar::I32(-1)),
             Scalar::I32(i32::MIN)
@@ -125,15 +133,24 @@ mod tests {
 
     #[test]
     fn shifts_take_the_amount_modulo_32() {
-        assert_eq!(binary(BinOp::Shl, Scalar::U32(1), Scalar::U32(33)), Scalar::U32(2));
-        assert_eq!(binary(BinOp::Shr, Scalar::I32(-8), Scalar::I32(1)), Scalar::I32(-4));
+        assert_eq!(
+            binary(BinOp::Shl, Scalar::U32(1), Scalar::U32(33)),
+            Scalar::U32(2)
+        );
+        assert_eq!(
+            binary(BinOp::Shr, Scalar::I32(-8), Scalar::I32(1)),
+            Scalar::I32(-4)
+        );
     }
 
     #[test]
     fn float_to_int_casts_saturate() {
         assert_eq!(cast(Scalar::F32(-3.0), ElemType::U32), Scalar::U32(0));
         assert_eq!(cast(Scalar::F32(f32::NAN), ElemType::I32), Scalar::I32(0));
-        assert_eq!(cast(Scalar::F32(1e20), ElemType::I32), Scalar::I32(i32::MAX));
+        assert_eq!(
+            cast(Scalar::F32(1e20), ElemType::I32),
+            Scalar::I32(i32::MAX)
+        );
     }
 
     #[test]

@@ -17,8 +17,10 @@ fn builder_produces_the_expected_tree() {
     let def = saxpy();
     assert_eq!(def.bindings.len(), 2);
     assert_eq!(def.params, vec![ElemType::F32]);
-    assert!(matches!(def.body.as_slice(), [Stmt::If { then_body, else_body, .. }]
-        if then_body.len() == 1 && else_body.is_empty()));
+    assert!(
+        matches!(def.body.as_slice(), [Stmt::If { then_body, else_body, .. }]
+        if then_body.len() == 1 && else_body.is_empty())
+    );
 }
 
 #[test]
@@ -62,12 +64,11 @@ fn store_to_read_only_binding_is_rejected() {
 #[test]
 fn unknown_binding_and_float_atomics_are_rejected() {
     let mut k = KernelBuilder::new("unknown", [1, 1, 1]);
-    k.store(
-        Binding { id: BindingId(3) },
-        0u32,
-        1u32,
-    );
-    assert!(matches!(k.build(), Err(KernelError::UnknownBinding { binding: 3, .. })));
+    k.store(Binding { id: BindingId(3) }, 0u32, 1u32);
+    assert!(matches!(
+        k.build(),
+        Err(KernelError::UnknownBinding { binding: 3, .. })
+    ));
 
     let mut k = KernelBuilder::new("fatomic", [1, 1, 1]);
     let out = k.binding(ElemType::F32, Access::ReadWrite);
@@ -83,7 +84,10 @@ fn indices_must_be_u32_and_workgroups_non_empty() {
     assert!(matches!(k.build(), Err(KernelError::TypeMismatch { .. })));
 
     let k = KernelBuilder::new("empty_wg", [0, 1, 1]);
-    assert!(matches!(k.build(), Err(KernelError::InvalidWorkgroupSize { .. })));
+    assert!(matches!(
+        k.build(),
+        Err(KernelError::InvalidWorkgroupSize { .. })
+    ));
 }
 
 #[test]

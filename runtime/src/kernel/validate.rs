@@ -2,9 +2,7 @@
 
 use thiserror::Error;
 
-use super::ir::{
-    Access, BinOp, BindingId, ElemType, Expr, KernelDef, Stmt, Ty, VarId,
-};
+use super::ir::{Access, BinOp, BindingId, ElemType, Expr, KernelDef, Stmt, Ty, VarId};
 
 /// Why a kernel definition is invalid. Messages name the kernel and the offending part.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -40,14 +38,20 @@ pub enum KernelError {
         operation: &'static str,
         binding: u32,
     },
-    #[error("kernel `{kernel}`: atomic add on binding {binding} of type {elem}; atomics need u32 or i32")]
+    #[error(
+        "kernel `{kernel}`: atomic add on binding {binding} of type {elem}; atomics need u32 or i32"
+    )]
     AtomicOnFloat {
         kernel: String,
         binding: u32,
         elem: ElemType,
     },
     #[error("kernel `{kernel}`: {op:?} is defined on integers only, found {found}")]
-    IntegerOnly { kernel: String, op: BinOp, found: Ty },
+    IntegerOnly {
+        kernel: String,
+        op: BinOp,
+        found: Ty,
+    },
     #[error(
         "kernel `{kernel}`: workgroup size {size:?} must have every dimension >= 1 and at most 1024 invocations"
     )]

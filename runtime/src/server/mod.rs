@@ -407,9 +407,11 @@ impl<D: Device> Server<D> {
         results
             .into_iter()
             .map(|bytes| {
-                bytes.ok_or_else(|| ServerError::Device(DeviceError::TransferFailed {
-                    reason: "a read failed without reporting why".to_owned(),
-                }))
+                bytes.ok_or_else(|| {
+                    ServerError::Device(DeviceError::TransferFailed {
+                        reason: "a read failed without reporting why".to_owned(),
+                    })
+                })
             })
             .collect()
     }
