@@ -1,1 +1,12 @@
+//! Lockstep's conformance suite: properties of the `ComputeClient` contract, written once and
+//! run on every device through a [`DeviceFactory`], driven by proptest with shrinking.
+//!
+//! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
+pub mod factory;
+pub mod kernels;
+pub mod program;
+pub mod properties;
+pub mod suite;
+
+pub use factory::{DeviceFactory, Observer, Session, SimFactory};

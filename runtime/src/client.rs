@@ -410,7 +410,7 @@ impl<D: Device> ComputeClient<D> {
                 )));
             }
         }
-        let mut ranges = Vec::with_capacity(args.bindings.len());
+        let mut ranges: Vec<BufferRange> = Vec::with_capacity(args.bindings.len());
         for (i, (handle, decl)) in args.bindings.iter().zip(&def.bindings).enumerate() {
             let range = self.range(handle)?;
             let elem_size = decl.elem.size_bytes() as u64;
@@ -420,13 +420,15 @@ impl<D: Device> ComputeClient<D> {
                     range.len, decl.elem
                 )));
             }
-            if decl.access == Access::ReadWrite
-                && ranges
-                    .iter()
-                    .any(|r: &BufferRange| r.buffer == range.buffer)
-            {
+            // A writable binding must not share memory with any other binding: devices may
+            // assume bindings do not alias.
+            let aliased = ranges.iter().zip(&def.bindings).position(|(r, d)| {
+                r.buffer == range.buffer
+                    && (decl.access == Access::ReadWrite || d.access == Access::ReadWrite)
+            });
+            if let Some(j) = aliased {
                 return Err(invalid(format!(
-                    "binding {i} is writable and aliases an earlier binding"
+                    "bindings {j} and {i} share memory and one of them is writable"
                 )));
             }
             ranges.push(range);

@@ -274,7 +274,7 @@ impl SimDevice {
             }
             Op::Read { src, read } => {
                 let (result, outcome) = self.execute_read(src);
-                let content = result.as_ref().map(|b| b.clone()).unwrap_or_default();
+                let content = result.clone().unwrap_or_default();
                 self.reads.insert(read, Some(result));
                 (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
             }

@@ -122,10 +122,9 @@ impl<D: Device> Server<D> {
     }
 
     fn push_error(&mut self, stream: StreamId, err: ServerError) {
-        match self.stream(stream) {
-            Ok(state) => state.errors.push_back(err),
-            // The device is lost: that error supersedes this one.
-            Err(_) => {}
+        // On a lost device there is no stream to queue on: `DeviceLost` supersedes the error.
+        if let Ok(state) = self.stream(stream) {
+            state.errors.push_back(err);
         }
     }
 

@@ -1,0 +1,327 @@
+//! Random multi-stream programs over the client API, and their execution against a pure
+//! reference model of device memory.
+//!
+//! The model executes steps in submission order. That is exactly what the runtime promises:
+//! work on one stream runs in order, and work on different streams that touches the same buffer
+//! is ordered by the server's event waits, so every read must see the model's bytes.
+
+use lockstep::kernel::Scalar;
+use lockstep::{
+    Bytes, ComputeClient, CubeCount, Device, Handle, IoError, KernelArguments, ServerError,
+    StreamId,
+};
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use crate::kernels::{KernelKind, overrun};
+
+/// Buffer slots a program can refer to.
+pub const SLOTS: usize = 4;
+/// Most elements a created buffer holds.
+pub const MAX_ELEMS: usize = 48;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Creates a buffer holding `data` in `slot`, dropping the slot's previous handle.
+    Create {
+        slot: usize,
+        data: Vec<u32>,
+    },
+    /// Writes `data` at element `offset` (both clipped to the buffer).
+    Write {
+        slot: usize,
+        offset: usize,
+        data: Vec<u32>,
+    },
+    Launch {
+        kernel: KernelKind,
+        dst: usize,
+        src: usize,
+        k: u32,
+    },
+    Read {
+        slot: usize,
+    },
+    /// Drops the slot's handle; its memory must outlive the work already submitted with it.
+    Release {
+        slot: usize,
+    },
+    Sync,
+    /// Launches a kernel that stores out of range: a `KernelFault` for this stream.
+    Fault {
+        slot: usize,
+        past_end: u32,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Op {
+    pub stream: usize,
+    pub step: Step,
+}
+
+/// A program: operations in submission order, each on one of `streams` streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    pub streams: usize,
+    pub ops: Vec<Op>,
+    /// Seeds the simulated device the program runs on (ignored by real devices).
+    pub sim_seed: u64,
+}
+
+fn data(max: usize) -> impl Strategy<Value = Vec<u32>> {
+    vec(any::<u32>(), 1..=max)
+}
+
+fn step(with_faults: bool) -> BoxedStrategy<Step> {
+    let slot = || 0..SLOTS;
+    let kernel = prop_oneof![
+        Just(KernelKind::AddConst),
+        Just(KernelKind::MulAdd),
+        Just(KernelKind::AtomicSum)
+    ];
+    let fault_weight = if with_faults { 1 } else { 0 };
+    prop_oneof![
+        3 => (slot(), data(MAX_ELEMS)).prop_map(|(slot, data)| Step::Create { slot, data }),
+        2 => (slot(), 0..MAX_ELEMS, data(16))
+            .prop_map(|(slot, offset, data)| Step::Write { slot, offset, data }),
+        5 => (kernel, slot(), slot(), 0u32..5)
+            .prop_map(|(kernel, dst, src, k)| Step::Launch { kernel, dst, src, k }),
+        3 => slot().prop_map(|slot| Step::Read { slot }),
+        1 => slot().prop_map(|slot| Step::Release { slot }),
+        1 => Just(Step::Sync),
+        fault_weight => (slot(), 0u32..8).prop_map(|(slot, past_end)| Step::Fault { slot, past_end }),
+    ]
+    .boxed()
+}
+
+/// Programs over 1 to `max_streams` streams. Every slot is created first (on random streams),
+/// so that most later steps have something to act on.
+pub fn program(max_streams: usize, max_ops: usize, with_faults: bool) -> BoxedStrategy<Program> {
+    (1..=max_streams)
+        .prop_flat_map(move |streams| {
+            let init = vec((0..streams, data(MAX_ELEMS)), SLOTS);
+            let ops = vec((0..streams, step(with_faults)), 1..=max_ops);
+            (Just(streams), init, ops, any::<u64>())
+        })
+        .prop_map(|(streams, init, ops, sim_seed)| {
+            let mut all: Vec<Op> = init
+                .into_iter()
+                .enumerate()
+                .map(|(slot, (stream, data))| Op {
+                    stream,
+                    step: Step::Create { slot, data },
+                })
+                .collect();
+            all.extend(ops.into_iter().map(|(stream, step)| Op { stream, step }));
+            Program {
+                streams,
+                ops: all,
+                sim_seed,
+            }
+        })
+        .boxed()
+}
+
+/// A live buffer and what the model says it holds.
+struct Slot {
+    handle: Handle,
+    model: Vec<u32>,
+}
+
+/// Runs programs against a client and the reference model, step by step.
+pub struct Executor<D: Device> {
+    clients: Vec<ComputeClient<D>>,
+    slots: Vec<Option<Slot>>,
+    /// Per stream: the fault its next blocking call must return (the first since the last one).
+    pending_fault: Vec<Option<ServerError>>,
+    pub reads_checked: usize,
+    pub faults_surfaced: usize,
+}
+
+impl<D: Device> Executor<D> {
+    /// With `pin`, stream `i` of the program is `StreamId(i)`; without, the program must have one
+    /// stream and runs on the calling thread's own stream.
+    pub fn new(client: &ComputeClient<D>, streams: usize, pin: bool) -> Self {
+        let clients = (0..streams)
+            .map(|i| {
+                let mut c = client.clone();
+                if pin {
+                    c.set_stream(StreamId(i as u64));
+                }
+                c
+            })
+            .collect();
+        Self {
+            clients,
+            slots: (0..SLOTS).map(|_| None).collect(),
+            pending_fault: vec![None; streams],
+            reads_checked: 0,
+            faults_surfaced: 0,
+        }
+    }
+
+    /// Runs every op; the first disagreement with the model is returned as a description.
+    pub fn run(&mut self, ops: &[Op]) -> Result<(), String> {
+        for (index, op) in ops.iter().enumerate() {
+            self.step(op)
+                .map_err(|why| format!("op #{index} {op:?}: {why}"))?;
+        }
+        Ok(())
+    }
+
+    /// Syncs every stream, expecting each pending fault exactly once, then a clean sync.
+    pub fn finish(&mut self) -> Result<(), String> {
+        for stream in 0..self.clients.len() {
+            let first = self.clients[stream].sync();
+            self.expect_blocking(stream, first.map(|_| ()))
+                .map_err(|why| format!("final sync of stream {stream}: {why}"))?;
+            self.clients[stream]
+                .sync()
+                .map_err(|e| format!("second final sync of stream {stream} failed: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Drops every handle the program still holds.
+    pub fn release_all(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = None);
+    }
+
+    /// Checks a blocking call's result against the stream's pending fault, consuming it.
+    fn expect_blocking(
+        &mut self,
+        stream: usize,
+        result: Result<(), ServerError>,
+    ) -> Result<(), String> {
+        match (self.pending_fault[stream].take(), result) {
+            (None, Ok(())) => Ok(()),
+            (Some(expected), Err(actual)) if expected == actual => {
+                self.faults_surfaced += 1;
+                Ok(())
+            }
+            (expected, actual) => Err(format!("expected {expected:?}, got {actual:?}")),
+        }
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), String> {
+        let client = &self.clients[op.stream];
+        match &op.step {
+            Step::Create { slot, data } => {
+                let handle = client
+                    .create(Bytes::from_elems(data))
+                    .map_err(|e| format!("create failed: {e}"))?;
+                self.slots[*slot] = Some(Slot {
+                    handle,
+                    model: data.clone(),
+                });
+            }
+            Step::Write { slot, offset, data } => {
+                let Some(s) = &mut self.slots[*slot] else {
+                    return Ok(());
+                };
+                let offset = offset % s.model.len();
+                let len = data.len().min(s.model.len() - offset);
+                let patch = &data[..len];
+                client
+                    .write_at(&s.handle, (offset * 4) as u64, Bytes::from_elems(patch))
+                    .map_err(|e| format!("write failed: {e}"))?;
+                s.model[offset..offset + len].copy_from_slice(patch);
+            }
+            Step::Launch {
+                kernel,
+                dst,
+                src,
+                k,
+            } => self.launch(op.stream, *kernel, *dst, *src, *k)?,
+            Step::Read { slot } => {
+                let Some(s) = &self.slots[*slot] else {
+                    return Ok(());
+                };
+                let result = client.read_one(s.handle.clone());
+                let expected = s.model.clone();
+                match result {
+                    Ok(bytes) => {
+                        self.expect_blocking(op.stream, Ok(()))?;
+                        let actual = bytes.to_elems::<u32>();
+                        if actual != expected {
+                            return Err(format!("read {actual:?}, model holds {expected:?}"));
+                        }
+                        self.reads_checked += 1;
+                    }
+                    Err(err) => self.expect_blocking(op.stream, Err(err))?,
+                }
+            }
+            Step::Release { slot } => self.slots[*slot] = None,
+            Step::Sync => {
+                let result = client.sync();
+                self.expect_blocking(op.stream, result)?;
+            }
+            Step::Fault { slot, past_end } => {
+                let Some(s) = &self.slots[*slot] else {
+                    return Ok(());
+                };
+                let args = KernelArguments::new()
+                    .binding(&s.handle)
+                    .param(Scalar::U32(*past_end));
+                client
+                    .launch(&overrun(), CubeCount::Static(1, 1, 1), args)
+                    .map_err(|e| format!("launch of overrun refused: {e}"))?;
+                let index = s.model.len() as u32 + past_end;
+                self.pending_fault[op.stream].get_or_insert(ServerError::KernelFault {
+                    kernel: "overrun".to_owned(),
+                    binding: 0,
+                    index,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn launch(
+        &mut self,
+        stream: usize,
+        kind: KernelKind,
+        dst: usize,
+        src: usize,
+        k: u32,
+    ) -> Result<(), String> {
+        let client = &self.clients[stream];
+        let (Some(d), true) = (
+            &self.slots[dst],
+            !kind.has_src() || self.slots[src].is_some(),
+        ) else {
+            return Ok(());
+        };
+        let mut args = KernelArguments::new().binding(&d.handle);
+        if kind.has_src() {
+            args = args.binding(&self.slots[src].as_ref().expect("checked above").handle);
+        }
+        if kind != KernelKind::AtomicSum {
+            args = args.param(Scalar::U32(k));
+        }
+        let src_len = self.slots[src].as_ref().map_or(0, |s| s.model.len());
+        let count = CubeCount::Static(kind.workgroups(d.model.len(), src_len), 1, 1);
+        let result = client.launch(&kind.kernel(), count, args);
+        if kind.has_src() && dst == src {
+            // A writable binding aliasing another one is refused at the call.
+            return match result {
+                Err(IoError::InvalidLaunch { .. }) => Ok(()),
+                other => Err(format!("aliased launch should be refused, got {other:?}")),
+            };
+        }
+        result.map_err(|e| format!("launch refused: {e}"))?;
+        let src_model = if kind.has_src() {
+            self.slots[src]
+                .as_ref()
+                .expect("checked above")
+                .model
+                .clone()
+        } else {
+            Vec::new()
+        };
+        let d = self.slots[dst].as_mut().expect("checked above");
+        kind.reference(&mut d.model, &src_model, k);
+        Ok(())
+    }
+}

@@ -1,0 +1,253 @@
+//! Data: what is written is read back, and what does not fit is refused with a typed error.
+
+use lockstep::kernel::Scalar;
+use lockstep::{Bytes, CopyDescriptor, CubeCount, IoError, KernelArguments, ServerError};
+use proptest::prelude::*;
+use proptest::sample::{Index, select};
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{Failure, RunConfig, expect_clean, run_cases};
+use crate::factory::DeviceFactory;
+use crate::kernels::KernelKind;
+
+fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut bytes = vec![0u8; len];
+    ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut bytes);
+    bytes
+}
+
+#[derive(Clone, Debug)]
+struct RoundTrip {
+    size: usize,
+    fill_seed: u64,
+    patch_at: Index,
+    patch_len: usize,
+    shape: Vec<usize>,
+    elem_size: usize,
+    sim_seed: u64,
+}
+
+fn round_trip_case() -> impl Strategy<Value = RoundTrip> {
+    let size = prop_oneof![4 => 0..=64usize, 3 => 0..=4096usize, 1 => 0..=(1usize << 20)];
+    (
+        size,
+        any::<u64>(),
+        any::<Index>(),
+        0..=256usize,
+        proptest::collection::vec(0..=6usize, 0..=4),
+        select(vec![1usize, 2, 4, 8]),
+        any::<u64>(),
+    )
+        .prop_map(
+            |(size, fill_seed, patch_at, patch_len, shape, elem_size, sim_seed)| RoundTrip {
+                size,
+                fill_seed,
+                patch_at,
+                patch_len,
+                shape,
+                elem_size,
+                sim_seed,
+            },
+        )
+}
+
+pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Result<(), Failure> {
+    run_cases(config, "round_trip", round_trip_case(), |case| {
+        let session = factory.open(case.sim_seed);
+        let c = &session.client;
+        let err = |what: &'static str| move |e: ServerError| format!("{what}: {e}");
+        let baseline = c.memory_usage().map_err(err("memory_usage"))?;
+
+        let mut expected = random_bytes(case.size, case.fill_seed);
+        let handle = c
+            .create(Bytes::from(expected.clone()))
+            .map_err(err("create"))?;
+        let read = c
+            .read_one(handle.clone())
+            .map_err(err("read after create"))?;
+        if read[..] != expected[..] {
+            return Err(format!("read after create differs ({} bytes)", case.size));
+        }
+
+        let offset = case.patch_at.index(case.size + 1);
+        let len = case.patch_len.min(case.size - offset);
+        let patch = random_bytes(len, !case.fill_seed);
+        c.write_at(&handle, offset as u64, Bytes::from(patch.clone()))
+            .map_err(|e| format!("write_at({offset}, {len}): {e}"))?;
+        expected[offset..offset + len].copy_from_slice(&patch);
+        let read = c
+            .read_one(handle.clone())
+            .map_err(err("read after write_at"))?;
+        if read[..] != expected[..] {
+            return Err(format!("read after write_at({offset}, {len}) differs"));
+        }
+
+        let empty = c.empty(case.size).map_err(err("empty"))?;
+        c.write(&empty, Bytes::from(expected.clone()))
+            .map_err(|e| format!("write: {e}"))?;
+        if c.read_one(empty).map_err(err("read of written empty"))?[..] != expected[..] {
+            return Err("read of an empty handle after a full write differs".into());
+        }
+
+        let elems: usize = case.shape.iter().product();
+        let data = random_bytes(elems * case.elem_size, case.fill_seed ^ 1);
+        let layout = c
+            .create_tensor(Bytes::from(data.clone()), &case.shape, case.elem_size)
+            .map_err(err("create_tensor"))?;
+        if layout.strides.len() != case.shape.len() {
+            return Err(format!(
+                "strides {:?} for shape {:?}",
+                layout.strides, case.shape
+            ));
+        }
+        let descriptor = CopyDescriptor::new(
+            layout.memory,
+            case.shape.clone(),
+            layout.strides,
+            case.elem_size,
+        );
+        let tensor = c.read_tensor(vec![descriptor]).remove(0);
+        if tensor[..] != data[..] {
+            return Err(format!("read_tensor of shape {:?} differs", case.shape));
+        }
+
+        drop(handle);
+        c.sync().map_err(err("sync"))?;
+        let usage = c.memory_usage().map_err(err("memory_usage"))?;
+        if usage != baseline {
+            return Err(format!(
+                "memory {usage} did not return to baseline {baseline}"
+            ));
+        }
+        expect_clean(&session)
+    })
+}
+
+/// A call that must be refused.
+#[derive(Clone, Debug)]
+enum BadCall {
+    WriteOutOfRange { offset: u64, len: usize },
+    TensorSizeMismatch { shape: Vec<usize>, extra: usize },
+    ReadTensorOutOfRange { shape: Vec<usize> },
+    BindingCount,
+    ParamType,
+    PartialElement,
+    ForeignHandle,
+}
+
+fn bad_call(size: usize) -> impl Strategy<Value = BadCall> {
+    let size = size as u64;
+    prop_oneof![
+        (0..=size + 8, 1..=16usize)
+            .prop_filter("must overrun", move |(o, l)| o + *l as u64 > size)
+            .prop_map(|(offset, len)| BadCall::WriteOutOfRange { offset, len }),
+        (proptest::collection::vec(1..=4usize, 1..=3), 1..=8usize)
+            .prop_map(|(shape, extra)| BadCall::TensorSizeMismatch { shape, extra }),
+        proptest::collection::vec(1..=8usize, 1..=3)
+            .prop_filter(
+                "must exceed the handle",
+                move |s| s.iter().product::<usize>() as u64 * 4 > size
+            )
+            .prop_map(|shape| BadCall::ReadTensorOutOfRange { shape }),
+        Just(BadCall::BindingCount),
+        Just(BadCall::ParamType),
+        Just(BadCall::PartialElement),
+        Just(BadCall::ForeignHandle),
+    ]
+}
+
+const HANDLE_ELEMS: usize = 6;
+
+pub(super) fn invalid_input<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+) -> Result<(), Failure> {
+    let strategy = (bad_call(HANDLE_ELEMS * 4), any::<u64>());
+    run_cases(config, "invalid_input", strategy, |(call, sim_seed)| {
+        let session = factory.open(sim_seed);
+        let c = &session.client;
+        let original: Vec<u32> = (1..=HANDLE_ELEMS as u32).collect();
+        let handle = c
+            .create(Bytes::from_elems(&original))
+            .map_err(|e| e.to_string())?;
+        let add = KernelKind::AddConst.kernel();
+        let refused: Result<(), ServerError> = match &call {
+            BadCall::WriteOutOfRange { offset, len } => c
+                .write_at(&handle, *offset, Bytes::from(vec![0xEE; *len]))
+                .map_err(Into::into),
+            BadCall::TensorSizeMismatch { shape, extra } => {
+                let bytes = shape.iter().product::<usize>() * 4 + extra;
+                c.create_tensor(Bytes::from(vec![0; bytes]), shape, 4)
+                    .map(|_| ())
+            }
+            BadCall::ReadTensorOutOfRange { shape } => {
+                let strides = lockstep::contiguous_strides(shape);
+                let d = CopyDescriptor::new(handle.clone(), shape.clone(), strides, 4);
+                lockstep::block_on(c.read_tensor_async(vec![d])).map(|_| ())
+            }
+            BadCall::BindingCount => c
+                .launch(
+                    &add,
+                    CubeCount::Static(1, 1, 1),
+                    KernelArguments::new().param(Scalar::U32(1)),
+                )
+                .map_err(Into::into),
+            BadCall::ParamType => c
+                .launch(
+                    &add,
+                    CubeCount::Static(1, 1, 1),
+                    KernelArguments::new()
+                        .binding(&handle)
+                        .param(Scalar::F32(1.0)),
+                )
+                .map_err(Into::into),
+            BadCall::PartialElement => {
+                let odd = c
+                    .create(Bytes::from(vec![1u8; 7]))
+                    .map_err(|e| e.to_string())?;
+                c.launch(
+                    &add,
+                    CubeCount::Static(1, 1, 1),
+                    KernelArguments::new().binding(&odd).param(Scalar::U32(1)),
+                )
+                .map_err(Into::into)
+            }
+            BadCall::ForeignHandle => {
+                let other = factory.open(sim_seed ^ 1);
+                let foreign = other
+                    .client
+                    .create(Bytes::from_elems(&[9u32]))
+                    .map_err(|e| e.to_string())?;
+                c.write(&foreign, Bytes::from_elems(&[1u32]))
+                    .map_err(Into::into)
+            }
+        };
+        let expected_kind = match &call {
+            BadCall::WriteOutOfRange { .. } | BadCall::ReadTensorOutOfRange { .. } => "OutOfRange",
+            BadCall::TensorSizeMismatch { .. } => "SizeMismatch",
+            BadCall::BindingCount | BadCall::ParamType | BadCall::PartialElement => "InvalidLaunch",
+            BadCall::ForeignHandle => "WrongDevice",
+        };
+        let kind = match &refused {
+            Err(ServerError::Io(IoError::OutOfRange { .. })) => "OutOfRange",
+            Err(ServerError::Io(IoError::SizeMismatch { .. })) => "SizeMismatch",
+            Err(ServerError::Io(IoError::InvalidLaunch { .. })) => "InvalidLaunch",
+            Err(ServerError::Io(IoError::WrongDevice { .. })) => "WrongDevice",
+            _ => "",
+        };
+        if kind != expected_kind {
+            return Err(format!("expected {expected_kind}, got {refused:?}"));
+        }
+        c.sync()
+            .map_err(|e| format!("stream unusable after a refused call: {e}"))?;
+        let after = c
+            .read_one(handle)
+            .map_err(|e| e.to_string())?
+            .to_elems::<u32>();
+        if after != original {
+            return Err(format!("a refused call changed the data: {after:?}"));
+        }
+        expect_clean(&session)
+    })
+}

@@ -1,0 +1,75 @@
+//! Running the suite: every property on one device, and the replay of one seeded case.
+
+use crate::factory::{DeviceFactory, SimFactory};
+use crate::program::Program;
+use crate::properties::{self, Failure, RunConfig};
+
+/// How one property fared.
+#[derive(Debug)]
+pub struct PropertyResult {
+    pub name: &'static str,
+    pub summary: &'static str,
+    pub cases: u32,
+    pub outcome: Result<(), Failure>,
+}
+
+/// Runs every property (or only `only`) on `factory`'s device. `on_start` is called with each
+/// property's name before it runs.
+pub fn check<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+    only: Option<&str>,
+    mut on_start: impl FnMut(&str),
+) -> Vec<PropertyResult> {
+    properties::all::<F>()
+        .into_iter()
+        .filter(|p| only.is_none_or(|name| name == p.name))
+        .map(|p| {
+            on_start(p.name);
+            PropertyResult {
+                name: p.name,
+                summary: p.summary,
+                cases: config.cases,
+                outcome: (p.check)(factory, config),
+            }
+        })
+        .collect()
+}
+
+/// Names of every property, in suite order.
+pub fn property_names() -> Vec<&'static str> {
+    properties::all::<SimFactory>()
+        .into_iter()
+        .map(|p| p.name)
+        .collect()
+}
+
+/// The command that reruns `property` exactly as it ran.
+pub fn replay_command(device: &str, property: &str, config: RunConfig) -> String {
+    format!(
+        "lockstep check --device {device} --property {property} --seed {} --cases {}",
+        config.seed, config.cases
+    )
+}
+
+/// The default multi-stream case of a seed: the first `stream_ordering` program a run with
+/// that seed draws, on a simulator seeded with the same seed.
+pub fn default_case(seed: u64) -> Program {
+    let mut program = properties::first_case(
+        seed,
+        "stream_ordering",
+        crate::program::program(
+            properties::ordering_limits().0,
+            properties::ordering_limits().1,
+            false,
+        ),
+    );
+    program.sim_seed = seed;
+    program
+}
+
+/// Runs a program once on the simulator and returns its trace hash.
+pub fn replay(program: &Program) -> Result<u64, String> {
+    let hash = properties::run_program(&SimFactory::default(), program)?;
+    Ok(hash.expect("the simulator always has a trace hash"))
+}

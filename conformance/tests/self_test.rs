@@ -1,0 +1,70 @@
+//! The suite tests itself: a runtime with a planted bug must fail it within the default budget.
+
+use lockstep::ServerOptions;
+use lockstep_conformance::SimFactory;
+use lockstep_conformance::properties::RunConfig;
+use lockstep_conformance::suite;
+
+/// `lockstep check`'s default number of cases per property.
+const DEFAULT_CASES: u32 = 128;
+
+/// The smallest case count at which `property` fails on `factory` with `seed`, if any within
+/// `budget`. A runner draws the same cases in the same order whatever its total, so the count
+/// is the 1-based index of the first failing case.
+fn cases_to_failure(factory: &SimFactory, property: &str, seed: u64, budget: u32) -> Option<u32> {
+    let fails = |cases| {
+        suite::check(factory, RunConfig { cases, seed }, Some(property), |_| {})[0]
+            .outcome
+            .is_err()
+    };
+    if !fails(budget) {
+        return None;
+    }
+    let (mut passing, mut failing) = (0, budget);
+    while failing - passing > 1 {
+        let mid = (passing + failing) / 2;
+        if fails(mid) {
+            failing = mid;
+        } else {
+            passing = mid;
+        }
+    }
+    Some(failing)
+}
+
+#[test]
+fn removing_cross_stream_waits_fails_stream_ordering() {
+    let broken = SimFactory {
+        options: ServerOptions {
+            cross_stream_ordering: false,
+            ..ServerOptions::default()
+        },
+    };
+    let mut counts = Vec::new();
+    for seed in 0..8 {
+        let cases = cases_to_failure(&broken, "stream_ordering", seed, DEFAULT_CASES);
+        assert!(
+            cases.is_some(),
+            "seed {seed}: stream_ordering passed {DEFAULT_CASES} cases without cross-stream waits"
+        );
+        counts.push(cases.unwrap_or_default());
+    }
+    println!("cases to detect a missing cross-stream wait, seeds 0..8: {counts:?}");
+}
+
+#[test]
+fn the_intact_runtime_passes_every_property() {
+    let results = suite::check(
+        &SimFactory::default(),
+        RunConfig {
+            cases: 32,
+            seed: 11,
+        },
+        None,
+        |_| {},
+    );
+    for r in &results {
+        assert!(r.outcome.is_ok(), "{}: {:?}", r.name, r.outcome);
+    }
+    assert_eq!(results.len(), suite::property_names().len());
+}
