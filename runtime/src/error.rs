@@ -82,7 +82,7 @@ pub enum ServerError {
     },
     #[error("device lost: {reason}")]
     DeviceLost { reason: String },
-    #[error("out of memory: {0}")]
+    #[error("{0}")]
     OutOfMemory(DeviceError),
     #[error("{0}")]
     Device(DeviceError),

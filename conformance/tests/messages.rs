@@ -1,0 +1,109 @@
+//! What a person reads: error messages and the `lockstep` command's report, snapshotted.
+
+use lockstep::kernel::{Access, ElemType, KernelBuilder};
+use lockstep::{DeviceError, DeviceId, IoError, ServerError, StreamId};
+
+#[test]
+fn error_messages_say_what_went_wrong() {
+    let device = DeviceId {
+        type_id: 0,
+        index: 3,
+    };
+    let other = DeviceId {
+        type_id: 0,
+        index: 4,
+    };
+    let mut bad = KernelBuilder::new("bad", [1, 1, 1]);
+    let input = bad.binding(ElemType::F32, Access::Read);
+    bad.store(input, 0u32, 1.0f32);
+    let errors: Vec<ServerError> = vec![
+        ServerError::KernelFault {
+            kernel: "overrun".into(),
+            binding: 0,
+            index: 17,
+        },
+        ServerError::DeviceLost {
+            reason: "injected device loss".into(),
+        },
+        DeviceError::OutOfMemory {
+            requested_bytes: 4096,
+            available_bytes: 1024,
+        }
+        .into(),
+        DeviceError::AllocationTooLarge {
+            requested_bytes: 1 << 30,
+            max_bytes: 128 << 20,
+        }
+        .into(),
+        DeviceError::TransferFailed {
+            reason: "injected failure writing 4 bytes to buffer 2".into(),
+        }
+        .into(),
+        DeviceError::Compile {
+            kernel: "k".into(),
+            log: "error: expected ';'".into(),
+        }
+        .into(),
+        ServerError::TaskPanicked {
+            stream: StreamId(2),
+            message: "boom".into(),
+        },
+        IoError::OutOfRange {
+            offset: 12,
+            len: 8,
+            size: 16,
+        }
+        .into(),
+        IoError::SizeMismatch {
+            what: "tensor data",
+            expected: 24,
+            actual: 20,
+        }
+        .into(),
+        IoError::WrongDevice {
+            expected: device,
+            actual: other,
+        }
+        .into(),
+        IoError::InvalidLaunch {
+            kernel: "add".into(),
+            reason: "1 bindings given, 2 declared".into(),
+        }
+        .into(),
+        bad.build().unwrap_err().into(),
+    ];
+    let rendered: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    insta::assert_snapshot!(rendered.join("\n"));
+}
+
+#[test]
+fn check_report_lists_every_property_and_ends_with_the_summary() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["check", "--device", "sim", "--cases", "4", "--seed", "7"])
+        .output()
+        .expect("the lockstep binary runs");
+    assert!(output.status.success());
+    insta::assert_snapshot!(String::from_utf8_lossy(&output.stdout));
+}
+
+#[test]
+fn replay_prints_the_trace_hash_last() {
+    let run = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(["replay", "--seed", "42"])
+            .output()
+            .expect("the lockstep binary runs")
+    };
+    let (first, second) = (run(), run());
+    assert!(first.status.success());
+    let last_line = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(last_line(&first).starts_with("trace-hash: "));
+    assert_eq!(last_line(&first).len(), "trace-hash: ".len() + 16);
+    assert_eq!(last_line(&first), last_line(&second));
+}
