@@ -1,7 +1,10 @@
 //! How the suite gets a device: one factory per backend, each opening a fresh client per case.
 
-use lockstep::{ComputeClient, Device, ServerOptions};
-use lockstep_sim::{SimConfig, SimDevice, SimProbe};
+use lockstep::{ComputeClient, Device};
+
+mod sim;
+
+pub use sim::SimFactory;
 
 /// What a device can tell the suite beyond the client API (the simulator's sanitizer).
 pub trait Observer {
@@ -39,53 +42,4 @@ pub trait DeviceFactory: Sync {
 
     /// Whether equal seeds give equal executions (only then is a trace hash meaningful).
     fn deterministic(&self) -> bool;
-}
-
-/// The simulator, optionally with runtime options changed (the suite's self-test turns the
-/// cross-stream ordering off to prove the properties notice).
-#[derive(Clone, Debug, Default)]
-pub struct SimFactory {
-    pub options: ServerOptions,
-}
-
-impl SimFactory {
-    /// The simulated device a session with `seed` runs on.
-    pub fn config(seed: u64) -> SimConfig {
-        SimConfig::new(seed)
-    }
-}
-
-impl Observer for SimProbe {
-    fn sanitizer_reports(&self) -> Vec<String> {
-        self.observations()
-            .reports
-            .iter()
-            .map(|r| r.to_string())
-            .collect()
-    }
-
-    fn trace_hash(&self) -> Option<u64> {
-        Some(self.observations().trace_hash)
-    }
-}
-
-impl DeviceFactory for SimFactory {
-    type Device = SimDevice;
-
-    fn name(&self) -> &'static str {
-        "sim"
-    }
-
-    fn open(&self, seed: u64) -> Session<SimDevice> {
-        let device = SimDevice::new(Self::config(seed));
-        let probe = device.probe();
-        Session {
-            client: ComputeClient::with_options(device, self.options),
-            observer: Some(Box::new(probe)),
-        }
-    }
-
-    fn deterministic(&self) -> bool {
-        true
-    }
 }

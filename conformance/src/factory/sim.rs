@@ -1,0 +1,55 @@
+//! The simulator as a conformance device.
+
+use lockstep::{ComputeClient, ServerOptions};
+use lockstep_sim::{SimConfig, SimDevice, SimProbe};
+
+use super::{DeviceFactory, Observer, Session};
+
+/// The simulator, optionally with runtime options changed (the suite's self-test turns the
+/// cross-stream ordering off to prove the properties notice).
+#[derive(Clone, Debug, Default)]
+pub struct SimFactory {
+    pub options: ServerOptions,
+}
+
+impl SimFactory {
+    /// The simulated device a session with `seed` runs on.
+    pub fn config(seed: u64) -> SimConfig {
+        SimConfig::new(seed)
+    }
+}
+
+impl Observer for SimProbe {
+    fn sanitizer_reports(&self) -> Vec<String> {
+        self.observations()
+            .reports
+            .iter()
+            .map(|r| r.to_string())
+            .collect()
+    }
+
+    fn trace_hash(&self) -> Option<u64> {
+        Some(self.observations().trace_hash)
+    }
+}
+
+impl DeviceFactory for SimFactory {
+    type Device = SimDevice;
+
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn open(&self, seed: u64) -> Session<SimDevice> {
+        let device = SimDevice::new(Self::config(seed));
+        let probe = device.probe();
+        Session {
+            client: ComputeClient::with_options(device, self.options),
+            observer: Some(Box::new(probe)),
+        }
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+}
