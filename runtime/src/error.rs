@@ -25,6 +25,9 @@ pub enum DeviceError {
     },
     #[error("device lost: {reason}")]
     Lost { reason: String },
+    /// No such device here: no adapter, no driver library, no GPU.
+    #[error("device unavailable: {reason}")]
+    Unavailable { reason: String },
     #[error("transfer failed: {reason}")]
     TransferFailed { reason: String },
     #[error("device fault while executing `{operation}`: {reason}")]
