@@ -1,6 +1,7 @@
 //! One thread per device owns the device's state; clients talk to it through a queue.
 //!
-//! Guarantees (model-checked by `tests/loom.rs`):
+//! Guarantees (unit-tested at the bottom of this file; all but the last also model-checked with
+//! loom there, by `loom_tests`, which `scripts/loom.sh` runs):
 //! - Tasks submitted by one thread run in submission order (one FIFO queue for all threads).
 //! - A blocking call runs after, and so observes, every task its thread submitted before it.
 //! - Concurrent submitters lose nothing and never deadlock.
@@ -183,7 +184,10 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
             }
         };
         if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(&mut state))) {
-            state.task_panicked(stream, panic_message(&*payload));
+            let message = panic_message(&*payload);
+            // The actor thread must outlive any panic, or every later blocking call would wait
+            // for a reply that never comes: a panicking handler is contained too.
+            let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
         }
     }
 }
@@ -195,5 +199,505 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         s.clone()
     } else {
         "a panic with a non-string payload".to_owned()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Records what the actor ran and which plain tasks panicked. If `on_drop` is set, the
+    /// entries are sent on it when the actor drops the state.
+    #[derive(Default)]
+    struct Log {
+        entries: Vec<(u32, u32)>,
+        panics: Vec<(StreamId, String)>,
+        on_drop: Option<mpsc::Sender<Vec<(u32, u32)>>>,
+    }
+
+    impl ActorState for Log {
+        fn task_panicked(&mut self, stream: StreamId, message: String) {
+            self.panics.push((stream, message));
+        }
+    }
+
+    impl Drop for Log {
+        fn drop(&mut self) {
+            if let Some(on_drop) = self.on_drop.take() {
+                let _ = on_drop.send(std::mem::take(&mut self.entries));
+            }
+        }
+    }
+
+    const S: StreamId = StreamId(1);
+
+    fn spawn() -> ActorHandle<Log> {
+        ActorHandle::spawn("actor-test".to_owned(), Log::default())
+    }
+
+    fn entries(actor: &ActorHandle<Log>) -> Vec<(u32, u32)> {
+        actor
+            .submit_blocking(S, |log| log.entries.clone())
+            .expect("reading the log does not panic")
+    }
+
+    fn panics(actor: &ActorHandle<Log>) -> Vec<(StreamId, String)> {
+        actor
+            .submit_blocking(S, |log| log.panics.clone())
+            .expect("reading the log does not panic")
+    }
+
+    #[test]
+    fn tasks_from_one_thread_run_in_submission_order() {
+        let actor = spawn();
+        for i in 0..1000 {
+            actor.submit(S, move |log| log.entries.push((0, i)));
+        }
+        let expected: Vec<_> = (0..1000).map(|i| (0, i)).collect();
+        assert_eq!(entries(&actor), expected);
+    }
+
+    #[test]
+    fn tasks_run_on_the_named_actor_thread() {
+        let actor = spawn();
+        let name = actor
+            .submit_blocking(S, |_| std::thread::current().name().map(str::to_owned))
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("actor-test"));
+        let actor_thread = actor
+            .submit_blocking(S, |_| std::thread::current().id())
+            .unwrap();
+        assert_ne!(actor_thread, std::thread::current().id());
+    }
+
+    #[test]
+    fn submit_blocking_observes_every_earlier_submit() {
+        let actor = spawn();
+        for round in 0..100 {
+            actor.submit(S, move |log| log.entries.push((0, 2 * round)));
+            actor.submit(S, move |log| log.entries.push((0, 2 * round + 1)));
+            let seen = actor.submit_blocking(S, |log| log.entries.len()).unwrap();
+            assert_eq!(seen, 2 * (round as usize + 1));
+        }
+    }
+
+    #[test]
+    fn submit_blocking_observes_earlier_submits_of_its_thread_under_contention() {
+        let actor = spawn();
+        let others: Vec<_> = (1..=3)
+            .map(|id| {
+                let actor = actor.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        actor.submit(StreamId(u64::from(id)), move |log| {
+                            log.entries.push((id, i))
+                        });
+                        if i % 10 == 9 {
+                            let mine = actor
+                                .submit_blocking(StreamId(u64::from(id)), move |log| {
+                                    log.entries.iter().filter(|(who, _)| *who == id).count()
+                                })
+                                .unwrap();
+                            assert_eq!(mine, i as usize + 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for other in others {
+            other.join().unwrap();
+        }
+        let all = entries(&actor);
+        assert_eq!(all.len(), 600);
+        for id in 1..=3 {
+            let mine: Vec<u32> = all
+                .iter()
+                .filter(|(who, _)| *who == id)
+                .map(|(_, i)| *i)
+                .collect();
+            assert_eq!(mine, (0..200).collect::<Vec<_>>(), "thread {id}");
+        }
+    }
+
+    #[test]
+    fn a_panicking_submit_is_reported_to_task_panicked_and_the_actor_keeps_running() {
+        let actor = spawn();
+        actor.submit(S, |log| log.entries.push((0, 0)));
+        actor.submit(StreamId(7), |_| panic!("boom on {}", 7));
+        actor.submit(StreamId(8), |_| panic!("static boom"));
+        actor.submit(StreamId(9), |_| std::panic::panic_any(42_u32));
+        actor.submit(S, |log| log.entries.push((0, 1)));
+        assert_eq!(entries(&actor), vec![(0, 0), (0, 1)]);
+        assert_eq!(
+            panics(&actor),
+            vec![
+                (StreamId(7), "boom on 7".to_owned()),
+                (StreamId(8), "static boom".to_owned()),
+                (StreamId(9), "a panic with a non-string payload".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_panicking_submit_blocking_is_returned_to_the_caller_only() {
+        let actor = spawn();
+        let result: Result<(), _> = actor.submit_blocking(StreamId(5), |log| {
+            log.entries.push((0, 0));
+            panic!("blocking boom {}", 5)
+        });
+        assert_eq!(result, Err(TaskPanicked("blocking boom 5".to_owned())));
+        let result: Result<(), _> = actor.submit_blocking(StreamId(5), |_| panic!("static"));
+        assert_eq!(result, Err(TaskPanicked("static".to_owned())));
+        // Reported exactly once: not also to `task_panicked`.
+        assert_eq!(panics(&actor), vec![]);
+        // The actor keeps running, and the work done before the panic stays done.
+        actor.submit(S, |log| log.entries.push((0, 1)));
+        assert_eq!(entries(&actor), vec![(0, 0), (0, 1)]);
+    }
+
+    #[test]
+    fn a_panicking_submit_async_is_returned_through_the_receiver_only() {
+        let actor = spawn();
+        let ok = actor.submit_async(S, |log| {
+            log.entries.push((0, 0));
+            7
+        });
+        let failed = actor.submit_async(S, |_| -> u32 { panic!("async boom") });
+        assert_eq!(ok.recv(), Ok(Ok(7)));
+        assert_eq!(
+            failed.recv(),
+            Ok(Err(TaskPanicked("async boom".to_owned())))
+        );
+        assert_eq!(panics(&actor), vec![]);
+    }
+
+    #[test]
+    fn exclusive_runs_while_no_task_runs_and_returns_its_result() {
+        let actor = spawn();
+        let counter = |count: &Arc<AtomicUsize>| {
+            let count = count.clone();
+            move |_: &mut Log| {
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        // Tasks of this thread, and of another thread that keeps submitting meanwhile.
+        let mine = Arc::new(AtomicUsize::new(0));
+        let theirs = Arc::new(AtomicUsize::new(0));
+        let started = Arc::new(std::sync::Barrier::new(2));
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let submitter = {
+            let actor = actor.clone();
+            let (theirs, started) = (theirs.clone(), started.clone());
+            std::thread::spawn(move || {
+                actor.submit(StreamId(2), counter(&theirs));
+                started.wait();
+                while stop_rx.try_recv().is_err() {
+                    actor.submit(StreamId(2), counter(&theirs));
+                    std::thread::yield_now();
+                }
+            })
+        };
+        started.wait();
+        for _ in 0..1000 {
+            actor.submit(S, counter(&mine));
+        }
+        let result = actor.exclusive(S, || {
+            // Every task this thread submitted before has run.
+            assert_eq!(mine.load(Ordering::SeqCst), 1000);
+            // None runs while we hold the actor, although more are queued meanwhile.
+            actor.submit(S, counter(&mine));
+            let theirs_before = theirs.load(Ordering::SeqCst);
+            for _ in 0..10_000 {
+                std::thread::yield_now();
+                assert_eq!(
+                    mine.load(Ordering::SeqCst),
+                    1000,
+                    "a task ran during exclusive"
+                );
+                assert_eq!(
+                    theirs.load(Ordering::SeqCst),
+                    theirs_before,
+                    "a task ran during exclusive"
+                );
+            }
+            "done"
+        });
+        assert_eq!(result, Ok("done"));
+        stop_tx.send(()).unwrap();
+        submitter.join().unwrap();
+        // The actor resumed and ran what was queued meanwhile.
+        actor.submit_blocking(S, |_| ()).unwrap();
+        assert_eq!(mine.load(Ordering::SeqCst), 1001);
+        assert!(theirs.load(Ordering::SeqCst) >= 1);
+        assert_eq!(panics(&actor), vec![]);
+    }
+
+    #[test]
+    fn a_panic_inside_exclusive_is_returned_and_the_actor_resumes() {
+        let actor = spawn();
+        actor.submit(S, |log| log.entries.push((0, 0)));
+        let result: Result<(), _> = actor.exclusive(S, || panic!("exclusive boom {}", 1));
+        assert_eq!(result, Err(TaskPanicked("exclusive boom 1".to_owned())));
+        actor.submit(S, |log| log.entries.push((0, 1)));
+        assert_eq!(entries(&actor), vec![(0, 0), (0, 1)]);
+        assert_eq!(panics(&actor), vec![]);
+    }
+
+    fn spawn_reporting_drop() -> (ActorHandle<Log>, mpsc::Receiver<Vec<(u32, u32)>>) {
+        let (dropped_tx, dropped_rx) = mpsc::channel();
+        let log = Log {
+            entries: Vec::new(),
+            panics: Vec::new(),
+            on_drop: Some(dropped_tx),
+        };
+        (ActorHandle::spawn("actor-test".to_owned(), log), dropped_rx)
+    }
+
+    /// The only timeout in these tests: a guard against hanging if the actor never exits.
+    fn wait_for_drop(dropped: &mpsc::Receiver<Vec<(u32, u32)>>) -> Vec<(u32, u32)> {
+        dropped
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the actor did not drop its state after the last handle dropped")
+    }
+
+    #[test]
+    fn the_state_is_dropped_once_the_last_handle_drops() {
+        let (actor, dropped) = spawn_reporting_drop();
+        let clone = actor.clone();
+        actor.submit(S, |log| log.entries.push((0, 0)));
+        drop(actor);
+        // The clone keeps the actor alive: a blocking call is answered (so the state was alive
+        // when it ran), and the state has not been dropped after it either.
+        assert_eq!(entries(&clone), vec![(0, 0)]);
+        assert_eq!(dropped.try_recv(), Err(mpsc::TryRecvError::Empty));
+        // The actor is idle, waiting for work, when the last handle goes.
+        drop(clone);
+        assert_eq!(wait_for_drop(&dropped), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn tasks_queued_before_the_last_handle_drops_run_before_the_state_drops() {
+        let (actor, dropped) = spawn_reporting_drop();
+        for i in 0..1000 {
+            actor.submit(S, move |log| log.entries.push((0, i)));
+        }
+        drop(actor);
+        assert_eq!(
+            wait_for_drop(&dropped),
+            (0..1000).map(|i| (0, i)).collect::<Vec<_>>()
+        );
+    }
+}
+
+/// Model checks of the guarantees listed at the top of this module: loom runs each model under
+/// every interleaving of the actor thread and the submitters (up to a preemption bound), so a
+/// lost wake-up, a lost task or a deadlock in the hand-off fails them. Loom also fails a model
+/// whose threads do not all end, so each one checks that the actor exits once its handles drop.
+/// Run them with `scripts/loom.sh`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Preemptions explored per interleaving unless `LOOM_MAX_PREEMPTIONS` says otherwise.
+    const PREEMPTION_BOUND: usize = 3;
+
+    fn check(model: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = builder.preemption_bound.or(Some(PREEMPTION_BOUND));
+        builder.check(model);
+    }
+
+    /// What the state saw when the actor dropped it.
+    #[derive(Debug)]
+    struct Dropped {
+        entries: Vec<(u32, u32)>,
+        /// How many handles had been released (by the count in [`Log::released`]).
+        released: usize,
+    }
+
+    #[derive(Default)]
+    struct Log {
+        entries: Vec<(u32, u32)>,
+        /// Where to report the drop, and the count of released handles to report with it.
+        on_drop: Option<(oneshot::Sender<Dropped>, Arc<AtomicUsize>)>,
+    }
+
+    impl ActorState for Log {
+        fn task_panicked(&mut self, stream: StreamId, message: String) {
+            panic!("no task of these models panics, but one on {stream} did: {message}");
+        }
+    }
+
+    impl Drop for Log {
+        fn drop(&mut self) {
+            if let Some((on_drop, released)) = self.on_drop.take() {
+                on_drop.send(Dropped {
+                    entries: std::mem::take(&mut self.entries),
+                    released: released.load(Ordering::Relaxed),
+                });
+            }
+        }
+    }
+
+    fn spawn() -> ActorHandle<Log> {
+        ActorHandle::spawn("loom-actor".to_owned(), Log::default())
+    }
+
+    fn push(who: u32, what: u32) -> impl FnOnce(&mut Log) + Send + 'static {
+        move |log| log.entries.push((who, what))
+    }
+
+    fn entries_of(entries: &[(u32, u32)], who: u32) -> Vec<u32> {
+        entries
+            .iter()
+            .filter(|(by, _)| *by == who)
+            .map(|(_, what)| *what)
+            .collect()
+    }
+
+    #[test]
+    fn tasks_from_one_thread_run_in_order() {
+        check(|| {
+            let actor = spawn();
+            actor.submit(StreamId(0), push(0, 1));
+            actor.submit(StreamId(0), push(0, 2));
+            let seen = actor
+                .submit_blocking(StreamId(0), |log| log.entries.clone())
+                .unwrap();
+            assert_eq!(seen, [(0, 1), (0, 2)]);
+        });
+    }
+
+    #[test]
+    fn a_blocking_call_sees_every_prior_submit_of_its_thread() {
+        check(|| {
+            let actor = spawn();
+            let other = {
+                let actor = actor.clone();
+                loom::thread::spawn(move || actor.submit(StreamId(1), push(1, 1)))
+            };
+            actor.submit(StreamId(0), push(0, 1));
+            let seen = actor
+                .submit_blocking(StreamId(0), |log| log.entries.clone())
+                .unwrap();
+            // The other thread's task may or may not have run yet; this thread's has.
+            assert_eq!(entries_of(&seen, 0), [1]);
+            // Once the other thread is joined, its submit happened before this call too.
+            other.join().unwrap();
+            let seen = actor
+                .submit_blocking(StreamId(0), |log| log.entries.clone())
+                .unwrap();
+            assert_eq!(entries_of(&seen, 1), [1]);
+            assert_eq!(seen.len(), 2);
+        });
+    }
+
+    #[test]
+    fn concurrent_submitters_lose_nothing_and_do_not_deadlock() {
+        check(|| {
+            let actor = spawn();
+            let submitter = |actor: &ActorHandle<Log>, who: u32| {
+                let stream = StreamId(u64::from(who));
+                actor.submit(stream, push(who, 1));
+                let seen = actor
+                    .submit_blocking(stream, move |log| {
+                        log.entries.push((who, 2));
+                        log.entries.clone()
+                    })
+                    .unwrap();
+                assert_eq!(entries_of(&seen, who), [1, 2]);
+            };
+            let other = {
+                let actor = actor.clone();
+                loom::thread::spawn(move || submitter(&actor, 1))
+            };
+            submitter(&actor, 0);
+            other.join().unwrap();
+            let all = actor
+                .submit_blocking(StreamId(0), |log| log.entries.clone())
+                .unwrap();
+            assert_eq!(all.len(), 4);
+            assert_eq!(entries_of(&all, 0), [1, 2]);
+            assert_eq!(entries_of(&all, 1), [1, 2]);
+        });
+    }
+
+    #[test]
+    fn the_state_is_dropped_after_the_last_handle_and_every_task() {
+        check(|| {
+            let (dropped_tx, dropped_rx) = oneshot::channel();
+            let released = Arc::new(AtomicUsize::new(0));
+            let actor = ActorHandle::spawn(
+                "loom-actor".to_owned(),
+                Log {
+                    entries: Vec::new(),
+                    on_drop: Some((dropped_tx, released.clone())),
+                },
+            );
+            let other = {
+                let actor = actor.clone();
+                let released = released.clone();
+                loom::thread::spawn(move || {
+                    actor.submit(StreamId(1), push(1, 1));
+                    released.fetch_add(1, Ordering::Relaxed);
+                    drop(actor);
+                })
+            };
+            actor.submit(StreamId(0), push(0, 1));
+            released.fetch_add(1, Ordering::Relaxed);
+            drop(actor);
+            let dropped = dropped_rx
+                .recv()
+                .expect("the actor dropped its state without reporting it");
+            // Both handles were gone before the state was dropped...
+            assert_eq!(dropped.released, 2);
+            // ...and every task queued through them had run.
+            assert_eq!(entries_of(&dropped.entries, 0), [1]);
+            assert_eq!(entries_of(&dropped.entries, 1), [1]);
+            other.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn exclusive_runs_after_prior_tasks_and_while_no_task_runs() {
+        check(|| {
+            let actor = spawn();
+            // Relaxed on purpose: only the actor's hand-off may order these accesses.
+            let ran = Arc::new(AtomicBool::new(false));
+            let busy = Arc::new(AtomicBool::new(false));
+            {
+                let ran = ran.clone();
+                actor.submit(StreamId(0), move |_| ran.store(true, Ordering::Relaxed));
+            }
+            let other = {
+                let actor = actor.clone();
+                let busy = busy.clone();
+                loom::thread::spawn(move || {
+                    actor.submit(StreamId(1), move |log| {
+                        busy.store(true, Ordering::Relaxed);
+                        log.entries.push((1, 1));
+                        busy.store(false, Ordering::Relaxed);
+                    });
+                })
+            };
+            let result = actor.exclusive(StreamId(0), || {
+                assert!(ran.load(Ordering::Relaxed), "a prior task had not run");
+                assert!(!busy.load(Ordering::Relaxed), "a task ran during exclusive");
+                7
+            });
+            assert_eq!(result, Ok(7));
+            other.join().unwrap();
+            // The actor resumed: the other thread's task runs before this blocking call.
+            let seen = actor
+                .submit_blocking(StreamId(0), |log| log.entries.clone())
+                .unwrap();
+            assert_eq!(seen, [(1, 1)]);
+        });
     }
 }

@@ -1,5 +1,6 @@
 //! The synchronisation primitives the actor and client hand-off use. Under `cfg(loom)` they are
-//! loom's, so `tests/loom.rs` can model-check every interleaving of that hand-off; otherwise std's.
+//! loom's, so the model checks in `actor.rs` (`scripts/loom.sh`) can explore every interleaving
+//! of that hand-off; otherwise std's.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};

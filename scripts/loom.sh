@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Model-checks the actor and its reply channel with loom: the `loom_tests` module at the bottom of
+# runtime/src/actor.rs, compiled with `--cfg loom` so that runtime/src/sync.rs hands out loom's
+# primitives. It builds into target/loom, so the ordinary build in target/ is not invalidated.
+#
+# Each model explores every interleaving with up to 3 preemptions (a few seconds in all);
+# LOOM_MAX_PREEMPTIONS=4 searches deeper (about a minute on 2 cores). Extra arguments go to
+# `cargo test`, e.g. `scripts/loom.sh -- --test-threads=1`.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+export RUSTFLAGS="${RUSTFLAGS:-} --cfg loom"
+export CARGO_TARGET_DIR=target/loom
+
+exec cargo test -p lockstep --release --lib loom_tests "$@"
