@@ -17,7 +17,10 @@ use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
 use crate::layout::{
     CopyDescriptor, MemoryLayout, contiguous_strides, extent_bytes, gather, num_elems,
 };
-use crate::memory::MemoryUsage;
+use crate::memory::{
+    InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration, MemoryPoolsConfig,
+    MemoryReport, MemoryUsage,
+};
 use crate::registry;
 use crate::server::{BufferRange, Server, ServerOptions};
 use crate::stream::StreamId;
@@ -494,6 +497,67 @@ impl<D: Device> ComputeClient<D> {
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
     pub fn memory_usage(&self) -> Result<MemoryUsage, ServerError> {
         self.call(|server, _| Ok(server.memory_usage()))
+    }
+
+    /// The calling stream's pools (shape, usage, high-water marks) in routing order, then the
+    /// device-wide persistent pool.
+    pub fn memory_report(&self) -> Result<MemoryReport, ServerError> {
+        self.call(|server, stream| Ok(server.memory_report(stream)))
+    }
+
+    /// Gives back to the device every page the pools hold without live slices, after waiting
+    /// for the work that still used released memory. Non-blocking for the caller.
+    pub fn memory_cleanup(&self) {
+        self.enqueue(|server, _| server.memory_cleanup());
+    }
+
+    /// Installs a pool layout: the calling stream's pools are rebuilt with it if nothing is
+    /// live in them (high-water marks start over), and streams first used afterwards get it.
+    ///
+    /// # Errors
+    /// [`InstallMemoryPoolsError::PoolsInUse`] if a slice is live in the calling stream's pools
+    /// (nothing disturbed; the layout still applies to new streams);
+    /// [`InstallMemoryPoolsError::StreamUnavailable`] if the stream has a pending failure.
+    ///
+    /// # Panics
+    /// If the layout is invalid (empty list, too many pools, zero page size, slice larger than
+    /// page, cap smaller than page, pages larger than the device allows, unavailable preset):
+    /// a bad layout literal must be fixed, not silently replaced.
+    pub fn install_memory_pools(
+        &self,
+        pools: &MemoryPoolsConfig,
+    ) -> Result<(), InstallMemoryPoolsError> {
+        let config = MemoryConfiguration::resolve(pools, self.properties())
+            .unwrap_or_else(|err| panic!("invalid memory pools configuration: {err}"));
+        let stream = self.stream_id();
+        self.shared
+            .actor
+            .submit_blocking(stream, move |server| {
+                server.install_memory_pools(stream, config)
+            })
+            .unwrap_or(Err(InstallMemoryPoolsError::StreamUnavailable))
+    }
+
+    /// Routes this client's stream's allocations: by size through its pools (`Auto`), or to
+    /// the device-wide persistent pool. Closes any open persistent window.
+    pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
+        self.enqueue(move |server, stream| server.allocation_mode(stream, mode));
+    }
+
+    /// Runs `task` with this client's stream allocating from the persistent pool (for weights,
+    /// and for buffers a captured graph keeps), then restores the previous mode, even if `task`
+    /// panics. Windows nest.
+    pub fn memory_persistent_allocation<I, R>(&self, input: I, task: impl FnOnce(I) -> R) -> R {
+        struct Window<'a, D: Device>(&'a ComputeClient<D>);
+        impl<D: Device> Drop for Window<'_, D> {
+            fn drop(&mut self) {
+                self.0
+                    .enqueue(|server, stream| server.persistent_window(stream, false));
+            }
+        }
+        self.enqueue(|server, stream| server.persistent_window(stream, true));
+        let _window = Window(self);
+        task(input)
     }
 }
 

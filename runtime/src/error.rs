@@ -85,8 +85,8 @@ pub enum ServerError {
     },
     #[error("device lost: {reason}")]
     DeviceLost { reason: String },
-    #[error("{0}")]
-    OutOfMemory(DeviceError),
+    #[error(transparent)]
+    OutOfMemory(#[from] OutOfMemoryError),
     #[error("{0}")]
     Device(DeviceError),
     #[error("a task on {stream} panicked: {message}")]
@@ -97,13 +97,24 @@ pub enum ServerError {
     ActorGone { reason: String },
 }
 
+/// An allocation the device could not serve, even after the runtime reclaimed what it could.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "out of memory: cannot allocate {requested_bytes} bytes on {stream} ({reason}); the pools hold {bytes_reserved} bytes of pages, {bytes_in_use} of them in use"
+)]
+pub struct OutOfMemoryError {
+    pub requested_bytes: u64,
+    pub stream: StreamId,
+    /// Why the device or the pool refused, e.g. the device's own out-of-memory message.
+    pub reason: String,
+    pub bytes_reserved: u64,
+    pub bytes_in_use: u64,
+}
+
 impl From<DeviceError> for ServerError {
     fn from(err: DeviceError) -> Self {
         match err {
             DeviceError::Lost { reason } => ServerError::DeviceLost { reason },
-            DeviceError::OutOfMemory { .. } | DeviceError::AllocationTooLarge { .. } => {
-                ServerError::OutOfMemory(err)
-            }
             other => ServerError::Device(other),
         }
     }

@@ -15,8 +15,10 @@
 //! # Ok(()) }
 //! ```
 
-#![cfg_attr(loom, allow(dead_code, unused_imports))]
-
+#[cfg_attr(
+    all(loom, not(test)),
+    allow(dead_code, reason = "only `actor::loom_tests` use it")
+)]
 mod actor;
 mod bytes;
 #[cfg(not(loom))]
@@ -30,27 +32,45 @@ pub mod kernel;
 mod launch;
 #[cfg(not(loom))]
 mod layout;
+#[cfg_attr(
+    loom,
+    allow(
+        dead_code,
+        reason = "its pools serve only the server, which loom builds leave out"
+    )
+)]
 mod memory;
+#[cfg_attr(
+    all(loom, not(test)),
+    allow(dead_code, reason = "only `actor::loom_tests` use it")
+)]
 mod oneshot;
 #[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]
 mod server;
 pub mod stream;
+#[cfg_attr(
+    all(loom, not(test)),
+    allow(dead_code, reason = "only `actor::loom_tests` use it")
+)]
 mod sync;
 
 pub use bytes::Bytes;
 #[cfg(not(loom))]
 pub use client::{ComputeClient, block_on};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
-pub use error::{DeviceError, IoError, ServerError};
+pub use error::{DeviceError, IoError, OutOfMemoryError, ServerError};
 #[cfg(not(loom))]
 pub use handle::Handle;
 #[cfg(not(loom))]
 pub use launch::{CubeCount, Kernel, KernelArguments};
 #[cfg(not(loom))]
 pub use layout::{CopyDescriptor, MemoryLayout, contiguous_strides};
-pub use memory::MemoryUsage;
+pub use memory::{
+    InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryConfiguration,
+    MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout, PoolPreset, PoolReport,
+};
 #[cfg(not(loom))]
 pub use server::ServerOptions;
 pub use stream::StreamId;

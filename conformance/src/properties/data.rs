@@ -7,7 +7,7 @@ use proptest::sample::{Index, select};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Failure, RunConfig, expect_clean, run_cases};
+use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
 use crate::kernels::KernelKind;
 
@@ -113,13 +113,7 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         }
 
         drop(handle);
-        c.sync().map_err(err("sync"))?;
-        let usage = c.memory_usage().map_err(err("memory_usage"))?;
-        if usage != baseline {
-            return Err(format!(
-                "memory {usage} did not return to baseline {baseline}"
-            ));
-        }
+        expect_baseline(c, baseline)?;
         expect_clean(&session)
     })
 }

@@ -128,6 +128,36 @@ pub fn first_case<S: Strategy>(seed: u64, name: &str, strategy: S) -> S::Value {
         .current()
 }
 
+/// After every handle dropped: nothing is in use, and `memory_cleanup` + `sync` bring the
+/// device's memory back to `baseline`.
+fn expect_baseline<D: lockstep::Device>(
+    client: &lockstep::ComputeClient<D>,
+    baseline: lockstep::MemoryUsage,
+) -> Result<(), String> {
+    let usage = |what: &str| {
+        client
+            .memory_usage()
+            .map_err(|e| format!("memory_usage {what}: {e}"))
+    };
+    let before = usage("before cleanup")?;
+    if before.bytes_in_use != baseline.bytes_in_use {
+        return Err(format!(
+            "memory still in use after every handle dropped: {before} (baseline {baseline})"
+        ));
+    }
+    client.memory_cleanup();
+    client
+        .sync()
+        .map_err(|e| format!("sync after memory_cleanup: {e}"))?;
+    let after = usage("after cleanup")?;
+    if after != baseline {
+        return Err(format!(
+            "memory_cleanup + sync left {after} (baseline {baseline})"
+        ));
+    }
+    Ok(())
+}
+
 /// Fails if the device's sanitizer reported anything.
 fn expect_clean<D: lockstep::Device>(session: &Session<D>) -> Result<(), String> {
     let reports = session.reports();

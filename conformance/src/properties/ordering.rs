@@ -2,7 +2,7 @@
 
 use proptest::collection::vec;
 
-use super::{Failure, RunConfig, expect_clean, run_cases};
+use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
 use crate::program::{Executor, Program, program};
 
@@ -38,12 +38,7 @@ pub fn run_program<F: DeviceFactory>(
     executor.finish()?;
     executor.release_all();
     executor.finish()?;
-    let usage = client.memory_usage().map_err(|e| e.to_string())?;
-    if usage != baseline {
-        return Err(format!(
-            "memory did not return to its baseline after every handle dropped: {usage} (baseline {baseline})"
-        ));
-    }
+    expect_baseline(client, baseline)?;
     expect_clean(&session)?;
     Ok(session.observer.as_ref().and_then(|o| o.trace_hash()))
 }
@@ -82,12 +77,7 @@ pub(super) fn concurrent_submitters<F: DeviceFactory>(
         for (thread, result) in results.into_iter().enumerate() {
             result.map_err(|why| format!("thread {thread}: {why}"))?;
         }
-        let usage = client.memory_usage().map_err(|e| e.to_string())?;
-        if usage != baseline {
-            return Err(format!(
-                "memory {usage} did not return to baseline {baseline}"
-            ));
-        }
+        expect_baseline(client, baseline)?;
         expect_clean(&session)
     })
 }

@@ -1,10 +1,11 @@
-//! Device allocations the server owns, who touched them last, and frees waiting for the work
-//! that used them to complete.
+//! Slices the server hands out as buffers, who touched them last, and slices waiting for the
+//! work that used them to complete before they return to their pool.
 
 use crate::device::Device;
+use crate::memory::SliceLocation;
 use crate::stream::StreamId;
 
-/// Server-side identity of a device allocation. Never reused within one server.
+/// Server-side identity of a live slice. Never reused within one server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BufferId(pub u64);
 
@@ -15,21 +16,20 @@ pub(crate) struct Access {
     pub seq: u64,
 }
 
-pub(crate) struct BufferState<D: Device> {
-    pub raw: D::Buffer,
-    pub size_bytes: u64,
-    /// The last write, on any stream.
+pub(crate) struct BufferState {
+    pub slice: SliceLocation,
+    /// The last write, on any stream. Allocation counts as a write on the allocating stream:
+    /// the memory may have held another slice that stream's earlier work still uses.
     pub last_write: Option<Access>,
     /// Reads since the last write, at most one (the latest) per stream.
     pub reads: Vec<Access>,
 }
 
-impl<D: Device> BufferState<D> {
-    pub fn new(raw: D::Buffer, size_bytes: u64) -> Self {
+impl BufferState {
+    pub fn new(slice: SliceLocation, allocated: Access) -> Self {
         Self {
-            raw,
-            size_bytes,
-            last_write: None,
+            slice,
+            last_write: Some(allocated),
             reads: Vec::new(),
         }
     }
@@ -68,9 +68,9 @@ impl<D: Device> BufferState<D> {
     }
 }
 
-/// A released buffer whose memory returns to the device once `events` have completed.
+/// A released slice that returns to its pool once `events` (recorded on `streams`) complete.
 pub(crate) struct PendingFree<D: Device> {
-    pub raw: D::Buffer,
-    pub size_bytes: u64,
+    pub slice: SliceLocation,
+    pub streams: Vec<StreamId>,
     pub events: Vec<D::Event>,
 }

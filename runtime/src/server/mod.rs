@@ -9,8 +9,12 @@
 //!   stream they happened on and are returned one per blocking call (`flush`, `sync`, `read`),
 //!   oldest first, exactly once. A fatal device error makes every later call on every stream
 //!   fail with `DeviceLost`.
-//! - **Liveness.** A released buffer is returned to the device only after events recorded on
-//!   every stream that used it have completed.
+//! - **Liveness.** A released slice returns to its pool at once when only its own stream used
+//!   it (stream order protects it), otherwise only after events recorded on every stream that
+//!   used it have completed. Pages go back to the device only when empty.
+//! - **Memory.** Buffers are slices of pages carved by per-stream pools (`crate::memory`);
+//!   out of memory first reclaims (waits for pending frees, returns empty pages) and retries
+//!   once.
 
 mod buffers;
 mod kernels;
@@ -25,10 +29,13 @@ use streams::StreamState;
 
 use crate::actor::ActorState;
 use crate::device::{BufferSlice, Device, LaunchCount};
-use crate::error::{DeviceError, ServerError};
+use crate::error::{DeviceError, OutOfMemoryError, ServerError};
 use crate::kernel::{Access as BindingAccess, FaultRecord};
 use crate::launch::{CountArg, Kernel};
-use crate::memory::MemoryUsage;
+use crate::memory::{
+    DeviceMemory, InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration, MemoryReport,
+    MemoryUsage, PageId, PoolRef, SliceLocation,
+};
 use crate::stream::StreamId;
 
 /// A byte range of a server buffer.
@@ -59,18 +66,31 @@ impl Default for ServerOptions {
     }
 }
 
+/// The device buffer and byte offset of `range`. A free function so that callers can borrow
+/// the device mutably at the same time.
+fn raw<'a, B>(
+    buffers: &BTreeMap<BufferId, BufferState>,
+    pages: &'a BTreeMap<PageId, B>,
+    range: &BufferRange,
+) -> (&'a B, u64) {
+    let slice = &buffers[&range.buffer].slice;
+    (&pages[&slice.page], slice.offset + range.offset)
+}
+
 pub(crate) struct Server<D: Device> {
     device: D,
     options: ServerOptions,
     streams: BTreeMap<StreamId, StreamState<D>>,
-    buffers: BTreeMap<BufferId, BufferState<D>>,
+    buffers: BTreeMap<BufferId, BufferState>,
     next_buffer: u64,
+    /// Device allocations, carved by `memory`'s pools.
+    pages: BTreeMap<PageId, D::Buffer>,
+    next_page: u64,
+    memory: DeviceMemory,
     pending_frees: Vec<PendingFree<D>>,
     kernels: KernelCache<D>,
     /// Set by the first fatal device error; from then on every call fails with it.
     lost: Option<String>,
-    bytes_reserved: u64,
-    bytes_in_use: u64,
 }
 
 impl<D: Device> ActorState for Server<D> {
@@ -82,17 +102,23 @@ impl<D: Device> ActorState for Server<D> {
 
 impl<D: Device> Server<D> {
     pub fn new(device: D, options: ServerOptions) -> Self {
+        let properties = device.properties();
+        let memory = DeviceMemory::new(
+            MemoryConfiguration::for_device(properties),
+            properties.alignment_bytes,
+        );
         Self {
             device,
             options,
             streams: BTreeMap::new(),
             buffers: BTreeMap::new(),
             next_buffer: 0,
+            pages: BTreeMap::new(),
+            next_page: 0,
+            memory,
             pending_frees: Vec::new(),
             kernels: KernelCache::new(),
             lost: None,
-            bytes_reserved: 0,
-            bytes_in_use: 0,
         }
     }
 
@@ -272,56 +298,99 @@ impl<D: Device> Server<D> {
 
     // ---- memory --------------------------------------------------------------------------
 
+    /// Allocates a slice of at least `size_bytes` on `stream`'s pools.
     pub fn allocate(&mut self, stream: StreamId, size_bytes: u64) -> Result<BufferId, ServerError> {
         self.check_alive()?;
         self.stream(stream)?;
         self.reclaim();
-        // Devices need at least one byte; four keeps every allocation whole words for kernels.
-        let device_bytes = size_bytes.max(1).next_multiple_of(4);
-        let raw = match self.device.allocate(device_bytes) {
-            Ok(raw) => raw,
-            Err(err) => {
-                let server_err = ServerError::from(err.clone());
-                if err.is_fatal() {
-                    self.push_device_error(stream, err);
-                }
-                return Err(server_err);
-            }
-        };
+        let slice = self.allocate_slice(stream, size_bytes)?;
         let id = BufferId(self.next_buffer);
         self.next_buffer += 1;
-        self.bytes_reserved += device_bytes;
-        self.bytes_in_use += device_bytes;
-        self.buffers.insert(id, BufferState::new(raw, device_bytes));
+        let allocated = Access {
+            stream,
+            seq: self.streams[&stream].seq,
+        };
+        self.buffers.insert(id, BufferState::new(slice, allocated));
         Ok(id)
     }
 
-    /// The last handle to `buffer` is gone: free it once the work that used it has completed.
+    /// Serves a slice from the pools, growing them by a page if needed; on failure reclaims
+    /// everything it can and tries once more.
+    fn allocate_slice(
+        &mut self,
+        stream: StreamId,
+        size_bytes: u64,
+    ) -> Result<SliceLocation, ServerError> {
+        let size = self.memory.slot_bytes(size_bytes);
+        let mut refusal = String::new();
+        for attempt in 0..2 {
+            let need = match self.memory.try_alloc(stream, size) {
+                Ok(slice) => return Ok(slice),
+                Err(need) => need,
+            };
+            if self.memory.can_grow(stream, need) {
+                match self.device.allocate(need.bytes) {
+                    Ok(raw) => {
+                        let page = PageId(self.next_page);
+                        self.next_page += 1;
+                        self.pages.insert(page, raw);
+                        return Ok(self.memory.grow(stream, need, page, size));
+                    }
+                    Err(err) if err.is_fatal() => {
+                        self.push_device_error(stream, err.clone());
+                        return Err(err.into());
+                    }
+                    Err(err) => refusal = err.to_string(),
+                }
+            } else {
+                refusal = format!("the pool serving {size}-byte slices reached its cap");
+            }
+            if attempt == 0 {
+                self.reclaim_all();
+            }
+        }
+        let usage = self.memory.usage();
+        Err(ServerError::OutOfMemory(OutOfMemoryError {
+            requested_bytes: size_bytes,
+            stream,
+            reason: refusal,
+            bytes_reserved: usage.bytes_reserved,
+            bytes_in_use: usage.bytes_in_use,
+        }))
+    }
+
+    /// The last handle to `buffer` is gone: return its slice once no work can still use it.
     pub fn release(&mut self, buffer: BufferId) {
         let Some(state) = self.buffers.remove(&buffer) else {
             return;
         };
-        self.bytes_in_use -= state.size_bytes;
+        let users = state.users();
+        // Pools are per stream, so only the owning stream reuses a slice of its pools; its own
+        // earlier work is ordered before any reuse. The persistent pool is shared by all.
+        let owner_only = state.slice.pool != PoolRef::Persistent
+            && users.iter().all(|&user| user == state.slice.stream);
+        if owner_only || self.lost.is_some() {
+            self.memory.free(state.slice);
+            return;
+        }
         let mut events = Vec::new();
-        if self.lost.is_none() {
-            for user in state.users() {
-                let raw = self.streams[&user].raw;
-                match self.device.record_event(raw) {
-                    Ok(event) => events.push(event),
-                    Err(err) => self.push_device_error(user, err),
-                }
+        for &user in &users {
+            let raw = self.streams[&user].raw;
+            match self.device.record_event(raw) {
+                Ok(event) => events.push(event),
+                Err(err) => self.push_device_error(user, err),
             }
         }
         self.pending_frees.push(PendingFree {
-            raw: state.raw,
-            size_bytes: state.size_bytes,
+            slice: state.slice,
+            streams: users,
             events,
         });
         self.reclaim();
     }
 
-    /// Returns to the device every pending free whose events have completed. On a lost device
-    /// nothing will complete, and nothing can be corrupted any more: free at once.
+    /// Returns to their pools the released slices whose events have completed. On a lost
+    /// device nothing will complete, and nothing can be corrupted any more: return them all.
     fn reclaim(&mut self) {
         let lost = self.lost.is_some();
         let mut index = 0;
@@ -335,21 +404,86 @@ impl<D: Device> Server<D> {
             };
             if done {
                 let free = self.pending_frees.swap_remove(index);
-                self.bytes_reserved -= free.size_bytes;
-                self.device.free(free.raw);
+                self.memory.free(free.slice);
             } else {
                 index += 1;
             }
         }
     }
 
+    /// Waits for every pending free, returns the slices, and gives every empty page back to the
+    /// device.
+    fn reclaim_all(&mut self) {
+        if self.lost.is_none() {
+            let mut waiting: Vec<StreamId> = self
+                .pending_frees
+                .iter()
+                .flat_map(|f| f.streams.iter().copied())
+                .collect();
+            waiting.sort();
+            waiting.dedup();
+            for stream in waiting {
+                let raw = self.streams[&stream].raw;
+                if let Err(err) = self.device.synchronize(raw) {
+                    self.push_device_error(stream, err);
+                }
+            }
+        }
+        self.reclaim();
+        let empty = self.memory.take_empty_pages();
+        self.free_pages(empty);
+    }
+
+    fn free_pages(&mut self, pages: Vec<PageId>) {
+        for page in pages {
+            let raw = self
+                .pages
+                .remove(&page)
+                .expect("pools give back pages they hold");
+            self.device.free(raw);
+        }
+    }
+
+    /// Releases all memory the pools can give back.
+    pub fn memory_cleanup(&mut self) {
+        self.reclaim_all();
+    }
+
     pub fn memory_usage(&mut self) -> MemoryUsage {
         self.reclaim();
-        MemoryUsage {
-            bytes_in_use: self.bytes_in_use,
-            bytes_reserved: self.bytes_reserved,
-            allocations: self.buffers.len() as u64,
+        self.memory.usage()
+    }
+
+    pub fn memory_report(&mut self, stream: StreamId) -> MemoryReport {
+        self.reclaim();
+        self.memory.report(stream)
+    }
+
+    pub fn allocation_mode(&mut self, stream: StreamId, mode: MemoryAllocationMode) {
+        self.memory.set_mode(stream, mode);
+    }
+
+    pub fn persistent_window(&mut self, stream: StreamId, open: bool) {
+        self.memory.persistent_window(stream, open);
+    }
+
+    /// Installs `config` for new streams and, if `stream`'s pools are idle, for `stream`.
+    pub fn install_memory_pools(
+        &mut self,
+        stream: StreamId,
+        config: MemoryConfiguration,
+    ) -> Result<(), InstallMemoryPoolsError> {
+        let healthy = self.lost.is_none()
+            && self
+                .stream(stream)
+                .is_ok_and(|state| state.errors.is_empty());
+        self.reclaim();
+        let installed = self.memory.install(stream, config);
+        if !healthy {
+            return Err(InstallMemoryPoolsError::StreamUnavailable);
         }
+        self.free_pages(installed?);
+        Ok(())
     }
 
     // ---- transfers -----------------------------------------------------------------------
@@ -362,8 +496,8 @@ impl<D: Device> Server<D> {
         let _ = self.enqueue_or_queue_error(stream, |server| {
             server.order_before_access(stream, dst.buffer, true)?;
             let raw_stream = server.streams[&stream].raw;
-            let raw = &server.buffers[&dst.buffer].raw;
-            server.device.write(raw_stream, raw, dst.offset, data)
+            let (raw, offset) = raw(&server.buffers, &server.pages, &dst);
+            server.device.write(raw_stream, raw, offset, data)
         });
         self.after_access(stream, &[(dst.buffer, true)]);
     }
@@ -382,8 +516,8 @@ impl<D: Device> Server<D> {
             let read = self.enqueue_or_queue_error(stream, |server| {
                 server.order_before_access(stream, range.buffer, false)?;
                 let raw_stream = server.streams[&stream].raw;
-                let raw = &server.buffers[&range.buffer].raw;
-                server.device.read(raw_stream, raw, range.offset, range.len)
+                let (raw, offset) = raw(&server.buffers, &server.pages, range);
+                server.device.read(raw_stream, raw, offset, range.len)
             });
             self.after_access(stream, &[(range.buffer, false)]);
             pending.push(read);
@@ -462,10 +596,13 @@ impl<D: Device> Server<D> {
                 .kernels
                 .get_or_compile(&mut server.device, kernel, checked)?;
             let state = &server.streams[&stream];
-            let slice = |range: &BufferRange| BufferSlice {
-                buffer: &server.buffers[&range.buffer].raw,
-                offset: range.offset,
-                len: range.len,
+            let slice = |range: &BufferRange| {
+                let (buffer, offset) = raw(&server.buffers, &server.pages, range);
+                BufferSlice {
+                    buffer,
+                    offset,
+                    len: range.len,
+                }
             };
             let mut slices: Vec<_> = bindings.iter().map(slice).collect();
             if let Some(record) = state.fault_record.as_ref().filter(|_| checked) {
@@ -541,20 +678,17 @@ impl<D: Device> Server<D> {
 
 impl<D: Device> Drop for Server<D> {
     fn drop(&mut self) {
-        // Every handle is gone (each holds the actor alive), so only pending frees and fault
-        // records remain. Wait for all streams, then give everything back.
+        // Every handle is gone (each holds the actor alive), so only pending frees, pages and
+        // fault records remain. Wait for all streams, then give everything back.
         if self.lost.is_none() {
             let raws: Vec<_> = self.streams.values().map(|s| s.raw).collect();
             for raw in raws {
                 let _ = self.device.synchronize(raw);
             }
         }
-        for free in std::mem::take(&mut self.pending_frees) {
-            drop(free.events);
-            self.device.free(free.raw);
-        }
-        for (_, state) in std::mem::take(&mut self.buffers) {
-            self.device.free(state.raw);
+        self.pending_frees.clear();
+        for (_, raw) in std::mem::take(&mut self.pages) {
+            self.device.free(raw);
         }
         for (_, state) in std::mem::take(&mut self.streams) {
             if let Some(record) = state.fault_record {

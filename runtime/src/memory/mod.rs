@@ -1,0 +1,264 @@
+//! Device memory above the `Device` trait: per-stream pools of pages carved into slices, a
+//! device-wide persistent pool, layouts users install, and the reports they read.
+
+mod config;
+mod pool;
+mod report;
+mod usage;
+
+pub use config::{
+    InstallMemoryPoolsError, LayoutError, MemoryConfiguration, MemoryPoolsConfig, PoolLayout,
+    PoolPreset,
+};
+use std::collections::BTreeMap;
+
+use pool::{ExclusivePool, SlicedPool};
+pub(crate) use pool::{NeedPage, PageId, PoolRef, SliceLocation};
+
+use crate::stream::StreamId;
+pub use report::{MemoryReport, PoolKind, PoolReport};
+pub use usage::MemoryUsage;
+
+/// Where a stream's allocations go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemoryAllocationMode {
+    /// Routed by size through the stream's pools.
+    #[default]
+    Auto,
+    /// From the device-wide persistent pool: for weights and graph capture.
+    Persistent,
+}
+
+/// One stream's pools.
+#[derive(Debug)]
+struct StreamPools {
+    sliced: Vec<SlicedPool>,
+    exclusive: ExclusivePool,
+    /// Open persistent-allocation windows; the stream allocates persistently while above zero.
+    persistent_depth: u32,
+}
+
+impl StreamPools {
+    fn new(config: &MemoryConfiguration, persistent_depth: u32) -> Self {
+        Self {
+            sliced: config.pools.iter().map(|&l| SlicedPool::new(l)).collect(),
+            exclusive: ExclusivePool::new(PoolRef::Exclusive),
+            persistent_depth,
+        }
+    }
+
+    fn live_slices(&self) -> u64 {
+        self.sliced.iter().map(|p| p.stats.slices).sum::<u64>() + self.exclusive.stats.slices
+    }
+
+    fn stats(&self) -> impl Iterator<Item = &pool::PoolStats> {
+        self.sliced
+            .iter()
+            .map(|p| &p.stats)
+            .chain(std::iter::once(&self.exclusive.stats))
+    }
+}
+
+/// Every pool of one device: per-stream pools built from the layout in force when the stream
+/// was first used, and the device-wide persistent pool.
+///
+/// Invariant: a page belongs to exactly one pool; a slice is handed out by exactly one pool and
+/// returned to the same one.
+#[derive(Debug)]
+pub(crate) struct DeviceMemory {
+    /// The layout streams created from now on get.
+    config: MemoryConfiguration,
+    streams: BTreeMap<StreamId, StreamPools>,
+    persistent: ExclusivePool,
+    alignment_bytes: u64,
+}
+
+impl DeviceMemory {
+    pub fn new(config: MemoryConfiguration, alignment_bytes: u64) -> Self {
+        Self {
+            config,
+            streams: BTreeMap::new(),
+            persistent: ExclusivePool::new(PoolRef::Persistent),
+            alignment_bytes,
+        }
+    }
+
+    fn pools(&mut self, stream: StreamId) -> &mut StreamPools {
+        let config = &self.config;
+        self.streams
+            .entry(stream)
+            .or_insert_with(|| StreamPools::new(config, 0))
+    }
+
+    /// The bytes a request of `bytes` occupies: at least one alignment unit, whole units.
+    pub fn slot_bytes(&self, bytes: u64) -> u64 {
+        bytes.max(1).next_multiple_of(self.alignment_bytes)
+    }
+
+    /// Sets the stream's mode, closing any open persistent windows.
+    pub fn set_mode(&mut self, stream: StreamId, mode: MemoryAllocationMode) {
+        self.pools(stream).persistent_depth = u32::from(mode == MemoryAllocationMode::Persistent);
+    }
+
+    /// Opens (`true`) or closes a persistent-allocation window on `stream`; windows nest.
+    pub fn persistent_window(&mut self, stream: StreamId, open: bool) {
+        let pools = self.pools(stream);
+        pools.persistent_depth = if open {
+            pools.persistent_depth + 1
+        } else {
+            pools.persistent_depth.saturating_sub(1)
+        };
+    }
+
+    /// Serves `size` (a slot size) on `stream`, or says which page is needed first.
+    pub fn try_alloc(&mut self, stream: StreamId, size: u64) -> Result<SliceLocation, NeedPage> {
+        let pools = self.pools(stream);
+        if pools.persistent_depth > 0 {
+            return self.persistent.try_alloc(size, stream).ok_or(NeedPage {
+                pool: PoolRef::Persistent,
+                bytes: size,
+            });
+        }
+        match pools
+            .sliced
+            .iter()
+            .position(|p| size <= p.layout.max_slice_bytes)
+        {
+            Some(index) => {
+                let pool = &mut pools.sliced[index];
+                pool.try_alloc(size, index, stream).ok_or(NeedPage {
+                    pool: PoolRef::Sliced(index),
+                    bytes: pool.layout.page_bytes,
+                })
+            }
+            None => pools.exclusive.try_alloc(size, stream).ok_or(NeedPage {
+                pool: PoolRef::Exclusive,
+                bytes: size,
+            }),
+        }
+    }
+
+    /// Whether `need` stays under its pool's cap.
+    pub fn can_grow(&mut self, stream: StreamId, need: NeedPage) -> bool {
+        match need.pool {
+            PoolRef::Sliced(i) => self.pools(stream).sliced[i].can_grow(),
+            PoolRef::Exclusive | PoolRef::Persistent => true,
+        }
+    }
+
+    /// Adds a freshly allocated `page` for `need` and serves `size` from it.
+    pub fn grow(
+        &mut self,
+        stream: StreamId,
+        need: NeedPage,
+        page: PageId,
+        size: u64,
+    ) -> SliceLocation {
+        match need.pool {
+            PoolRef::Sliced(i) => {
+                let pool = &mut self.pools(stream).sliced[i];
+                pool.add_page(page);
+                pool.try_alloc(size, i, stream)
+                    .expect("a fresh page fits any slice its pool serves")
+            }
+            PoolRef::Exclusive => self
+                .pools(stream)
+                .exclusive
+                .add_page_in_use(page, size, stream),
+            PoolRef::Persistent => self.persistent.add_page_in_use(page, size, stream),
+        }
+    }
+
+    /// Returns a slice to the pool that handed it out.
+    pub fn free(&mut self, slice: SliceLocation) {
+        match slice.pool {
+            PoolRef::Sliced(i) => self.pools(slice.stream).sliced[i].free(slice),
+            PoolRef::Exclusive => self.pools(slice.stream).exclusive.free(slice),
+            PoolRef::Persistent => self.persistent.free(slice),
+        }
+    }
+
+    /// Removes every page without live slices, from every pool, and returns them.
+    pub fn take_empty_pages(&mut self) -> Vec<PageId> {
+        let mut pages = Vec::new();
+        for pools in self.streams.values_mut() {
+            for pool in &mut pools.sliced {
+                for page in pool.empty_pages() {
+                    pool.remove_page(page);
+                    pages.push(page);
+                }
+            }
+            take_empty(&mut pools.exclusive, &mut pages);
+        }
+        take_empty(&mut self.persistent, &mut pages);
+        pages
+    }
+
+    /// Installs `config` for streams created from now on and, if nothing is live in them,
+    /// rebuilds `stream`'s pools with it (returning their pages to free).
+    pub fn install(
+        &mut self,
+        stream: StreamId,
+        config: MemoryConfiguration,
+    ) -> Result<Vec<PageId>, InstallMemoryPoolsError> {
+        self.config = config;
+        let pools = self.pools(stream);
+        let live_slices = pools.live_slices();
+        if live_slices > 0 {
+            return Err(InstallMemoryPoolsError::PoolsInUse {
+                live_slices,
+                bytes_in_use: pools.stats().map(|s| s.bytes_in_use).sum(),
+            });
+        }
+        let depth = pools.persistent_depth;
+        let fresh = StreamPools::new(&self.config, depth);
+        let old = std::mem::replace(self.pools(stream), fresh);
+        let mut pages = Vec::new();
+        for mut pool in old.sliced {
+            for page in pool.empty_pages() {
+                pool.remove_page(page);
+                pages.push(page);
+            }
+        }
+        let mut exclusive = old.exclusive;
+        take_empty(&mut exclusive, &mut pages);
+        Ok(pages)
+    }
+
+    /// The report of `stream`'s pools, then the persistent pool.
+    pub fn report(&mut self, stream: StreamId) -> MemoryReport {
+        let persistent = self.persistent.report();
+        let pools = self.pools(stream);
+        MemoryReport {
+            pools: pools
+                .sliced
+                .iter()
+                .map(SlicedPool::report)
+                .chain([pools.exclusive.report(), persistent])
+                .collect(),
+        }
+    }
+
+    /// Totals over every pool of the device.
+    pub fn usage(&self) -> MemoryUsage {
+        let all = self
+            .streams
+            .values()
+            .flat_map(StreamPools::stats)
+            .chain(std::iter::once(&self.persistent.stats));
+        let mut usage = MemoryUsage::default();
+        for stats in all {
+            usage.bytes_in_use += stats.bytes_in_use;
+            usage.bytes_reserved += stats.bytes_reserved;
+            usage.allocations += stats.slices;
+        }
+        usage
+    }
+}
+
+fn take_empty(pool: &mut ExclusivePool, pages: &mut Vec<PageId>) {
+    for page in pool.empty_pages() {
+        pool.remove_page(page);
+        pages.push(page);
+    }
+}

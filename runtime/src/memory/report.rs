@@ -1,0 +1,131 @@
+//! `memory_report`: the shape and usage of one stream's pools, for a person and for a plan.
+
+use std::fmt;
+
+use super::pool::PoolStats;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolKind {
+    /// Pages carved into slices.
+    Sliced,
+    /// One slice per page, for requests larger than every sliced pool serves.
+    Exclusive,
+    /// The device-wide pool of persistent allocations (weights, graph capture).
+    Persistent,
+}
+
+/// One pool's shape, usage and high-water marks (reset when pools are installed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolReport {
+    pub kind: PoolKind,
+    /// Page size, for sliced pools.
+    pub page_bytes: Option<u64>,
+    /// Largest slice served, for sliced pools.
+    pub max_slice_bytes: Option<u64>,
+    pub pages: u64,
+    pub slices: u64,
+    pub bytes_reserved: u64,
+    pub bytes_in_use: u64,
+    pub bytes_reserved_peak: u64,
+    pub bytes_in_use_peak: u64,
+}
+
+impl PoolReport {
+    pub(crate) fn new(
+        kind: PoolKind,
+        page_bytes: Option<u64>,
+        max_slice_bytes: Option<u64>,
+        pages: u64,
+        stats: PoolStats,
+    ) -> Self {
+        Self {
+            kind,
+            page_bytes,
+            max_slice_bytes,
+            pages,
+            slices: stats.slices,
+            bytes_reserved: stats.bytes_reserved,
+            bytes_in_use: stats.bytes_in_use,
+            bytes_reserved_peak: stats.bytes_reserved_peak,
+            bytes_in_use_peak: stats.bytes_in_use_peak,
+        }
+    }
+}
+
+/// The calling stream's pools in routing order, then the device-wide persistent pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryReport {
+    pub pools: Vec<PoolReport>,
+}
+
+/// Bytes as a person reads them: exact below 1 KiB, else in the largest binary unit with at
+/// most one decimal.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = "B";
+    for u in UNITS {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = u;
+    }
+    if value.fract() == 0.0 {
+        format!("{value:.0} {unit}")
+    } else {
+        format!("{value:.1} {unit}")
+    }
+}
+
+impl fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<10} {:>9} {:>9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9}",
+            "pool",
+            "page",
+            "max slice",
+            "pages",
+            "slices",
+            "reserved",
+            "in use",
+            "peak res",
+            "peak use"
+        )?;
+        for p in &self.pools {
+            let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), human_bytes);
+            writeln!(
+                f,
+                "{:<10} {:>9} {:>9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9}",
+                format!("{:?}", p.kind).to_lowercase(),
+                opt(p.page_bytes),
+                opt(p.max_slice_bytes),
+                p.pages,
+                p.slices,
+                human_bytes(p.bytes_reserved),
+                human_bytes(p.bytes_in_use),
+                human_bytes(p.bytes_reserved_peak),
+                human_bytes(p.bytes_in_use_peak),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn bytes_read_like_a_person_writes_them() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1 KiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(128 << 20), "128 MiB");
+    }
+}
