@@ -15,7 +15,8 @@ use crate::handle::Handle;
 use crate::kernel::Access;
 use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
 use crate::layout::{
-    CopyDescriptor, MemoryLayout, contiguous_strides, extent_bytes, gather, num_elems,
+    CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, extent_bytes,
+    gather, num_elems, plan, scatter,
 };
 use crate::memory::{
     InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration, MemoryPoolsConfig,
@@ -203,28 +204,28 @@ impl<D: Device> ComputeClient<D> {
         self.allocate(size as u64, None)
     }
 
-    /// Stores a tensor of `shape` with `elem_size`-byte elements and returns its layout. The
-    /// layout is contiguous (row-major) today; callers must use the returned strides, since a
-    /// device may pitch rows in the future.
+    /// Stores a tensor of `shape` (dense row-major `data`, `elem_size`-byte elements) and
+    /// returns its layout. The runtime may pitch rows (pad the last dimension so every row
+    /// starts aligned to the device's widest load); index and read with the returned strides.
     pub fn create_tensor(
         &self,
         data: Bytes,
         shape: &[usize],
         elem_size: usize,
     ) -> Result<MemoryLayout, ServerError> {
-        let size = self.tensor_bytes(shape, elem_size)?;
-        if data.len() as u64 != size {
-            return Err(IoError::SizeMismatch {
-                what: "tensor data",
-                expected: size,
-                actual: data.len() as u64,
-            }
-            .into());
-        }
-        Ok(MemoryLayout {
-            memory: self.create(data)?,
-            strides: contiguous_strides(shape),
-        })
+        let desc =
+            MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Optimized, shape.to_vec(), elem_size);
+        Ok(self.create_tensors(vec![(desc, data)])?.remove(0))
+    }
+
+    /// Like [`create_tensor`](Self::create_tensor), copying from a slice.
+    pub fn create_tensor_from_slice(
+        &self,
+        data: &[u8],
+        shape: &[usize],
+        elem_size: usize,
+    ) -> Result<MemoryLayout, ServerError> {
+        self.create_tensor(Bytes::from(data), shape, elem_size)
     }
 
     /// Reserves an uninitialised tensor of `shape`; see [`create_tensor`](Self::create_tensor).
@@ -233,22 +234,80 @@ impl<D: Device> ComputeClient<D> {
         shape: &[usize],
         elem_size: usize,
     ) -> Result<MemoryLayout, ServerError> {
-        let size = self.tensor_bytes(shape, elem_size)?;
-        Ok(MemoryLayout {
-            memory: self.allocate(size, None)?,
-            strides: contiguous_strides(shape),
-        })
+        let desc =
+            MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Optimized, shape.to_vec(), elem_size);
+        Ok(self.empty_tensors(vec![desc])?.remove(0))
     }
 
-    fn tensor_bytes(&self, shape: &[usize], elem_size: usize) -> Result<u64, IoError> {
-        extent_bytes(shape, &contiguous_strides(shape), elem_size)?;
-        let elems = num_elems(shape)?;
-        elems
-            .checked_mul(elem_size)
-            .map(|b| b as u64)
-            .ok_or_else(|| IoError::InvalidLayout {
-                reason: format!("{elems} elements of {elem_size} bytes overflow"),
+    /// Stores several tensors in one allocation (each starting aligned, so each can be bound
+    /// on its own) and returns their layouts. Writing one never changes another.
+    pub fn create_tensors(
+        &self,
+        tensors: Vec<(MemoryLayoutDescriptor, Bytes)>,
+    ) -> Result<Vec<MemoryLayout>, ServerError> {
+        let (descriptors, data): (Vec<_>, Vec<_>) = tensors.into_iter().unzip();
+        self.allocate_tensors(&descriptors, Some(data))
+    }
+
+    /// Reserves several uninitialised tensors in one allocation; see
+    /// [`create_tensors`](Self::create_tensors).
+    pub fn empty_tensors(
+        &self,
+        descriptors: Vec<MemoryLayoutDescriptor>,
+    ) -> Result<Vec<MemoryLayout>, ServerError> {
+        self.allocate_tensors(&descriptors, None)
+    }
+
+    /// Plans every tensor, packs them into one allocation and fills it with `data` laid out
+    /// with the planned strides (padding zeroed).
+    fn allocate_tensors(
+        &self,
+        descriptors: &[MemoryLayoutDescriptor],
+        data: Option<Vec<Bytes>>,
+    ) -> Result<Vec<MemoryLayout>, ServerError> {
+        let properties = &self.shared.properties;
+        let row_alignment = properties.max_load_width_bytes as usize;
+        let mut placed = Vec::with_capacity(descriptors.len());
+        let mut total = 0u64;
+        for desc in descriptors {
+            let plan = plan(desc, row_alignment)?;
+            let offset = total.next_multiple_of(properties.alignment_bytes);
+            total = offset + plan.bytes;
+            placed.push((offset, plan));
+        }
+        if let Some(data) = &data {
+            for (desc, bytes) in descriptors.iter().zip(data) {
+                let expected = (num_elems(&desc.shape)? * desc.elem_size) as u64;
+                if bytes.len() as u64 != expected {
+                    return Err(IoError::SizeMismatch {
+                        what: "tensor data",
+                        expected,
+                        actual: bytes.len() as u64,
+                    }
+                    .into());
+                }
+            }
+        }
+        let contents = data.map(|data| match (&placed[..], data) {
+            // One dense tensor: its bytes are the allocation's contents as they are.
+            ([(0, plan)], mut data) if plan.bytes == data[0].len() as u64 => data.remove(0),
+            (_, data) => {
+                let mut host = vec![0u8; total as usize];
+                for ((desc, bytes), (offset, plan)) in descriptors.iter().zip(&data).zip(&placed) {
+                    let region = &mut host[*offset as usize..(*offset + plan.bytes) as usize];
+                    scatter(bytes, region, &desc.shape, &plan.strides, desc.elem_size);
+                }
+                Bytes::from_bytes_vec(host)
+            }
+        });
+        let memory = self.allocate(total, contents)?;
+        Ok(placed
+            .into_iter()
+            .map(|(offset, plan)| MemoryLayout {
+                memory: memory.view(offset, plan.bytes),
+                strides: plan.strides,
             })
+            .collect())
     }
 
     // ---- transfers -----------------------------------------------------------------------

@@ -58,6 +58,17 @@ impl Handle {
         }
     }
 
+    /// A handle on `size` bytes at `offset` of this one's memory (packed tensors). Callers keep
+    /// the range inside this handle.
+    pub(crate) fn view(&self, offset: u64, size: u64) -> Self {
+        debug_assert!(offset + size <= self.size, "a view stays inside its handle");
+        Self {
+            allocation: self.allocation.clone(),
+            offset: self.offset + offset,
+            size,
+        }
+    }
+
     /// Size in bytes of the range this handle views.
     pub fn size(&self) -> u64 {
         self.size

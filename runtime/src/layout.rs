@@ -12,6 +12,110 @@ pub struct MemoryLayout {
     pub strides: Vec<usize>,
 }
 
+/// How the runtime may lay out a tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryLayoutStrategy {
+    /// Dense row-major: strides are the products of the inner dimensions.
+    Contiguous,
+    /// The runtime's choice: rows (the last dimension) of tensors with two or more dimensions
+    /// are padded ("pitched") to the device's widest load, so every row starts aligned.
+    Optimized,
+}
+
+/// A tensor to lay out: its shape, element size and strategy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryLayoutDescriptor {
+    pub strategy: MemoryLayoutStrategy,
+    pub shape: Vec<usize>,
+    pub elem_size: usize,
+}
+
+impl MemoryLayoutDescriptor {
+    pub fn new(strategy: MemoryLayoutStrategy, shape: Vec<usize>, elem_size: usize) -> Self {
+        Self {
+            strategy,
+            shape,
+            elem_size,
+        }
+    }
+}
+
+/// Strides chosen for a tensor and the bytes it occupies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TensorPlan {
+    pub strides: Vec<usize>,
+    pub bytes: u64,
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Lays out `desc`: contiguous, or with rows pitched to a multiple of `row_alignment` bytes
+/// (and of the element size, so strides stay whole elements).
+pub(crate) fn plan(
+    desc: &MemoryLayoutDescriptor,
+    row_alignment: usize,
+) -> Result<TensorPlan, IoError> {
+    let shape = &desc.shape;
+    let elem_size = desc.elem_size;
+    let dense = contiguous_strides(shape);
+    extent_bytes(shape, &dense, elem_size)?;
+    let elems = num_elems(shape)?;
+    let dense_bytes = elems
+        .checked_mul(elem_size)
+        .ok_or_else(|| invalid(format!("{elems} elements of {elem_size} bytes overflow")))?;
+    let pitched = desc.strategy == MemoryLayoutStrategy::Optimized && shape.len() >= 2 && elems > 0;
+    if !pitched {
+        return Ok(TensorPlan {
+            strides: dense,
+            bytes: dense_bytes as u64,
+        });
+    }
+    let n = shape.len();
+    let unit = row_alignment / gcd(row_alignment, elem_size) * elem_size;
+    let row_bytes = shape[n - 1] * elem_size;
+    let pitch_elems = row_bytes.next_multiple_of(unit) / elem_size;
+    let mut strides = vec![1; n];
+    strides[n - 2] = pitch_elems;
+    for i in (0..n - 2).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    let bytes = shape[0]
+        .checked_mul(strides[0])
+        .and_then(|e| e.checked_mul(elem_size))
+        .ok_or_else(|| invalid(format!("pitched shape {shape:?} overflows")))?;
+    Ok(TensorPlan {
+        strides,
+        bytes: bytes as u64,
+    })
+}
+
+/// Copies dense row-major `src` into `dst` laid out with `strides` (the inverse of [`gather`]).
+pub(crate) fn scatter(
+    src: &[u8],
+    dst: &mut [u8],
+    shape: &[usize],
+    strides: &[usize],
+    elem_size: usize,
+) {
+    if src.is_empty() {
+        return;
+    }
+    let mut index = vec![0usize; shape.len()];
+    for elem in src.chunks_exact(elem_size) {
+        let offset: usize = index.iter().zip(strides).map(|(i, s)| i * s).sum();
+        dst[offset * elem_size..(offset + 1) * elem_size].copy_from_slice(elem);
+        for dim in (0..shape.len()).rev() {
+            index[dim] += 1;
+            if index[dim] < shape[dim] {
+                break;
+            }
+            index[dim] = 0;
+        }
+    }
+}
+
 /// What to read back: a handle viewed as a tensor.
 #[derive(Clone, Debug)]
 pub struct CopyDescriptor {
@@ -133,6 +237,33 @@ mod tests {
         assert_eq!(extent_bytes(&[0, 3], &[8, 1], 4).unwrap(), 0);
         assert!(extent_bytes(&[2], &[1, 1], 4).is_err());
         assert!(extent_bytes(&[usize::MAX, 2], &[usize::MAX, 1], 4).is_err());
+    }
+
+    #[test]
+    fn optimized_layouts_pitch_rows_to_the_load_width() {
+        let desc = |shape: Vec<usize>, elem_size| {
+            MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Optimized, shape, elem_size)
+        };
+        // Three 4-byte elements per row, rows pitched to 16 bytes.
+        let p = plan(&desc(vec![2, 3], 4), 16).unwrap();
+        assert_eq!((p.strides, p.bytes), (vec![4, 1], 32));
+        let p = plan(&desc(vec![2, 2, 5], 2), 16).unwrap();
+        assert_eq!((p.strides, p.bytes), (vec![16, 8, 1], 64));
+        // Rows already aligned, vectors and empty tensors stay dense.
+        assert_eq!(plan(&desc(vec![2, 4], 4), 16).unwrap().strides, vec![4, 1]);
+        assert_eq!(plan(&desc(vec![7], 4), 16).unwrap().bytes, 28);
+        assert_eq!(plan(&desc(vec![0, 3], 4), 16).unwrap().bytes, 0);
+        // A 12-byte element pitches rows to a multiple of 48 bytes.
+        assert_eq!(plan(&desc(vec![2, 1], 12), 16).unwrap().strides, vec![4, 1]);
+    }
+
+    #[test]
+    fn scatter_then_gather_round_trips() {
+        let dense: Vec<u8> = (0..12).collect();
+        let (shape, strides) = ([2, 3], [5, 1]);
+        let mut pitched = vec![0xFF; 2 * 5 * 2];
+        scatter(&dense, &mut pitched, &shape, &strides, 2);
+        assert_eq!(gather(&pitched, &shape, &strides, 2), dense);
     }
 
     #[test]

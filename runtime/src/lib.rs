@@ -66,7 +66,9 @@ pub use handle::Handle;
 #[cfg(not(loom))]
 pub use launch::{CubeCount, Kernel, KernelArguments};
 #[cfg(not(loom))]
-pub use layout::{CopyDescriptor, MemoryLayout, contiguous_strides};
+pub use layout::{
+    CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, contiguous_strides,
+};
 pub use memory::{
     InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryConfiguration,
     MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout, PoolPreset, PoolReport,

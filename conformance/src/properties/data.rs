@@ -11,7 +11,7 @@ use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
 use crate::kernels::KernelKind;
 
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+pub(super) fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut bytes = vec![0u8; len];
     ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut bytes);
     bytes

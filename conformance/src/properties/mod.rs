@@ -2,6 +2,7 @@
 
 mod data;
 mod errors;
+mod memory;
 mod ordering;
 
 pub use ordering::run_program;
@@ -50,6 +51,16 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "invalid_input",
             summary: "bad sizes, ranges, shapes, launches and foreign handles are typed errors; the stream stays usable",
             check: data::invalid_input,
+        },
+        Property {
+            name: "packed_tensors",
+            summary: "tensors created together (pitched or dense) read back independently; writing one never changes another",
+            check: memory::packed_tensors,
+        },
+        Property {
+            name: "pool_installation",
+            summary: "install is refused while a slice is live, applies to new streams, then rebuilds the idle stream and resets its marks",
+            check: memory::pool_installation,
         },
         Property {
             name: "stream_ordering",

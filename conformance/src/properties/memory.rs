@@ -1,0 +1,240 @@
+//! Memory: packed and pitched tensors, pool installation and reports.
+
+use lockstep::{
+    Bytes, CopyDescriptor, InstallMemoryPoolsError, MemoryLayoutDescriptor, MemoryLayoutStrategy,
+    MemoryPoolsConfig, PoolKind, PoolLayout, StreamId,
+};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::sample::select;
+
+use super::data::random_bytes;
+use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
+use crate::factory::DeviceFactory;
+
+fn descriptor() -> impl Strategy<Value = MemoryLayoutDescriptor> {
+    (
+        prop_oneof![
+            Just(MemoryLayoutStrategy::Contiguous),
+            Just(MemoryLayoutStrategy::Optimized)
+        ],
+        vec(0..=7usize, 0..=3),
+        select(vec![1usize, 2, 4, 8, 12]),
+    )
+        .prop_map(|(strategy, shape, elem_size)| {
+            MemoryLayoutDescriptor::new(strategy, shape, elem_size)
+        })
+}
+
+pub(super) fn packed_tensors<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+) -> Result<(), Failure> {
+    let strategy = (
+        vec(descriptor(), 1..=4),
+        any::<u64>(),
+        any::<prop::sample::Index>(),
+    );
+    run_cases(
+        config,
+        "packed_tensors",
+        strategy,
+        |(descriptors, seed, target)| {
+            let session = factory.open(seed);
+            let c = &session.client;
+            let baseline = c.memory_usage().map_err(|e| e.to_string())?;
+            let load_width = c.properties().max_load_width_bytes as usize;
+            let data: Vec<Vec<u8>> = descriptors
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    random_bytes(
+                        d.shape.iter().product::<usize>() * d.elem_size,
+                        seed ^ i as u64,
+                    )
+                })
+                .collect();
+            let tensors = descriptors
+                .iter()
+                .cloned()
+                .zip(data.iter().map(|d| Bytes::from(d.clone())))
+                .collect();
+            let layouts = c
+                .create_tensors(tensors)
+                .map_err(|e| format!("create_tensors: {e}"))?;
+            for (d, layout) in descriptors.iter().zip(&layouts) {
+                let n = d.shape.len();
+                let pitched = n >= 2 && layout.strides[n - 2] != d.shape[n - 1];
+                if pitched {
+                    let pitch_bytes = layout.strides[n - 2] * d.elem_size;
+                    if d.strategy == MemoryLayoutStrategy::Contiguous
+                        || pitch_bytes % load_width != 0
+                        || pitch_bytes < d.shape[n - 1] * d.elem_size
+                    {
+                        return Err(format!("bad pitch {:?} for {d:?}", layout.strides));
+                    }
+                }
+            }
+            let read_all = |what: &str| -> Result<Vec<Vec<u8>>, String> {
+                let descs = descriptors
+                    .iter()
+                    .zip(&layouts)
+                    .map(|(d, l)| {
+                        CopyDescriptor::new(
+                            l.memory.clone(),
+                            d.shape.clone(),
+                            l.strides.clone(),
+                            d.elem_size,
+                        )
+                    })
+                    .collect();
+                let bytes = lockstep::block_on(c.read_tensor_async(descs))
+                    .map_err(|e| format!("{what}: {e}"))?;
+                Ok(bytes.into_iter().map(|b| b.into_vec()).collect())
+            };
+            if read_all("read_tensor")? != data {
+                return Err("tensors created together did not read back as written".into());
+            }
+            // Overwrite one tensor's whole memory: the others must not change.
+            let t = target.index(layouts.len());
+            let size = layouts[t].memory.size() as usize;
+            c.write(&layouts[t].memory, Bytes::from(vec![0xAB; size]))
+                .map_err(|e| format!("write: {e}"))?;
+            let after = read_all("read after write")?;
+            for (i, (before, now)) in data.iter().zip(&after).enumerate() {
+                if i != t && before != now {
+                    return Err(format!("writing tensor {t} changed tensor {i}"));
+                }
+            }
+            drop(layouts);
+            expect_baseline(c, baseline)?;
+            expect_clean(&session)
+        },
+    )
+}
+
+fn pool_layout() -> impl Strategy<Value = PoolLayout> {
+    (12u32..=20, 0u32..=4, 1u64..=8).prop_map(|(page_log, slice_shift, cap_pages)| {
+        let page_bytes = 1u64 << page_log;
+        PoolLayout {
+            page_bytes,
+            max_slice_bytes: page_bytes >> slice_shift,
+            cap_bytes: page_bytes * cap_pages,
+        }
+    })
+}
+
+pub(super) fn pool_installation<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+) -> Result<(), Failure> {
+    let strategy = (vec(pool_layout(), 1..=3), 1usize..=4096, any::<u64>());
+    run_cases(
+        config,
+        "pool_installation",
+        strategy,
+        |(pools, size, seed)| {
+            let session = factory.open(seed);
+            let mut c = session.client.clone();
+            c.set_stream(StreamId(1));
+            let layout = MemoryPoolsConfig::Pools(pools.clone());
+            let err = |what: &'static str| move |e: lockstep::ServerError| format!("{what}: {e}");
+
+            let live = c
+                .create(Bytes::from(vec![7u8; size]))
+                .map_err(err("create"))?;
+            let before = c.memory_report().map_err(err("memory_report"))?;
+            match c.install_memory_pools(&layout) {
+                Err(InstallMemoryPoolsError::PoolsInUse { live_slices, .. })
+                    if live_slices >= 1 => {}
+                other => {
+                    return Err(format!(
+                        "install with a live slice: expected PoolsInUse, got {other:?}"
+                    ));
+                }
+            }
+            if c.memory_report().map_err(err("memory_report"))? != before {
+                return Err("a refused install changed the stream's pools".into());
+            }
+            if c.read_one(live.clone()).map_err(err("read"))?[..] != vec![7u8; size][..] {
+                return Err("a refused install disturbed live data".into());
+            }
+
+            // A stream first used after the install is built with the new layout.
+            let mut fresh = c.clone();
+            fresh.set_stream(StreamId(2));
+            let sliced = |report: &lockstep::MemoryReport| -> Vec<(Option<u64>, Option<u64>)> {
+                report
+                    .pools
+                    .iter()
+                    .filter(|p| p.kind == PoolKind::Sliced)
+                    .map(|p| (p.page_bytes, p.max_slice_bytes))
+                    .collect()
+            };
+            let expected: Vec<_> = pools
+                .iter()
+                .map(|p| (Some(p.page_bytes), Some(p.max_slice_bytes)))
+                .collect();
+            let fresh_report = fresh.memory_report().map_err(err("memory_report"))?;
+            if sliced(&fresh_report) != expected {
+                return Err(format!(
+                    "a new stream did not get the installed layout:\n{fresh_report}"
+                ));
+            }
+
+            drop(live);
+            c.sync().map_err(err("sync"))?;
+            c.install_memory_pools(&layout)
+                .map_err(|e| format!("install once idle: {e}"))?;
+            let report = c.memory_report().map_err(err("memory_report"))?;
+            if sliced(&report) != expected {
+                return Err(format!(
+                    "the calling stream did not get the installed layout:\n{report}"
+                ));
+            }
+            let stream_pools = report
+                .pools
+                .iter()
+                .filter(|p| p.kind != PoolKind::Persistent);
+            if stream_pools
+                .clone()
+                .any(|p| p.bytes_in_use_peak != 0 || p.bytes_reserved_peak != 0)
+            {
+                return Err(format!(
+                    "install did not reset the high-water marks:\n{report}"
+                ));
+            }
+
+            // The new pools serve allocations, and their marks move.
+            let handle = c
+                .create(Bytes::from(vec![9u8; size]))
+                .map_err(err("create after install"))?;
+            if c.read_one(handle.clone())
+                .map_err(err("read after install"))?[..]
+                != vec![9u8; size][..]
+            {
+                return Err("the installed pools returned wrong bytes".into());
+            }
+            let peak: u64 = c
+                .memory_report()
+                .map_err(err("memory_report"))?
+                .pools
+                .iter()
+                .map(|p| p.bytes_in_use_peak)
+                .sum();
+            if peak < size as u64 {
+                return Err(format!(
+                    "high-water marks did not record a {size}-byte slice"
+                ));
+            }
+            drop(handle);
+            c.memory_cleanup();
+            c.sync().map_err(err("sync"))?;
+            let usage = c.memory_usage().map_err(err("memory_usage"))?;
+            if usage.bytes_reserved != 0 || usage.bytes_in_use != 0 {
+                return Err(format!("memory did not return to zero: {usage}"));
+            }
+            expect_clean(&session)
+        },
+    )
+}

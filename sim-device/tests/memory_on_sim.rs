@@ -1,0 +1,91 @@
+//! Memory management through the client on the simulator: reports a person reads, layout
+//! literals that must be refused, persistent windows.
+
+use lockstep::{
+    Bytes, ComputeClient, MemoryAllocationMode, MemoryPoolsConfig, PoolKind, PoolLayout,
+    PoolPreset, StreamId,
+};
+use lockstep_sim::{SimConfig, SimDevice};
+
+fn client() -> ComputeClient<SimDevice> {
+    let mut c = ComputeClient::new(SimDevice::new(SimConfig::new(1)));
+    c.set_stream(StreamId(0));
+    c
+}
+
+#[test]
+fn memory_report_reads_well() {
+    let c = client();
+    let _small: Vec<_> = (0..3)
+        .map(|_| c.create(Bytes::from(vec![1u8; 100])).unwrap())
+        .collect();
+    let medium = c.empty(300 << 10).unwrap();
+    let _large = c.empty(40 << 20).unwrap();
+    drop(medium);
+    c.sync().unwrap();
+    let weights = c.memory_persistent_allocation((), |()| c.empty(1 << 20).unwrap());
+    insta::assert_snapshot!(c.memory_report().unwrap().to_string());
+    drop(weights);
+}
+
+#[test]
+#[should_panic(
+    expected = "invalid memory pools configuration: pool 1 allows slices of 8192 bytes, larger than its 4096-byte pages"
+)]
+fn an_invalid_layout_literal_panics_naming_the_problem() {
+    let layout = |page_bytes, max_slice_bytes| PoolLayout {
+        page_bytes,
+        max_slice_bytes,
+        cap_bytes: 1 << 20,
+    };
+    let _ = client().install_memory_pools(&MemoryPoolsConfig::Pools(vec![
+        layout(4096, 1024),
+        layout(4096, 8192),
+    ]));
+}
+
+#[test]
+#[should_panic(expected = "preset LargePages is unavailable on this device")]
+fn an_unavailable_preset_panics() {
+    let _ = client().install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::LargePages));
+}
+
+#[test]
+fn persistent_windows_nest_and_honour_a_pinned_stream() {
+    let c = client();
+    let persistent_slices = |c: &ComputeClient<SimDevice>| {
+        c.memory_report()
+            .unwrap()
+            .pools
+            .iter()
+            .find(|p| p.kind == PoolKind::Persistent)
+            .unwrap()
+            .slices
+    };
+    let (outer, inner, after_inner) = c.memory_persistent_allocation((), |()| {
+        let outer = c.empty(64).unwrap();
+        let inner = c.memory_persistent_allocation((), |()| c.empty(64).unwrap());
+        let after_inner = c.empty(64).unwrap();
+        (outer, inner, after_inner)
+    });
+    assert_eq!(
+        persistent_slices(&c),
+        3,
+        "all three came from the persistent pool"
+    );
+    let auto = c.empty(64).unwrap();
+    assert_eq!(persistent_slices(&c), 3, "the window closed");
+    // The client is pinned, so another thread's allocations through it are persistent too.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let h = c.memory_persistent_allocation((), |()| c.empty(64).unwrap());
+            assert_eq!(persistent_slices(&c), 4);
+            drop(h);
+        });
+    });
+    c.allocation_mode(MemoryAllocationMode::Persistent);
+    let explicit = c.empty(64).unwrap();
+    c.allocation_mode(MemoryAllocationMode::Auto);
+    assert!(persistent_slices(&c) >= 4);
+    drop((outer, inner, after_inner, auto, explicit));
+}
