@@ -9,4 +9,4 @@ pub mod program;
 pub mod properties;
 pub mod suite;
 
-pub use factory::{DeviceFactory, Observer, Session, SimFactory};
+pub use factory::{DeviceFactory, Observer, Session, SimFactory, WgpuFactory};

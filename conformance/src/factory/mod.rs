@@ -3,8 +3,10 @@
 use lockstep::{ComputeClient, Device};
 
 mod sim;
+mod wgpu;
 
 pub use sim::SimFactory;
+pub use wgpu::WgpuFactory;
 
 /// What a device can tell the suite beyond the client API (the simulator's sanitizer).
 pub trait Observer {

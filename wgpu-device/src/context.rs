@@ -1,0 +1,304 @@
+//! The wgpu objects a device drives: instance, adapter, device and queue, chosen once and
+//! shareable by several [`WgpuDevice`](crate::WgpuDevice) views (the conformance suite opens one
+//! view per case over one context). Also what outlives a view: the compiled-pipeline cache,
+//! the device-lost flag and the sink for errors no error scope caught.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use lockstep::DeviceError;
+
+use crate::pipelines::Pipelines;
+
+/// Which adapter to open.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WgpuOptions {
+    /// Only this backend; `None` tries every backend compiled in.
+    pub backend: Option<BackendChoice>,
+    /// Only adapters whose name contains this, ignoring case.
+    pub adapter: Option<String>,
+}
+
+/// A backend named by `LOCKSTEP_WGPU_BACKEND`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    Vulkan,
+    Metal,
+    Dx12,
+    Gl,
+}
+
+impl BackendChoice {
+    fn parse(name: &str) -> Result<Self, DeviceError> {
+        match name.to_ascii_lowercase().as_str() {
+            "vulkan" | "vk" => Ok(Self::Vulkan),
+            "metal" => Ok(Self::Metal),
+            "dx12" | "d3d12" => Ok(Self::Dx12),
+            "gl" | "gles" | "opengl" => Ok(Self::Gl),
+            other => Err(DeviceError::Unavailable {
+                reason: format!(
+                    "LOCKSTEP_WGPU_BACKEND={other:?}: expected vulkan, metal, dx12 or gl"
+                ),
+            }),
+        }
+    }
+
+    fn backends(self) -> wgpu::Backends {
+        match self {
+            Self::Vulkan => wgpu::Backends::VULKAN,
+            Self::Metal => wgpu::Backends::METAL,
+            Self::Dx12 => wgpu::Backends::DX12,
+            Self::Gl => wgpu::Backends::GL,
+        }
+    }
+}
+
+impl WgpuOptions {
+    /// Reads `LOCKSTEP_WGPU_BACKEND` (vulkan, metal, dx12, gl) and `LOCKSTEP_WGPU_ADAPTER`
+    /// (a substring of the adapter name).
+    pub fn from_env() -> Result<Self, DeviceError> {
+        let backend = match std::env::var("LOCKSTEP_WGPU_BACKEND") {
+            Ok(name) if !name.is_empty() => Some(BackendChoice::parse(&name)?),
+            _ => None,
+        };
+        let adapter = std::env::var("LOCKSTEP_WGPU_ADAPTER")
+            .ok()
+            .filter(|s| !s.is_empty());
+        Ok(Self { backend, adapter })
+    }
+}
+
+/// Everything the device thread shares with wgpu's callbacks.
+#[derive(Debug, Default)]
+pub(crate) struct Sink {
+    /// Why the device was lost, once it was.
+    pub lost: Option<String>,
+    /// Errors raised outside every error scope, oldest first.
+    pub uncaptured: Vec<DeviceError>,
+}
+
+/// An opened adapter and device. Cheap to share; see the module documentation.
+#[derive(Debug)]
+pub struct GpuContext {
+    pub(crate) adapter_info: wgpu::AdapterInfo,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) timestamps: bool,
+    pub(crate) sink: Arc<Mutex<Sink>>,
+    /// Compiled kernels by (IR content hash, checked), and the built-in kernels.
+    pub(crate) pipelines: Mutex<Pipelines>,
+    /// Bind group layouts by the read-only flags of their storage bindings.
+    pub(crate) layouts: Mutex<HashMap<Vec<bool>, wgpu::BindGroupLayout>>,
+    /// Source of buffer ids, unique across every view of this context.
+    ids: AtomicU64,
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every critical section
+/// here is a push, a take or a map insert).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl GpuContext {
+    /// Opens the adapter `options` select. No adapter (no driver, no loader, nothing matching)
+    /// is [`DeviceError::Unavailable`] with the reason; this never panics.
+    pub fn open(options: &WgpuOptions) -> Result<Arc<Self>, DeviceError> {
+        let compiled_in = wgpu::Instance::enabled_backend_features();
+        let wanted = options
+            .backend
+            .map_or(wgpu::Backends::all(), BackendChoice::backends);
+        let backends = compiled_in & wanted;
+        if backends.is_empty() {
+            return Err(DeviceError::Unavailable {
+                reason: format!(
+                    "backend {:?} is not compiled into this build (it has {compiled_in:?})",
+                    options.backend
+                ),
+            });
+        }
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends,
+            flags: wgpu::InstanceFlags::empty().with_env(),
+            memory_budget_thresholds: Default::default(),
+            backend_options: Default::default(),
+            display: None,
+        });
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
+        let adapter = adapters
+            .into_iter()
+            .filter(|a| {
+                options.adapter.as_ref().is_none_or(|want| {
+                    a.get_info()
+                        .name
+                        .to_lowercase()
+                        .contains(&want.to_lowercase())
+                })
+            })
+            .min_by_key(|a| preference(a.get_info().device_type))
+            .ok_or_else(|| DeviceError::Unavailable {
+                reason: if found.is_empty() {
+                    format!(
+                        "no wgpu adapter for {backends:?} (is a Vulkan loader and driver installed?)"
+                    )
+                } else {
+                    format!(
+                        "no adapter name contains {:?}; found: {}",
+                        options.adapter.as_deref().unwrap_or_default(),
+                        found.join("; ")
+                    )
+                },
+            })?;
+        let info = adapter.get_info();
+        let timestamp_features =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
+        let timestamps = adapter.features().contains(timestamp_features);
+        let limits = adapter.limits();
+        let descriptor = wgpu::DeviceDescriptor {
+            label: Some("lockstep"),
+            required_features: if timestamps {
+                timestamp_features
+            } else {
+                wgpu::Features::empty()
+            },
+            required_limits: limits.clone(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&descriptor)).map_err(|err| {
+                DeviceError::Unavailable {
+                    reason: format!("{}: request_device failed: {err}", describe(&info)),
+                }
+            })?;
+        let sink = Arc::new(Mutex::new(Sink::default()));
+        {
+            let sink = sink.clone();
+            device.set_device_lost_callback(move |reason, message| {
+                let mut sink = lock(&sink);
+                if sink.lost.is_none() {
+                    tracing::error!(?reason, %message, "wgpu device lost");
+                    sink.lost = Some(format!("{reason:?}: {message}"));
+                }
+            });
+        }
+        {
+            let sink = sink.clone();
+            device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+                tracing::error!(%error, "uncaptured wgpu error");
+                lock(&sink).uncaptured.push(device_error(&error, "wgpu"));
+            }));
+        }
+        Ok(Arc::new(Self {
+            adapter_info: info,
+            device,
+            queue,
+            limits,
+            timestamps,
+            sink,
+            pipelines: Mutex::new(Pipelines::default()),
+            layouts: Mutex::new(HashMap::new()),
+            ids: AtomicU64::new(0),
+        }))
+    }
+
+    /// "vulkan (llvmpipe: Mesa 22.3.6 (LLVM 15.0.6))": the backend and the driver.
+    pub fn backend_description(&self) -> String {
+        let info = &self.adapter_info;
+        let backend = info.backend.to_string().to_lowercase();
+        match (info.driver.is_empty(), info.driver_info.is_empty()) {
+            (true, true) => backend,
+            (false, true) => format!("{backend} ({})", info.driver),
+            (true, false) => format!("{backend} ({})", info.driver_info),
+            (false, false) => format!("{backend} ({} {})", info.driver, info.driver_info),
+        }
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn adapter_name(&self) -> &str {
+        &self.adapter_info.name
+    }
+
+    /// Why the device was lost, if it was.
+    pub(crate) fn lost(&self) -> Option<String> {
+        lock(&self.sink).lost.clone()
+    }
+
+    pub(crate) fn check_alive(&self) -> Result<(), DeviceError> {
+        match self.lost() {
+            Some(reason) => Err(DeviceError::Lost { reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// The bind group layout for storage bindings with these read-only flags, followed by the
+    /// read-only info binding with a dynamic offset.
+    pub(crate) fn layout(&self, read_only: &[bool]) -> wgpu::BindGroupLayout {
+        let mut layouts = lock(&self.layouts);
+        if let Some(layout) = layouts.get(read_only) {
+            return layout.clone();
+        }
+        let storage = |binding: u32, read_only: bool, dynamic: bool| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only },
+                has_dynamic_offset: dynamic,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let mut entries: Vec<_> = read_only
+            .iter()
+            .enumerate()
+            .map(|(i, &ro)| storage(i as u32, ro, false))
+            .collect();
+        entries.push(storage(read_only.len() as u32, true, true));
+        let layout = self
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("lockstep kernel"),
+                entries: &entries,
+            });
+        layouts.insert(read_only.to_vec(), layout.clone());
+        layout
+    }
+}
+
+/// Discrete GPUs first, CPU renderers last.
+fn preference(device_type: wgpu::DeviceType) -> u8 {
+    match device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn describe(info: &wgpu::AdapterInfo) -> String {
+    format!("{} ({:?}, {:?})", info.name, info.backend, info.device_type)
+}
+
+/// A wgpu error as a device error: out of memory stays out of memory, everything else is a
+/// fault of the operation named.
+pub(crate) fn device_error(error: &wgpu::Error, operation: &str) -> DeviceError {
+    match error {
+        wgpu::Error::OutOfMemory { .. } => DeviceError::OutOfMemory {
+            requested_bytes: 0,
+            available_bytes: 0,
+        },
+        other => DeviceError::ExecutionFault {
+            operation: operation.to_owned(),
+            reason: other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,948 @@
+//! Lowers kernel IR to WGSL text. This module only emits text: it never touches wgpu, so every
+//! kernel's WGSL is unit-tested (snapshots in `lower/snapshots/`) without an adapter.
+//!
+//! The emitted module matches `lockstep::kernel::semantics` and the checked-mode rules of
+//! `lockstep::kernel::FaultRecord`:
+//! - Every binding is bound as its whole buffer; where the kernel's slice starts and how many
+//!   elements it has come from the launch's info words ([`InfoLayout`]), so a zero-length
+//!   binding has `Len == 0` although wgpu cannot bind zero bytes, and `arrayLength` is never used.
+//! - Integer division and remainder go through helpers that return the left operand for a zero
+//!   divisor and for `i32::MIN / -1`; shift amounts are masked to 5 bits; float-to-integer casts
+//!   saturate and map NaN to zero; float comparisons, `min` and `max` test for NaN on the bits,
+//!   so a driver that assumes no NaN cannot change the result.
+//! - Expressions are flattened into `let`s in the interpreter's evaluation order, so the first
+//!   out-of-range access of an invocation is the one the interpreter reports; `&&` and `||`
+//!   short-circuit around loads.
+//! - Operations whose operands are all literals are folded here with the reference semantics,
+//!   so WGSL constant evaluation (which rejects overflow, division by zero and non-finite
+//!   values) never sees an operation.
+//! - Bindings that an `AtomicAdd` targets are declared `array<atomic<T>>`, and every access to
+//!   them goes through `atomicLoad`/`atomicStore`/`atomicAdd`.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use lockstep::kernel::{
+    Access, BinOp, BindingId, Builtin, CmpOp, ElemType, Expr, KernelDef, LogicOp, Scalar, Stmt,
+    semantics,
+};
+
+/// Where a launch's info words are: the storage buffer the device fills per launch.
+///
+/// Words: `[KERNEL_ID]`, then for each binding (the declared ones, then the fault record in
+/// checked mode) its offset and its length in elements, then one word per parameter (its bit
+/// pattern).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct InfoLayout {
+    /// Bindings described, including the fault record in checked mode.
+    pub bindings: u32,
+    pub params: u32,
+}
+
+impl InfoLayout {
+    pub const KERNEL_ID: u32 = 0;
+
+    pub fn of(def: &KernelDef, checked: bool) -> Self {
+        Self {
+            bindings: def.bindings.len() as u32 + checked as u32,
+            params: def.params.len() as u32,
+        }
+    }
+
+    pub fn offset_word(binding: u32) -> u32 {
+        1 + 2 * binding
+    }
+
+    pub fn len_word(binding: u32) -> u32 {
+        2 + 2 * binding
+    }
+
+    pub fn param_word(&self, param: u32) -> u32 {
+        1 + 2 * self.bindings + param
+    }
+
+    pub fn words(&self) -> u32 {
+        1 + 2 * self.bindings + self.params
+    }
+}
+
+/// How the module binds its resources: what the device must put in bind group 0.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BindingPlan {
+    /// Per WGSL storage binding, in binding-number order: whether it is read-only. There is one
+    /// per alias group (see [`lower`]), in the order of the groups' first bindings.
+    pub read_only: Vec<bool>,
+    /// The kernel binding (declared ones, then the fault record) whose buffer each WGSL storage
+    /// binding binds: the first of its group.
+    pub sources: Vec<u32>,
+    /// The info words, bound last (binding number `read_only.len()`), read-only, with a dynamic
+    /// offset.
+    pub info: InfoLayout,
+}
+
+/// Which kernel bindings share one buffer at a launch: `aliases[b]` is the first binding with
+/// `b`'s buffer (so `aliases[b] <= b`). wgpu cannot bind one buffer twice when either binding
+/// is writable, so a group is declared once, as words, and each member reads its own slice
+/// of it through its info offset.
+pub fn aliases_of(buffers: &[u64]) -> Vec<u32> {
+    buffers
+        .iter()
+        .enumerate()
+        .map(|(b, id)| {
+            buffers[..b]
+                .iter()
+                .position(|other| other == id)
+                .unwrap_or(b) as u32
+        })
+        .collect()
+}
+
+/// A lowered kernel: its WGSL and how to bind it.
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    pub wgsl: String,
+    pub plan: BindingPlan,
+}
+
+/// The WGSL entry point of every lowered kernel.
+pub const ENTRY_POINT: &str = "main";
+
+/// Lowers a validated kernel whose bindings (declared ones, then the fault record in checked
+/// mode) share buffers as `aliases` says (see [`aliases_of`]; distinct buffers: `0, 1, 2, …`).
+pub fn lower(def: &KernelDef, checked: bool, aliases: &[u32]) -> Lowered {
+    let info = InfoLayout::of(def, checked);
+    let mut atomics = BTreeSet::new();
+    collect_atomics(&def.body, &mut atomics);
+    if checked {
+        atomics.insert(def.bindings.len() as u32);
+    }
+    let count = def.bindings.len() + checked as usize;
+    let aliases: Vec<u32> = (0..count)
+        .map(|b| {
+            aliases
+                .get(b)
+                .copied()
+                .filter(|&a| a as usize <= b)
+                .unwrap_or(b as u32)
+        })
+        .collect();
+    let mut lowerer = Lowerer {
+        def,
+        checked,
+        info,
+        aliases,
+        atomics,
+        used: BTreeSet::new(),
+        helpers: BTreeSet::new(),
+        body: String::new(),
+        indent: 1,
+        temps: 0,
+    };
+    lowerer.block(&def.body);
+    let wgsl = lowerer.module();
+    let groups = lowerer.groups();
+    let read_only = groups.iter().map(|g| !g.writable).collect();
+    let sources = groups.iter().map(|g| g.first).collect();
+    Lowered {
+        wgsl,
+        plan: BindingPlan {
+            read_only,
+            sources,
+            info,
+        },
+    }
+}
+
+/// Bindings that share one buffer, declared as one WGSL variable.
+#[derive(Clone, Debug)]
+struct Group {
+    first: u32,
+    /// The element type the variable is declared with: the member's own when alone, else
+    /// `u32` (members bit-cast).
+    elem: ElemType,
+    atomic: bool,
+    writable: bool,
+}
+
+fn collect_atomics(body: &[Stmt], out: &mut BTreeSet<u32>) {
+    for stmt in body {
+        match stmt {
+            Stmt::AtomicAdd { binding, .. } => {
+                out.insert(binding.0);
+            }
+            Stmt::If {
+                then_body,
+                else_body,
+                ..
+            } => {
+                collect_atomics(then_body, out);
+                collect_atomics(else_body, out);
+            }
+            Stmt::For { body, .. } => collect_atomics(body, out),
+            Stmt::Assign { .. } | Stmt::Store { .. } => {}
+        }
+    }
+}
+
+/// What a binding is accessed with; each emits one helper function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum AccessKind {
+    Load,
+    Store,
+    AtomicAdd,
+}
+
+/// Shared helper functions, emitted once when used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Helper {
+    DivU32,
+    RemU32,
+    DivI32,
+    RemI32,
+    IsNan,
+    MinF32,
+    MaxF32,
+    F32ToU32,
+    F32ToI32,
+    OpaqueZero,
+}
+
+/// A lowered expression: WGSL text without side effects, and its value when it is a literal
+/// (which the lowerer folds instead of letting WGSL constant evaluation see it).
+#[derive(Clone, Debug)]
+struct Value {
+    text: String,
+    constant: Option<Constant>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Constant {
+    Scalar(Scalar),
+    Bool(bool),
+}
+
+impl Value {
+    fn runtime(text: String) -> Self {
+        Self {
+            text,
+            constant: None,
+        }
+    }
+
+    fn scalar(&self) -> Option<Scalar> {
+        match self.constant {
+            Some(Constant::Scalar(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn boolean(&self) -> Option<bool> {
+        match self.constant {
+            Some(Constant::Bool(b)) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+struct Lowerer<'a> {
+    def: &'a KernelDef,
+    checked: bool,
+    info: InfoLayout,
+    /// For each binding, the first binding of its alias group.
+    aliases: Vec<u32>,
+    /// Bindings accessed atomically (`AtomicAdd` targets and the fault record).
+    atomics: BTreeSet<u32>,
+    used: BTreeSet<(u32, AccessKind)>,
+    helpers: BTreeSet<Helper>,
+    body: String,
+    indent: usize,
+    temps: u32,
+}
+
+fn wgsl_type(elem: ElemType) -> &'static str {
+    match elem {
+        ElemType::U32 => "u32",
+        ElemType::I32 => "i32",
+        ElemType::F32 => "f32",
+    }
+}
+
+/// A literal as WGSL text. Values that WGSL cannot spell as a literal (`i32::MIN`, subnormal
+/// and non-finite floats) are bit casts; non-finite ones go through a runtime zero, because
+/// WGSL constant evaluation rejects non-finite values.
+fn literal(value: Scalar, helpers: &mut BTreeSet<Helper>) -> String {
+    match value {
+        Scalar::U32(v) => format!("{v}u"),
+        Scalar::I32(i32::MIN) => "bitcast<i32>(0x80000000u)".to_owned(),
+        Scalar::I32(v) if v < 0 => format!("({v}i)"),
+        Scalar::I32(v) => format!("{v}i"),
+        Scalar::F32(v) if v.is_finite() && (v == 0.0 || v.is_normal()) => {
+            let text = format!("{v:?}f");
+            if v.is_sign_negative() {
+                format!("({text})")
+            } else {
+                text
+            }
+        }
+        Scalar::F32(v) if v.is_finite() => format!("bitcast<f32>({:#010x}u)", v.to_bits()),
+        Scalar::F32(v) => {
+            helpers.insert(Helper::OpaqueZero);
+            format!("bitcast<f32>({:#010x}u | opaque_zero)", v.to_bits())
+        }
+    }
+}
+
+impl Lowerer<'_> {
+    /// Element type and writability of binding `b` (the fault record is a writable `u32`).
+    fn member(&self, b: u32) -> (ElemType, bool) {
+        match self.def.bindings.get(b as usize) {
+            Some(decl) => (decl.elem, decl.access == Access::ReadWrite),
+            None => (ElemType::U32, true),
+        }
+    }
+
+    fn groups(&self) -> Vec<Group> {
+        let mut groups = Vec::new();
+        for first in 0..self.aliases.len() as u32 {
+            if self.aliases[first as usize] != first {
+                continue;
+            }
+            let members: Vec<u32> = (0..self.aliases.len() as u32)
+                .filter(|&b| self.aliases[b as usize] == first)
+                .collect();
+            let (own, _) = self.member(first);
+            groups.push(Group {
+                first,
+                elem: if members.len() == 1 {
+                    own
+                } else {
+                    ElemType::U32
+                },
+                atomic: members.iter().any(|b| self.atomics.contains(b)),
+                writable: members.iter().any(|&b| self.member(b).1),
+            });
+        }
+        groups
+    }
+
+    fn group_of(&self, b: u32) -> Group {
+        let first = self.aliases[b as usize];
+        self.groups()
+            .into_iter()
+            .find(|g| g.first == first)
+            .expect("every binding's first binding heads a group")
+    }
+
+    /// The WGSL variable binding `b` lives in.
+    fn var_of(&self, b: u32) -> String {
+        let first = self.aliases[b as usize];
+        if first as usize == self.def.bindings.len() {
+            "fault".to_owned()
+        } else {
+            format!("b{first}")
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.body.push_str("    ");
+        }
+        self.body.push_str(text);
+        self.body.push('\n');
+    }
+
+    fn temp(&mut self) -> String {
+        self.temps += 1;
+        format!("t{}", self.temps)
+    }
+
+    fn elem_of(&self, binding: BindingId) -> ElemType {
+        self.def.bindings[binding.0 as usize].elem
+    }
+
+    fn block(&mut self, body: &[Stmt]) {
+        for stmt in body {
+            self.stmt(stmt);
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Assign { var, value } => {
+                let value = self.expr(value);
+                self.line(&format!("v{} = {};", var.0, value.text));
+            }
+            Stmt::Store {
+                binding,
+                index,
+                value,
+            } => {
+                let index = self.expr(index);
+                let value = self.expr(value);
+                self.used.insert((binding.0, AccessKind::Store));
+                self.line(&format!(
+                    "store_b{}({}, {});",
+                    binding.0, index.text, value.text
+                ));
+            }
+            Stmt::AtomicAdd {
+                binding,
+                index,
+                value,
+            } => {
+                let index = self.expr(index);
+                let value = self.expr(value);
+                self.used.insert((binding.0, AccessKind::AtomicAdd));
+                self.line(&format!(
+                    "atomic_add_b{}({}, {});",
+                    binding.0, index.text, value.text
+                ));
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let cond = self.expr(cond);
+                self.line(&format!("if {} {{", paren(&cond.text)));
+                self.indent += 1;
+                self.block(then_body);
+                self.indent -= 1;
+                if else_body.is_empty() {
+                    self.line("}");
+                } else {
+                    self.line("} else {");
+                    self.indent += 1;
+                    self.block(else_body);
+                    self.indent -= 1;
+                    self.line("}");
+                }
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                let elem = self.def.locals[var.0 as usize];
+                let start = self.expr(start);
+                let end = self.expr(end);
+                let (i, e) = (self.temp(), self.temp());
+                self.line(&format!("var {i}: {} = {};", wgsl_type(elem), start.text));
+                self.line(&format!("let {e}: {} = {};", wgsl_type(elem), end.text));
+                let one = if elem == ElemType::I32 { "1i" } else { "1u" };
+                self.line("loop {");
+                self.indent += 1;
+                self.line(&format!("if !({i} < {e}) {{ break; }}"));
+                self.line(&format!("v{} = {i};", var.0));
+                self.block(body);
+                self.line("continuing {");
+                self.line(&format!("    {i} = {i} + {one};"));
+                self.line("}");
+                self.indent -= 1;
+                self.line("}");
+            }
+        }
+    }
+
+    /// Lowers `expr`, emitting `let`s for loads (and short-circuits around them) in evaluation
+    /// order, and returns side-effect-free text for its value.
+    fn expr(&mut self, expr: &Expr) -> Value {
+        match expr {
+            Expr::Lit(s) => Value {
+                text: literal(*s, &mut self.helpers),
+                constant: Some(Constant::Scalar(*s)),
+            },
+            Expr::Bool(b) => Value {
+                text: b.to_string(),
+                constant: Some(Constant::Bool(*b)),
+            },
+            Expr::Builtin(b) => Value::runtime(builtin(*b).to_owned()),
+            Expr::Param(p) => {
+                let word = self.info.param_word(*p);
+                Value::runtime(match self.def.params[*p as usize] {
+                    ElemType::U32 => format!("info[{word}]"),
+                    other => format!("bitcast<{}>(info[{word}])", wgsl_type(other)),
+                })
+            }
+            Expr::Var(v) => Value::runtime(format!("v{}", v.0)),
+            Expr::Len(b) => Value::runtime(format!("info[{}]", InfoLayout::len_word(b.0))),
+            Expr::Load { binding, index } => {
+                let index = self.expr(index);
+                self.used.insert((binding.0, AccessKind::Load));
+                let t = self.temp();
+                self.line(&format!("let {t} = load_b{}({});", binding.0, index.text));
+                Value::runtime(t)
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let l = self.expr(lhs);
+                let r = self.expr(rhs);
+                if let (Some(a), Some(b)) = (l.scalar(), r.scalar()) {
+                    let folded = semantics::binary(*op, a, b);
+                    return self.constant(folded);
+                }
+                let elem = self.type_of(lhs);
+                Value::runtime(self.binary(*op, elem, &l.text, &r.text))
+            }
+            Expr::Cmp { op, lhs, rhs } => {
+                let l = self.expr(lhs);
+                let r = self.expr(rhs);
+                if let (Some(a), Some(b)) = (l.scalar(), r.scalar()) {
+                    let b = semantics::compare(*op, a, b);
+                    return Value {
+                        text: b.to_string(),
+                        constant: Some(Constant::Bool(b)),
+                    };
+                }
+                let elem = self.type_of(lhs);
+                Value::runtime(self.compare(*op, elem, &l.text, &r.text))
+            }
+            Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs),
+            Expr::Not(e) => {
+                let v = self.expr(e);
+                match v.boolean() {
+                    Some(b) => Value {
+                        text: (!b).to_string(),
+                        constant: Some(Constant::Bool(!b)),
+                    },
+                    None => Value::runtime(format!("!{}", paren(&v.text))),
+                }
+            }
+            Expr::Neg(e) => {
+                let v = self.expr(e);
+                match v.scalar() {
+                    Some(s) => self.constant(semantics::negate(s)),
+                    None => Value::runtime(format!("(-{})", paren(&v.text))),
+                }
+            }
+            Expr::Select {
+                cond,
+                if_true,
+                if_false,
+            } => {
+                // The interpreter evaluates all three, in this order.
+                let c = self.expr(cond);
+                let t = self.expr(if_true);
+                let f = self.expr(if_false);
+                match c.boolean() {
+                    Some(true) => t,
+                    Some(false) => f,
+                    None => Value::runtime(format!("select({}, {}, {})", f.text, t.text, c.text)),
+                }
+            }
+            Expr::Cast { to, value } => {
+                let from = self.type_of(value);
+                let v = self.expr(value);
+                if let Some(s) = v.scalar() {
+                    return self.constant(semantics::cast(s, *to));
+                }
+                Value::runtime(self.cast(from, *to, &v.text))
+            }
+        }
+    }
+
+    fn constant(&mut self, value: Scalar) -> Value {
+        Value {
+            text: literal(value, &mut self.helpers),
+            constant: Some(Constant::Scalar(value)),
+        }
+    }
+
+    /// `&&`/`||`: without loads on the right, WGSL's own short-circuit operator; with loads, an
+    /// explicit branch so that they run only when the interpreter would evaluate them.
+    fn logic(&mut self, op: LogicOp, lhs: &Expr, rhs: &Expr) -> Value {
+        let l = self.expr(lhs);
+        match (op, l.boolean()) {
+            (LogicOp::And, Some(false)) | (LogicOp::Or, Some(true)) => return l,
+            (_, Some(_)) => return self.expr(rhs),
+            (_, None) => {}
+        }
+        let (wgsl_op, guard) = match op {
+            LogicOp::And => ("&&", ""),
+            LogicOp::Or => ("||", "!"),
+        };
+        if !has_load(rhs) {
+            let r = self.expr(rhs);
+            return match (op, r.boolean()) {
+                (LogicOp::And, Some(true)) | (LogicOp::Or, Some(false)) => l,
+                _ => Value::runtime(format!("({} {wgsl_op} {})", l.text, r.text)),
+            };
+        }
+        let t = self.temp();
+        self.line(&format!("var {t}: bool = {};", l.text));
+        self.line(&format!("if {guard}{t} {{"));
+        self.indent += 1;
+        let r = self.expr(rhs);
+        self.line(&format!("{t} = {};", r.text));
+        self.indent -= 1;
+        self.line("}");
+        Value::runtime(t)
+    }
+
+    fn binary(&mut self, op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
+        let infix = |sym: &str| format!("({l} {sym} {r})");
+        let call = |name: &str| format!("{name}({l}, {r})");
+        match (op, elem) {
+            (BinOp::Add, _) => infix("+"),
+            (BinOp::Sub, _) => infix("-"),
+            (BinOp::Mul, _) => infix("*"),
+            (BinOp::Div, ElemType::U32) => self.need(Helper::DivU32, call("div_u32")),
+            (BinOp::Div, ElemType::I32) => self.need(Helper::DivI32, call("div_i32")),
+            (BinOp::Div, ElemType::F32) => infix("/"),
+            (BinOp::Rem, ElemType::U32) => self.need(Helper::RemU32, call("rem_u32")),
+            (BinOp::Rem, ElemType::I32) => self.need(Helper::RemI32, call("rem_i32")),
+            (BinOp::Rem, ElemType::F32) => infix("%"),
+            (BinOp::Min, ElemType::F32) => self.need(Helper::MinF32, call("min_f32")),
+            (BinOp::Max, ElemType::F32) => self.need(Helper::MaxF32, call("max_f32")),
+            (BinOp::Min, _) => format!("min({l}, {r})"),
+            (BinOp::Max, _) => format!("max({l}, {r})"),
+            (BinOp::BitAnd, _) => infix("&"),
+            (BinOp::BitOr, _) => infix("|"),
+            (BinOp::BitXor, _) => infix("^"),
+            (BinOp::Shl | BinOp::Shr, _) => {
+                let sym = if op == BinOp::Shl { "<<" } else { ">>" };
+                let amount = if elem == ElemType::I32 {
+                    format!("(bitcast<u32>({r}) & 31u)")
+                } else {
+                    format!("({r} & 31u)")
+                };
+                format!("({l} {sym} {amount})")
+            }
+        }
+    }
+
+    /// Records that `helper` (and the helpers it calls) must be emitted; returns `text`.
+    fn need<T>(&mut self, helper: Helper, text: T) -> T {
+        if matches!(
+            helper,
+            Helper::MinF32 | Helper::MaxF32 | Helper::F32ToU32 | Helper::F32ToI32
+        ) {
+            self.helpers.insert(Helper::IsNan);
+        }
+        self.helpers.insert(helper);
+        text
+    }
+
+    fn compare(&mut self, op: CmpOp, elem: ElemType, l: &str, r: &str) -> String {
+        let sym = match op {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        };
+        if elem != ElemType::F32 {
+            return format!("({l} {sym} {r})");
+        }
+        // NaN is unordered: every comparison but `!=` is false. Tested on the bits, so a
+        // driver that assumes finite floats cannot fold it away.
+        self.need(Helper::IsNan, ());
+        match op {
+            CmpOp::Ne => format!("(is_nan({l}) || is_nan({r}) || ({l} != {r}))"),
+            _ => format!("(!is_nan({l}) && !is_nan({r}) && ({l} {sym} {r}))"),
+        }
+    }
+
+    fn cast(&mut self, from: ElemType, to: ElemType, v: &str) -> String {
+        match (from, to) {
+            (ElemType::U32, ElemType::I32) | (ElemType::I32, ElemType::U32) => {
+                format!("bitcast<{}>({v})", wgsl_type(to))
+            }
+            (ElemType::U32 | ElemType::I32, ElemType::F32) => format!("f32({v})"),
+            (ElemType::F32, ElemType::U32) => {
+                self.need(Helper::F32ToU32, format!("f32_to_u32({v})"))
+            }
+            (ElemType::F32, ElemType::I32) => {
+                self.need(Helper::F32ToI32, format!("f32_to_i32({v})"))
+            }
+            // The same type: a no-op.
+            _ => v.to_owned(),
+        }
+    }
+
+    /// The element type of a validated scalar expression.
+    fn type_of(&self, expr: &Expr) -> ElemType {
+        match expr {
+            Expr::Lit(s) => s.elem_type(),
+            Expr::Builtin(_) | Expr::Len(_) => ElemType::U32,
+            Expr::Param(p) => self.def.params[*p as usize],
+            Expr::Var(v) => self.def.locals[v.0 as usize],
+            Expr::Load { binding, .. } => self.elem_of(*binding),
+            Expr::Binary { lhs, .. } | Expr::Neg(lhs) => self.type_of(lhs),
+            Expr::Select { if_true, .. } => self.type_of(if_true),
+            Expr::Cast { to, .. } => *to,
+            // Validated kernels never take the type of a boolean expression.
+            Expr::Bool(_) | Expr::Cmp { .. } | Expr::Logic { .. } | Expr::Not(_) => ElemType::U32,
+        }
+    }
+
+    fn module(&mut self) -> String {
+        let mut out = String::new();
+        let mode = if self.checked { "checked" } else { "unchecked" };
+        let _ = writeln!(out, "// Lockstep kernel `{}` ({mode}).", self.def.name);
+        let _ = writeln!(
+            out,
+            "// info: [0] kernel id; per binding [1 + 2b] offset, [2 + 2b] length (elements); then parameters."
+        );
+        let groups = self.groups();
+        for (slot, group) in groups.iter().enumerate() {
+            let ty = wgsl_type(group.elem);
+            let array = if group.atomic {
+                format!("array<atomic<{ty}>>")
+            } else {
+                format!("array<{ty}>")
+            };
+            let access = if group.writable { "read_write" } else { "read" };
+            let _ = writeln!(
+                out,
+                "@group(0) @binding({slot}) var<storage, {access}> {}: {array};",
+                self.var_of(group.first)
+            );
+        }
+        let next = groups.len();
+        let _ = writeln!(
+            out,
+            "@group(0) @binding({next}) var<storage, read> info: array<u32, {}>;",
+            self.info.words()
+        );
+        if self.helpers.contains(&Helper::OpaqueZero) {
+            out.push_str(
+                "// Zero that WGSL constant evaluation cannot see (non-finite literals).\nvar<private> opaque_zero: u32;\n",
+            );
+        }
+        out.push('\n');
+        for helper in self.helpers.clone() {
+            let text = helper_text(helper);
+            if !text.is_empty() {
+                out.push_str(text);
+                out.push('\n');
+            }
+        }
+        if self.checked && !self.used.is_empty() {
+            out.push_str(&self.fault_fn());
+            out.push('\n');
+        }
+        for &(binding, kind) in &self.used.clone() {
+            out.push_str(&self.access_fn(binding, kind));
+            out.push('\n');
+        }
+        let [x, y, z] = self.def.workgroup_size;
+        let _ = writeln!(out, "@compute @workgroup_size({x}, {y}, {z})");
+        out.push_str(
+            "fn main(\n    @builtin(global_invocation_id) gid: vec3<u32>,\n    @builtin(local_invocation_id) lid: vec3<u32>,\n    @builtin(workgroup_id) wid: vec3<u32>,\n    @builtin(num_workgroups) nwg: vec3<u32>,\n) {\n",
+        );
+        for (i, &elem) in self.def.locals.iter().enumerate() {
+            let zero = literal(semantics::zero(elem), &mut BTreeSet::new());
+            let _ = writeln!(out, "    var v{i}: {} = {zero};", wgsl_type(elem));
+        }
+        out.push_str(&self.body);
+        out.push_str("}\n");
+        out
+    }
+
+    fn fault_fn(&self) -> String {
+        let fault_binding = self.def.bindings.len() as u32;
+        let fault = self.var_of(fault_binding);
+        format!(
+            "// First fault wins: the invocation whose compare-and-swap sets the flag fills the record.
+fn report_fault(binding: u32, index: u32) {{
+    let base = info[{off}];
+    loop {{
+        let r = atomicCompareExchangeWeak(&{fault}[base + {flag}u], 0u, 1u);
+        if r.exchanged {{
+            atomicStore(&{fault}[base + {kernel}u], info[{kid}]);
+            atomicStore(&{fault}[base + {binding}u], binding);
+            atomicStore(&{fault}[base + {index}u], index);
+            break;
+        }}
+        if r.old_value != 0u {{ break; }}
+    }}
+}}
+",
+            off = InfoLayout::offset_word(fault_binding),
+            kid = InfoLayout::KERNEL_ID,
+            flag = lockstep::kernel::FaultRecord::FLAG,
+            kernel = lockstep::kernel::FaultRecord::KERNEL,
+            binding = lockstep::kernel::FaultRecord::BINDING,
+            index = lockstep::kernel::FaultRecord::INDEX,
+        )
+    }
+
+    fn access_fn(&self, binding: u32, kind: AccessKind) -> String {
+        let elem = self.def.bindings[binding as usize].elem;
+        let ty = wgsl_type(elem);
+        let off = InfoLayout::offset_word(binding);
+        let len = InfoLayout::len_word(binding);
+        let group = self.group_of(binding);
+        let slot = format!("{}[info[{off}] + i]", self.var_of(binding));
+        // Values cross between the member's type and the group's declared type by bit cast.
+        let from_group = |x: String| {
+            if group.elem == elem {
+                x
+            } else {
+                format!("bitcast<{ty}>({x})")
+            }
+        };
+        let to_group = |x: &str| {
+            if group.elem == elem {
+                x.to_owned()
+            } else {
+                format!("bitcast<{}>({x})", wgsl_type(group.elem))
+            }
+        };
+        let (signature, body, otherwise) = match kind {
+            AccessKind::Load => {
+                let read = if group.atomic {
+                    format!("atomicLoad(&{slot})")
+                } else {
+                    slot.clone()
+                };
+                let zero = literal(semantics::zero(elem), &mut BTreeSet::new());
+                (
+                    format!("fn load_b{binding}(i: u32) -> {ty}"),
+                    format!("return {};", from_group(read)),
+                    format!("return {zero};"),
+                )
+            }
+            AccessKind::Store => {
+                let write = if group.atomic {
+                    format!("atomicStore(&{slot}, {});", to_group("v"))
+                } else {
+                    format!("{slot} = {};", to_group("v"))
+                };
+                (
+                    format!("fn store_b{binding}(i: u32, v: {ty})"),
+                    write,
+                    String::new(),
+                )
+            }
+            // Two's-complement addition gives the same bits for `i32` and `u32`, so an `i32`
+            // member of a `u32` group adds its bit pattern.
+            AccessKind::AtomicAdd => (
+                format!("fn atomic_add_b{binding}(i: u32, v: {ty})"),
+                format!("atomicAdd(&{slot}, {});", to_group("v")),
+                String::new(),
+            ),
+        };
+        if !self.checked {
+            return format!("{signature} {{\n    {body}\n}}\n");
+        }
+        let early_return = if kind == AccessKind::Load {
+            ""
+        } else {
+            "\n        return;"
+        };
+        let mut text = format!(
+            "{signature} {{\n    if i < info[{len}] {{\n        {body}{early_return}\n    }}\n    report_fault({binding}u, i);\n"
+        );
+        if !otherwise.is_empty() {
+            let _ = writeln!(text, "    {otherwise}");
+        }
+        text.push_str("}\n");
+        text
+    }
+}
+
+fn builtin(b: Builtin) -> &'static str {
+    use lockstep::kernel::Axis::{X, Y, Z};
+    match b {
+        Builtin::GlobalId(X) => "gid.x",
+        Builtin::GlobalId(Y) => "gid.y",
+        Builtin::GlobalId(Z) => "gid.z",
+        Builtin::LocalId(X) => "lid.x",
+        Builtin::LocalId(Y) => "lid.y",
+        Builtin::LocalId(Z) => "lid.z",
+        Builtin::WorkgroupId(X) => "wid.x",
+        Builtin::WorkgroupId(Y) => "wid.y",
+        Builtin::WorkgroupId(Z) => "wid.z",
+        Builtin::NumWorkgroups(X) => "nwg.x",
+        Builtin::NumWorkgroups(Y) => "nwg.y",
+        Builtin::NumWorkgroups(Z) => "nwg.z",
+    }
+}
+
+fn has_load(expr: &Expr) -> bool {
+    match expr {
+        Expr::Load { .. } => true,
+        Expr::Lit(_)
+        | Expr::Bool(_)
+        | Expr::Builtin(_)
+        | Expr::Param(_)
+        | Expr::Var(_)
+        | Expr::Len(_) => false,
+        Expr::Binary { lhs, rhs, .. }
+        | Expr::Cmp { lhs, rhs, .. }
+        | Expr::Logic { lhs, rhs, .. } => has_load(lhs) || has_load(rhs),
+        Expr::Not(e) | Expr::Neg(e) => has_load(e),
+        Expr::Select {
+            cond,
+            if_true,
+            if_false,
+        } => has_load(cond) || has_load(if_true) || has_load(if_false),
+        Expr::Cast { value, .. } => has_load(value),
+    }
+}
+
+/// Wraps `text` in parentheses unless it already is one group.
+fn paren(text: &str) -> String {
+    if text.starts_with('(') && text.ends_with(')') && balanced_outer(text) {
+        text.to_owned()
+    } else {
+        format!("({text})")
+    }
+}
+
+/// Whether the first parenthesis of `text` closes at its last character.
+fn balanced_outer(text: &str) -> bool {
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 && i != text.len() - 1 {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    depth == 0
+}
+
+fn helper_text(helper: Helper) -> &'static str {
+    match helper {
+        Helper::DivU32 => {
+            "fn div_u32(a: u32, b: u32) -> u32 {\n    if b == 0u { return a; }\n    return a / b;\n}\n"
+        }
+        Helper::RemU32 => {
+            "fn rem_u32(a: u32, b: u32) -> u32 {\n    if b == 0u { return a; }\n    return a % b;\n}\n"
+        }
+        Helper::DivI32 => {
+            "fn div_i32(a: i32, b: i32) -> i32 {\n    if b == 0i || (a == bitcast<i32>(0x80000000u) && b == -1i) { return a; }\n    return a / b;\n}\n"
+        }
+        Helper::RemI32 => {
+            "fn rem_i32(a: i32, b: i32) -> i32 {\n    if b == 0i || (a == bitcast<i32>(0x80000000u) && b == -1i) { return a; }\n    return a % b;\n}\n"
+        }
+        Helper::IsNan => {
+            "fn is_nan(x: f32) -> bool {\n    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}\n"
+        }
+        Helper::MinF32 => {
+            "fn min_f32(a: f32, b: f32) -> f32 {\n    if is_nan(a) { return b; }\n    if is_nan(b) { return a; }\n    return select(a, b, b < a);\n}\n"
+        }
+        Helper::MaxF32 => {
+            "fn max_f32(a: f32, b: f32) -> f32 {\n    if is_nan(a) { return b; }\n    if is_nan(b) { return a; }\n    return select(a, b, b > a);\n}\n"
+        }
+        Helper::F32ToU32 => {
+            "// Saturating, NaN to zero (Rust's `as`).\nfn f32_to_u32(x: f32) -> u32 {\n    if is_nan(x) || x < 1.0f { return 0u; }\n    if x >= 4294967296.0f { return 4294967295u; }\n    return u32(x);\n}\n"
+        }
+        Helper::F32ToI32 => {
+            "// Saturating, NaN to zero (Rust's `as`).\nfn f32_to_i32(x: f32) -> i32 {\n    if is_nan(x) { return 0i; }\n    if x >= 2147483648.0f { return 2147483647i; }\n    if x < -2147483648.0f { return bitcast<i32>(0x80000000u); }\n    return i32(x);\n}\n"
+        }
+        Helper::OpaqueZero => "",
+    }
+}
+
+#[cfg(test)]
+mod tests;

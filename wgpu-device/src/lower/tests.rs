@@ -1,0 +1,179 @@
+//! Snapshots of the WGSL emitted for representative kernels, in both modes. A change to the
+//! lowering shows up here as a readable diff; that the text compiles and computes the reference
+//! semantics is checked on an adapter by `tests/semantics.rs`.
+
+use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
+
+use super::{InfoLayout, aliases_of, lower};
+
+fn add_const() -> KernelDef {
+    let mut k = KernelBuilder::new("add_const", [8, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    let c = k.param(ElemType::U32);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(dst.len()), |k| {
+        k.store(dst, i.clone(), dst.load(i) + c);
+    });
+    k.build().unwrap()
+}
+
+fn atomic_sum() -> KernelDef {
+    let mut k = KernelBuilder::new("atomic_sum", [8, 1, 1]);
+    let dst = k.binding(ElemType::I32, Access::ReadWrite);
+    let src = k.binding(ElemType::I32, Access::Read);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(src.len()), |k| {
+        k.atomic_add(dst, 0u32, src.load(i.clone()));
+    });
+    // A plain store and load of the atomic binding must go through atomicStore/atomicLoad.
+    k.if_(i.clone().equals(0u32), |k| {
+        k.store(dst, 1u32, dst.load(1u32) + 1i32);
+    });
+    k.build().unwrap()
+}
+
+/// Every operation, the literals WGSL cannot spell, folding, loops and short-circuits.
+fn kitchen_sink() -> KernelDef {
+    let mut k = KernelBuilder::new("kitchen_sink", [4, 2, 1]);
+    let ints = k.binding(ElemType::I32, Access::ReadWrite);
+    let floats = k.binding(ElemType::F32, Access::Read);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let shift = k.param(ElemType::U32);
+    let scale = k.param(ElemType::F32);
+    let x = k.global_id(Axis::X);
+    let y = k.local_id(Axis::Y);
+    let acc = k.var(ElemType::I32, 0i32);
+    k.for_range(ElemType::U32, 0u32, ints.len(), |k, j| {
+        let v = ints.load(j.clone());
+        let q = v.clone() / (j.clone().cast(ElemType::I32) - 1i32);
+        let r = v % lockstep::kernel::Expr::from(-1i32);
+        k.assign(acc, acc.get() + q + r + (acc.get() >> 33i32));
+    });
+    let f = k.var(ElemType::F32, floats.load(x.clone()) * scale);
+    k.assign(
+        f,
+        f.get().min(f32::NAN).max(-0.0f32) + f32::INFINITY * 0.0f32,
+    );
+    let guarded = x
+        .clone()
+        .lt(floats.len())
+        .and(floats.load(x.clone()).not_equals(1.5f32))
+        .or(y.clone().ge(k.num_workgroups(Axis::Z)));
+    let folded = (Expr2::max_i32() + 1i32).cast(ElemType::U32) / 0u32;
+    k.if_else(
+        guarded,
+        |k| {
+            k.store(
+                out,
+                x.clone(),
+                (f.get().cast(ElemType::U32) << shift.clone()) ^ folded,
+            );
+        },
+        |k| {
+            let sel = x.clone().equals(0u32).select(f.get(), -f.get());
+            k.store(out, x.clone(), sel.cast(ElemType::I32).cast(ElemType::U32));
+            k.store(ints, k.workgroup_id(Axis::X), acc.get() * i32::MIN);
+        },
+    );
+    k.build().unwrap()
+}
+
+/// Literal helpers for the kitchen sink.
+struct Expr2;
+
+impl Expr2 {
+    fn max_i32() -> lockstep::kernel::Expr {
+        i32::MAX.into()
+    }
+}
+
+fn overrun() -> KernelDef {
+    let mut k = KernelBuilder::new("overrun", [1, 1, 1]);
+    let data = k.binding(ElemType::U32, Access::ReadWrite);
+    let past_end = k.param(ElemType::U32);
+    k.store(data, data.len() + past_end, 1u32);
+    k.build().unwrap()
+}
+
+#[test]
+fn add_const_checked() {
+    insta::assert_snapshot!(lower(&add_const(), true, &[]).wgsl);
+}
+
+#[test]
+fn add_const_unchecked() {
+    insta::assert_snapshot!(lower(&add_const(), false, &[]).wgsl);
+}
+
+#[test]
+fn atomic_sum_checked() {
+    insta::assert_snapshot!(lower(&atomic_sum(), true, &[]).wgsl);
+}
+
+#[test]
+fn atomic_sum_unchecked() {
+    insta::assert_snapshot!(lower(&atomic_sum(), false, &[]).wgsl);
+}
+
+#[test]
+fn kitchen_sink_checked() {
+    insta::assert_snapshot!(lower(&kitchen_sink(), true, &[]).wgsl);
+}
+
+#[test]
+fn kitchen_sink_unchecked() {
+    insta::assert_snapshot!(lower(&kitchen_sink(), false, &[]).wgsl);
+}
+
+#[test]
+fn overrun_checked() {
+    insta::assert_snapshot!(lower(&overrun(), true, &[]).wgsl);
+}
+
+/// Bindings 0 and 2 share a buffer (pool slices of one page), and so do 1 and the fault
+/// record: each group is declared once, as words, and members bit-cast.
+#[test]
+fn aliased_bindings_share_one_declaration() {
+    let mut k = KernelBuilder::new("aliased", [1, 1, 1]);
+    let ints = k.binding(ElemType::I32, Access::ReadWrite);
+    let floats = k.binding(ElemType::F32, Access::Read);
+    let words = k.binding(ElemType::U32, Access::Read);
+    k.atomic_add(ints, 0u32, floats.load(0u32).cast(ElemType::I32));
+    k.store(ints, 1u32, words.load(0u32).cast(ElemType::I32));
+    let def = k.build().unwrap();
+    let aliases = aliases_of(&[7, 8, 7, 8]);
+    assert_eq!(aliases, vec![0, 1, 0, 1]);
+    let lowered = lower(&def, true, &aliases);
+    assert_eq!(lowered.plan.read_only, vec![false, false]);
+    assert_eq!(lowered.plan.sources, vec![0, 1]);
+    insta::assert_snapshot!(lowered.wgsl);
+}
+
+#[test]
+fn the_binding_plan_lists_the_fault_record_last_in_checked_mode() {
+    let checked = lower(&atomic_sum(), true, &[]).plan;
+    assert_eq!(checked.read_only, vec![false, true, false]);
+    assert_eq!(checked.sources, vec![0, 1, 2]);
+    assert_eq!(
+        checked.info,
+        InfoLayout {
+            bindings: 3,
+            params: 0
+        }
+    );
+    let unchecked = lower(&atomic_sum(), false, &[]).plan;
+    assert_eq!(unchecked.read_only, vec![false, true]);
+    assert_eq!(unchecked.info.words(), 5);
+}
+
+#[test]
+fn info_words_follow_the_documented_layout() {
+    let info = InfoLayout {
+        bindings: 2,
+        params: 3,
+    };
+    assert_eq!(InfoLayout::offset_word(1), 3);
+    assert_eq!(InfoLayout::len_word(1), 4);
+    assert_eq!(info.param_word(0), 5);
+    assert_eq!(info.words(), 8);
+}
