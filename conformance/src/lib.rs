@@ -9,4 +9,4 @@ pub mod program;
 pub mod properties;
 pub mod suite;
 
-pub use factory::{DeviceFactory, Observer, Session, SimFactory, WgpuFactory};
+pub use factory::{CudaFactory, DeviceFactory, Observer, Session, SimFactory, WgpuFactory};

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use lockstep_conformance::program::{Program, Step};
 use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::{DeviceFactory, SimFactory, WgpuFactory, suite};
+use lockstep_conformance::{CudaFactory, DeviceFactory, SimFactory, WgpuFactory, suite};
 
 #[derive(Parser)]
 #[command(
@@ -23,6 +23,8 @@ struct Cli {
 enum DeviceKind {
     /// The deterministic simulator.
     Sim,
+    /// CUDA GPU 0 (needs the NVIDIA driver and NVRTC).
+    Cuda,
     /// wgpu on the adapter LOCKSTEP_WGPU_BACKEND / LOCKSTEP_WGPU_ADAPTER select.
     Wgpu,
 }
@@ -64,6 +66,13 @@ fn main() -> ExitCode {
             };
             match device {
                 DeviceKind::Sim => check(&SimFactory::default(), config, property.as_deref()),
+                DeviceKind::Cuda => match CudaFactory::new(0) {
+                    Ok(factory) => check(&factory, config, property.as_deref()),
+                    Err(err) => {
+                        eprintln!("cuda: {err}");
+                        ExitCode::FAILURE
+                    }
+                },
                 DeviceKind::Wgpu => match WgpuFactory::from_env() {
                     Ok(factory) => check(&factory, config, property.as_deref()),
                     Err(err) => {

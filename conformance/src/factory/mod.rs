@@ -2,9 +2,11 @@
 
 use lockstep::{ComputeClient, Device};
 
+mod cuda;
 mod sim;
 mod wgpu;
 
+pub use cuda::CudaFactory;
 pub use sim::SimFactory;
 pub use wgpu::WgpuFactory;
 

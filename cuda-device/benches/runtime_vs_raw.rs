@@ -1,0 +1,409 @@
+//! The runtime's cost on a CUDA GPU: each figure through `ComputeClient` beside the same work
+//! done with raw driver calls (cudarc) in the same process, and their ratio.
+//!
+//! Run: `cargo bench -p lockstep-cuda --bench runtime_vs_raw` (on a machine with a GPU; without
+//! one it prints `SKIPPED: ...` and exits 0).
+//!
+//! Figures: (a) launches per second of an empty kernel; (b) `write`/`read` of 256 MiB against
+//! pinned copies; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
+//! stream-ordered `cuMemAllocAsync`+`cuMemFreeAsync`; (d) a 4-byte create → launch → read round
+//! trip. "vs raw" is the runtime's speed over raw's: 1.00 is parity, 0.90 is 10% slower.
+
+use std::ffi::{CString, c_void};
+use std::time::Instant;
+
+use cudarc::driver::result;
+use cudarc::driver::sys;
+use cudarc::nvrtc::{CompileOptions as NvrtcOptions, compile_ptx_with_opts};
+use lockstep::kernel::{Access, Axis, ElemType, FaultRecord, KernelBuilder, KernelDef};
+use lockstep::{Bytes, ComputeClient, CubeCount, DeviceError, Kernel, KernelArguments};
+use lockstep_cuda::{CudaContext, CudaDevice, lower};
+
+const LAUNCHES: u32 = 100_000;
+const COPY_BYTES: usize = 256 << 20;
+const COPY_REPS: usize = 7;
+const ALLOC_BYTES: usize = 1 << 20;
+const ALLOC_REPS: u32 = 2_000;
+const ROUND_TRIPS: u32 = 2_000;
+
+/// One line of the report.
+struct Row {
+    figure: &'static str,
+    runtime: f64,
+    raw: f64,
+    unit: &'static str,
+    /// Rates (higher is better) against times (lower is better).
+    higher_is_better: bool,
+}
+
+impl Row {
+    fn speed_vs_raw(&self) -> f64 {
+        if self.higher_is_better {
+            self.runtime / self.raw
+        } else {
+            self.raw / self.runtime
+        }
+    }
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+fn empty_kernel() -> KernelDef {
+    KernelBuilder::new("empty", [1, 1, 1])
+        .build()
+        .expect("an empty kernel is valid")
+}
+
+fn increment_kernel() -> KernelDef {
+    let mut k = KernelBuilder::new("increment", [32, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(dst.len()), |k| {
+        k.store(dst, i.clone(), dst.load(i) + 1u32)
+    });
+    k.build().expect("increment is valid")
+}
+
+/// Raw driver state on the bench's own thread: the same primary context, its own stream.
+struct Raw {
+    stream: sys::CUstream,
+    /// A fault record for the checked kernels, as the runtime binds one.
+    record: sys::CUdeviceptr,
+    arch: &'static str,
+}
+
+fn check<T>(what: &str, result: Result<T, result::DriverError>) -> T {
+    result.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+impl Raw {
+    fn new(ctx: &CudaContext) -> Self {
+        check("cuInit", result::init());
+        let device = check("cuDeviceGet", result::device::get(0));
+        // SAFETY: `device` came from `cuDeviceGet`; the retain lives as long as the bench.
+        let raw_ctx = check("retain", unsafe { result::primary_ctx::retain(device) });
+        // SAFETY: the context was just retained.
+        check("set_current", unsafe { result::ctx::set_current(raw_ctx) });
+        let stream = check(
+            "cuStreamCreate",
+            result::stream::create(result::stream::StreamKind::NonBlocking),
+        );
+        // SAFETY: a plain device allocation, zeroed below and never freed.
+        let record = check("cuMemAlloc", unsafe {
+            result::malloc_sync(FaultRecord::BYTES)
+        });
+        // SAFETY: `record` holds `FaultRecord::BYTES` bytes.
+        check("memset", unsafe {
+            result::memset_d8_sync(record, 0, FaultRecord::BYTES)
+        });
+        let (major, minor) = ctx.compute_capability();
+        Self {
+            stream,
+            record,
+            arch: Box::leak(format!("sm_{major}{minor}").into_boxed_str()),
+        }
+    }
+
+    /// The runtime's checked lowering of `def`, compiled and loaded straight through NVRTC.
+    fn function(&self, def: &KernelDef) -> sys::CUfunction {
+        let options = NvrtcOptions {
+            arch: Some(self.arch),
+            fmad: Some(false),
+            ..NvrtcOptions::default()
+        };
+        let ptx = compile_ptx_with_opts(lower::program(def, true), options)
+            .unwrap_or_else(|e| panic!("NVRTC: {e:?}"));
+        let ptx = CString::new(ptx.to_src()).expect("PTX has no NUL");
+        // SAFETY: a NUL-terminated PTX image; the module is never unloaded.
+        let module = check("cuModuleLoadData", unsafe {
+            result::module::load_data(ptx.as_ptr().cast())
+        });
+        let entry = CString::new(lower::ENTRY).expect("no NUL");
+        // SAFETY: the module was just loaded.
+        check("cuModuleGetFunction", unsafe {
+            result::module::get_function(module, entry)
+        })
+    }
+
+    fn launch(&self, function: sys::CUfunction, block: u32, params: &mut [u64]) {
+        let mut args: Vec<*mut c_void> =
+            params.iter_mut().map(|p| (p as *mut u64).cast()).collect();
+        // SAFETY: one slot per parameter of the lowered entry point, in order.
+        check("cuLaunchKernel", unsafe {
+            result::launch_kernel(
+                function,
+                (1, 1, 1),
+                (block, 1, 1),
+                0,
+                self.stream,
+                &mut args,
+            )
+        });
+    }
+
+    fn sync(&self) {
+        // SAFETY: the stream is alive.
+        check("cuStreamSynchronize", unsafe {
+            result::stream::synchronize(self.stream)
+        });
+    }
+}
+
+fn launches(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
+    let kernel = Kernel::new(empty_kernel()).expect("valid");
+    let launch = || {
+        client
+            .launch(&kernel, CubeCount::Static(1, 1, 1), KernelArguments::new())
+            .expect("launch")
+    };
+    (0..1_000).for_each(|_| launch());
+    client.sync().expect("sync");
+    let start = Instant::now();
+    (0..LAUNCHES).for_each(|_| launch());
+    client.sync().expect("sync");
+    let runtime = f64::from(LAUNCHES) / start.elapsed().as_secs_f64();
+
+    let function = raw.function(&empty_kernel());
+    // (ls_fault, ls_kernel, ls_count): what the runtime passes in checked mode.
+    let mut params = [raw.record, 0, 0];
+    (0..1_000).for_each(|_| raw.launch(function, 1, &mut params));
+    raw.sync();
+    let start = Instant::now();
+    (0..LAUNCHES).for_each(|_| raw.launch(function, 1, &mut params));
+    raw.sync();
+    let raw_rate = f64::from(LAUNCHES) / start.elapsed().as_secs_f64();
+    Row {
+        figure: "(a) launches of an empty kernel",
+        runtime,
+        raw: raw_rate,
+        unit: "launches/s",
+        higher_is_better: true,
+    }
+}
+
+fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
+    let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
+    let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 251) as u8).collect();
+    let handle = client.empty(COPY_BYTES).expect("empty");
+    let mut writes = Vec::new();
+    let mut reads = Vec::new();
+    for rep in 0..=COPY_REPS {
+        let bytes = Bytes::from(data.clone());
+        let start = Instant::now();
+        client.write(&handle, bytes).expect("write");
+        client.sync().expect("sync");
+        let write = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let back = client.read_one(handle.clone()).expect("read");
+        let read = start.elapsed().as_secs_f64();
+        assert!(back[..] == data[..], "read back what was written");
+        // The first repetition pins the staging memory; it is not measured.
+        if rep > 0 {
+            writes.push(gb(write));
+            reads.push(gb(read));
+        }
+    }
+
+    // SAFETY: a plain device allocation and a pinned host allocation of COPY_BYTES each,
+    // freed below after the stream is idle.
+    let (device, pinned) = unsafe {
+        (
+            check("cuMemAlloc", result::malloc_sync(COPY_BYTES)),
+            check("cuMemHostAlloc", result::malloc_host(COPY_BYTES, 0)),
+        )
+    };
+    let mut raw_writes = Vec::new();
+    let mut raw_reads = Vec::new();
+    for rep in 0..=COPY_REPS {
+        let start = Instant::now();
+        // SAFETY: both ranges hold COPY_BYTES; the stream is synchronised before reuse.
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(device, pinned, COPY_BYTES, raw.stream).result()
+        });
+        raw.sync();
+        let write = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        // SAFETY: as above.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(pinned, device, COPY_BYTES, raw.stream).result()
+        });
+        raw.sync();
+        let read = start.elapsed().as_secs_f64();
+        if rep > 0 {
+            raw_writes.push(gb(write));
+            raw_reads.push(gb(read));
+        }
+    }
+    // SAFETY: the stream is idle; each allocation is freed once.
+    unsafe {
+        check("cuMemFree", result::free_sync(device));
+        check("cuMemFreeHost", result::free_host(pinned));
+    }
+    [
+        Row {
+            figure: "(b) write 256 MiB (median)",
+            runtime: median(writes),
+            raw: median(raw_writes),
+            unit: "GB/s",
+            higher_is_better: true,
+        },
+        Row {
+            figure: "(b) read 256 MiB (median)",
+            runtime: median(reads),
+            raw: median(raw_reads),
+            unit: "GB/s",
+            higher_is_better: true,
+        },
+    ]
+}
+
+fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
+    let us = |start: Instant| start.elapsed().as_secs_f64() * 1e6 / f64::from(ALLOC_REPS);
+    for _ in 0..100 {
+        drop(client.empty(ALLOC_BYTES).expect("empty"));
+    }
+    let start = Instant::now();
+    for _ in 0..ALLOC_REPS {
+        drop(client.empty(ALLOC_BYTES).expect("empty"));
+    }
+    // A blocking call after the last release: every release task has run.
+    client.memory_usage().expect("memory_usage");
+    let runtime = us(start);
+
+    let start = Instant::now();
+    for _ in 0..ALLOC_REPS {
+        // SAFETY: allocated and freed at once; nothing uses it.
+        unsafe {
+            let ptr = check("cuMemAlloc", result::malloc_sync(ALLOC_BYTES));
+            check("cuMemFree", result::free_sync(ptr));
+        }
+    }
+    let raw_sync = us(start);
+
+    let start = Instant::now();
+    for _ in 0..ALLOC_REPS {
+        // SAFETY: stream-ordered allocation and free on the same stream; nothing uses it.
+        unsafe {
+            let ptr = check(
+                "cuMemAllocAsync",
+                result::malloc_async(raw.stream, ALLOC_BYTES),
+            );
+            check("cuMemFreeAsync", result::free_async(ptr, raw.stream));
+        }
+    }
+    raw.sync();
+    let raw_async = us(start);
+    [
+        Row {
+            figure: "(c) empty(1 MiB)+drop vs cuMemAlloc+cuMemFree",
+            runtime,
+            raw: raw_sync,
+            unit: "us",
+            higher_is_better: false,
+        },
+        Row {
+            figure: "(c) empty(1 MiB)+drop vs cuMemAllocAsync+Free",
+            runtime,
+            raw: raw_async,
+            unit: "us",
+            higher_is_better: false,
+        },
+    ]
+}
+
+fn round_trips(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
+    let kernel = Kernel::new(increment_kernel()).expect("valid");
+    let once = |i: u32| {
+        let handle = client.create(Bytes::from_elems(&[i])).expect("create");
+        client
+            .launch(
+                &kernel,
+                CubeCount::Static(1, 1, 1),
+                KernelArguments::new().binding(&handle),
+            )
+            .expect("launch");
+        let back = client.read_one(handle).expect("read").to_elems::<u32>();
+        assert_eq!(back, vec![i + 1]);
+    };
+    (0..100).for_each(once);
+    let start = Instant::now();
+    (0..ROUND_TRIPS).for_each(once);
+    let runtime = start.elapsed().as_secs_f64() * 1e6 / f64::from(ROUND_TRIPS);
+
+    let function = raw.function(&increment_kernel());
+    // SAFETY: four bytes of pinned memory for the result, never freed.
+    let pinned = check("cuMemHostAlloc", unsafe { result::malloc_host(4, 0) });
+    let once_raw = |i: u32| {
+        // SAFETY: a 4-byte allocation written, incremented, read back and freed after the
+        // stream is idle; `pinned` holds 4 bytes.
+        unsafe {
+            let ptr = check("cuMemAlloc", result::malloc_sync(4));
+            check(
+                "cuMemcpyHtoDAsync",
+                result::memcpy_htod_async(ptr, &[i], raw.stream),
+            );
+            let mut params = [ptr, 1, raw.record, 0, 0];
+            raw.launch(function, 32, &mut params);
+            check("cuMemcpyDtoHAsync", {
+                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.stream).result()
+            });
+            raw.sync();
+            assert_eq!(*pinned.cast::<u32>(), i + 1);
+            check("cuMemFree", result::free_sync(ptr));
+        }
+    };
+    (0..100).for_each(once_raw);
+    let start = Instant::now();
+    (0..ROUND_TRIPS).for_each(once_raw);
+    let raw_us = start.elapsed().as_secs_f64() * 1e6 / f64::from(ROUND_TRIPS);
+    Row {
+        figure: "(d) 4-byte create -> launch -> read",
+        runtime,
+        raw: raw_us,
+        unit: "us",
+        higher_is_better: false,
+    }
+}
+
+fn main() {
+    let ctx = match CudaContext::new(0) {
+        Ok(ctx) => ctx,
+        Err(err) => {
+            let reason = match err {
+                DeviceError::Unavailable { reason } => reason,
+                other => other.to_string(),
+            };
+            println!("SKIPPED: no CUDA driver ({reason})");
+            return;
+        }
+    };
+    let client = ComputeClient::new(CudaDevice::with_context(&ctx));
+    println!(
+        "device: {} — {}",
+        client.properties().name,
+        client.properties().backend
+    );
+    let raw = Raw::new(&ctx);
+    let mut rows = vec![launches(&client, &raw)];
+    rows.extend(copies(&client, &raw));
+    rows.extend(allocations(&client, &raw));
+    rows.push(round_trips(&client, &raw));
+
+    println!(
+        "\n{:<48} {:>12} {:>12} {:>11}  vs raw",
+        "figure", "runtime", "raw", "unit"
+    );
+    for row in &rows {
+        println!(
+            "{:<48} {:>12.2} {:>12.2} {:>11}  {:.2}",
+            row.figure,
+            row.runtime,
+            row.raw,
+            row.unit,
+            row.speed_vs_raw()
+        );
+    }
+}

@@ -1,0 +1,674 @@
+//! `CudaDevice`: the [`Device`] trait on the CUDA driver API.
+//!
+//! Streams are non-blocking CUDA streams; events are pooled CUDA events (without timing for
+//! ordering, with timing for timestamps); host transfers go through pinned staging
+//! (`staging.rs`); kernels are lowered to CUDA C (`lower.rs`), compiled by NVRTC for the
+//! device's architecture and cached per context by (IR hash, checked); graphs are CUDA graphs
+//! captured from the stream.
+//!
+//! **Errors.** A sticky CUDA error (illegal address, assert, hardware exception) makes the
+//! context unusable for the rest of the process: it becomes [`DeviceError::Lost`], carrying the
+//! CUDA error's name, and every later call of every device on the context returns it. No call
+//! blocks after it: waits on a lost context fail at once. Nothing here panics on an error of
+//! the driver or of a caller; a broken runtime contract (wrong binding count) is a typed error.
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::result;
+use cudarc::driver::sys::{self, CUresult};
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelDef, Scalar};
+use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport};
+
+use crate::context::{Context, Function};
+use crate::staging::{self, CudaRead};
+
+/// Writes up to this size are handed to the driver straight from the caller's memory: it
+/// copies them into its command stream before returning, which beats staging for small sizes.
+const DIRECT_WRITE_BYTES_MAX: usize = 64 << 10;
+/// Blocks per multiprocessor an indirect launch runs; its blocks loop over the workgroups the
+/// device reads when the launch executes.
+const INDIRECT_BLOCKS_PER_SM: u32 = 16;
+
+/// A CUDA context on one GPU, shareable by several [`CudaDevice`]s (cheap to clone).
+///
+/// Creating a context costs hundreds of milliseconds and a compiled kernel is cached per
+/// context, so a process that opens many devices (the conformance suite opens one per case)
+/// opens the context once and a device per use with [`CudaDevice::with_context`].
+#[derive(Clone, Debug)]
+pub struct CudaContext(Arc<Context>);
+
+impl CudaContext {
+    /// Opens the primary context of GPU `ordinal`. [`DeviceError::Unavailable`] says why when
+    /// there is no driver, no NVRTC, no GPU, or a driver older than CUDA 13.
+    pub fn new(ordinal: u32) -> Result<Self, DeviceError> {
+        Context::new(ordinal).map(Self)
+    }
+
+    /// The GPU's name, e.g. "NVIDIA H200".
+    pub fn name(&self) -> &str {
+        &self.0.info.name
+    }
+
+    /// The compute capability, e.g. `(9, 0)`.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.0.info.compute_capability
+    }
+}
+
+/// A device allocation (`cuMemAlloc`).
+#[derive(Debug)]
+pub struct CudaBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: u64,
+}
+
+impl CudaBuffer {
+    fn at(&self, offset: u64) -> sys::CUdeviceptr {
+        self.ptr + offset
+    }
+}
+
+/// A stream of this device: an index into its streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaStream(u32);
+
+/// A recorded event without timing. Returns to the context's pool when dropped.
+#[derive(Debug)]
+pub struct CudaEvent {
+    raw: sys::CUevent,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: an opaque driver handle; every use binds its context to the calling thread first.
+unsafe impl Send for CudaEvent {}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        self.ctx.recycle_event(self.raw);
+    }
+}
+
+/// A recorded event with timing. Returns to the context's pool when dropped.
+#[derive(Debug)]
+pub struct CudaTimestamp {
+    raw: sys::CUevent,
+    ctx: Arc<Context>,
+}
+
+// SAFETY: as for `CudaEvent`.
+unsafe impl Send for CudaTimestamp {}
+
+impl Drop for CudaTimestamp {
+    fn drop(&mut self) {
+        self.ctx.recycle_timing_event(self.raw);
+    }
+}
+
+/// A compiled kernel: the context's cached module entry and what a launch needs to know.
+#[derive(Debug)]
+pub struct CudaKernel {
+    function: Function,
+    name: String,
+    bindings: usize,
+    params: Vec<ElemType>,
+    block: [u32; 3],
+    options: CompileOptions,
+    /// Keeps the module (cached in the context) loaded while this kernel exists.
+    _ctx: Arc<Context>,
+}
+
+/// An instantiated CUDA graph.
+#[derive(Debug)]
+pub struct CudaGraph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+    /// Keeps the context alive until the graph is destroyed.
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: opaque driver handles; every use binds their context to the calling thread first.
+unsafe impl Send for CudaGraph {}
+
+struct StreamState {
+    raw: sys::CUstream,
+    /// While capturing: an event recorded just before the capture began, which is what
+    /// `synchronize` waits for (a capturing stream cannot be synchronised itself).
+    capture: Option<sys::CUevent>,
+}
+
+/// A CUDA GPU as a Lockstep [`Device`]. See the module documentation.
+pub struct CudaDevice {
+    ctx: Arc<Context>,
+    properties: DeviceProperties,
+    streams: Vec<StreamState>,
+}
+
+// SAFETY: the raw stream and event handles are opaque driver identifiers; the device is driven
+// from one thread at a time (`&mut self`), which binds the context before every call.
+unsafe impl Send for CudaDevice {}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("name", &self.properties.name)
+            .field("streams", &self.streams.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal` on its own context. [`DeviceError::Unavailable`] says why when the
+    /// machine has no CUDA driver, no NVRTC or no such GPU.
+    pub fn new(ordinal: u32) -> Result<Self, DeviceError> {
+        CudaContext::new(ordinal).map(|ctx| Self::with_context(&ctx))
+    }
+
+    /// A fresh device on a shared context: its own streams and allocations, the context's
+    /// compiled kernels and staging memory.
+    pub fn with_context(ctx: &CudaContext) -> Self {
+        let info = &ctx.0.info;
+        let (major, minor) = info.compute_capability;
+        let version = |v: i32| format!("{}.{}", v / 1000, v % 1000 / 10);
+        let (nvrtc_major, nvrtc_minor) = info.nvrtc_version;
+        let properties = DeviceProperties {
+            name: info.name.clone(),
+            backend: format!(
+                "cuda {} (NVRTC {nvrtc_major}.{nvrtc_minor}), compute capability {major}.{minor} (sm_{major}{minor})",
+                version(info.driver_version)
+            ),
+            memory_bytes: info.memory_bytes,
+            max_allocation_bytes: info.memory_bytes,
+            alignment_bytes: 256,
+            max_load_width_bytes: 16,
+            max_workgroups: info.max_grid,
+            features: Features {
+                graphs: GraphSupport::Hardware,
+                timestamps: true,
+                concurrent_streams: true,
+            },
+        };
+        Self {
+            ctx: ctx.0.clone(),
+            properties,
+            streams: Vec::new(),
+        }
+    }
+
+    fn stream(&self, stream: CudaStream) -> Result<&StreamState, DeviceError> {
+        self.streams
+            .get(stream.0 as usize)
+            .ok_or_else(|| DeviceError::ExecutionFault {
+                operation: "stream lookup".to_owned(),
+                reason: format!("stream {} was not created by this device", stream.0),
+            })
+    }
+
+    /// The raw stream for an operation that cannot be recorded into a graph.
+    fn uncaptured(
+        &self,
+        stream: CudaStream,
+        operation: &str,
+    ) -> Result<sys::CUstream, DeviceError> {
+        self.ctx.bind()?;
+        let state = self.stream(stream)?;
+        if state.capture.is_some() {
+            return Err(DeviceError::Capture {
+                reason: format!("`{operation}` cannot be recorded into a graph"),
+            });
+        }
+        Ok(state.raw)
+    }
+
+    fn record_on(&self, raw_stream: sys::CUstream, event: sys::CUevent) -> Result<(), DeviceError> {
+        // SAFETY: both handles belong to this context, which is current.
+        unsafe { result::event::record(event, raw_stream) }
+            .map_err(|e| self.ctx.fail("cuEventRecord", e))
+    }
+}
+
+/// The element count a kernel sees for a binding of `bytes`: the IR indexes with `u32`, so a
+/// binding beyond `u32::MAX` elements reports `u32::MAX` (every index is then in range).
+fn elements(bytes: u64) -> u32 {
+    u32::try_from(bytes / 4).unwrap_or(u32::MAX)
+}
+
+fn contract(kernel: &CudaKernel, reason: String) -> DeviceError {
+    DeviceError::ExecutionFault {
+        operation: format!("launch of `{}`", kernel.name),
+        reason: format!("the runtime broke the launch contract: {reason}"),
+    }
+}
+
+impl Device for CudaDevice {
+    type Buffer = CudaBuffer;
+    type Stream = CudaStream;
+    type Event = CudaEvent;
+    type Kernel = CudaKernel;
+    type PendingRead = CudaRead;
+    type Graph = CudaGraph;
+    type Timestamp = CudaTimestamp;
+
+    const TYPE_ID: u16 = 2;
+
+    fn properties(&self) -> &DeviceProperties {
+        &self.properties
+    }
+
+    fn create_stream(&mut self) -> Result<CudaStream, DeviceError> {
+        self.ctx.bind()?;
+        let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| self.ctx.fail("cuStreamCreate", e))?;
+        self.streams.push(StreamState { raw, capture: None });
+        Ok(CudaStream(self.streams.len() as u32 - 1))
+    }
+
+    fn allocate(&mut self, bytes: u64) -> Result<CudaBuffer, DeviceError> {
+        self.ctx.bind()?;
+        let max = self.properties.max_allocation_bytes;
+        if bytes > max {
+            return Err(DeviceError::AllocationTooLarge {
+                requested_bytes: bytes,
+                max_bytes: max,
+            });
+        }
+        // SAFETY: a plain device allocation of `bytes` (>= 1) in the current context.
+        match unsafe { result::malloc_sync(bytes as usize) } {
+            Ok(ptr) => Ok(CudaBuffer { ptr, bytes }),
+            Err(e) if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(DeviceError::OutOfMemory {
+                requested_bytes: bytes,
+                available_bytes: self.ctx.memory_free_bytes(),
+            }),
+            Err(e) => Err(self.ctx.fail("cuMemAlloc", e)),
+        }
+    }
+
+    fn free(&mut self, buffer: CudaBuffer) {
+        // On a lost context the memory goes with the process; nothing can use it any more.
+        if self.ctx.bind().is_err() {
+            return;
+        }
+        // SAFETY: the runtime frees a buffer once, after every operation using it completed.
+        if let Err(e) = unsafe { result::free_sync(buffer.ptr) } {
+            let err = self.ctx.fail("cuMemFree", e);
+            if !err.is_fatal() {
+                tracing::warn!(error = %err, bytes = buffer.bytes, "cuMemFree failed");
+            }
+        }
+    }
+
+    fn write(
+        &mut self,
+        stream: CudaStream,
+        dst: &CudaBuffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        let raw = self.uncaptured(stream, "write")?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data.len() <= DIRECT_WRITE_BYTES_MAX {
+            // SAFETY: `data` is valid for the call; for pageable memory the driver copies it
+            // before returning. The destination range is inside `dst` (the runtime checks).
+            return unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst.at(offset), data.as_ptr().cast(), data.len(), raw)
+            }
+            .result()
+            .map_err(|e| self.ctx.fail("cuMemcpyHtoDAsync", e));
+        }
+        staging::upload(&self.ctx, raw, dst.at(offset), data)
+    }
+
+    fn read(
+        &mut self,
+        stream: CudaStream,
+        src: &CudaBuffer,
+        offset: u64,
+        len: u64,
+    ) -> Result<CudaRead, DeviceError> {
+        let raw = self.uncaptured(stream, "read")?;
+        CudaRead::enqueue(&self.ctx, raw, src.at(offset), len as usize)
+    }
+
+    fn wait_read(&mut self, read: CudaRead) -> Result<Vec<u8>, DeviceError> {
+        read.finish()
+    }
+
+    fn copy(
+        &mut self,
+        stream: CudaStream,
+        src: BufferSlice<'_, CudaBuffer>,
+        dst: &CudaBuffer,
+        dst_offset: u64,
+    ) -> Result<(), DeviceError> {
+        let raw = self.uncaptured(stream, "copy")?;
+        if src.len == 0 {
+            return Ok(());
+        }
+        // SAFETY: both ranges lie inside live allocations of this context (the runtime checks
+        // ranges and keeps buffers alive until the copy completed).
+        unsafe {
+            result::memcpy_dtod_async(
+                dst.at(dst_offset),
+                src.buffer.at(src.offset),
+                src.len as usize,
+                raw,
+            )
+        }
+        .map_err(|e| self.ctx.fail("cuMemcpyDtoDAsync", e))
+    }
+
+    fn compile(
+        &mut self,
+        kernel: &KernelDef,
+        options: CompileOptions,
+    ) -> Result<CudaKernel, DeviceError> {
+        self.ctx.bind()?;
+        let function = self.ctx.function(kernel, options.checked)?;
+        Ok(CudaKernel {
+            function,
+            name: kernel.name.clone(),
+            bindings: kernel.bindings.len(),
+            params: kernel.params.clone(),
+            block: kernel.workgroup_size,
+            options,
+            _ctx: self.ctx.clone(),
+        })
+    }
+
+    fn launch(
+        &mut self,
+        stream: CudaStream,
+        kernel: &CudaKernel,
+        count: LaunchCount<'_, CudaBuffer>,
+        bindings: &[BufferSlice<'_, CudaBuffer>],
+        params: &[Scalar],
+    ) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        let raw = self.stream(stream)?.raw;
+        let checked = kernel.options.checked;
+        let expected = kernel.bindings + usize::from(checked);
+        if bindings.len() != expected {
+            return Err(contract(
+                kernel,
+                format!("{} bindings given, {expected} expected", bindings.len()),
+            ));
+        }
+        if !params
+            .iter()
+            .map(|p| p.elem_type())
+            .eq(kernel.params.iter().copied())
+        {
+            let given: Vec<ElemType> = params.iter().map(|p| p.elem_type()).collect();
+            return Err(contract(
+                kernel,
+                format!("parameters {given:?} given, {:?} declared", kernel.params),
+            ));
+        }
+        // One 8-byte slot per kernel parameter, in the order `lower.rs` declares them; the
+        // driver reads each parameter's size (4 or 8 bytes) from the start of its slot.
+        let mut values: Vec<u64> = Vec::with_capacity(2 * bindings.len() + params.len() + 2);
+        for slice in &bindings[..kernel.bindings] {
+            values.push(slice.buffer.at(slice.offset));
+            values.push(u64::from(elements(slice.len)));
+        }
+        values.extend(params.iter().map(|p| u64::from(p.to_bits())));
+        if checked {
+            let record = &bindings[kernel.bindings];
+            if record.len < FaultRecord::BYTES as u64 {
+                return Err(contract(
+                    kernel,
+                    format!("fault record of {} bytes", record.len),
+                ));
+            }
+            values.push(record.buffer.at(record.offset));
+            values.push(u64::from(kernel.options.kernel_id));
+        }
+        let (grid, count_ptr) = match count {
+            LaunchCount::Static(dims) => (dims, 0),
+            LaunchCount::Dynamic(slice) => {
+                let info = &self.ctx.info;
+                let blocks = info
+                    .multiprocessors
+                    .saturating_mul(INDIRECT_BLOCKS_PER_SM)
+                    .min(info.max_grid[0]);
+                ([blocks, 1, 1], slice.buffer.at(slice.offset))
+            }
+        };
+        values.push(count_ptr);
+        let mut args: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|v| (v as *mut u64).cast::<c_void>())
+            .collect();
+        let [bx, by, bz] = kernel.block;
+        // SAFETY: `args` points at one live slot per parameter of the entry point, in
+        // declaration order (see `lower.rs`), each holding a value of the declared type;
+        // binding pointers address live allocations of this context.
+        let launched = unsafe {
+            result::launch_kernel(
+                kernel.function.0,
+                (grid[0], grid[1], grid[2]),
+                (bx, by, bz),
+                0,
+                raw,
+                &mut args,
+            )
+        };
+        launched.map_err(|e| match self.ctx.fail("cuLaunchKernel", e) {
+            DeviceError::ExecutionFault { reason, .. } => DeviceError::ExecutionFault {
+                operation: format!("launch of `{}` with {grid:?} workgroups", kernel.name),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    fn record_event(&mut self, stream: CudaStream) -> Result<CudaEvent, DeviceError> {
+        let raw = self.uncaptured(stream, "record_event")?;
+        let event = CudaEvent {
+            raw: self.ctx.event()?,
+            ctx: self.ctx.clone(),
+        };
+        self.record_on(raw, event.raw)?;
+        Ok(event)
+    }
+
+    fn wait_event(&mut self, stream: CudaStream, event: &CudaEvent) -> Result<(), DeviceError> {
+        let raw = self.uncaptured(stream, "wait_event")?;
+        // SAFETY: both handles belong to this context, which is current.
+        unsafe {
+            result::stream::wait_event(
+                raw,
+                event.raw,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+        .map_err(|e| self.ctx.fail("cuStreamWaitEvent", e))
+    }
+
+    fn event_complete(&mut self, event: &CudaEvent) -> bool {
+        // A lost context runs nothing any more: every event counts as complete.
+        self.ctx.bind().is_err() || self.ctx.event_done(event.raw)
+    }
+
+    fn flush(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        let state = self.stream(stream)?;
+        if state.capture.is_some() {
+            return Ok(());
+        }
+        // CUDA submits work as it is enqueued; the query only surfaces a sticky error early.
+        // SAFETY: the stream belongs to this context.
+        match unsafe { sys::cuStreamQuery(state.raw) }.result() {
+            Ok(()) => Ok(()),
+            Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(()),
+            Err(e) => Err(self.ctx.fail("cuStreamQuery", e)),
+        }
+    }
+
+    fn synchronize(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        let state = self.stream(stream)?;
+        match state.capture {
+            // SAFETY: the event is from this context and was recorded before the capture.
+            Some(before) => unsafe { result::event::synchronize(before) }
+                .map_err(|e| self.ctx.fail("cuEventSynchronize", e)),
+            // SAFETY: the stream belongs to this context.
+            None => unsafe { result::stream::synchronize(state.raw) }
+                .map_err(|e| self.ctx.fail("cuStreamSynchronize", e)),
+        }
+    }
+
+    fn take_errors(&mut self, _stream: CudaStream) -> Vec<DeviceError> {
+        // CUDA reports a failure of enqueued work only as a sticky error, returned by every
+        // later call; a loss that another device of the context noticed is reported here.
+        self.ctx.check_alive().err().into_iter().collect()
+    }
+
+    fn record_timestamp(&mut self, stream: CudaStream) -> Result<CudaTimestamp, DeviceError> {
+        let raw = self.uncaptured(stream, "record_timestamp")?;
+        let timestamp = CudaTimestamp {
+            raw: self.ctx.timing_event()?,
+            ctx: self.ctx.clone(),
+        };
+        self.record_on(raw, timestamp.raw)?;
+        Ok(timestamp)
+    }
+
+    fn elapsed_ns(
+        &mut self,
+        start: &CudaTimestamp,
+        end: &CudaTimestamp,
+    ) -> Result<u64, DeviceError> {
+        self.ctx.bind()?;
+        // SAFETY: both events belong to this context and were recorded with timing.
+        match unsafe { result::event::elapsed(start.raw, end.raw) } {
+            Ok(ms) => Ok((f64::from(ms) * 1e6).max(0.0) as u64),
+            Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Err(DeviceError::Unsupported {
+                operation: "elapsed_ns of a timestamp that has not completed".to_owned(),
+            }),
+            Err(e) => Err(self.ctx.fail("cuEventElapsedTime", e)),
+        }
+    }
+
+    fn begin_capture(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
+        let raw = self
+            .uncaptured(stream, "begin_capture")
+            .map_err(|err| match err {
+                DeviceError::Capture { .. } => DeviceError::Capture {
+                    reason: "the stream is already capturing".to_owned(),
+                },
+                other => other,
+            })?;
+        let before = self.ctx.event()?;
+        let started = self.record_on(raw, before).and_then(|()| {
+            // Relaxed: other streams may keep allocating, querying and synchronising.
+            // SAFETY: the stream belongs to this context and is not capturing.
+            unsafe {
+                result::stream::begin_capture(
+                    raw,
+                    sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                )
+            }
+            .map_err(|e| match self.ctx.fail("cuStreamBeginCapture", e) {
+                DeviceError::ExecutionFault { reason, .. } => DeviceError::Capture { reason },
+                other => other,
+            })
+        });
+        match started {
+            Ok(()) => {
+                self.streams[stream.0 as usize].capture = Some(before);
+                Ok(())
+            }
+            Err(err) => {
+                self.ctx.recycle_event(before);
+                Err(err)
+            }
+        }
+    }
+
+    fn end_capture(&mut self, stream: CudaStream) -> Result<CudaGraph, DeviceError> {
+        self.ctx.bind()?;
+        let state = self.stream(stream)?;
+        let raw = state.raw;
+        let Some(before) = state.capture else {
+            return Err(DeviceError::Capture {
+                reason: "the stream is not capturing".to_owned(),
+            });
+        };
+        self.streams[stream.0 as usize].capture = None;
+        self.ctx.recycle_event(before);
+        let capture_error = |call: &str, e| match self.ctx.fail(call, e) {
+            DeviceError::ExecutionFault { reason, .. } => DeviceError::Capture { reason },
+            other => other,
+        };
+        // SAFETY: the stream belongs to this context and is capturing.
+        let graph = unsafe { result::stream::end_capture(raw) }
+            .map_err(|e| capture_error("cuStreamEndCapture", e))?;
+        // SAFETY: `graph` was just captured.
+        let exec =
+            match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
+                Ok(exec) => exec,
+                Err(e) => {
+                    // SAFETY: `graph` is referenced nowhere else.
+                    let _ = unsafe { result::graph::destroy(graph) };
+                    return Err(capture_error("cuGraphInstantiate", e));
+                }
+            };
+        let graph = CudaGraph {
+            graph,
+            exec,
+            _ctx: self.ctx.clone(),
+        };
+        // Uploading now keeps the first replay as cheap as the later ones.
+        // SAFETY: `exec` was just instantiated; the stream belongs to this context.
+        unsafe { result::graph::upload(graph.exec, raw) }
+            .map_err(|e| capture_error("cuGraphUpload", e))?;
+        Ok(graph)
+    }
+
+    fn replay(&mut self, stream: CudaStream, graph: &CudaGraph) -> Result<(), DeviceError> {
+        self.ctx.bind()?;
+        let raw = self.stream(stream)?.raw;
+        // SAFETY: `exec` is a live graph of this context; the runtime keeps every buffer it
+        // uses alive until its replays completed.
+        unsafe { result::graph::launch(graph.exec, raw) }
+            .map_err(|e| self.ctx.fail("cuGraphLaunch", e))
+    }
+
+    fn destroy_graph(&mut self, graph: CudaGraph) {
+        if self.ctx.bind().is_err() {
+            return;
+        }
+        // SAFETY: every replay of the graph has completed (the runtime guarantees it) and the
+        // handles are destroyed once.
+        let _ = unsafe { result::graph::exec_destroy(graph.exec) };
+        // SAFETY: as above.
+        let _ = unsafe { result::graph::destroy(graph.graph) };
+    }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        // Streams die with the device: end any capture, wait for their work, destroy them.
+        // Errors are ignored: on a lost context the driver refuses everything and the
+        // resources go with the process.
+        let _ = self.ctx.bind();
+        for state in self.streams.drain(..) {
+            if let Some(before) = state.capture {
+                // SAFETY: the stream is capturing; the graph is destroyed at once.
+                if let Ok(graph) = unsafe { result::stream::end_capture(state.raw) } {
+                    // SAFETY: the graph was never instantiated nor shared.
+                    let _ = unsafe { result::graph::destroy(graph) };
+                }
+                self.ctx.recycle_event(before);
+            }
+            // SAFETY: the stream belongs to this context and is destroyed once.
+            let _ = unsafe { result::stream::synchronize(state.raw) };
+            // SAFETY: as above.
+            let _ = unsafe { result::stream::destroy(state.raw) };
+        }
+    }
+}

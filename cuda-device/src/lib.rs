@@ -1,0 +1,35 @@
+//! Lockstep's CUDA device: the [`Device`](lockstep::Device) trait on the CUDA driver API, with
+//! kernels lowered to CUDA C and compiled by NVRTC for the GPU's architecture.
+//!
+//! The driver (`libcuda`) and NVRTC (`libnvrtc`) are loaded when a device is first opened, not
+//! linked: programs build and start on machines without CUDA, where [`CudaDevice::new`]
+//! returns [`DeviceError::Unavailable`](lockstep::DeviceError::Unavailable) saying what is
+//! missing.
+//!
+//! ```no_run
+//! use lockstep::{Bytes, ComputeClient};
+//! use lockstep_cuda::CudaDevice;
+//!
+//! let client = ComputeClient::new(CudaDevice::new(0)?);
+//! let handle = client.create(Bytes::from_elems(&[1u32, 2, 3]))?;
+//! assert_eq!(client.read_one(handle)?.to_elems::<u32>(), vec![1, 2, 3]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Code map: `device.rs` implements the trait; `context.rs` holds what devices of one CUDA
+//! context share (compiled modules, pooled events, pinned staging, the sticky-error state);
+//! `staging.rs` moves bytes between host and device through pinned memory; `lower.rs` emits
+//! CUDA C from kernel IR; `compile.rs` runs NVRTC; `error.rs` maps driver errors.
+
+mod compile;
+mod context;
+mod device;
+mod error;
+pub mod lower;
+mod staging;
+
+pub use device::{
+    CudaBuffer, CudaContext, CudaDevice, CudaEvent, CudaGraph, CudaKernel, CudaStream,
+    CudaTimestamp,
+};
+pub use staging::CudaRead;

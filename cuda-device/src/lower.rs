@@ -1,0 +1,572 @@
+//! Lowers kernel IR to CUDA C for NVRTC. Pure text: nothing here touches the driver, so every
+//! lowering is unit-tested (insta snapshots) on machines without a GPU.
+//!
+//! The emitted code matches `lockstep::kernel::semantics` bit for bit:
+//! - `i32` arithmetic goes through `u32` (wrapping, no undefined behaviour); division and
+//!   remainder by zero, and `i32::MIN / -1`, yield the left operand; shift amounts are taken
+//!   modulo 32; `f32` to integer casts saturate and map NaN to 0 (`ls_*` helpers in [`PRELUDE`]).
+//! - `f32` literals are emitted as their bit patterns, and NVRTC is told not to contract
+//!   multiply-adds (`--fmad=false`, see `compile.rs`), so every float operation rounds once, as
+//!   on the host. `Rem` is `fmodf` (Rust's `%`). `Min`/`Max` return the other operand for a
+//!   NaN (Rust's `f32::min`/`max`, C's `fminf`) and the left one for equal operands, so
+//!   `min(0.0, -0.0)` is `0.0` as the simulator computes it on x86-64 (`fminf` would give
+//!   `-0.0`; Rust leaves that case unspecified, WGSL defines it this way).
+//! - Operands are evaluated left to right, logical operators short-circuit, and both sides of a
+//!   select are evaluated. In checked mode a load has an effect (it may write the fault record),
+//!   so each one is hoisted into a temporary in evaluation order; a load on the right of `&&`/`||`
+//!   is hoisted into an `if` that runs only when the interpreter would evaluate it.
+//!
+//! **Kernel interface.** The entry point is `extern "C" lockstep_kernel` ([`ENTRY`]). Its
+//! parameters, in order: for each binding `i` a pointer `b<i>` and its length in elements
+//! `n<i>` (`u32`); each scalar parameter `p<j>`; in checked mode the fault record `ls_fault`
+//! and the kernel's id `ls_kernel`; last, `ls_count`, null for a static launch, else a pointer
+//! to the three `u32` workgroup counts of an indirect launch. An indirect launch runs a fixed
+//! grid whose blocks loop over the virtual workgroups, so the counts are read on the device
+//! when the launch executes (the IR has no barriers, so a block may run several workgroups).
+
+use std::fmt::Write as _;
+
+use lockstep::kernel::{
+    Access, BinOp, BindingId, Builtin, CmpOp, ElemType, Expr, KernelDef, LogicOp, Scalar, Stmt,
+};
+
+/// The name of the kernel's entry point in the compiled module.
+pub const ENTRY: &str = "lockstep_kernel";
+
+/// Type aliases and helper functions every lowered kernel uses.
+pub const PRELUDE: &str = r#"// Lockstep CUDA prelude: the IR's scalar semantics (lockstep::kernel::semantics).
+typedef unsigned int u32;
+typedef int i32;
+typedef float f32;
+#define LS_I32_MIN ((i32)0x80000000u)
+
+// Signed arithmetic wraps: computed on u32, where overflow is defined.
+__device__ __forceinline__ i32 ls_add_i32(i32 a, i32 b) { return (i32)((u32)a + (u32)b); }
+__device__ __forceinline__ i32 ls_sub_i32(i32 a, i32 b) { return (i32)((u32)a - (u32)b); }
+__device__ __forceinline__ i32 ls_mul_i32(i32 a, i32 b) { return (i32)((u32)a * (u32)b); }
+__device__ __forceinline__ i32 ls_neg_i32(i32 a) { return (i32)(0u - (u32)a); }
+// Division and remainder by zero, and i32::MIN / -1, yield the left operand.
+__device__ __forceinline__ u32 ls_div_u32(u32 a, u32 b) { return b == 0u ? a : a / b; }
+__device__ __forceinline__ u32 ls_rem_u32(u32 a, u32 b) { return b == 0u ? a : a % b; }
+__device__ __forceinline__ i32 ls_div_i32(i32 a, i32 b) {
+  return (b == 0 || (a == LS_I32_MIN && b == -1)) ? a : a / b;
+}
+__device__ __forceinline__ i32 ls_rem_i32(i32 a, i32 b) {
+  return (b == 0 || (a == LS_I32_MIN && b == -1)) ? a : a % b;
+}
+__device__ __forceinline__ u32 ls_min_u32(u32 a, u32 b) { return b < a ? b : a; }
+__device__ __forceinline__ u32 ls_max_u32(u32 a, u32 b) { return b > a ? b : a; }
+__device__ __forceinline__ i32 ls_min_i32(i32 a, i32 b) { return b < a ? b : a; }
+__device__ __forceinline__ i32 ls_max_i32(i32 a, i32 b) { return b > a ? b : a; }
+// Float min/max: a NaN operand yields the other one (as Rust's f32::min/max and fminf); equal
+// operands (+0 and -0) yield the left one, as Rust on x86-64 and WGSL do (fminf picks -0).
+__device__ __forceinline__ f32 ls_min_f32(f32 a, f32 b) { return (a != a || b < a) ? b : a; }
+__device__ __forceinline__ f32 ls_max_f32(f32 a, f32 b) { return (a != a || b > a) ? b : a; }
+// Shift amounts are taken modulo 32; >> on i32 is arithmetic.
+__device__ __forceinline__ u32 ls_shl_u32(u32 a, u32 b) { return a << (b & 31u); }
+__device__ __forceinline__ u32 ls_shr_u32(u32 a, u32 b) { return a >> (b & 31u); }
+__device__ __forceinline__ i32 ls_shl_i32(i32 a, i32 b) { return (i32)((u32)a << ((u32)b & 31u)); }
+__device__ __forceinline__ i32 ls_shr_i32(i32 a, i32 b) { return a >> ((u32)b & 31u); }
+// Float to integer saturates and maps NaN to 0 (Rust's `as`).
+__device__ __forceinline__ u32 ls_f32_to_u32(f32 v) {
+  if (!(v > 0.0f)) return 0u;
+  if (v >= 4294967296.0f) return 0xffffffffu;
+  return (u32)v;
+}
+__device__ __forceinline__ i32 ls_f32_to_i32(f32 v) {
+  if (v != v) return 0;
+  if (v <= -2147483648.0f) return LS_I32_MIN;
+  if (v >= 2147483648.0f) return 2147483647;
+  return (i32)v;
+}
+
+// Checked mode: the first out-of-range access of any invocation fills the fault record
+// (lockstep::kernel::FaultRecord); a load then yields 0, a store or atomic is skipped.
+__device__ __noinline__ void ls_fault(u32* record, u32 kernel, u32 binding, u32 index) {
+  if (atomicCAS(record, 0u, 1u) == 0u) {
+    record[1] = kernel;
+    record[2] = binding;
+    record[3] = index;
+  }
+}
+template <typename T>
+__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, u32* record, u32 kernel, u32 binding) {
+  if (i < n) return b[i];
+  ls_fault(record, kernel, binding, i);
+  return (T)0;
+}
+template <typename T>
+__device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) {
+  if (i < n) b[i] = v;
+  else ls_fault(record, kernel, binding, i);
+}
+template <typename T>
+__device__ __forceinline__ void ls_atomic_add(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) {
+  if (i < n) atomicAdd(&b[i], v);
+  else ls_fault(record, kernel, binding, i);
+}
+"#;
+
+/// The whole NVRTC program for `def`: [`PRELUDE`] followed by [`kernel_source`].
+pub fn program(def: &KernelDef, checked: bool) -> String {
+    let mut source = String::from(PRELUDE);
+    source.push('\n');
+    source.push_str(&kernel_source(def, checked));
+    source
+}
+
+/// The kernel-specific part of the program: its body function and its entry point.
+pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
+    let mut lowering = Lowering {
+        def,
+        checked,
+        out: String::new(),
+        indent: 1,
+        temps: 0,
+    };
+    for stmt in &def.body {
+        lowering.stmt(stmt);
+    }
+    let body = lowering.out;
+
+    let mut params: Vec<(String, String)> = Vec::new();
+    for (i, decl) in def.bindings.iter().enumerate() {
+        let constness = if decl.access == Access::Read {
+            "const "
+        } else {
+            ""
+        };
+        params.push((
+            format!("{constness}{}* __restrict__ b{i}", c_type(decl.elem)),
+            format!("b{i}"),
+        ));
+        params.push((format!("const u32 n{i}"), format!("n{i}")));
+    }
+    for (j, &elem) in def.params.iter().enumerate() {
+        params.push((format!("const {} p{j}", c_type(elem)), format!("p{j}")));
+    }
+    if checked {
+        params.push(("u32* __restrict__ ls_fault".into(), "ls_fault".into()));
+        params.push(("const u32 ls_kernel".into(), "ls_kernel".into()));
+    }
+    let grid = [
+        "ls_wg_x", "ls_wg_y", "ls_wg_z", "ls_nwg_x", "ls_nwg_y", "ls_nwg_z",
+    ];
+
+    let mut src = String::new();
+    let [wx, wy, wz] = def.workgroup_size;
+    let mode = if checked { "checked" } else { "unchecked" };
+    let _ = writeln!(
+        src,
+        "// Lockstep kernel {:?}, {mode}, workgroup [{wx}, {wy}, {wz}].",
+        def.name
+    );
+    src.push_str("__device__ __forceinline__ void ls_body(\n");
+    let body_params: Vec<String> = params
+        .iter()
+        .map(|(decl, _)| decl.clone())
+        .chain(grid.iter().map(|g| format!("const u32 {g}")))
+        .collect();
+    let _ = writeln!(src, "    {}) {{", body_params.join(",\n    "));
+    for (v, &elem) in def.locals.iter().enumerate() {
+        let _ = writeln!(src, "  {} v{v} = 0;", c_type(elem));
+    }
+    src.push_str(&body);
+    src.push_str("}\n\n");
+
+    let _ = writeln!(
+        src,
+        "extern \"C\" __global__ void __launch_bounds__({}) {ENTRY}(",
+        def.workgroup_invocations()
+    );
+    let entry_params: Vec<String> = params
+        .iter()
+        .map(|(decl, _)| decl.clone())
+        .chain(std::iter::once("const u32* ls_count".to_owned()))
+        .collect();
+    let _ = writeln!(src, "    {}) {{", entry_params.join(",\n    "));
+    let args: Vec<&str> = params.iter().map(|(_, name)| name.as_str()).collect();
+    let args = args.join(", ");
+    let sep = if args.is_empty() { "" } else { ", " };
+    let _ = writeln!(src, "  if (ls_count == nullptr) {{");
+    let _ = writeln!(
+        src,
+        "    ls_body({args}{sep}blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z);"
+    );
+    src.push_str("    return;\n  }\n");
+    src.push_str("  const u32 nx = ls_count[0], ny = ls_count[1], nz = ls_count[2];\n");
+    src.push_str("  const unsigned long long plane = (unsigned long long)nx * ny;\n");
+    src.push_str("  const unsigned long long total = plane * nz;\n");
+    src.push_str("  for (unsigned long long w = blockIdx.x; w < total; w += gridDim.x) {\n");
+    let _ = writeln!(
+        src,
+        "    ls_body({args}{sep}(u32)(w % nx), (u32)((w / nx) % ny), (u32)(w / plane), nx, ny, nz);"
+    );
+    src.push_str("  }\n}\n");
+    src
+}
+
+fn c_type(elem: ElemType) -> &'static str {
+    match elem {
+        ElemType::U32 => "u32",
+        ElemType::I32 => "i32",
+        ElemType::F32 => "f32",
+    }
+}
+
+/// Whether evaluating `expr` has an effect that must happen in order: a load in checked mode.
+fn has_load(expr: &Expr) -> bool {
+    match expr {
+        Expr::Lit(_)
+        | Expr::Bool(_)
+        | Expr::Builtin(_)
+        | Expr::Param(_)
+        | Expr::Var(_)
+        | Expr::Len(_) => false,
+        Expr::Load { .. } => true,
+        Expr::Binary { lhs, rhs, .. }
+        | Expr::Cmp { lhs, rhs, .. }
+        | Expr::Logic { lhs, rhs, .. } => has_load(lhs) || has_load(rhs),
+        Expr::Not(e) | Expr::Neg(e) | Expr::Cast { value: e, .. } => has_load(e),
+        Expr::Select {
+            cond,
+            if_true,
+            if_false,
+        } => has_load(cond) || has_load(if_true) || has_load(if_false),
+    }
+}
+
+/// Removes one pair of parentheses that encloses the whole of `s`.
+fn unparen(s: &str) -> &str {
+    let Some(inner) = s.strip_prefix('(').and_then(|r| r.strip_suffix(')')) else {
+        return s;
+    };
+    let mut depth = 0i32;
+    for c in inner.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth < 0 {
+                    return s;
+                }
+            }
+            _ => {}
+        }
+    }
+    inner
+}
+
+/// The expression's type, as the validator computes it (`None` for booleans).
+fn elem_of(def: &KernelDef, expr: &Expr) -> Option<ElemType> {
+    match expr {
+        Expr::Lit(s) => Some(s.elem_type()),
+        Expr::Builtin(_) | Expr::Len(_) => Some(ElemType::U32),
+        Expr::Param(p) => def.params.get(*p as usize).copied(),
+        Expr::Var(v) => def.locals.get(v.0 as usize).copied(),
+        Expr::Load { binding, .. } => def.bindings.get(binding.0 as usize).map(|b| b.elem),
+        Expr::Binary { lhs, .. } => elem_of(def, lhs),
+        Expr::Neg(e) => elem_of(def, e),
+        Expr::Select { if_true, .. } => elem_of(def, if_true),
+        Expr::Cast { to, .. } => Some(*to),
+        Expr::Bool(_) | Expr::Cmp { .. } | Expr::Logic { .. } | Expr::Not(_) => None,
+    }
+}
+
+struct Lowering<'a> {
+    def: &'a KernelDef,
+    checked: bool,
+    out: String,
+    indent: usize,
+    temps: u32,
+}
+
+impl Lowering<'_> {
+    fn line(&mut self, text: &str) {
+        for _ in 0..self.indent {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn temp(&mut self) -> String {
+        self.temps += 1;
+        format!("t{}", self.temps - 1)
+    }
+
+    fn binding_elem(&self, binding: BindingId) -> ElemType {
+        self.def.bindings[binding.0 as usize].elem
+    }
+
+    fn block(&mut self, body: &[Stmt]) {
+        self.indent += 1;
+        for stmt in body {
+            self.stmt(stmt);
+        }
+        self.indent -= 1;
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Assign { var, value } => {
+                let value = self.expr(value);
+                self.line(&format!("v{} = {};", var.0, unparen(&value)));
+            }
+            Stmt::Store {
+                binding,
+                index,
+                value,
+            } => {
+                let index = self.expr(index);
+                let value = self.expr(value);
+                let b = binding.0;
+                if self.checked {
+                    self.line(&format!(
+                        "ls_store(b{b}, n{b}, {}, {}, ls_fault, ls_kernel, {b}u);",
+                        unparen(&index),
+                        unparen(&value)
+                    ));
+                } else {
+                    self.line(&format!("b{b}[{}] = {};", unparen(&index), unparen(&value)));
+                }
+            }
+            Stmt::AtomicAdd {
+                binding,
+                index,
+                value,
+            } => {
+                let index = self.expr(index);
+                let value = self.expr(value);
+                let b = binding.0;
+                if self.checked {
+                    self.line(&format!(
+                        "ls_atomic_add(b{b}, n{b}, {}, {}, ls_fault, ls_kernel, {b}u);",
+                        unparen(&index),
+                        unparen(&value)
+                    ));
+                } else {
+                    self.line(&format!(
+                        "atomicAdd(&b{b}[{}], {});",
+                        unparen(&index),
+                        unparen(&value)
+                    ));
+                }
+            }
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                let cond = self.expr(cond);
+                self.line(&format!("if ({}) {{", unparen(&cond)));
+                self.block(then_body);
+                if !else_body.is_empty() {
+                    self.line("} else {");
+                    self.block(else_body);
+                }
+                self.line("}");
+            }
+            Stmt::For {
+                var,
+                start,
+                end,
+                body,
+            } => {
+                // `start` and `end` are evaluated once, in that order; the hidden counter keeps
+                // the iteration independent of assignments to the loop variable in the body.
+                let ty = c_type(self.def.locals[var.0 as usize]);
+                self.line("{");
+                self.indent += 1;
+                let start = self.expr(start);
+                let first = self.temp();
+                self.line(&format!("const {ty} {first} = {};", unparen(&start)));
+                let end = self.expr(end);
+                let last = self.temp();
+                self.line(&format!("const {ty} {last} = {};", unparen(&end)));
+                let i = self.temp();
+                self.line(&format!("for ({ty} {i} = {first}; {i} < {last}; ++{i}) {{"));
+                self.indent += 1;
+                self.line(&format!("v{} = {i};", var.0));
+                self.indent -= 1;
+                self.block(body);
+                self.line("}");
+                self.indent -= 1;
+                self.line("}");
+            }
+        }
+    }
+
+    /// Lowers `expr` to a C expression, first emitting the statements that must run before it
+    /// (hoisted checked loads, short-circuit blocks).
+    fn expr(&mut self, expr: &Expr) -> String {
+        match expr {
+            Expr::Lit(s) => literal(*s),
+            Expr::Bool(b) => b.to_string(),
+            Expr::Builtin(b) => self.builtin(*b),
+            Expr::Param(p) => format!("p{p}"),
+            Expr::Var(v) => format!("v{}", v.0),
+            Expr::Len(b) => format!("n{}", b.0),
+            Expr::Load { binding, index } => {
+                let index = self.expr(index);
+                let b = binding.0;
+                if self.checked {
+                    let t = self.temp();
+                    let ty = c_type(self.binding_elem(*binding));
+                    self.line(&format!(
+                        "const {ty} {t} = ls_load(b{b}, n{b}, {}, ls_fault, ls_kernel, {b}u);",
+                        unparen(&index)
+                    ));
+                    t
+                } else {
+                    format!("b{b}[{}]", unparen(&index))
+                }
+            }
+            Expr::Binary { op, lhs, rhs } => {
+                let elem = elem_of(self.def, lhs).unwrap_or(ElemType::U32);
+                let l = self.expr(lhs);
+                let r = self.expr(rhs);
+                binary(*op, elem, &l, &r)
+            }
+            Expr::Cmp { op, lhs, rhs } => {
+                let l = self.expr(lhs);
+                let r = self.expr(rhs);
+                let op = match op {
+                    CmpOp::Eq => "==",
+                    CmpOp::Ne => "!=",
+                    CmpOp::Lt => "<",
+                    CmpOp::Le => "<=",
+                    CmpOp::Gt => ">",
+                    CmpOp::Ge => ">=",
+                };
+                format!("({l} {op} {r})")
+            }
+            Expr::Logic { op, lhs, rhs } => {
+                let l = self.expr(lhs);
+                if self.checked && has_load(rhs) {
+                    let t = self.temp();
+                    self.line(&format!("bool {t} = {};", unparen(&l)));
+                    let guard = match op {
+                        LogicOp::And => t.clone(),
+                        LogicOp::Or => format!("!{t}"),
+                    };
+                    self.line(&format!("if ({guard}) {{"));
+                    self.indent += 1;
+                    let r = self.expr(rhs);
+                    self.line(&format!("{t} = {};", unparen(&r)));
+                    self.indent -= 1;
+                    self.line("}");
+                    t
+                } else {
+                    let r = self.expr(rhs);
+                    let op = match op {
+                        LogicOp::And => "&&",
+                        LogicOp::Or => "||",
+                    };
+                    format!("({l} {op} {r})")
+                }
+            }
+            Expr::Not(e) => format!("(!{})", self.expr(e)),
+            Expr::Neg(e) => {
+                let v = self.expr(e);
+                match elem_of(self.def, e) {
+                    Some(ElemType::F32) => format!("(-{v})"),
+                    _ => format!("ls_neg_i32({})", unparen(&v)),
+                }
+            }
+            Expr::Select {
+                cond,
+                if_true,
+                if_false,
+            } => {
+                let c = self.expr(cond);
+                let t = self.expr(if_true);
+                let f = self.expr(if_false);
+                format!("({c} ? {t} : {f})")
+            }
+            Expr::Cast { to, value } => {
+                let from = elem_of(self.def, value).unwrap_or(ElemType::U32);
+                let v = self.expr(value);
+                cast(from, *to, &v)
+            }
+        }
+    }
+
+    fn builtin(&self, builtin: Builtin) -> String {
+        const AXES: [&str; 3] = ["x", "y", "z"];
+        match builtin {
+            Builtin::GlobalId(axis) => {
+                let a = AXES[axis.index()];
+                let size = self.def.workgroup_size[axis.index()];
+                format!("(ls_wg_{a} * {size}u + threadIdx.{a})")
+            }
+            Builtin::LocalId(axis) => format!("threadIdx.{}", AXES[axis.index()]),
+            Builtin::WorkgroupId(axis) => format!("ls_wg_{}", AXES[axis.index()]),
+            Builtin::NumWorkgroups(axis) => format!("ls_nwg_{}", AXES[axis.index()]),
+        }
+    }
+}
+
+fn literal(s: Scalar) -> String {
+    match s {
+        Scalar::U32(v) => format!("{v}u"),
+        Scalar::I32(i32::MIN) => "LS_I32_MIN".to_owned(),
+        Scalar::I32(v) if v < 0 => format!("({v})"),
+        Scalar::I32(v) => v.to_string(),
+        // The bit pattern, so that no decimal round trip can change the value; the comment
+        // keeps the source readable.
+        Scalar::F32(v) => format!("__uint_as_float(0x{:08x}u) /* {v:?} */", v.to_bits()),
+    }
+}
+
+fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
+    let (l_bare, r_bare) = (unparen(l), unparen(r));
+    let call = |f: &str| format!("{f}({l_bare}, {r_bare})");
+    let infix = |o: &str| format!("({l} {o} {r})");
+    match (elem, op) {
+        (ElemType::U32, BinOp::Add) | (ElemType::F32, BinOp::Add) => infix("+"),
+        (ElemType::U32, BinOp::Sub) | (ElemType::F32, BinOp::Sub) => infix("-"),
+        (ElemType::U32, BinOp::Mul) | (ElemType::F32, BinOp::Mul) => infix("*"),
+        (ElemType::F32, BinOp::Div) => infix("/"),
+        (ElemType::F32, BinOp::Rem) => call("fmodf"),
+        (ElemType::F32, BinOp::Min) => call("ls_min_f32"),
+        (ElemType::F32, BinOp::Max) => call("ls_max_f32"),
+        (ElemType::U32, BinOp::Div) => call("ls_div_u32"),
+        (ElemType::U32, BinOp::Rem) => call("ls_rem_u32"),
+        (ElemType::U32, BinOp::Min) => call("ls_min_u32"),
+        (ElemType::U32, BinOp::Max) => call("ls_max_u32"),
+        (ElemType::U32, BinOp::Shl) => call("ls_shl_u32"),
+        (ElemType::U32, BinOp::Shr) => call("ls_shr_u32"),
+        (ElemType::I32, BinOp::Add) => call("ls_add_i32"),
+        (ElemType::I32, BinOp::Sub) => call("ls_sub_i32"),
+        (ElemType::I32, BinOp::Mul) => call("ls_mul_i32"),
+        (ElemType::I32, BinOp::Div) => call("ls_div_i32"),
+        (ElemType::I32, BinOp::Rem) => call("ls_rem_i32"),
+        (ElemType::I32, BinOp::Min) => call("ls_min_i32"),
+        (ElemType::I32, BinOp::Max) => call("ls_max_i32"),
+        (ElemType::I32, BinOp::Shl) => call("ls_shl_i32"),
+        (ElemType::I32, BinOp::Shr) => call("ls_shr_i32"),
+        (_, BinOp::BitAnd) => infix("&"),
+        (_, BinOp::BitOr) => infix("|"),
+        (_, BinOp::BitXor) => infix("^"),
+        // The validator rejects bitwise operations and shifts on floats; if one got here the
+        // C compiler reports it in the compile log.
+        (ElemType::F32, BinOp::Shl | BinOp::Shr) => infix("<<"),
+    }
+}
+
+fn cast(from: ElemType, to: ElemType, v: &str) -> String {
+    match (from, to) {
+        (ElemType::U32, ElemType::U32)
+        | (ElemType::I32, ElemType::I32)
+        | (ElemType::F32, ElemType::F32) => v.to_owned(),
+        (ElemType::U32, ElemType::I32) => format!("((i32){v})"),
+        (ElemType::I32, ElemType::U32) => format!("((u32){v})"),
+        (ElemType::U32 | ElemType::I32, ElemType::F32) => format!("((f32){v})"),
+        (ElemType::F32, ElemType::U32) => format!("ls_f32_to_u32({})", unparen(v)),
+        (ElemType::F32, ElemType::I32) => format!("ls_f32_to_i32({})", unparen(v)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

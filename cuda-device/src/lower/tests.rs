@@ -1,0 +1,192 @@
+//! Snapshots of the CUDA C emitted for representative kernels, checked and unchecked. A change
+//! to a snapshot is a change to what runs on the GPU: review it against `semantics.rs`.
+
+use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
+use lockstep_conformance::kernels::{KernelKind, overrun};
+
+use super::*;
+
+fn saxpy() -> KernelDef {
+    let mut k = KernelBuilder::new("saxpy", [64, 1, 1]);
+    let x = k.binding(ElemType::F32, Access::Read);
+    let y = k.binding(ElemType::F32, Access::ReadWrite);
+    let a = k.param(ElemType::F32);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(y.len()), |k| {
+        k.store(y, i.clone(), a * x.load(i.clone()) + y.load(i));
+    });
+    k.build().expect("saxpy is valid")
+}
+
+/// Every integer operation whose C form differs from Rust's: division, remainder, shifts,
+/// min/max, negation and the casts, on both integer types.
+fn integer_semantics() -> KernelDef {
+    let mut k = KernelBuilder::new("integer_semantics", [1, 1, 1]);
+    let ints = k.binding(ElemType::I32, Access::ReadWrite);
+    let uints = k.binding(ElemType::U32, Access::ReadWrite);
+    let floats = k.binding(ElemType::F32, Access::Read);
+    let a = ints.load(0u32);
+    let b = ints.load(1u32);
+    k.store(ints, 2u32, a.clone() / b.clone());
+    k.store(ints, 3u32, a.clone() % b.clone());
+    k.store(ints, 4u32, a.clone() << b.clone());
+    k.store(ints, 5u32, a.clone() >> b.clone());
+    k.store(
+        ints,
+        6u32,
+        (a.clone() + i32::MIN).min(-a.clone() * b.clone()),
+    );
+    k.store(ints, 7u32, floats.load(0u32).cast(ElemType::I32));
+    let x = uints.load(0u32);
+    let y = uints.load(1u32);
+    k.store(uints, 2u32, x.clone() / y.clone());
+    k.store(
+        uints,
+        3u32,
+        (x.clone() % y.clone()).max(x.clone() >> y.clone()),
+    );
+    k.store(uints, 4u32, floats.load(1u32).cast(ElemType::U32));
+    k.store(uints, 5u32, (x ^ y).cast(ElemType::I32).cast(ElemType::U32));
+    k.build().expect("integer_semantics is valid")
+}
+
+/// Float operations, literals that need their exact bits (NaN, infinity, negative zero) and a
+/// select, whose both sides are evaluated.
+fn float_semantics() -> KernelDef {
+    let mut k = KernelBuilder::new("float_semantics", [32, 1, 1]);
+    let data = k.binding(ElemType::F32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    let v = data.load(i.clone());
+    let picked = v
+        .clone()
+        .gt(0.0f32)
+        .select(v.clone() % 3.0f32, -v.clone() / f32::INFINITY);
+    k.store(
+        data,
+        i.clone(),
+        picked.min(f32::NAN).max(-0.0f32) + i.cast(ElemType::F32),
+    );
+    k.build().expect("float_semantics is valid")
+}
+
+/// A load on the right of `&&` and `||`: in checked mode it may only run when the left side
+/// lets it, so it is hoisted into an `if`.
+fn short_circuit() -> KernelDef {
+    let mut k = KernelBuilder::new("short_circuit", [8, 1, 1]);
+    let data = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    let inside = i.clone().lt(data.len());
+    k.if_else(
+        inside.clone().and(data.load(i.clone()).gt(5u32)),
+        |k| k.store(data, i.clone(), 0u32),
+        |k| k.if_((!inside).or(data.load(i.clone()).equals(1u32)), |_| {}),
+    );
+    k.build().expect("short_circuit is valid")
+}
+
+/// Locals, a loop whose variable the body reassigns, and every builtin.
+fn loop_and_builtins() -> KernelDef {
+    let mut k = KernelBuilder::new("loop_and_builtins", [4, 2, 1]);
+    let out = k.binding(ElemType::I32, Access::ReadWrite);
+    let n = k.param(ElemType::I32);
+    let acc = k.var(ElemType::I32, 0i32);
+    k.for_range(ElemType::I32, -2i32, n, |k, j| {
+        k.assign(acc, acc.get() + j.clone());
+        k.if_(j.equals(3i32), |k| k.assign(acc, acc.get() - 1i32));
+    });
+    let id = k.workgroup_id(Axis::Y) * k.num_workgroups(Axis::Z)
+        + k.local_id(Axis::Y)
+        + k.global_id(Axis::Y);
+    k.atomic_add(out, id, acc.get());
+    k.build().expect("loop_and_builtins is valid")
+}
+
+fn both_modes(def: &KernelDef) -> String {
+    format!(
+        "==== checked ====\n{}\n==== unchecked ====\n{}",
+        kernel_source(def, true),
+        kernel_source(def, false)
+    )
+}
+
+#[test]
+fn prelude() {
+    insta::assert_snapshot!(PRELUDE);
+}
+
+#[test]
+fn saxpy_kernel() {
+    insta::assert_snapshot!(both_modes(&saxpy()));
+}
+
+#[test]
+fn integer_semantics_kernel() {
+    insta::assert_snapshot!(both_modes(&integer_semantics()));
+}
+
+#[test]
+fn float_semantics_kernel() {
+    insta::assert_snapshot!(both_modes(&float_semantics()));
+}
+
+#[test]
+fn short_circuit_kernel() {
+    insta::assert_snapshot!(both_modes(&short_circuit()));
+}
+
+#[test]
+fn loop_and_builtins_kernel() {
+    insta::assert_snapshot!(both_modes(&loop_and_builtins()));
+}
+
+#[test]
+fn conformance_kernels() {
+    let mut all = String::new();
+    for kind in KernelKind::ALL {
+        all.push_str(&kernel_source(kind.kernel().def(), true));
+        all.push('\n');
+    }
+    all.push_str(&both_modes(overrun().def()));
+    insta::assert_snapshot!(all);
+}
+
+#[test]
+fn a_kernel_without_bindings_or_parameters_still_has_an_entry() {
+    let k = KernelBuilder::new("empty", [1, 1, 1]);
+    let source = program(&k.build().expect("valid"), false);
+    assert!(source.starts_with(PRELUDE));
+    assert!(source.contains("lockstep_kernel(\n    const u32* ls_count)"));
+    assert!(source.contains("ls_body(blockIdx.x,"));
+}
+
+#[test]
+fn literals_keep_their_exact_bits() {
+    assert_eq!(literal(Scalar::I32(i32::MIN)), "LS_I32_MIN");
+    assert_eq!(literal(Scalar::I32(-7)), "(-7)");
+    assert_eq!(literal(Scalar::U32(u32::MAX)), "4294967295u");
+    assert_eq!(
+        literal(Scalar::F32(-0.0)),
+        "__uint_as_float(0x80000000u) /* -0.0 */"
+    );
+    assert_eq!(
+        literal(Scalar::F32(f32::NAN)),
+        "__uint_as_float(0x7fc00000u) /* NaN */"
+    );
+}
+
+#[test]
+fn unparen_strips_only_an_enclosing_pair() {
+    assert_eq!(unparen("(a + b)"), "a + b");
+    assert_eq!(unparen("(a) + (b)"), "(a) + (b)");
+    assert_eq!(unparen("f(a)"), "f(a)");
+    assert_eq!(unparen("((a))"), "(a)");
+}
+
+#[test]
+fn unchecked_kernels_have_no_guards() {
+    for kind in KernelKind::ALL {
+        let source = kernel_source(kind.kernel().def(), false);
+        assert!(!source.contains("ls_fault"), "{source}");
+        assert!(!source.contains("ls_load"), "{source}");
+    }
+}

@@ -1,0 +1,663 @@
+//! Tests on a real CUDA GPU: the device directly, the runtime on it, the simulator's answers
+//! for the same kernels, device loss, and the conformance suite through `CudaFactory`.
+//!
+//! Every test looks for the GPU at run time. Without one it prints a visible
+//! `SKIPPED: no CUDA driver (...)` line (written past the test harness's output capture) and
+//! returns: CI machines have no GPU, and a skip must never pass silently.
+
+use std::io::Write as _;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, Expr, FaultRecord, KernelBuilder,
+};
+use lockstep::{
+    Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
+    ServerOptions,
+};
+use lockstep_conformance::properties::RunConfig;
+use lockstep_conformance::{CudaFactory, suite};
+use lockstep_cuda::{CudaContext, CudaDevice};
+use lockstep_sim::{SimConfig, SimDevice};
+
+/// The GPU's context, opened once for the whole test binary; `None` (after printing why) where
+/// there is no GPU.
+fn gpu(test: &str) -> Option<CudaContext> {
+    static CONTEXT: OnceLock<Result<CudaContext, DeviceError>> = OnceLock::new();
+    match CONTEXT.get_or_init(|| CudaContext::new(0)) {
+        Ok(ctx) => Some(ctx.clone()),
+        Err(err) => {
+            let reason = match err {
+                DeviceError::Unavailable { reason } => reason.clone(),
+                other => other.to_string(),
+            };
+            // Straight to the process's stderr, in one write: libtest captures `println!` and
+            // `eprintln!` of passing tests, and a skip must be seen.
+            let line = format!("SKIPPED: no CUDA driver ({reason}): {test}\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            None
+        }
+    }
+}
+
+fn client(ctx: &CudaContext) -> ComputeClient<CudaDevice> {
+    ComputeClient::new(CudaDevice::with_context(ctx))
+}
+
+fn kernel(def: Result<lockstep::kernel::KernelDef, lockstep::kernel::KernelError>) -> Kernel {
+    Kernel::new(def.expect("test kernels are valid")).expect("and validate")
+}
+
+#[test]
+fn opening_a_device_without_cuda_is_unavailable_not_a_panic() {
+    match CudaDevice::new(0) {
+        Ok(device) => assert!(!device.properties().name.is_empty()),
+        Err(DeviceError::Unavailable { reason }) => {
+            assert!(!reason.is_empty());
+            let line = format!("no CUDA here, as expected: {reason}\n");
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+        Err(other) => panic!("expected a device or Unavailable, got {other}"),
+    }
+    assert!(matches!(
+        CudaDevice::new(u32::MAX),
+        Err(DeviceError::Unavailable { .. })
+    ));
+}
+
+#[test]
+fn properties_come_from_the_driver() {
+    let Some(ctx) = gpu("properties_come_from_the_driver") else {
+        return;
+    };
+    let device = CudaDevice::with_context(&ctx);
+    let props = device.properties();
+    let line = format!("GPU: {} — {}\n", props.name, props.backend);
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    assert!(!props.name.is_empty());
+    assert!(props.memory_bytes > 1 << 30);
+    assert!(props.backend.contains("sm_"), "{}", props.backend);
+    assert!(props.max_workgroups.iter().all(|&d| d >= 65_535));
+    assert_eq!(props.alignment_bytes, 256);
+}
+
+#[test]
+fn bytes_round_trip_at_every_transfer_size() {
+    let Some(ctx) = gpu("bytes_round_trip_at_every_transfer_size") else {
+        return;
+    };
+    let c = client(&ctx);
+    // Around the direct-write limit (64 KiB), the staging chunk (4 MiB) and several threads.
+    for size in [
+        0usize,
+        1,
+        3,
+        4,
+        4096,
+        65_536,
+        65_537,
+        (4 << 20) + 7,
+        (33 << 20) + 5,
+    ] {
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 + size) as u8).collect();
+        let handle = c.create(Bytes::from(data.clone())).expect("create");
+        assert_eq!(
+            c.read_one(handle.clone()).expect("read")[..],
+            data[..],
+            "{size}"
+        );
+        if size > 2 {
+            let patch = vec![0xA5u8; size / 2];
+            c.write_at(&handle, 1, Bytes::from(patch.clone()))
+                .expect("write_at");
+            let mut expected = data.clone();
+            expected[1..1 + patch.len()].copy_from_slice(&patch);
+            assert_eq!(
+                c.read_one(handle).expect("read")[..],
+                expected[..],
+                "{size}"
+            );
+        }
+    }
+    c.sync().expect("sync");
+}
+
+#[test]
+fn device_to_device_copy_and_timestamps() {
+    let Some(ctx) = gpu("device_to_device_copy_and_timestamps") else {
+        return;
+    };
+    let mut device = CudaDevice::with_context(&ctx);
+    let stream = device.create_stream().expect("stream");
+    let src = device.allocate(1024).expect("allocate");
+    let dst = device.allocate(1024).expect("allocate");
+    let data: Vec<u8> = (0..1024u32).map(|i| i as u8).collect();
+    device.write(stream, &src, 0, &data).expect("write");
+    device.write(stream, &dst, 0, &[0; 1024]).expect("write");
+    let start = device.record_timestamp(stream).expect("timestamp");
+    let slice = BufferSlice {
+        buffer: &src,
+        offset: 256,
+        len: 512,
+    };
+    device.copy(stream, slice, &dst, 0).expect("copy");
+    let end = device.record_timestamp(stream).expect("timestamp");
+    let read = device.read(stream, &dst, 0, 1024).expect("read");
+    let bytes = device.wait_read(read).expect("wait_read");
+    assert_eq!(bytes[..512], data[256..768]);
+    assert!(bytes[512..].iter().all(|&b| b == 0));
+    device.synchronize(stream).expect("synchronize");
+    let elapsed = device.elapsed_ns(&start, &end).expect("elapsed");
+    assert!(elapsed < 1_000_000_000, "{elapsed} ns for a 512-byte copy");
+    device.free(src);
+    device.free(dst);
+}
+
+#[test]
+fn events_order_streams() {
+    let Some(ctx) = gpu("events_order_streams") else {
+        return;
+    };
+    let mut device = CudaDevice::with_context(&ctx);
+    let (a, b) = (
+        device.create_stream().expect("stream"),
+        device.create_stream().expect("stream"),
+    );
+    let buffer = device.allocate(32 << 20).expect("allocate");
+    let data = vec![7u8; 32 << 20];
+    device.write(a, &buffer, 0, &data).expect("write");
+    let written = device.record_event(a).expect("event");
+    device.wait_event(b, &written).expect("wait");
+    let read = device.read(b, &buffer, 0, 32 << 20).expect("read");
+    assert!(device.wait_read(read).expect("wait_read") == data);
+    assert!(device.event_complete(&written));
+    drop(written);
+    device.free(buffer);
+}
+
+/// Values where C and Rust tend to disagree.
+const U32S: [u32; 12] = [
+    0,
+    1,
+    2,
+    3,
+    7,
+    31,
+    32,
+    33,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_fffe,
+    0xffff_ffff,
+];
+const I32S: [i32; 13] = [
+    0,
+    1,
+    -1,
+    2,
+    -2,
+    7,
+    -7,
+    31,
+    32,
+    33,
+    i32::MAX,
+    i32::MIN,
+    i32::MIN + 1,
+];
+const F32S: [f32; 20] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    -2.5,
+    3.0,
+    1e-45,
+    1e38,
+    -1e38,
+    3e9,
+    -3e9,
+    4_294_967_296.0,
+    2_147_483_648.0,
+    -2_147_483_904.0,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    0.1,
+    7.0,
+];
+
+/// A kernel applying every operation of `elem` to all pairs of `a` and `b`, writing results
+/// of each type to its own output. Returns the kernel and its slot count per output.
+fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
+    let mut k = KernelBuilder::new(format!("semantics_{elem}"), [64, 1, 1]);
+    let a = k.binding(elem, Access::Read);
+    let b = k.binding(elem, Access::Read);
+    let outs = [
+        k.binding(ElemType::U32, Access::ReadWrite),
+        k.binding(ElemType::I32, Access::ReadWrite),
+        k.binding(ElemType::F32, Access::ReadWrite),
+    ];
+    let i = k.global_id(Axis::X);
+    let mut slots = [0u32; 3];
+    let mut results: Vec<(usize, Expr)> = Vec::new();
+    let (x, y) = (a.load(i.clone()), b.load(i.clone()));
+    let out_of = |t: ElemType| match t {
+        ElemType::U32 => 0,
+        ElemType::I32 => 1,
+        ElemType::F32 => 2,
+    };
+    let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem];
+    ops.extend([BinOp::Min, BinOp::Max]);
+    if elem != ElemType::F32 {
+        ops.extend([
+            BinOp::BitAnd,
+            BinOp::BitOr,
+            BinOp::BitXor,
+            BinOp::Shl,
+            BinOp::Shr,
+        ]);
+    }
+    for op in ops {
+        let value = Expr::Binary {
+            op,
+            lhs: Box::new(x.clone()),
+            rhs: Box::new(y.clone()),
+        };
+        results.push((out_of(elem), value));
+    }
+    for op in [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ] {
+        let cmp = Expr::Cmp {
+            op,
+            lhs: Box::new(x.clone()),
+            rhs: Box::new(y.clone()),
+        };
+        results.push((0, cmp.select(1u32, 0u32)));
+    }
+    for to in [ElemType::U32, ElemType::I32, ElemType::F32] {
+        results.push((out_of(to), x.clone().cast(to)));
+    }
+    if elem != ElemType::U32 {
+        results.push((out_of(elem), -x.clone()));
+    }
+    let body: Vec<(u32, usize, Expr)> = results
+        .into_iter()
+        .map(|(out, value)| {
+            slots[out] += 1;
+            (slots[out] - 1, out, value)
+        })
+        .collect();
+    k.if_(i.clone().lt(a.len()), |k| {
+        for (slot, out, value) in body {
+            k.store(outs[out], Expr::from(slot * pairs) + i.clone(), value);
+        }
+    });
+    (kernel(k.build()), slots)
+}
+
+/// Runs the semantics kernel of `elem` and returns the three outputs' bytes.
+fn run_semantics<D: Device>(client: &ComputeClient<D>, elem: ElemType) -> [Vec<u8>; 3] {
+    let values: Vec<u32> = match elem {
+        ElemType::U32 => U32S.to_vec(),
+        ElemType::I32 => I32S.iter().map(|&v| v as u32).collect(),
+        ElemType::F32 => F32S.iter().map(|v| v.to_bits()).collect(),
+    };
+    let (a, b): (Vec<u32>, Vec<u32>) = values
+        .iter()
+        .flat_map(|&x| values.iter().map(move |&y| (x, y)))
+        .unzip();
+    let pairs = a.len() as u32;
+    let (kernel, slots) = semantics_kernel(elem, pairs);
+    let a = client.create(Bytes::from_elems(&a)).expect("create");
+    let b = client.create(Bytes::from_elems(&b)).expect("create");
+    let outs: Vec<_> = slots
+        .iter()
+        .map(|&s| {
+            client
+                .create(Bytes::from(vec![0u8; (s * pairs * 4) as usize]))
+                .expect("create")
+        })
+        .collect();
+    let mut args = KernelArguments::new().binding(&a).binding(&b);
+    for out in &outs {
+        args = args.binding(out);
+    }
+    client
+        .launch(&kernel, CubeCount::Static(pairs.div_ceil(64), 1, 1), args)
+        .expect("launch");
+    client.sync().expect("sync");
+    let read: Vec<Vec<u8>> = outs
+        .into_iter()
+        .map(|h| client.read_one(h).expect("read").into_vec())
+        .collect();
+    read.try_into().expect("three outputs")
+}
+
+#[test]
+fn kernels_compute_what_the_simulator_computes() {
+    let Some(ctx) = gpu("kernels_compute_what_the_simulator_computes") else {
+        return;
+    };
+    let gpu_client = client(&ctx);
+    let sim_client = ComputeClient::new(SimDevice::new(SimConfig::new(1)));
+    for elem in [ElemType::U32, ElemType::I32, ElemType::F32] {
+        let on_gpu = run_semantics(&gpu_client, elem);
+        let on_sim = run_semantics(&sim_client, elem);
+        for (out, (g, s)) in on_gpu.iter().zip(&on_sim).enumerate() {
+            let mut mismatches = Vec::new();
+            for (index, (gw, sw)) in g.chunks_exact(4).zip(s.chunks_exact(4)).enumerate() {
+                let (gw, sw) = (
+                    u32::from_le_bytes(gw.try_into().expect("a word")),
+                    u32::from_le_bytes(sw.try_into().expect("a word")),
+                );
+                // NaN payloads are not part of the semantics: hardware picks its own.
+                let both_nan =
+                    out == 2 && f32::from_bits(gw).is_nan() && f32::from_bits(sw).is_nan();
+                if gw != sw && !both_nan {
+                    mismatches.push(format!("word {index}: gpu {gw:#010x}, sim {sw:#010x}"));
+                }
+            }
+            assert!(
+                mismatches.is_empty(),
+                "{elem} kernel, output {out}: {} mismatches, first: {:?}",
+                mismatches.len(),
+                &mismatches[..mismatches.len().min(8)]
+            );
+        }
+    }
+}
+
+fn overrun() -> Kernel {
+    lockstep_conformance::kernels::overrun()
+}
+
+#[test]
+fn checked_kernels_report_the_first_fault_and_stay_usable() {
+    let Some(ctx) = gpu("checked_kernels_report_the_first_fault_and_stay_usable") else {
+        return;
+    };
+    let c = client(&ctx);
+    let data = c.create(Bytes::from_elems(&[1u32, 2, 3])).expect("create");
+    let args = |past_end: u32| {
+        KernelArguments::new()
+            .binding(&data)
+            .param(lockstep::kernel::Scalar::U32(past_end))
+    };
+    c.launch(&overrun(), CubeCount::Static(1, 1, 1), args(4))
+        .expect("launch");
+    c.launch(&overrun(), CubeCount::Static(1, 1, 1), args(9))
+        .expect("launch");
+    match c.sync() {
+        Err(ServerError::KernelFault {
+            kernel,
+            binding,
+            index,
+        }) => {
+            assert_eq!((kernel.as_str(), binding, index), ("overrun", 0, 7));
+        }
+        other => panic!("expected the first kernel fault, got {other:?}"),
+    }
+    c.sync().expect("the fault is reported once");
+    assert_eq!(
+        c.read_one(data).expect("read").to_elems::<u32>(),
+        vec![1, 2, 3]
+    );
+}
+
+#[test]
+fn indirect_launches_read_their_counts_on_the_device() {
+    let Some(ctx) = gpu("indirect_launches_read_their_counts_on_the_device") else {
+        return;
+    };
+    let mut k = KernelBuilder::new("mark", [2, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let x = k.global_id(Axis::X);
+    let y = k.workgroup_id(Axis::Y);
+    let z = k.workgroup_id(Axis::Z);
+    let width = k.num_workgroups(Axis::X) * 2u32;
+    let height = k.num_workgroups(Axis::Y);
+    let index = (z * height + y) * width + x;
+    k.atomic_add(out, index, 1u32);
+    let mark = kernel(k.build());
+    let c = client(&ctx);
+    let counts = c.create(Bytes::from_elems(&[0u32; 3])).expect("create");
+    let out = c.create(Bytes::from_elems(&[0u32; 64])).expect("create");
+    // The counts are written after the launch is validated, before it executes.
+    c.write(&counts, Bytes::from_elems(&[3u32, 2, 2]))
+        .expect("write");
+    c.launch(
+        &mark,
+        CubeCount::Dynamic(counts),
+        KernelArguments::new().binding(&out),
+    )
+    .expect("launch");
+    let marks = c.read_one(out).expect("read").to_elems::<u32>();
+    assert_eq!(marks[..24], [1; 24]);
+    assert!(marks[24..].iter().all(|&m| m == 0));
+}
+
+/// `dst[i] += 1` for every element.
+fn increment() -> lockstep::kernel::KernelDef {
+    let mut k = KernelBuilder::new("increment", [32, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(dst.len()), |k| {
+        k.store(dst, i.clone(), dst.load(i) + 1u32)
+    });
+    k.build().expect("increment is valid")
+}
+
+#[test]
+fn graphs_replay_captured_launches_and_refuse_transfers() {
+    let Some(ctx) = gpu("graphs_replay_captured_launches_and_refuse_transfers") else {
+        return;
+    };
+    let mut device = CudaDevice::with_context(&ctx);
+    let stream = device.create_stream().expect("stream");
+    let options = CompileOptions {
+        checked: true,
+        kernel_id: 0,
+    };
+    let inc = device.compile(&increment(), options).expect("compile");
+    let data = device.allocate(400).expect("allocate");
+    let record = device
+        .allocate(FaultRecord::BYTES as u64)
+        .expect("allocate");
+    device.write(stream, &data, 0, &[0; 400]).expect("write");
+    device
+        .write(stream, &record, 0, &[0; FaultRecord::BYTES])
+        .expect("write");
+    device.begin_capture(stream).expect("begin_capture");
+    assert!(matches!(
+        device.begin_capture(stream),
+        Err(DeviceError::Capture { .. })
+    ));
+    for _ in 0..3 {
+        let bindings = [
+            BufferSlice {
+                buffer: &data,
+                offset: 0,
+                len: 400,
+            },
+            BufferSlice {
+                buffer: &record,
+                offset: 0,
+                len: FaultRecord::BYTES as u64,
+            },
+        ];
+        device
+            .launch(stream, &inc, LaunchCount::Static([4, 1, 1]), &bindings, &[])
+            .expect("captured launch");
+    }
+    assert!(matches!(
+        device.write(stream, &data, 0, &[1; 4]),
+        Err(DeviceError::Capture { .. })
+    ));
+    device
+        .synchronize(stream)
+        .expect("synchronize waits for the work before the capture");
+    let graph = device.end_capture(stream).expect("end_capture");
+    for _ in 0..2 {
+        device.replay(stream, &graph).expect("replay");
+    }
+    let read = device.read(stream, &data, 0, 400).expect("read");
+    let values: Vec<u32> = device
+        .wait_read(read)
+        .expect("wait_read")
+        .chunks_exact(4)
+        .map(|w| u32::from_le_bytes(w.try_into().expect("a word")))
+        .collect();
+    assert_eq!(values, vec![6; 100], "two replays of three increments");
+    device.destroy_graph(graph);
+    device.free(data);
+    device.free(record);
+}
+
+#[test]
+fn allocations_beyond_memory_are_typed_errors() {
+    let Some(ctx) = gpu("allocations_beyond_memory_are_typed_errors") else {
+        return;
+    };
+    let mut device = CudaDevice::with_context(&ctx);
+    let total = device.properties().memory_bytes;
+    match device.allocate(total) {
+        Err(DeviceError::OutOfMemory {
+            requested_bytes,
+            available_bytes,
+        }) => {
+            assert_eq!(requested_bytes, total);
+            assert!(available_bytes < total);
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert!(matches!(
+        device.allocate(total + 1),
+        Err(DeviceError::AllocationTooLarge { .. })
+    ));
+    let c = client(&ctx);
+    assert!(matches!(
+        c.empty(total as usize),
+        Err(ServerError::OutOfMemory(_))
+    ));
+    c.create(Bytes::from_elems(&[1u32]))
+        .expect("the device stays usable after an out-of-memory error");
+}
+
+#[test]
+fn the_conformance_suite_passes_on_the_gpu() {
+    let Some(ctx) = gpu("the_conformance_suite_passes_on_the_gpu") else {
+        return;
+    };
+    drop(ctx);
+    let factory = CudaFactory::new(0).expect("the GPU opened above");
+    let config = RunConfig { cases: 24, seed: 7 };
+    let results = suite::check(&factory, config, None, |_| {});
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|r| {
+            r.outcome.as_ref().err().map(|f| {
+                format!(
+                    "{}: {} (case {}; replay: {})",
+                    r.name,
+                    f.message,
+                    f.minimal_case,
+                    suite::replay_command("cuda", r.name, config)
+                )
+            })
+        })
+        .collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+const POISON_CHILD: &str = "LOCKSTEP_CUDA_POISON_CHILD";
+
+/// Run only as a child of `device_loss_is_sticky_typed_and_never_hangs`: it makes the process's
+/// CUDA context unusable for good.
+#[test]
+#[ignore = "poisons the process's CUDA context; run by device_loss_is_sticky_typed_and_never_hangs in a child process"]
+fn poisoning_child() {
+    if std::env::var_os(POISON_CHILD).is_none() {
+        eprintln!("set {POISON_CHILD}=1 to run this test; it poisons the CUDA context");
+        return;
+    }
+    let ctx = CudaContext::new(0).expect("the parent saw a GPU");
+    let unchecked = ServerOptions {
+        checked_kernels: false,
+        ..ServerOptions::default()
+    };
+    let c = ComputeClient::with_options(CudaDevice::with_context(&ctx), unchecked);
+    let other = client(&ctx);
+    let survivor = other.create(Bytes::from_elems(&[5u32])).expect("create");
+    let data = c.create(Bytes::from_elems(&[0u32; 4])).expect("create");
+    let mut k = KernelBuilder::new("wild_store", [1, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    // 15 GiB past the buffer: far outside any allocation of this test.
+    k.store(out, 0xF000_0000u32, 1u32);
+    c.launch(
+        &kernel(k.build()),
+        CubeCount::Static(1, 1, 1),
+        KernelArguments::new().binding(&data),
+    )
+    .expect("launch is validated, not executed");
+    let started = Instant::now();
+    let lost = |what: &str, result: Result<(), ServerError>| match result {
+        Err(ServerError::DeviceLost { reason }) => {
+            assert!(reason.contains("CUDA_ERROR_"), "{what}: {reason}");
+            println!("child: {what}: {reason}");
+        }
+        other => panic!("{what}: expected DeviceLost, got {other:?}"),
+    };
+    lost("sync", c.sync());
+    lost("create", c.create(Bytes::from_elems(&[1u32])).map(drop));
+    lost("read", c.read_one(data).map(drop));
+    lost("flush", c.flush());
+    lost("other device's read", other.read_one(survivor).map(drop));
+    lost(
+        "a new device's create",
+        client(&ctx).create(Bytes::from_elems(&[1u32])).map(drop),
+    );
+    assert!(c.memory_usage().is_ok(), "memory_usage answers regardless");
+    assert!(started.elapsed() < Duration::from_secs(30), "no call hangs");
+    println!("child: device lost as expected");
+}
+
+#[test]
+fn device_loss_is_sticky_typed_and_never_hangs() {
+    if gpu("device_loss_is_sticky_typed_and_never_hangs").is_none() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", "poisoning_child", "--ignored", "--nocapture"])
+        .env(POISON_CHILD, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the child test");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("poll the child").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the poisoned child hung for two minutes");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = child.wait_with_output().expect("the child's output");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.contains("child: device lost as expected"),
+        "child failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+}
