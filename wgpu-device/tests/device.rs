@@ -1,0 +1,432 @@
+//! The `Device` trait on the wgpu adapter here, below the runtime: what the conformance suite
+//! cannot reach through `ComputeClient` (unaligned copies, capture and replay, timestamps,
+//! limits) and the reference semantics of the lowering. Skipped, visibly, without an adapter.
+
+use std::io::Write;
+
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, Expr, FaultRecord, KernelBuilder,
+    KernelDef, Scalar, semantics,
+};
+use lockstep::{Device, DeviceError};
+use lockstep_wgpu::{WgpuDevice, WgpuOptions};
+
+fn device() -> Option<WgpuDevice> {
+    match WgpuOptions::from_env().and_then(WgpuDevice::new) {
+        Ok(device) => Some(device),
+        Err(err) => {
+            let _ = writeln!(std::io::stderr(), "SKIPPED: no wgpu adapter ({err})");
+            None
+        }
+    }
+}
+
+fn read(
+    dev: &mut WgpuDevice,
+    s: lockstep_wgpu::WgpuStream,
+    b: &lockstep_wgpu::WgpuBuffer,
+    off: u64,
+    len: u64,
+) -> Vec<u8> {
+    let pending = dev.read(s, b, off, len).unwrap();
+    dev.wait_read(pending).unwrap()
+}
+
+/// A small deterministic generator (tests must not depend on a crate for this).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+}
+
+#[test]
+fn unaligned_writes_reads_and_copies_match_a_host_model() {
+    let Some(mut dev) = device() else { return };
+    let s = dev.create_stream().unwrap();
+    let size = 301u64;
+    let a = dev.allocate(size).unwrap();
+    let b = dev.allocate(size).unwrap();
+    let mut model_a: Vec<u8> = (0..size).map(|i| i as u8).collect();
+    let mut model_b = vec![0xAAu8; size as usize];
+    dev.write(s, &a, 0, &model_a).unwrap();
+    dev.write(s, &b, 0, &model_b).unwrap();
+    let mut rng = Lcg(3);
+    for round in 0..200 {
+        let off = rng.next() % size;
+        let len = rng.next() % (size - off + 1);
+        match round % 3 {
+            0 => {
+                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                dev.write(s, &a, off, &data).unwrap();
+                model_a[off as usize..(off + len) as usize].copy_from_slice(&data);
+            }
+            1 => {
+                let dst = rng.next() % (size - len + 1);
+                let src = BufferSlice {
+                    buffer: &a,
+                    offset: off,
+                    len,
+                };
+                dev.copy(s, src, &b, dst).unwrap();
+                let bytes = model_a[off as usize..(off + len) as usize].to_vec();
+                model_b[dst as usize..(dst + len) as usize].copy_from_slice(&bytes);
+            }
+            _ => {
+                // Within one buffer, overlapping ranges included.
+                let dst = rng.next() % (size - len + 1);
+                let src = BufferSlice {
+                    buffer: &b,
+                    offset: off,
+                    len,
+                };
+                dev.copy(s, src, &b, dst).unwrap();
+                let bytes = model_b[off as usize..(off + len) as usize].to_vec();
+                model_b[dst as usize..(dst + len) as usize].copy_from_slice(&bytes);
+            }
+        }
+        if round % 25 == 0 {
+            let (o, l) = (rng.next() % size, 0);
+            assert_eq!(read(&mut dev, s, &a, o, l), Vec::<u8>::new());
+            let o = rng.next() % size;
+            let l = rng.next() % (size - o + 1);
+            assert_eq!(
+                read(&mut dev, s, &a, o, l),
+                model_a[o as usize..(o + l) as usize],
+                "round {round}"
+            );
+        }
+    }
+    assert_eq!(read(&mut dev, s, &a, 0, size), model_a);
+    assert_eq!(read(&mut dev, s, &b, 0, size), model_b);
+    dev.synchronize(s).unwrap();
+    assert_eq!(dev.take_errors(s), vec![]);
+}
+
+fn add_one() -> KernelDef {
+    let mut k = KernelBuilder::new("add_one", [4, 1, 1]);
+    let data = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(data.len()), |k| {
+        k.store(data, i.clone(), data.load(i) + 1u32)
+    });
+    k.build().unwrap()
+}
+
+#[test]
+fn a_captured_graph_replays_its_launches_and_events_complete() {
+    let Some(mut dev) = device() else { return };
+    let s = dev.create_stream().unwrap();
+    let kernel = dev
+        .compile(
+            &add_one(),
+            CompileOptions {
+                checked: false,
+                kernel_id: 0,
+            },
+        )
+        .unwrap();
+    let buf = dev.allocate(40).unwrap();
+    dev.write(s, &buf, 0, &[0u8; 40]).unwrap();
+    dev.begin_capture(s).unwrap();
+    for _ in 0..3 {
+        let binding = [BufferSlice {
+            buffer: &buf,
+            offset: 0,
+            len: 40,
+        }];
+        dev.launch(s, &kernel, LaunchCount::Static([3, 1, 1]), &binding, &[])
+            .unwrap();
+    }
+    assert!(matches!(
+        dev.write(s, &buf, 0, &[1]),
+        Err(DeviceError::Capture { .. })
+    ));
+    let graph = dev.end_capture(s).unwrap();
+    let words = |bytes: Vec<u8>| -> Vec<u32> {
+        bytes
+            .chunks(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(
+        words(read(&mut dev, s, &buf, 0, 40)),
+        vec![0; 10],
+        "capture executes nothing"
+    );
+    dev.replay(s, &graph).unwrap();
+    dev.replay(s, &graph).unwrap();
+    let event = dev.record_event(s).unwrap();
+    assert!(!dev.event_complete(&event), "nothing was submitted yet");
+    dev.synchronize(s).unwrap();
+    assert!(dev.event_complete(&event));
+    assert_eq!(words(read(&mut dev, s, &buf, 0, 40)), vec![6; 10]);
+    dev.destroy_graph(graph);
+}
+
+#[test]
+fn timestamps_measure_and_limits_are_typed_errors() {
+    let Some(mut dev) = device() else { return };
+    let s = dev.create_stream().unwrap();
+    let max = dev.properties().max_allocation_bytes;
+    assert!(matches!(
+        dev.allocate(max + 4),
+        Err(DeviceError::AllocationTooLarge { .. })
+    ));
+    if !dev.properties().features.timestamps {
+        assert!(matches!(
+            dev.record_timestamp(s),
+            Err(DeviceError::Unsupported { .. })
+        ));
+        return;
+    }
+    let start = dev.record_timestamp(s).unwrap();
+    let buf = dev.allocate(1 << 16).unwrap();
+    dev.write(s, &buf, 0, &vec![7u8; 1 << 16]).unwrap();
+    let end = dev.record_timestamp(s).unwrap();
+    let elapsed = dev.elapsed_ns(&start, &end).unwrap();
+    assert!(elapsed < 60_000_000_000, "{elapsed} ns");
+}
+
+#[test]
+fn a_checked_fault_fills_the_record_once_and_skips_the_store() {
+    let Some(mut dev) = device() else { return };
+    let s = dev.create_stream().unwrap();
+    let mut k = KernelBuilder::new("overrun", [8, 1, 1]);
+    let data = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.store(data, data.len() + i, 9u32);
+    let kernel = dev
+        .compile(
+            &k.build().unwrap(),
+            CompileOptions {
+                checked: true,
+                kernel_id: 5,
+            },
+        )
+        .unwrap();
+    let buf = dev.allocate(16).unwrap();
+    let record = dev.allocate(FaultRecord::BYTES as u64).unwrap();
+    dev.write(s, &buf, 0, &[0u8; 16]).unwrap();
+    dev.write(s, &record, 0, &[0u8; FaultRecord::BYTES])
+        .unwrap();
+    // The binding is the middle 8 bytes of the buffer: stores past its 2 words are skipped.
+    let bindings = [
+        BufferSlice {
+            buffer: &buf,
+            offset: 4,
+            len: 8,
+        },
+        BufferSlice {
+            buffer: &record,
+            offset: 0,
+            len: FaultRecord::BYTES as u64,
+        },
+    ];
+    dev.launch(s, &kernel, LaunchCount::Static([1, 1, 1]), &bindings, &[])
+        .unwrap();
+    assert_eq!(read(&mut dev, s, &buf, 0, 16), vec![0u8; 16]);
+    let bytes = read(&mut dev, s, &record, 0, FaultRecord::BYTES as u64);
+    let mut words = [0u32; FaultRecord::WORDS];
+    for (w, c) in words.iter_mut().zip(bytes.chunks(4)) {
+        *w = u32::from_le_bytes(c.try_into().unwrap());
+    }
+    let fault = FaultRecord::decode(&words).expect("a fault was recorded");
+    assert_eq!((fault.kernel_id, fault.binding), (5, 0));
+    assert!((2..10).contains(&fault.index), "{fault:?}");
+}
+
+/// Every binary operation, comparison and cast on edge values, on the device and with
+/// `lockstep::kernel::semantics`, bit for bit (f32 `/` and `%` are exempt: WGSL allows 2.5 ULP
+/// for division, and the interpreter uses the host's exact results).
+#[test]
+fn operations_match_the_reference_semantics() {
+    let Some(mut dev) = device() else { return };
+    let s = dev.create_stream().unwrap();
+    let u: Vec<u32> = vec![
+        0,
+        1,
+        2,
+        3,
+        31,
+        32,
+        33,
+        7,
+        0x8000_0000,
+        u32::MAX,
+        12345,
+        0xdead_beef,
+    ];
+    let i: Vec<i32> = vec![0, 1, -1, 2, -2, 31, 33, i32::MIN, i32::MAX, -7, 100, -100];
+    let f: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.5,
+        -2.25,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1e20,
+        -1e20,
+        3.0e9,
+        7.0,
+        0.1,
+    ];
+    let n = u.len();
+    let pairs = |len: usize| (0..len * len).map(move |k| (k / len, k % len));
+    let mut cases: Vec<(ElemType, Vec<Scalar>)> = Vec::new();
+    cases.push((ElemType::U32, u.iter().map(|&v| Scalar::U32(v)).collect()));
+    cases.push((ElemType::I32, i.iter().map(|&v| Scalar::I32(v)).collect()));
+    cases.push((ElemType::F32, f.iter().map(|&v| Scalar::F32(v)).collect()));
+    let ops = [
+        BinOp::Add,
+        BinOp::Sub,
+        BinOp::Mul,
+        BinOp::Div,
+        BinOp::Rem,
+        BinOp::Min,
+        BinOp::Max,
+        BinOp::BitAnd,
+        BinOp::BitOr,
+        BinOp::BitXor,
+        BinOp::Shl,
+        BinOp::Shr,
+    ];
+    let cmps = [
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ];
+    for (elem, values) in &cases {
+        let lhs: Vec<u32> = pairs(n).map(|(a, _)| values[a].to_bits()).collect();
+        let rhs: Vec<u32> = pairs(n).map(|(_, b)| values[b].to_bits()).collect();
+        let a_buf = dev.allocate(lhs.len() as u64 * 4).unwrap();
+        let b_buf = dev.allocate(rhs.len() as u64 * 4).unwrap();
+        let out = dev.allocate(lhs.len() as u64 * 4).unwrap();
+        dev.write(s, &a_buf, 0, &bytes(&lhs)).unwrap();
+        dev.write(s, &b_buf, 0, &bytes(&rhs)).unwrap();
+        let mut exprs: Vec<(
+            String,
+            Box<dyn Fn(Expr, Expr) -> Expr>,
+            ElemType,
+            Box<dyn Fn(Scalar, Scalar) -> Scalar>,
+        )> = Vec::new();
+        for op in ops {
+            let integer_only = matches!(
+                op,
+                BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
+            );
+            if *elem == ElemType::F32 && (integer_only || matches!(op, BinOp::Div | BinOp::Rem)) {
+                continue;
+            }
+            exprs.push((
+                format!("{op:?}"),
+                Box::new(move |l, r| Expr::Binary {
+                    op,
+                    lhs: Box::new(l),
+                    rhs: Box::new(r),
+                }),
+                *elem,
+                Box::new(move |l, r| semantics::binary(op, l, r)),
+            ));
+        }
+        for op in cmps {
+            exprs.push((
+                format!("{op:?}"),
+                Box::new(move |l, r| {
+                    Expr::Cmp {
+                        op,
+                        lhs: Box::new(l),
+                        rhs: Box::new(r),
+                    }
+                    .select(1u32, 0u32)
+                }),
+                ElemType::U32,
+                Box::new(move |l, r| Scalar::U32(semantics::compare(op, l, r) as u32)),
+            ));
+        }
+        for to in [ElemType::U32, ElemType::I32, ElemType::F32] {
+            exprs.push((
+                format!("cast to {to}"),
+                Box::new(move |l, _| l.cast(to)),
+                to,
+                Box::new(move |l, _| semantics::cast(l, to)),
+            ));
+        }
+        for (name, build, out_elem, reference) in exprs {
+            let mut k = KernelBuilder::new(format!("{elem} {name}"), [16, 1, 1]);
+            let a = k.binding(*elem, Access::Read);
+            let b = k.binding(*elem, Access::Read);
+            let o = k.binding(out_elem, Access::ReadWrite);
+            let x = k.global_id(Axis::X);
+            k.if_(x.clone().lt(o.len()), |k| {
+                k.store(o, x.clone(), build(a.load(x.clone()), b.load(x.clone())))
+            });
+            let kernel = dev
+                .compile(
+                    &k.build().unwrap(),
+                    CompileOptions {
+                        checked: false,
+                        kernel_id: 0,
+                    },
+                )
+                .unwrap();
+            let len = lhs.len() as u64 * 4;
+            let bindings = [
+                BufferSlice {
+                    buffer: &a_buf,
+                    offset: 0,
+                    len,
+                },
+                BufferSlice {
+                    buffer: &b_buf,
+                    offset: 0,
+                    len,
+                },
+                BufferSlice {
+                    buffer: &out,
+                    offset: 0,
+                    len,
+                },
+            ];
+            let groups = (lhs.len() as u32).div_ceil(16);
+            dev.launch(
+                s,
+                &kernel,
+                LaunchCount::Static([groups, 1, 1]),
+                &bindings,
+                &[],
+            )
+            .unwrap();
+            let got = read(&mut dev, s, &out, 0, len);
+            for (k, (&l, &r)) in lhs.iter().zip(&rhs).enumerate() {
+                let want = reference(Scalar::from_bits(*elem, l), Scalar::from_bits(*elem, r));
+                let got = u32::from_le_bytes(got[4 * k..4 * k + 4].try_into().unwrap());
+                let same = got == want.to_bits()
+                    || (out_elem == ElemType::F32
+                        && f32::from_bits(got).is_nan()
+                        && f32::from_bits(want.to_bits()).is_nan());
+                assert!(
+                    same,
+                    "{elem} {name}({:?}, {:?}): device {got:#x}, reference {want:?}",
+                    Scalar::from_bits(*elem, l),
+                    Scalar::from_bits(*elem, r)
+                );
+            }
+        }
+    }
+    assert_eq!(dev.take_errors(s), vec![]);
+}
+
+fn bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
