@@ -280,10 +280,11 @@ fn operations_match_the_reference_semantics() {
     ];
     let n = u.len();
     let pairs = |len: usize| (0..len * len).map(move |k| (k / len, k % len));
-    let mut cases: Vec<(ElemType, Vec<Scalar>)> = Vec::new();
-    cases.push((ElemType::U32, u.iter().map(|&v| Scalar::U32(v)).collect()));
-    cases.push((ElemType::I32, i.iter().map(|&v| Scalar::I32(v)).collect()));
-    cases.push((ElemType::F32, f.iter().map(|&v| Scalar::F32(v)).collect()));
+    let cases: Vec<(ElemType, Vec<Scalar>)> = vec![
+        (ElemType::U32, u.iter().map(|&v| Scalar::U32(v)).collect()),
+        (ElemType::I32, i.iter().map(|&v| Scalar::I32(v)).collect()),
+        (ElemType::F32, f.iter().map(|&v| Scalar::F32(v)).collect()),
+    ];
     let ops = [
         BinOp::Add,
         BinOp::Sub,
@@ -314,12 +315,7 @@ fn operations_match_the_reference_semantics() {
         let out = dev.allocate(lhs.len() as u64 * 4).unwrap();
         dev.write(s, &a_buf, 0, &bytes(&lhs)).unwrap();
         dev.write(s, &b_buf, 0, &bytes(&rhs)).unwrap();
-        let mut exprs: Vec<(
-            String,
-            Box<dyn Fn(Expr, Expr) -> Expr>,
-            ElemType,
-            Box<dyn Fn(Scalar, Scalar) -> Scalar>,
-        )> = Vec::new();
+        let mut exprs: Vec<Case> = Vec::new();
         for op in ops {
             let integer_only = matches!(
                 op,
@@ -426,6 +422,14 @@ fn operations_match_the_reference_semantics() {
     }
     assert_eq!(dev.take_errors(s), vec![]);
 }
+
+/// One operation under test: its name, how to build it, its result type, its reference.
+type Case = (
+    String,
+    Box<dyn Fn(Expr, Expr) -> Expr>,
+    ElemType,
+    Box<dyn Fn(Scalar, Scalar) -> Scalar>,
+);
 
 fn bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
