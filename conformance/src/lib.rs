@@ -4,6 +4,7 @@
 //! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
 pub mod factory;
+pub mod fuzzing;
 pub mod kernels;
 pub mod program;
 pub mod properties;

@@ -68,6 +68,7 @@ pub use launch::{CubeCount, Kernel, KernelArguments};
 #[cfg(not(loom))]
 pub use layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, contiguous_strides,
+    extent_bytes,
 };
 pub use memory::{
     InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryConfiguration,
