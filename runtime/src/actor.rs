@@ -37,6 +37,10 @@ struct Queue<S> {
     tasks: VecDeque<(StreamId, Task<S>)>,
     /// Live [`ActorHandle`]s. At zero the actor drains the queue and exits.
     handles: usize,
+    /// The actor is blocked on `changed`, waiting for work. Set and cleared by the actor under
+    /// the lock, so a submitter that sees it unset knows the actor will find its task without a
+    /// signal; only then is the signal (a system call) skipped.
+    waiting: bool,
 }
 
 struct Shared<S> {
@@ -67,6 +71,7 @@ impl<S: ActorState> ActorHandle<S> {
             queue: Mutex::new(Queue {
                 tasks: VecDeque::new(),
                 handles: 1,
+                waiting: false,
             }),
             changed: Condvar::new(),
         });
@@ -87,10 +92,14 @@ impl<S: ActorState> ActorHandle<S> {
 
     /// Queues `task` and returns at once. Tasks run in submission order.
     pub(crate) fn submit(&self, stream: StreamId, task: impl FnOnce(&mut S) + Send + 'static) {
-        lock(&self.shared.queue)
-            .tasks
-            .push_back((stream, Box::new(task)));
-        self.shared.changed.notify_one();
+        let waiting = {
+            let mut queue = lock(&self.shared.queue);
+            queue.tasks.push_back((stream, Box::new(task)));
+            queue.waiting
+        };
+        if waiting {
+            self.shared.changed.notify_one();
+        }
     }
 
     /// Queues `task` and returns a receiver of its result, which arrives once every task
@@ -167,12 +176,16 @@ impl<S: ActorState> Drop for ActorHandle<S> {
 }
 
 fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
+    // Tasks are taken from the shared queue a batch at a time (all that are queued), so the
+    // lock is taken once per batch rather than once per task while submitters keep it busy.
+    let mut batch: VecDeque<(StreamId, Task<S>)> = VecDeque::new();
     loop {
-        let (stream, task) = {
+        {
             let mut queue = lock(&shared.queue);
             loop {
-                if let Some(next) = queue.tasks.pop_front() {
-                    break next;
+                if !queue.tasks.is_empty() {
+                    std::mem::swap(&mut batch, &mut queue.tasks);
+                    break;
                 }
                 if queue.handles == 0 {
                     drop(queue);
@@ -180,14 +193,18 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
                     drop(state);
                     return;
                 }
+                queue.waiting = true;
                 queue = wait(&shared.changed, queue);
+                queue.waiting = false;
             }
-        };
-        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(&mut state))) {
-            let message = panic_message(&*payload);
-            // The actor thread must outlive any panic, or every later blocking call would wait
-            // for a reply that never comes: a panicking handler is contained too.
-            let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
+        }
+        while let Some((stream, task)) = batch.pop_front() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(&mut state))) {
+                let message = panic_message(&*payload);
+                // The actor thread must outlive any panic, or every later blocking call would
+                // wait for a reply that never comes: a panicking handler is contained too.
+                let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
+            }
         }
     }
 }

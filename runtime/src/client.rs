@@ -11,6 +11,7 @@ use crate::actor::{ACTOR_DROPPED_TASK, ActorHandle, TaskPanicked};
 use crate::bytes::Bytes;
 use crate::device::{Device, DeviceId, DeviceProperties, Features};
 use crate::error::{IoError, ServerError};
+use crate::graph::Graph;
 use crate::handle::Handle;
 use crate::kernel::Access;
 use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
@@ -528,6 +529,29 @@ impl<D: Device> ComputeClient<D> {
             drop(keep);
         });
         Ok(())
+    }
+
+    // ---- graphs ----------------------------------------------------------------------------
+
+    /// Prepares this client's stream for a capture: allocations become persistent until
+    /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
+    pub fn graph_prepare(&self) -> Result<(), ServerError> {
+        self.call(|server, stream| server.graph_prepare(stream))
+    }
+
+    /// Starts recording this stream's launches into a graph instead of running them. Inside the
+    /// window, reads, syncs and flushes of the stream are refused at once; a write is refused
+    /// late, by `stop_capture` failing (feed inputs by writing between replays); an allocation
+    /// fails `stop_capture` on a hardware-graph device and is merely wasteful on a software one.
+    pub fn start_capture(&self) -> Result<(), ServerError> {
+        self.call(|server, stream| server.start_capture(stream))
+    }
+
+    /// Ends the capture and returns the graph, ready to [`replay`](Graph::replay).
+    pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
+        let stream = self.stream_id();
+        let id = self.call(|server, stream| server.stop_capture(stream))?;
+        Ok(Graph::new(id, stream, self.shared.actor.clone()))
     }
 
     // ---- synchronisation -----------------------------------------------------------------

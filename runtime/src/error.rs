@@ -72,6 +72,34 @@ pub enum IoError {
     InvalidKernel(#[from] KernelError),
 }
 
+/// A graph-capture call out of order, or an operation the capture window cannot hold.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum CaptureError {
+    #[error(
+        "`{operation}` is refused while {stream} captures a graph: call it before start_capture or after stop_capture"
+    )]
+    Refused {
+        operation: &'static str,
+        stream: StreamId,
+    },
+    #[error(
+        "start_capture on {stream} without graph_prepare: call graph_prepare, run the warm-up, then start_capture"
+    )]
+    NotPrepared { stream: StreamId },
+    #[error("{stream} is already capturing a graph: call stop_capture first")]
+    AlreadyCapturing { stream: StreamId },
+    #[error("stop_capture on {stream}, which is not capturing")]
+    NotCapturing { stream: StreamId },
+    #[error(
+        "a write on {stream} inside the capture window cannot be recorded into a graph: write inputs between replays"
+    )]
+    WriteInCapture { stream: StreamId },
+    #[error(
+        "an allocation on {stream} inside the capture window cannot be owned by a hardware graph: allocate during the warm-up run"
+    )]
+    AllocationInCapture { stream: StreamId },
+}
+
 /// What a client call or a later `flush`/`sync` returns when something went wrong.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ServerError {
@@ -93,6 +121,8 @@ pub enum ServerError {
     TaskPanicked { stream: StreamId, message: String },
     #[error(transparent)]
     Io(#[from] IoError),
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
     #[error("the device's actor is gone: {reason}")]
     ActorGone { reason: String },
 }

@@ -26,6 +26,8 @@ mod client;
 pub mod device;
 mod error;
 #[cfg(not(loom))]
+mod graph;
+#[cfg(not(loom))]
 mod handle;
 pub mod kernel;
 #[cfg(not(loom))]
@@ -60,7 +62,9 @@ pub use bytes::Bytes;
 #[cfg(not(loom))]
 pub use client::{ComputeClient, block_on};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
-pub use error::{DeviceError, IoError, OutOfMemoryError, ServerError};
+pub use error::{CaptureError, DeviceError, IoError, OutOfMemoryError, ServerError};
+#[cfg(not(loom))]
+pub use graph::Graph;
 #[cfg(not(loom))]
 pub use handle::Handle;
 #[cfg(not(loom))]

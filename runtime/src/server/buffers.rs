@@ -23,6 +23,10 @@ pub(crate) struct BufferState {
     pub last_write: Option<Access>,
     /// Reads since the last write, at most one (the latest) per stream.
     pub reads: Vec<Access>,
+    /// Live graphs that captured this buffer. While above zero the buffer outlives its handles.
+    pub graph_refs: u32,
+    /// Every handle is gone; the buffer is released when `graph_refs` reaches zero.
+    pub released: bool,
 }
 
 impl BufferState {
@@ -31,6 +35,8 @@ impl BufferState {
             slice,
             last_write: Some(allocated),
             reads: Vec::new(),
+            graph_refs: 0,
+            released: false,
         }
     }
 

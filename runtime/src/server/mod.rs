@@ -17,6 +17,7 @@
 //!   once.
 
 mod buffers;
+mod capture;
 mod kernels;
 mod streams;
 
@@ -24,12 +25,15 @@ use std::collections::BTreeMap;
 
 pub use buffers::BufferId;
 use buffers::{Access, BufferState, PendingFree};
+pub use capture::GraphId;
+use capture::{CaptureState, GraphState, PendingGraphDestroy};
 use kernels::KernelCache;
 use streams::StreamState;
 
 use crate::actor::ActorState;
+use crate::device::GraphSupport;
 use crate::device::{BufferSlice, Device, LaunchCount};
-use crate::error::{DeviceError, OutOfMemoryError, ServerError};
+use crate::error::{CaptureError, DeviceError, OutOfMemoryError, ServerError};
 use crate::kernel::{Access as BindingAccess, FaultRecord};
 use crate::launch::{CountArg, Kernel};
 use crate::memory::{
@@ -88,6 +92,9 @@ pub(crate) struct Server<D: Device> {
     next_page: u64,
     memory: DeviceMemory,
     pending_frees: Vec<PendingFree<D>>,
+    graphs: BTreeMap<GraphId, GraphState<D>>,
+    next_graph: u64,
+    pending_graph_destroys: Vec<PendingGraphDestroy<D>>,
     kernels: KernelCache<D>,
     /// Set by the first fatal device error; from then on every call fails with it.
     lost: Option<String>,
@@ -117,6 +124,9 @@ impl<D: Device> Server<D> {
             next_page: 0,
             memory,
             pending_frees: Vec::new(),
+            graphs: BTreeMap::new(),
+            next_graph: 0,
+            pending_graph_destroys: Vec::new(),
             kernels: KernelCache::new(),
             lost: None,
         }
@@ -304,6 +314,14 @@ impl<D: Device> Server<D> {
         self.stream(stream)?;
         self.reclaim();
         let slice = self.allocate_slice(stream, size_bytes)?;
+        if let CaptureState::Capturing { allocated, .. } = &mut self
+            .streams
+            .get_mut(&stream)
+            .expect("stream exists")
+            .capture
+        {
+            *allocated = true;
+        }
         let id = BufferId(self.next_buffer);
         self.next_buffer += 1;
         let allocated = Access {
@@ -361,9 +379,16 @@ impl<D: Device> Server<D> {
 
     /// The last handle to `buffer` is gone: return its slice once no work can still use it.
     pub fn release(&mut self, buffer: BufferId) {
-        let Some(state) = self.buffers.remove(&buffer) else {
-            return;
-        };
+        match self.buffers.get_mut(&buffer) {
+            // A graph still replays it: released when the last such graph is destroyed.
+            Some(state) if state.graph_refs > 0 => {
+                state.released = true;
+                return;
+            }
+            Some(_) => {}
+            None => return,
+        }
+        let state = self.buffers.remove(&buffer).expect("checked above");
         let users = state.users();
         // Pools are per stream, so only the owning stream reuses a slice of its pools; its own
         // earlier work is ordered before any reuse. The persistent pool is shared by all.
@@ -409,16 +434,43 @@ impl<D: Device> Server<D> {
                 index += 1;
             }
         }
+        let mut index = 0;
+        while index < self.pending_graph_destroys.len() {
+            let done = lost || {
+                let device = &mut self.device;
+                self.pending_graph_destroys[index]
+                    .event
+                    .as_ref()
+                    .is_none_or(|e| device.event_complete(e))
+            };
+            if !done {
+                index += 1;
+                continue;
+            }
+            let destroy = self.pending_graph_destroys.swap_remove(index);
+            self.device.destroy_graph(destroy.raw);
+            for buffer in destroy.buffers {
+                let state = self
+                    .buffers
+                    .get_mut(&buffer)
+                    .expect("graphs keep their buffers");
+                state.graph_refs -= 1;
+                if state.graph_refs == 0 && state.released {
+                    self.release(buffer);
+                }
+            }
+        }
     }
 
-    /// Waits for every pending free, returns the slices, and gives every empty page back to the
-    /// device.
+    /// Waits for every pending free and graph destruction, returns the slices, and gives every
+    /// empty page back to the device.
     fn reclaim_all(&mut self) {
         if self.lost.is_none() {
             let mut waiting: Vec<StreamId> = self
                 .pending_frees
                 .iter()
                 .flat_map(|f| f.streams.iter().copied())
+                .chain(self.pending_graph_destroys.iter().map(|g| g.stream))
                 .collect();
             waiting.sort();
             waiting.dedup();
@@ -493,6 +545,16 @@ impl<D: Device> Server<D> {
         if self.lost.is_some() || self.stream(stream).is_err() {
             return;
         }
+        if let CaptureState::Capturing { refused_write, .. } = &mut self
+            .streams
+            .get_mut(&stream)
+            .expect("stream exists")
+            .capture
+        {
+            // A graph cannot carry a host copy: refused late, by stop_capture failing.
+            *refused_write = true;
+            return;
+        }
         let _ = self.enqueue_or_queue_error(stream, |server| {
             server.order_before_access(stream, dst.buffer, true)?;
             let raw_stream = server.streams[&stream].raw;
@@ -510,7 +572,7 @@ impl<D: Device> Server<D> {
         ranges: &[BufferRange],
     ) -> Result<Vec<Vec<u8>>, ServerError> {
         self.check_alive()?;
-        self.stream(stream)?;
+        self.refuse_in_capture(stream, "read")?;
         let mut pending = Vec::with_capacity(ranges.len());
         for range in ranges {
             let read = self.enqueue_or_queue_error(stream, |server| {
@@ -588,9 +650,16 @@ impl<D: Device> Server<D> {
         if let CountArg::Dynamic(range) = &count {
             accessed.push((range.buffer, false));
         }
+        let capturing = matches!(
+            self.streams[&stream].capture,
+            CaptureState::Capturing { .. }
+        );
         let launched = self.enqueue_or_queue_error(stream, |server| {
-            for &(buffer, write) in &accessed {
-                server.order_before_access(stream, buffer, write)?;
+            // A recorded launch runs at each replay, which is ordered then.
+            if !capturing {
+                for &(buffer, write) in &accessed {
+                    server.order_before_access(stream, buffer, write)?;
+                }
             }
             let compiled = server
                 .kernels
@@ -620,13 +689,23 @@ impl<D: Device> Server<D> {
                 .device
                 .launch(state.raw, &compiled.raw, count, &slices, params)
         });
-        self.after_access(stream, &accessed);
-        if launched.is_some() && checked {
-            self.streams
-                .get_mut(&stream)
-                .expect("stream exists")
-                .fault_record_dirty = true;
+        let state = self.streams.get_mut(&stream).expect("stream exists");
+        if let CaptureState::Capturing {
+            buffers,
+            checked: graph_checked,
+            ..
+        } = &mut state.capture
+        {
+            for &(buffer, write) in &accessed {
+                *buffers.entry(buffer).or_default() |= write;
+            }
+            *graph_checked |= checked;
+            return;
         }
+        if launched.is_some() && checked {
+            state.fault_record_dirty = true;
+        }
+        self.after_access(stream, &accessed);
     }
 
     /// Allocates and zeroes the stream's fault record on its first checked launch.
@@ -649,12 +728,176 @@ impl<D: Device> Server<D> {
         Some(())
     }
 
+    // ---- graphs ----------------------------------------------------------------------------
+
+    /// Refuses `operation` at once if `stream` is capturing.
+    fn refuse_in_capture(
+        &mut self,
+        stream: StreamId,
+        operation: &'static str,
+    ) -> Result<(), ServerError> {
+        if matches!(self.stream(stream)?.capture, CaptureState::Capturing { .. }) {
+            return Err(CaptureError::Refused { operation, stream }.into());
+        }
+        Ok(())
+    }
+
+    /// Prepares `stream` for a capture: its allocations become persistent for the warm-up run.
+    pub fn graph_prepare(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        self.check_alive()?;
+        let state = self.stream(stream)?;
+        match state.capture {
+            CaptureState::Capturing { .. } => Err(CaptureError::AlreadyCapturing { stream }.into()),
+            CaptureState::Prepared => Ok(()),
+            CaptureState::Idle => {
+                state.capture = CaptureState::Prepared;
+                self.memory.persistent_window(stream, true);
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts recording `stream`'s launches into a graph.
+    pub fn start_capture(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        self.check_alive()?;
+        match self.stream(stream)?.capture {
+            CaptureState::Idle => return Err(CaptureError::NotPrepared { stream }.into()),
+            CaptureState::Capturing { .. } => {
+                return Err(CaptureError::AlreadyCapturing { stream }.into());
+            }
+            CaptureState::Prepared => {}
+        }
+        // The fault record is written when created: that cannot happen inside the window.
+        if self.options.checked_kernels && self.ensure_fault_record(stream).is_none() {
+            return self.surface_errors(stream, None);
+        }
+        let raw = self.streams[&stream].raw;
+        self.device.begin_capture(raw)?;
+        self.streams
+            .get_mut(&stream)
+            .expect("stream exists")
+            .capture = CaptureState::Capturing {
+            buffers: BTreeMap::new(),
+            refused_write: false,
+            allocated: false,
+            checked: false,
+        };
+        Ok(())
+    }
+
+    /// Ends the capture of `stream` and keeps the graph; the stream is idle again either way.
+    pub fn stop_capture(&mut self, stream: StreamId) -> Result<GraphId, ServerError> {
+        self.check_alive()?;
+        let state = self.stream(stream)?;
+        let CaptureState::Capturing {
+            buffers,
+            refused_write,
+            allocated,
+            checked,
+        } = std::mem::take(&mut state.capture)
+        else {
+            return Err(CaptureError::NotCapturing { stream }.into());
+        };
+        let raw_stream = state.raw;
+        self.memory.persistent_window(stream, false);
+        let raw = self.device.end_capture(raw_stream)?;
+        let hardware = self.device.properties().features.graphs == GraphSupport::Hardware;
+        let refusal = if refused_write {
+            Some(CaptureError::WriteInCapture { stream })
+        } else if allocated && hardware {
+            Some(CaptureError::AllocationInCapture { stream })
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            self.device.destroy_graph(raw);
+            return Err(refusal.into());
+        }
+        let buffers: Vec<(BufferId, bool)> = buffers.into_iter().collect();
+        for (buffer, _) in &buffers {
+            self.buffers
+                .get_mut(buffer)
+                .expect("a captured launch's buffers are alive")
+                .graph_refs += 1;
+        }
+        let id = GraphId(self.next_graph);
+        self.next_graph += 1;
+        self.graphs.insert(
+            id,
+            GraphState {
+                raw,
+                stream,
+                buffers,
+                checked,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Enqueues one replay of `graph` on its capture stream, ordered against other streams'
+    /// use of its buffers like any launch.
+    pub fn replay(&mut self, graph: GraphId) {
+        let Some(stream) = self.graphs.get(&graph).map(|g| g.stream) else {
+            return;
+        };
+        if self.lost.is_some() {
+            return;
+        }
+        if let Err(err) = self.refuse_in_capture(stream, "replay") {
+            self.push_error(stream, err);
+            return;
+        }
+        let accessed = self.graphs[&graph].buffers.clone();
+        let replayed = self.enqueue_or_queue_error(stream, |server| {
+            for &(buffer, write) in &accessed {
+                server.order_before_access(stream, buffer, write)?;
+            }
+            let raw = server.streams[&stream].raw;
+            server.device.replay(raw, &server.graphs[&graph].raw)
+        });
+        if replayed.is_some() && self.graphs[&graph].checked {
+            self.streams
+                .get_mut(&stream)
+                .expect("stream exists")
+                .fault_record_dirty = true;
+        }
+        self.after_access(stream, &accessed);
+    }
+
+    /// The last handle to `graph` is gone: destroy it once its replays have completed, then let
+    /// its buffers go.
+    pub fn destroy_graph(&mut self, graph: GraphId) {
+        let Some(state) = self.graphs.remove(&graph) else {
+            return;
+        };
+        let event = if self.lost.is_none() {
+            let raw = self.streams[&state.stream].raw;
+            match self.device.record_event(raw) {
+                Ok(event) => Some(event),
+                Err(err) => {
+                    self.push_device_error(state.stream, err);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.pending_graph_destroys.push(PendingGraphDestroy {
+            raw: state.raw,
+            stream: state.stream,
+            event,
+            buffers: state.buffers.into_iter().map(|(b, _)| b).collect(),
+        });
+        self.reclaim();
+    }
+
     // ---- synchronisation -----------------------------------------------------------------
 
     /// Submits the stream's work and returns its oldest failure observed so far.
     pub fn flush(&mut self, stream: StreamId) -> Result<(), ServerError> {
         self.check_alive()?;
-        let raw = self.stream(stream)?.raw;
+        self.refuse_in_capture(stream, "flush")?;
+        let raw = self.streams[&stream].raw;
         if let Err(err) = self.device.flush(raw) {
             self.push_device_error(stream, err);
         }
@@ -665,7 +908,7 @@ impl<D: Device> Server<D> {
     /// Waits for all work of the stream and returns its oldest failure, if any.
     pub fn sync(&mut self, stream: StreamId) -> Result<(), ServerError> {
         self.check_alive()?;
-        self.stream(stream)?;
+        self.refuse_in_capture(stream, "sync")?;
         let fault_read = self.enqueue_fault_check(stream);
         let raw = self.streams[&stream].raw;
         if let Err(err) = self.device.synchronize(raw) {
@@ -687,6 +930,12 @@ impl<D: Device> Drop for Server<D> {
             }
         }
         self.pending_frees.clear();
+        for destroy in std::mem::take(&mut self.pending_graph_destroys) {
+            self.device.destroy_graph(destroy.raw);
+        }
+        for (_, graph) in std::mem::take(&mut self.graphs) {
+            self.device.destroy_graph(graph.raw);
+        }
         for (_, raw) in std::mem::take(&mut self.pages) {
             self.device.free(raw);
         }

@@ -21,6 +21,7 @@ pub(crate) struct StreamState<D: Device> {
     pub fault_record: Option<D::Buffer>,
     /// A checked kernel ran since the fault record was last inspected.
     pub fault_record_dirty: bool,
+    pub capture: super::capture::CaptureState,
 }
 
 impl<D: Device> StreamState<D> {
@@ -32,6 +33,7 @@ impl<D: Device> StreamState<D> {
             errors: VecDeque::new(),
             fault_record: None,
             fault_record_dirty: false,
+            capture: super::capture::CaptureState::Idle,
         }
     }
 

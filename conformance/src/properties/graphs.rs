@@ -1,0 +1,253 @@
+//! Graphs: a captured launch sequence replays like the same launches run eagerly, keeps its
+//! buffers alive, and the capture window refuses what it cannot record.
+
+use lockstep::kernel::Scalar;
+use lockstep::{
+    Bytes, CaptureError, ComputeClient, CubeCount, Device, Handle, KernelArguments, ServerError,
+    StreamId,
+};
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
+use crate::factory::DeviceFactory;
+use crate::kernels::KernelKind;
+
+const SLOTS: usize = 4;
+const ELEMS: usize = 16;
+
+#[derive(Clone, Debug)]
+struct Launch {
+    kernel: KernelKind,
+    dst: usize,
+    src: usize,
+    k: u32,
+}
+
+#[derive(Clone, Debug)]
+struct DecodeLoop {
+    launches: Vec<Launch>,
+    /// Slots whose handles the user drops after capture; the graph must keep them alive.
+    dropped: Vec<bool>,
+    /// Per replay: fresh input for slot 0, and an optional eager launch on another stream.
+    replays: Vec<(Vec<u32>, Option<Launch>)>,
+    seed: u64,
+}
+
+fn launch() -> impl Strategy<Value = Launch> {
+    let kernel = prop_oneof![
+        Just(KernelKind::AddConst),
+        Just(KernelKind::MulAdd),
+        Just(KernelKind::AtomicSum)
+    ];
+    (kernel, 0..SLOTS, 0..SLOTS, 0u32..4)
+        .prop_filter("a writable binding must not alias", |(k, d, s, _)| {
+            !k.has_src() || d != s
+        })
+        .prop_map(|(kernel, dst, src, k)| Launch {
+            kernel,
+            dst,
+            src,
+            k,
+        })
+}
+
+fn decode_loop() -> impl Strategy<Value = DecodeLoop> {
+    (
+        vec(launch(), 1..=6),
+        vec(any::<bool>(), SLOTS),
+        vec(
+            (vec(any::<u32>(), ELEMS), proptest::option::of(launch())),
+            1..=5,
+        ),
+        any::<u64>(),
+    )
+        .prop_map(|(launches, mut dropped, replays, seed)| {
+            // Slot 0 takes fresh inputs and slot 1 is read back: the user keeps both.
+            dropped[0] = false;
+            dropped[1] = false;
+            DecodeLoop {
+                launches,
+                dropped,
+                replays,
+                seed,
+            }
+        })
+}
+
+fn enqueue<D: Device>(c: &ComputeClient<D>, handles: &[Handle], l: &Launch) -> Result<(), String> {
+    let mut args = KernelArguments::new().binding(&handles[l.dst]);
+    if l.kernel.has_src() {
+        args = args.binding(&handles[l.src]);
+    }
+    if l.kernel != KernelKind::AtomicSum {
+        args = args.param(Scalar::U32(l.k));
+    }
+    let count = CubeCount::Static(l.kernel.workgroups(ELEMS, ELEMS), 1, 1);
+    c.launch(&l.kernel.kernel(), count, args)
+        .map_err(|e| format!("launch refused: {e}"))
+}
+
+fn apply(model: &mut [Vec<u32>], l: &Launch) {
+    let src = model[l.src].clone();
+    l.kernel.reference(&mut model[l.dst], &src, l.k);
+}
+
+fn refused(result: Result<(), ServerError>, operation: &str) -> Result<(), String> {
+    match result {
+        Err(ServerError::Capture(CaptureError::Refused { operation: op, .. }))
+            if op == operation =>
+        {
+            Ok(())
+        }
+        other => Err(format!(
+            "{operation} inside the capture window: expected a refusal, got {other:?}"
+        )),
+    }
+}
+
+pub(super) fn graph_replay<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+) -> Result<(), Failure> {
+    run_cases(config, "graph_replay", decode_loop(), |case| {
+        let session = factory.open(case.seed);
+        let baseline = session.client.memory_usage().map_err(|e| e.to_string())?;
+        let mut c = session.client.clone();
+        c.set_stream(StreamId(0));
+        let mut other = session.client.clone();
+        other.set_stream(StreamId(1));
+        let err = |what: &'static str| move |e: ServerError| format!("{what}: {e}");
+
+        let mut model: Vec<Vec<u32>> = (0..SLOTS).map(|s| vec![s as u32 + 1; ELEMS]).collect();
+        c.graph_prepare().map_err(err("graph_prepare"))?;
+        let mut handles: Vec<Handle> = model
+            .iter()
+            .map(|m| c.create(Bytes::from_elems(m)))
+            .collect::<Result<_, _>>()
+            .map_err(err("create"))?;
+        // The warm-up run: the same launches, eagerly.
+        for l in &case.launches {
+            enqueue(&c, &handles, l)?;
+            apply(&mut model, l);
+        }
+        c.sync().map_err(err("sync after warm-up"))?;
+
+        c.start_capture().map_err(err("start_capture"))?;
+        for l in &case.launches {
+            enqueue(&c, &handles, l)?;
+        }
+        refused(c.read_one(handles[1].clone()).map(|_| ()), "read")?;
+        refused(c.sync(), "sync")?;
+        refused(c.flush(), "flush")?;
+        match c.start_capture() {
+            Err(ServerError::Capture(CaptureError::AlreadyCapturing { .. })) => {}
+            other => return Err(format!("a second start_capture: {other:?}")),
+        }
+        let graph = c.stop_capture().map_err(err("stop_capture"))?;
+        match c.stop_capture() {
+            Err(ServerError::Capture(CaptureError::NotCapturing { .. })) => {}
+            other => return Err(format!("stop_capture without a capture: {other:?}")),
+        }
+        match c.start_capture() {
+            Err(ServerError::Capture(CaptureError::NotPrepared { .. })) => {}
+            other => return Err(format!("start_capture without graph_prepare: {other:?}")),
+        }
+        // Nothing ran during the capture.
+        let out = c
+            .read_one(handles[1].clone())
+            .map_err(err("read after capture"))?;
+        if out.to_elems::<u32>() != model[1] {
+            return Err("the captured launches ran during the capture".into());
+        }
+
+        let mut kept: Vec<Option<Handle>> = handles.drain(..).map(Some).collect();
+        for (slot, &drop_it) in case.dropped.iter().enumerate() {
+            if drop_it {
+                kept[slot] = None;
+            }
+        }
+        for (replay, (input, eager)) in case.replays.iter().enumerate() {
+            let input_handle = kept[0].as_ref().expect("slot 0 is kept");
+            other
+                .write(input_handle, Bytes::from_elems(input))
+                .map_err(|e| format!("write: {e}"))?;
+            model[0] = input.clone();
+            if let Some(l) = eager
+                .as_ref()
+                .filter(|l| kept[l.dst].is_some() && kept[l.src].is_some())
+            {
+                let live: Vec<Handle> = kept
+                    .iter()
+                    .map(|h| h.clone().unwrap_or_else(|| input_handle.clone()))
+                    .collect();
+                enqueue(&other, &live, l)?;
+                apply(&mut model, l);
+            }
+            graph.replay();
+            for l in &case.launches {
+                apply(&mut model, l);
+            }
+            let out_handle = kept[1].clone().expect("slot 1 is kept");
+            let out = other
+                .read_one(out_handle)
+                .map_err(err("read after replay"))?;
+            if out.to_elems::<u32>() != model[1] {
+                return Err(format!(
+                    "replay {replay}: read {:?}, eager execution gives {:?}",
+                    out.to_elems::<u32>(),
+                    model[1]
+                ));
+            }
+        }
+        c.sync().map_err(err("sync after replays"))?;
+        drop(graph);
+        drop(kept);
+        expect_baseline(&session.client, baseline)?;
+        expect_clean(&session)
+    })
+}
+
+pub(super) fn capture_refusals<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+) -> Result<(), Failure> {
+    run_cases(
+        config,
+        "capture_refusals",
+        (any::<u64>(), any::<bool>()),
+        |(seed, allocate)| {
+            let session = factory.open(seed);
+            let mut c = session.client.clone();
+            c.set_stream(StreamId(3));
+            let handle = c
+                .create(Bytes::from_elems(&[5u32; 8]))
+                .map_err(|e| e.to_string())?;
+            c.graph_prepare().map_err(|e| e.to_string())?;
+            c.start_capture().map_err(|e| e.to_string())?;
+            let _late = if allocate {
+                Some(
+                    c.empty(64)
+                        .map_err(|e| format!("empty in the window: {e}"))?,
+                )
+            } else {
+                None
+            };
+            c.write(&handle, Bytes::from_elems(&[6u32; 8]))
+                .map_err(|e| format!("write in the window: {e}"))?;
+            match c.stop_capture() {
+                Err(ServerError::Capture(CaptureError::WriteInCapture { .. })) => {}
+                other => return Err(format!("stop_capture after a write: {other:?}")),
+            }
+            // The capture ended: the stream works again and the refused write never happened.
+            let bytes = c
+                .read_one(handle)
+                .map_err(|e| format!("read after a failed capture: {e}"))?;
+            if bytes.to_elems::<u32>() != vec![5u32; 8] {
+                return Err("the refused write reached the buffer".into());
+            }
+            c.sync().map_err(|e| e.to_string())?;
+            expect_clean(&session)
+        },
+    )
+}
