@@ -118,7 +118,11 @@ fn fragmentation(events: &[Event]) -> (f64, u64, u64) {
     }
     let report = client.memory_report().expect("report");
     let peak_reserved: u64 = report.pools.iter().map(|p| p.bytes_reserved_peak).sum();
-    (peak_reserved as f64 / peak_live as f64, peak_reserved, peak_live)
+    (
+        peak_reserved as f64 / peak_live as f64,
+        peak_reserved,
+        peak_live,
+    )
 }
 
 fn main() {

@@ -15,15 +15,45 @@ const SLOTS: usize = 4;
 
 #[derive(Arbitrary, Debug)]
 pub enum IoOp {
-    Create { slot: u8, len: u16, fill: u8 },
-    Empty { slot: u8, len: u16 },
-    Write { slot: u8, offset: u32, len: u16, fill: u8 },
-    Read { slot: u8 },
-    ReadTensor { slot: u8, shape: Vec<u8>, strides: Vec<u16>, elem_size: u8 },
-    CreateTensors { slot: u8, tensors: Vec<(bool, Vec<u8>, u8)> },
-    CreateTensor { shape: Vec<u8>, elem_size: u8, extra: i8 },
-    Release { slot: u8 },
-    Sync { stream: bool },
+    Create {
+        slot: u8,
+        len: u16,
+        fill: u8,
+    },
+    Empty {
+        slot: u8,
+        len: u16,
+    },
+    Write {
+        slot: u8,
+        offset: u32,
+        len: u16,
+        fill: u8,
+    },
+    Read {
+        slot: u8,
+    },
+    ReadTensor {
+        slot: u8,
+        shape: Vec<u8>,
+        strides: Vec<u16>,
+        elem_size: u8,
+    },
+    CreateTensors {
+        slot: u8,
+        tensors: Vec<(bool, Vec<u8>, u8)>,
+    },
+    CreateTensor {
+        shape: Vec<u8>,
+        elem_size: u8,
+        extra: i8,
+    },
+    Release {
+        slot: u8,
+    },
+    Sync {
+        stream: bool,
+    },
 }
 
 /// A slot's handle and what the model knows of its bytes (`None`: never written).
@@ -65,16 +95,32 @@ fn fill(len: usize, fill: u8) -> Vec<u8> {
 
 fn expect_equal(actual: &[u8], model: &[Option<u8>]) -> Result<(), String> {
     if actual.len() != model.len() {
-        return Err(format!("read {} bytes, handle holds {}", actual.len(), model.len()));
+        return Err(format!(
+            "read {} bytes, handle holds {}",
+            actual.len(),
+            model.len()
+        ));
     }
-    match actual.iter().zip(model).position(|(a, m)| m.is_some_and(|m| m != *a)) {
-        Some(at) => Err(format!("byte {at} is {}, model says {:?}", actual[at], model[at])),
+    match actual
+        .iter()
+        .zip(model)
+        .position(|(a, m)| m.is_some_and(|m| m != *a))
+    {
+        Some(at) => Err(format!(
+            "byte {at} is {}, model says {:?}",
+            actual[at], model[at]
+        )),
         None => Ok(()),
     }
 }
 
 /// The model's gather: element `i` (row-major over `shape`) is at `sum(index * stride)`.
-fn model_gather(model: &[Option<u8>], shape: &[usize], strides: &[usize], elem: usize) -> Vec<Option<u8>> {
+fn model_gather(
+    model: &[Option<u8>],
+    shape: &[usize],
+    strides: &[usize],
+    elem: usize,
+) -> Vec<Option<u8>> {
     let count: usize = shape.iter().product();
     let mut out = Vec::with_capacity(count * elem);
     for linear in 0..count {
@@ -94,7 +140,9 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
     match op {
         IoOp::Create { slot, len, fill: f } => {
             let data = fill(*len as usize, *f);
-            let handle = c.create(Bytes::from(data.clone())).map_err(|e| format!("create: {e}"))?;
+            let handle = c
+                .create(Bytes::from(data.clone()))
+                .map_err(|e| format!("create: {e}"))?;
             slots[slot_of(*slot)] = Some(Slot {
                 handle,
                 bytes: data.into_iter().map(Some).collect(),
@@ -107,13 +155,21 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
                 bytes: vec![None; *len as usize],
             });
         }
-        IoOp::Write { slot, offset, len, fill: f } => {
+        IoOp::Write {
+            slot,
+            offset,
+            len,
+            fill: f,
+        } => {
             let Some(s) = &mut slots[slot_of(*slot)] else {
                 return Ok(());
             };
             let data = fill(*len as usize, *f);
             let fits = *offset as usize + data.len() <= s.bytes.len();
-            match (c.write_at(&s.handle, *offset as u64, Bytes::from(data.clone())), fits) {
+            match (
+                c.write_at(&s.handle, *offset as u64, Bytes::from(data.clone())),
+                fits,
+            ) {
                 (Ok(()), true) => {
                     for (i, b) in data.into_iter().enumerate() {
                         s.bytes[*offset as usize + i] = Some(b);
@@ -127,22 +183,33 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
             let Some(s) = &slots[slot_of(*slot)] else {
                 return Ok(());
             };
-            let bytes = c.read_one(s.handle.clone()).map_err(|e| format!("read: {e}"))?;
+            let bytes = c
+                .read_one(s.handle.clone())
+                .map_err(|e| format!("read: {e}"))?;
             expect_equal(&bytes, &s.bytes)?;
         }
-        IoOp::ReadTensor { slot, shape, strides, elem_size } => {
+        IoOp::ReadTensor {
+            slot,
+            shape,
+            strides,
+            elem_size,
+        } => {
             let Some(s) = &slots[slot_of(*slot)] else {
                 return Ok(());
             };
             let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
             let strides: Vec<usize> = strides.iter().take(4).map(|&x| x as usize).collect();
             let elem = *elem_size as usize % 17;
-            let descriptor = CopyDescriptor::new(s.handle.clone(), shape.clone(), strides.clone(), elem);
+            let descriptor =
+                CopyDescriptor::new(s.handle.clone(), shape.clone(), strides.clone(), elem);
             let result = lockstep::block_on(c.read_tensor_async(vec![descriptor]));
             let extent = lockstep::extent_bytes(&shape, &strides, elem);
             match (result, extent) {
                 (Ok(mut bytes), Ok(extent)) if extent as usize <= s.bytes.len() => {
-                    expect_equal(&bytes.remove(0), &model_gather(&s.bytes, &shape, &strides, elem))?;
+                    expect_equal(
+                        &bytes.remove(0),
+                        &model_gather(&s.bytes, &shape, &strides, elem),
+                    )?;
                 }
                 (Err(ServerError::Io(IoError::OutOfRange { .. })), Ok(extent))
                     if extent as usize > s.bytes.len() => {}
@@ -176,12 +243,22 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
                 .cloned()
                 .zip(data.iter().map(|d| Bytes::from(d.clone())))
                 .collect();
-            let layouts = c.create_tensors(inputs).map_err(|e| format!("create_tensors: {e}"))?;
+            let layouts = c
+                .create_tensors(inputs)
+                .map_err(|e| format!("create_tensors: {e}"))?;
             for ((d, layout), expected) in descriptors.iter().zip(&layouts).zip(&data) {
-                let descriptor = CopyDescriptor::new(layout.memory.clone(), d.shape.clone(), layout.strides.clone(), d.elem_size);
+                let descriptor = CopyDescriptor::new(
+                    layout.memory.clone(),
+                    d.shape.clone(),
+                    layout.strides.clone(),
+                    d.elem_size,
+                );
                 let bytes = c.read_tensor(vec![descriptor]).remove(0);
                 if bytes[..] != expected[..] {
-                    return Err(format!("tensor {d:?} with strides {:?} read back wrong", layout.strides));
+                    return Err(format!(
+                        "tensor {d:?} with strides {:?} read back wrong",
+                        layout.strides
+                    ));
                 }
             }
             // The first tensor's whole memory joins the model: its elements where the strides
@@ -205,21 +282,35 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
                 });
             }
         }
-        IoOp::CreateTensor { shape, elem_size, extra } => {
+        IoOp::CreateTensor {
+            shape,
+            elem_size,
+            extra,
+        } => {
             let shape: Vec<usize> = shape.iter().take(3).map(|&d| d as usize % 9).collect();
             let elem = 1 + *elem_size as usize % 16;
             let dense = shape.iter().product::<usize>() * elem;
             let len = (dense as isize + *extra as isize % 3).max(0) as usize;
             let data = fill(len, 3);
-            match (c.create_tensor(Bytes::from(data.clone()), &shape, elem), len == dense) {
+            match (
+                c.create_tensor(Bytes::from(data.clone()), &shape, elem),
+                len == dense,
+            ) {
                 (Ok(layout), true) => {
-                    let descriptor = CopyDescriptor::new(layout.memory.clone(), shape.clone(), layout.strides.clone(), elem);
+                    let descriptor = CopyDescriptor::new(
+                        layout.memory.clone(),
+                        shape.clone(),
+                        layout.strides.clone(),
+                        elem,
+                    );
                     if c.read_tensor(vec![descriptor]).remove(0)[..] != data[..] {
                         return Err("create_tensor then read_tensor differs".into());
                     }
                 }
                 (Err(ServerError::Io(IoError::SizeMismatch { .. })), false) => {}
-                (result, ok) => return Err(format!("create_tensor: sizes match={ok}, got {result:?}")),
+                (result, ok) => {
+                    return Err(format!("create_tensor: sizes match={ok}, got {result:?}"));
+                }
             }
         }
         IoOp::Release { slot } => slots[slot_of(*slot)] = None,
