@@ -15,8 +15,11 @@ use std::time::Instant;
 use cudarc::driver::result;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{CompileOptions as NvrtcOptions, compile_ptx_with_opts};
-use lockstep::kernel::{Access, Axis, ElemType, FaultRecord, KernelBuilder, KernelDef};
-use lockstep::{Bytes, ComputeClient, CubeCount, DeviceError, Kernel, KernelArguments};
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{
+    Access, Axis, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelDef,
+};
+use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
 use lockstep_cuda::{CudaContext, CudaDevice, lower};
 
 const LAUNCHES: u32 = 100_000;
@@ -184,6 +187,54 @@ fn launches(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
     }
 }
 
+/// The same launches straight on a `CudaDevice`, without the client, actor and server: what
+/// the device itself adds to `cuLaunchKernel`.
+fn device_launches(ctx: &CudaContext, raw_rate: f64) -> Row {
+    let mut device = CudaDevice::with_context(ctx);
+    let stream = device.create_stream().expect("stream");
+    let options = CompileOptions {
+        checked: true,
+        kernel_id: 0,
+    };
+    let kernel = device.compile(&empty_kernel(), options).expect("compile");
+    let record = device
+        .allocate(FaultRecord::BYTES as u64)
+        .expect("allocate");
+    device
+        .write(stream, &record, 0, &[0; FaultRecord::BYTES])
+        .expect("write");
+    let launch = |device: &mut CudaDevice| {
+        let bindings = [BufferSlice {
+            buffer: &record,
+            offset: 0,
+            len: FaultRecord::BYTES as u64,
+        }];
+        device
+            .launch(
+                stream,
+                &kernel,
+                LaunchCount::Static([1, 1, 1]),
+                &bindings,
+                &[],
+            )
+            .expect("launch");
+    };
+    (0..1_000).for_each(|_| launch(&mut device));
+    device.synchronize(stream).expect("synchronize");
+    let start = Instant::now();
+    (0..LAUNCHES).for_each(|_| launch(&mut device));
+    device.synchronize(stream).expect("synchronize");
+    let rate = f64::from(LAUNCHES) / start.elapsed().as_secs_f64();
+    device.free(record);
+    Row {
+        figure: "(a) same, straight on CudaDevice (no runtime)",
+        runtime: rate,
+        raw: raw_rate,
+        unit: "launches/s",
+        higher_is_better: true,
+    }
+}
+
 fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
     let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
     let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 251) as u8).collect();
@@ -237,6 +288,24 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
             raw_reads.push(gb(read));
         }
     }
+    // What the host side costs: copying 256 MiB out of pinned memory into a fresh `Vec` (whose
+    // pages fault in on first touch, as a read's result does) and into a warm one.
+    // SAFETY: `pinned` holds COPY_BYTES bytes, written by the copies above; the stream is idle.
+    let staged = unsafe { std::slice::from_raw_parts(pinned.cast::<u8>(), COPY_BYTES) };
+    let start = Instant::now();
+    let mut fresh = vec![0u8; COPY_BYTES];
+    fresh.copy_from_slice(staged);
+    let fresh_gb = gb(start.elapsed().as_secs_f64());
+    let start = Instant::now();
+    fresh.copy_from_slice(staged);
+    let warm_gb = gb(start.elapsed().as_secs_f64());
+    std::hint::black_box(&fresh);
+    let start = Instant::now();
+    drop(fresh);
+    let drop_ms = start.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "host, one thread: pinned -> fresh Vec {fresh_gb:.1} GB/s, pinned -> warm Vec {warm_gb:.1} GB/s, dropping the 256 MiB Vec {drop_ms:.1} ms"
+    );
     // SAFETY: the stream is idle; each allocation is freed once.
     unsafe {
         check("cuMemFree", result::free_sync(device));
@@ -254,6 +323,53 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
             figure: "(b) read 256 MiB (median)",
             runtime: median(reads),
             raw: median(raw_reads),
+            unit: "GB/s",
+            higher_is_better: true,
+        },
+    ]
+}
+
+/// The same transfers straight on a `CudaDevice`: staging without the runtime, from a source
+/// that stays alive (the runtime frees a written `Bytes` after the write) into a fresh `Vec`
+/// per read (as the runtime returns).
+fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
+    let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
+    let mut device = CudaDevice::with_context(ctx);
+    let stream = device.create_stream().expect("stream");
+    let buffer = device.allocate(COPY_BYTES as u64).expect("allocate");
+    let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 253) as u8).collect();
+    let mut writes = Vec::new();
+    let mut reads = Vec::new();
+    for rep in 0..=COPY_REPS {
+        let start = Instant::now();
+        device.write(stream, &buffer, 0, &data).expect("write");
+        device.synchronize(stream).expect("synchronize");
+        let write = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let read = device
+            .read(stream, &buffer, 0, COPY_BYTES as u64)
+            .expect("read");
+        let back = device.wait_read(read).expect("wait_read");
+        let read = start.elapsed().as_secs_f64();
+        assert!(back == data, "read back what was written");
+        if rep > 0 {
+            writes.push(gb(write));
+            reads.push(gb(read));
+        }
+    }
+    device.free(buffer);
+    [
+        Row {
+            figure: "(b) write 256 MiB straight on CudaDevice",
+            runtime: median(writes),
+            raw: raw[0].raw,
+            unit: "GB/s",
+            higher_is_better: true,
+        },
+        Row {
+            figure: "(b) read 256 MiB straight on CudaDevice",
+            runtime: median(reads),
+            raw: raw[1].raw,
             unit: "GB/s",
             higher_is_better: true,
         },
@@ -332,6 +448,33 @@ fn round_trips(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
     let start = Instant::now();
     (0..ROUND_TRIPS).for_each(once);
     let runtime = start.elapsed().as_secs_f64() * 1e6 / f64::from(ROUND_TRIPS);
+    // Where the time goes: each client call of the round trip, timed alone.
+    let mut steps = [0f64; 4];
+    for i in 0..ROUND_TRIPS {
+        let t = Instant::now();
+        let handle = client.create(Bytes::from_elems(&[i])).expect("create");
+        steps[0] += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        client
+            .launch(
+                &kernel,
+                CubeCount::Static(1, 1, 1),
+                KernelArguments::new().binding(&handle),
+            )
+            .expect("launch");
+        steps[1] += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let back = client.read_one(handle).expect("read");
+        steps[2] += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        drop(back);
+        client.memory_usage().expect("memory_usage");
+        steps[3] += t.elapsed().as_secs_f64();
+    }
+    let [create, launch, read, release] = steps.map(|s| s * 1e6 / f64::from(ROUND_TRIPS));
+    println!(
+        "(d) breakdown: create {create:.1} us, launch {launch:.1} us, read {read:.1} us, drop + memory_usage round trip {release:.1} us"
+    );
 
     let function = raw.function(&increment_kernel());
     // SAFETY: four bytes of pinned memory for the result, never freed.
@@ -388,7 +531,11 @@ fn main() {
     );
     let raw = Raw::new(&ctx);
     let mut rows = vec![launches(&client, &raw)];
-    rows.extend(copies(&client, &raw));
+    rows.push(device_launches(&ctx, rows[0].raw));
+    let copy_rows = copies(&client, &raw);
+    let device_rows = device_copies(&ctx, &copy_rows);
+    rows.extend(copy_rows);
+    rows.extend(device_rows);
     rows.extend(allocations(&client, &raw));
     rows.push(round_trips(&client, &raw));
 

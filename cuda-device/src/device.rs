@@ -30,6 +30,8 @@ const DIRECT_WRITE_BYTES_MAX: usize = 64 << 10;
 /// Blocks per multiprocessor an indirect launch runs; its blocks loop over the workgroups the
 /// device reads when the launch executes.
 const INDIRECT_BLOCKS_PER_SM: u32 = 16;
+/// Kernel parameters passed from stack arrays; kernels with more use the heap.
+const INLINE_PARAMS: usize = 32;
 
 /// A CUDA context on one GPU, shareable by several [`CudaDevice`]s (cheap to clone).
 ///
@@ -408,13 +410,27 @@ impl Device for CudaDevice {
             ));
         }
         // One 8-byte slot per kernel parameter, in the order `lower.rs` declares them; the
-        // driver reads each parameter's size (4 or 8 bytes) from the start of its slot.
-        let mut values: Vec<u64> = Vec::with_capacity(2 * bindings.len() + params.len() + 2);
+        // driver reads each parameter's size (4 or 8 bytes) from the start of its slot. Slots
+        // live on the stack unless the kernel has very many parameters.
+        let slots = 2 * kernel.bindings + params.len() + 2 * usize::from(checked) + 1;
+        let mut inline = [0u64; INLINE_PARAMS];
+        let mut spilled = Vec::new();
+        let values: &mut [u64] = if slots <= INLINE_PARAMS {
+            &mut inline[..slots]
+        } else {
+            spilled.resize(slots, 0);
+            &mut spilled
+        };
+        let mut next = 0;
+        let mut push = |value: u64| {
+            values[next] = value;
+            next += 1;
+        };
         for slice in &bindings[..kernel.bindings] {
-            values.push(slice.buffer.at(slice.offset));
-            values.push(u64::from(elements(slice.len)));
+            push(slice.buffer.at(slice.offset));
+            push(u64::from(elements(slice.len)));
         }
-        values.extend(params.iter().map(|p| u64::from(p.to_bits())));
+        params.iter().for_each(|p| push(u64::from(p.to_bits())));
         if checked {
             let record = &bindings[kernel.bindings];
             if record.len < FaultRecord::BYTES as u64 {
@@ -423,8 +439,8 @@ impl Device for CudaDevice {
                     format!("fault record of {} bytes", record.len),
                 ));
             }
-            values.push(record.buffer.at(record.offset));
-            values.push(u64::from(kernel.options.kernel_id));
+            push(record.buffer.at(record.offset));
+            push(u64::from(kernel.options.kernel_id));
         }
         let (grid, count_ptr) = match count {
             LaunchCount::Static(dims) => (dims, 0),
@@ -437,11 +453,18 @@ impl Device for CudaDevice {
                 ([blocks, 1, 1], slice.buffer.at(slice.offset))
             }
         };
-        values.push(count_ptr);
-        let mut args: Vec<*mut c_void> = values
-            .iter_mut()
-            .map(|v| (v as *mut u64).cast::<c_void>())
-            .collect();
+        push(count_ptr);
+        let mut inline_args = [std::ptr::null_mut::<c_void>(); INLINE_PARAMS];
+        let mut spilled_args = Vec::new();
+        let args: &mut [*mut c_void] = if slots <= INLINE_PARAMS {
+            &mut inline_args[..slots]
+        } else {
+            spilled_args.resize(slots, std::ptr::null_mut());
+            &mut spilled_args
+        };
+        for (arg, value) in args.iter_mut().zip(values.iter_mut()) {
+            *arg = (value as *mut u64).cast();
+        }
         let [bx, by, bz] = kernel.block;
         // SAFETY: `args` points at one live slot per parameter of the entry point, in
         // declaration order (see `lower.rs`), each holding a value of the declared type;
@@ -453,7 +476,7 @@ impl Device for CudaDevice {
                 (bx, by, bz),
                 0,
                 raw,
-                &mut args,
+                args,
             )
         };
         launched.map_err(|e| match self.ctx.fail("cuLaunchKernel", e) {

@@ -106,6 +106,10 @@ impl StagingPool {
     /// A buffer of at least `len` bytes (at most [`CHUNK_BYTES`]) for one transfer.
     fn take(&mut self, ctx: &Context, len: usize) -> Result<PinnedBuf, DeviceError> {
         let class = class_of(len);
+        if let Some(buf) = self.idle.get_mut(&class).and_then(Vec::pop) {
+            return Ok(buf);
+        }
+        // Only when nothing idle fits: look for busy buffers whose copies have completed.
         self.reap(ctx);
         if let Some(buf) = self.idle.get_mut(&class).and_then(Vec::pop) {
             return Ok(buf);
@@ -190,43 +194,31 @@ fn copy_threads(len: usize) -> usize {
         .clamp(1, COPY_THREADS_MAX)
 }
 
-/// Runs `job` on every item, spread over `threads` threads (the calling one included), each
-/// with the context current. Returns the first error; every item is processed regardless, so
-/// each job can release what its item owns.
+/// Runs `job` on every share, each on its own thread (the calling one takes the first), with
+/// the context current. Returns the first error; every share runs regardless, so each job
+/// releases what its share owns.
 fn for_each_parallel<T: Send>(
     ctx: &Context,
-    items: Vec<T>,
+    shares: Vec<T>,
     threads: usize,
     job: impl Fn(T) -> Result<(), DeviceError> + Sync,
 ) -> Result<(), DeviceError> {
-    let threads = threads.clamp(1, items.len().max(1));
-    let mut shares: Vec<Vec<T>> = (0..threads).map(|_| Vec::new()).collect();
-    for (i, item) in items.into_iter().enumerate() {
-        shares[i % threads].push(item);
-    }
-    let run = |share: Vec<T>| {
-        let mut first = Ok(());
-        for item in share {
-            let outcome = job(item);
-            if first.is_ok() {
-                first = outcome;
-            }
-        }
-        first
-    };
+    debug_assert_eq!(shares.len(), threads, "one share per thread");
     let mut shares = shares.into_iter();
-    let own = shares.next().unwrap_or_default();
+    let Some(own) = shares.next() else {
+        return Ok(());
+    };
     std::thread::scope(|scope| {
         let helpers: Vec<_> = shares
             .map(|share| {
                 scope.spawn(|| {
                     // A fresh thread: make the context current before any driver call.
                     ctx.bind()?;
-                    run(share)
+                    job(share)
                 })
             })
             .collect();
-        let mut first = run(own);
+        let mut first = job(own);
         for helper in helpers {
             let outcome = helper.join().unwrap_or_else(|_| {
                 Err(DeviceError::TransferFailed {
@@ -243,45 +235,90 @@ fn for_each_parallel<T: Send>(
 
 /// Enqueues a host-to-device copy of `data` to `dst` on `stream` through pinned staging.
 /// Returns once every byte of `data` is in staging memory, so the caller may reuse `data`.
+///
+/// Each copy thread takes its share of the chunks with two staging buffers of its own: it
+/// fills one while the copy engine reads the other, and waits for a buffer's previous copy
+/// before refilling it. The pool is touched twice per thread, not per chunk.
 pub(crate) fn upload(
     ctx: &Context,
     stream: sys::CUstream,
     dst: sys::CUdeviceptr,
     data: &[u8],
 ) -> Result<(), DeviceError> {
+    let threads = copy_threads(data.len());
     let chunks: Vec<(usize, &[u8])> = data
         .chunks(CHUNK_BYTES)
         .enumerate()
         .map(|(i, chunk)| (i * CHUNK_BYTES, chunk))
         .collect();
+    let mut shares: Vec<Vec<(usize, &[u8])>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, chunk) in chunks.into_iter().enumerate() {
+        shares[i % threads].push(chunk);
+    }
     let stream = StreamHandle(stream);
-    for_each_parallel(ctx, chunks, copy_threads(data.len()), |(offset, chunk)| {
-        let mut buf = ctx.staging().take(ctx, chunk.len())?;
-        buf.slice_mut(chunk.len()).copy_from_slice(chunk);
-        // SAFETY: `buf` holds `chunk.len()` staged bytes and stays out of the pool until the
-        // event recorded below completes; `dst + offset` lies inside the destination range
-        // the runtime checked.
-        let copied = unsafe {
-            sys::cuMemcpyHtoDAsync_v2(dst + offset as u64, buf.as_ptr(), chunk.len(), stream.get())
-        }
-        .result();
-        if let Err(e) = copied {
-            ctx.staging().give(buf);
-            return Err(ctx.fail("cuMemcpyHtoDAsync", e));
-        }
-        let event = match record(ctx, stream.get()) {
-            Ok(event) => event,
-            Err(err) => {
-                // Without an event, wait for the copy itself before the buffer is reused.
-                // SAFETY: the stream belongs to this context.
-                let _ = unsafe { result::stream::synchronize(stream.get()) };
-                ctx.staging().give(buf);
-                return Err(err);
+    for_each_parallel(ctx, shares, threads, |share| {
+        let mut buffers: [Option<(PinnedBuf, Option<CopyEvent>)>; 2] = [None, None];
+        let mut outcome = Ok(());
+        for (k, (offset, chunk)) in share.into_iter().enumerate() {
+            outcome = stage_chunk(
+                ctx,
+                stream.get(),
+                &mut buffers[k % 2],
+                dst + offset as u64,
+                chunk,
+            );
+            if outcome.is_err() {
+                break;
             }
-        };
-        ctx.staging().retire(buf, event);
-        Ok(())
+        }
+        let mut pool = ctx.staging();
+        for (buf, event) in buffers.into_iter().flatten() {
+            match event {
+                Some(event) => pool.retire(buf, event),
+                None => pool.give(buf),
+            }
+        }
+        outcome
     })
+}
+
+/// Stages `chunk` in `slot` (waiting for the slot's previous copy first) and enqueues its copy
+/// to `dst`, leaving the slot busy with the copy's event.
+fn stage_chunk(
+    ctx: &Context,
+    stream: sys::CUstream,
+    slot: &mut Option<(PinnedBuf, Option<CopyEvent>)>,
+    dst: sys::CUdeviceptr,
+    chunk: &[u8],
+) -> Result<(), DeviceError> {
+    let (buf, pending) = match slot {
+        Some(entry) => entry,
+        None => slot.insert((ctx.staging().take(ctx, CHUNK_BYTES)?, None)),
+    };
+    if let Some(event) = pending.take() {
+        // SAFETY: the event is from this context's pool and was recorded after the copy.
+        let waited = unsafe { result::event::synchronize(event.0) };
+        ctx.recycle_event(event.0);
+        waited.map_err(|e| ctx.fail("cuEventSynchronize", e))?;
+    }
+    buf.slice_mut(chunk.len()).copy_from_slice(chunk);
+    // SAFETY: `buf` holds `chunk.len()` staged bytes and is not written again before the
+    // event recorded below completes; `dst` lies inside the range the runtime checked.
+    unsafe { sys::cuMemcpyHtoDAsync_v2(dst, buf.as_ptr(), chunk.len(), stream) }
+        .result()
+        .map_err(|e| ctx.fail("cuMemcpyHtoDAsync", e))?;
+    match record(ctx, stream) {
+        Ok(event) => {
+            *pending = Some(event);
+            Ok(())
+        }
+        Err(err) => {
+            // Without an event, wait for the copy itself before the buffer can be reused.
+            // SAFETY: the stream belongs to this context.
+            let _ = unsafe { result::stream::synchronize(stream) };
+            Err(err)
+        }
+    }
 }
 
 /// Records a pooled event on `stream`.
@@ -379,28 +416,40 @@ impl CudaRead {
         Ok(read)
     }
 
-    /// Waits for each chunk and copies it out, several chunks at a time on large reads.
+    /// Waits for each chunk and copies it out, several chunks at a time on large reads: the
+    /// first chunks are copied out (and the fresh output's pages faulted in) while the copy
+    /// engine still fills the later ones.
     pub(crate) fn finish(mut self) -> Result<Vec<u8>, DeviceError> {
         self.ctx.bind()?;
         let mut out = vec![0u8; self.len];
+        let threads = copy_threads(self.len);
+        let mut shares: Vec<Vec<(ReadChunk, &mut [u8])>> =
+            (0..threads).map(|_| Vec::new()).collect();
         let chunks = std::mem::take(&mut self.chunks);
-        let items: Vec<(ReadChunk, &mut [u8])> = chunks
+        for (i, item) in chunks
             .into_iter()
             .zip(out.chunks_mut(CHUNK_BYTES))
-            .collect();
+            .enumerate()
+        {
+            shares[i % threads].push(item);
+        }
         let ctx = &*self.ctx;
-        for_each_parallel(ctx, items, copy_threads(self.len), |(chunk, dst)| {
-            // SAFETY: the event is from this context's pool and was recorded after the copy.
-            let waited = unsafe { result::event::synchronize(chunk.event.0) };
-            ctx.recycle_event(chunk.event.0);
-            let outcome = match waited {
-                Ok(()) => {
-                    dst.copy_from_slice(chunk.buf.slice(chunk.len));
-                    Ok(())
+        for_each_parallel(ctx, shares, threads, |share| {
+            let mut outcome = Ok(());
+            let mut done = Vec::with_capacity(share.len());
+            for (chunk, dst) in share {
+                // SAFETY: the event is from this context's pool and was recorded after the copy.
+                let waited = unsafe { result::event::synchronize(chunk.event.0) };
+                ctx.recycle_event(chunk.event.0);
+                match waited {
+                    Ok(()) => dst.copy_from_slice(chunk.buf.slice(chunk.len)),
+                    Err(e) if outcome.is_ok() => outcome = Err(ctx.fail("cuEventSynchronize", e)),
+                    Err(_) => {}
                 }
-                Err(e) => Err(ctx.fail("cuEventSynchronize", e)),
-            };
-            ctx.staging().give(chunk.buf);
+                done.push(chunk.buf);
+            }
+            let mut pool = ctx.staging();
+            done.into_iter().for_each(|buf| pool.give(buf));
             outcome
         })?;
         Ok(out)
