@@ -179,6 +179,7 @@ impl<D: Device> ComputeClient<D> {
                     len: size_bytes,
                 };
                 server.write(stream, range, &data);
+                crate::bytes::free_in_background(data);
             }
             Ok(buffer)
         })?;
@@ -329,6 +330,7 @@ impl<D: Device> ComputeClient<D> {
         self.enqueue(move |server, stream| {
             server.write(stream, range, &data);
             drop(keep);
+            crate::bytes::free_in_background(data);
         });
         Ok(())
     }
