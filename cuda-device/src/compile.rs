@@ -77,3 +77,35 @@ fn cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, result::NvrtcError> {
     unsafe { sys::nvrtcGetCUBIN(program, image.as_mut_ptr().cast()) }.result()?;
     Ok(image)
 }
+
+#[cfg(test)]
+mod tests {
+    use lockstep::kernel::{Access, ElemType, KernelBuilder};
+
+    use super::*;
+
+    /// Needs only NVRTC (no GPU); prints a visible skip where it is missing.
+    #[test]
+    fn compiler_failures_carry_the_log_and_the_kernel_source() {
+        // SAFETY: probing dlopens NVRTC, as compiling would.
+        if !unsafe { sys::is_culib_present() } {
+            let line = "SKIPPED: no NVRTC (libnvrtc.so could not be loaded): compile tests\n";
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            return;
+        }
+        let mut k = KernelBuilder::new("tiny", [1, 1, 1]);
+        let out = k.binding(ElemType::U32, Access::ReadWrite);
+        k.store(out, 0u32, 1u32);
+        let def = k.build().expect("valid");
+        let image = compile(&def, true, "sm_90").expect("compiles for sm_90");
+        assert!(!image.is_empty());
+        match compile(&def, true, "sm_1") {
+            Err(DeviceError::Compile { kernel, log }) => {
+                assert_eq!(kernel, "tiny");
+                assert!(log.contains("sm_1"), "{log}");
+                assert!(log.contains("lockstep_kernel"), "{log}");
+            }
+            other => panic!("expected a compile error, got {other:?}"),
+        }
+    }
+}
