@@ -27,8 +27,13 @@ cp "$bench" "$out/bench"
 echo "== stripping and checking run-time dependencies"
 for binary in lockstep cuda_tests bench; do
   strip "$out/$binary"
-  # Only the C runtime may be linked; CUDA is loaded at run time.
-  needed=$(readelf -d "$out/$binary" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  # A whole executable (another build rewriting target/ while it was copied would cut it short),
+  # linking only the C runtime: CUDA is loaded at run time.
+  needed=$(readelf -d "$out/$binary" 2>&1 | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  if readelf -d "$out/$binary" 2>&1 | grep -q Error || [[ " $needed" != *" libc.so.6 "* ]]; then
+    echo "error: $out/$binary is not a whole executable linking libc; run this script again" >&2
+    exit 1
+  fi
   for lib in $needed; do
     case "$lib" in
       libc.so.*|libm.so.*|libgcc_s.so.*|ld-linux*|libdl.so.*|libpthread.so.*|librt.so.*) ;;
