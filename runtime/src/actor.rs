@@ -41,11 +41,15 @@ struct Queue<S> {
     /// the lock, so a submitter that sees it unset knows the actor will find its task without a
     /// signal; only then is the signal (a system call) skipped.
     waiting: bool,
+    /// The actor thread, once it runs: a last handle dropped there cannot wait for it to exit.
+    actor_thread: Option<thread::ThreadId>,
+    /// The actor dropped the state and returned.
+    exited: bool,
 }
 
 struct Shared<S> {
     queue: Mutex<Queue<S>>,
-    /// Signalled when a task is queued or the last handle drops.
+    /// Signalled when a task is queued or the last handle drops, and when the actor exits.
     changed: Condvar,
 }
 
@@ -72,6 +76,8 @@ impl<S: ActorState> ActorHandle<S> {
                 tasks: VecDeque::new(),
                 handles: 1,
                 waiting: false,
+                actor_thread: None,
+                exited: false,
             }),
             changed: Condvar::new(),
         });
@@ -163,14 +169,22 @@ impl<S: ActorState> Clone for ActorHandle<S> {
 }
 
 impl<S: ActorState> Drop for ActorHandle<S> {
+    /// The last handle waits until the actor has run every queued task and dropped the state,
+    /// so the device's teardown is finished when the last client is gone (a driver must not be
+    /// unloaded by process exit while the actor still tears it down). Dropped on the actor thread
+    /// itself (a handle captured by a task), it cannot wait: the actor exits after that task.
     fn drop(&mut self) {
-        let last = {
-            let mut queue = lock(&self.shared.queue);
-            queue.handles -= 1;
-            queue.handles == 0
-        };
-        if last {
-            self.shared.changed.notify_one();
+        let mut queue = lock(&self.shared.queue);
+        queue.handles -= 1;
+        if queue.handles > 0 {
+            return;
+        }
+        self.shared.changed.notify_all();
+        if queue.actor_thread == Some(thread::current().id()) {
+            return;
+        }
+        while !queue.exited {
+            queue = wait(&self.shared.changed, queue);
         }
     }
 }
@@ -179,6 +193,7 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
     // Tasks are taken from the shared queue a batch at a time (all that are queued), so the
     // lock is taken once per batch rather than once per task while submitters keep it busy.
     let mut batch: VecDeque<(StreamId, Task<S>)> = VecDeque::new();
+    lock(&shared.queue).actor_thread = Some(thread::current().id());
     loop {
         {
             let mut queue = lock(&shared.queue);
@@ -191,6 +206,8 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
                     drop(queue);
                     // Dropping the state runs the device's teardown on this thread.
                     drop(state);
+                    lock(&shared.queue).exited = true;
+                    shared.changed.notify_all();
                     return;
                 }
                 queue.waiting = true;

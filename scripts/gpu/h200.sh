@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds here everything the H200 pass runs: the CUDA binaries (scripts/gpu/cuda.sh), the wgpu
+# dispatch benchmark, the graph benchmark and the decode_loop example, stripped into .gpu/, and
+# fetches Debian's Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but no loader).
+# Then, with the device tool, carry [".gpu", ".gl"] and run scripts/gpu/run-h200.sh there.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .gpu
+bash scripts/gpu/cuda.sh
+
+# The executable of the cargo target named $1 in a `--message-format=json` build.
+executable() {
+  jq -r --arg name "$1" 'select(.reason == "compiler-artifact" and .target.name == $name and .executable != null) | .executable' | tail -n 1
+}
+cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
+cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
+cargo build --release -p lockstep-conformance --example decode_loop
+cp target/release/examples/decode_loop .gpu/decode_loop
+strip .gpu/wgpu_bench .gpu/graph_bench .gpu/decode_loop
+du -sh .gpu
+
+if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+  mkdir -p .gl /tmp/amd64/partial
+  o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+  apt-get $o update -qq
+  (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+fi
