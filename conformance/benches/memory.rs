@@ -2,7 +2,8 @@
 //! fragmentation (peak bytes reserved / peak bytes live) on a trace shaped like a transformer's
 //! forward and backward pass. All on the simulator, measured in one run.
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench memory`
+//! Run: `cargo bench -p lockstep-conformance --bench memory [-- sim|wgpu|cuda]` (fragmentation
+//! is measured on the simulator, throughput on the device named).
 
 use std::time::Instant;
 
@@ -18,8 +19,8 @@ fn churn_sizes(count: usize) -> Vec<u64> {
     (0..count).map(|i| 1024u64 << (i % 7)).collect()
 }
 
-fn pools_rate(sizes: &[u64]) -> f64 {
-    let mut client = ComputeClient::new(device());
+fn pools_rate<D: Device>(device: D, sizes: &[u64]) -> f64 {
+    let mut client = ComputeClient::new(device);
     client.set_stream(StreamId(0));
     // Warm the pools so the measurement sees steady state.
     drop(client.empty(64 << 10).expect("empty"));
@@ -31,8 +32,7 @@ fn pools_rate(sizes: &[u64]) -> f64 {
     sizes.len() as f64 / start.elapsed().as_secs_f64()
 }
 
-fn raw_rate(sizes: &[u64]) -> f64 {
-    let mut device = device();
+fn raw_rate<D: Device>(mut device: D, sizes: &[u64]) -> f64 {
     let start = Instant::now();
     for &size in sizes {
         let buffer = device.allocate(size).expect("allocate");
@@ -125,20 +125,42 @@ fn fragmentation(events: &[Event]) -> (f64, u64, u64) {
     )
 }
 
-fn main() {
-    let sizes = churn_sizes(200_000);
-    pools_rate(&sizes[..10_000]);
-    raw_rate(&sizes[..10_000]);
-    let pools = pools_rate(&sizes);
-    let raw = raw_rate(&sizes);
-    println!("allocate+free, 1-64 KiB, {} ops (simulator):", sizes.len());
-    println!("  raw SimDevice allocate/free: {raw:>12.0} ops/s");
+fn throughput<D: Device>(open: impl Fn() -> D) {
+    let sizes = churn_sizes(100_000);
+    pools_rate(open(), &sizes[..5_000]);
+    raw_rate(open(), &sizes[..5_000]);
+    let pools = pools_rate(open(), &sizes);
+    let raw = raw_rate(open(), &sizes);
+    let name = open().properties().name.clone();
+    println!("allocate+free, 1-64 KiB, {} ops on {name}:", sizes.len());
+    println!("  raw Device::allocate/free:   {raw:>12.0} ops/s");
     println!("  ComputeClient empty+drop:    {pools:>12.0} ops/s");
     println!("  ratio pools/raw:             {:>12.2}", pools / raw);
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    match args.first().map_or("sim", String::as_str) {
+        "sim" => throughput(device),
+        "wgpu" => {
+            let options = lockstep_wgpu::WgpuOptions::from_env()?;
+            lockstep_wgpu::WgpuDevice::new(options.clone())?;
+            throughput(|| lockstep_wgpu::WgpuDevice::new(options.clone()).expect("opened once"));
+        }
+        "cuda" => {
+            lockstep_cuda::CudaDevice::new(0)?;
+            throughput(|| lockstep_cuda::CudaDevice::new(0).expect("opened once"));
+        }
+        other => return Err(format!("unknown device `{other}`: use sim, wgpu or cuda").into()),
+    }
     let trace = transformer_trace();
     let (ratio, reserved, live) = fragmentation(&trace);
-    println!("transformer trace, {} events:", trace.len());
+    println!("transformer trace, {} events (simulator):", trace.len());
     println!("  peak bytes live:     {live:>12}");
     println!("  peak bytes reserved: {reserved:>12}");
     println!("  fragmentation:       {ratio:>12.3} (goal <= 1.25)");
+    Ok(())
 }

@@ -63,6 +63,10 @@ fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
     let ha = a.create(Bytes::from_elems(&[1u32])).unwrap();
     a.sync().unwrap();
     let hb = b.create(Bytes::from_elems(&[7u32])).unwrap();
+    assert!(
+        c.memory_usage().is_ok(),
+        "memory usage answers while a stream holds a failure"
+    );
     let err = b.sync().unwrap_err();
     assert!(
         matches!(err, ServerError::Device(DeviceError::TransferFailed { .. })),

@@ -208,41 +208,69 @@ pub(super) fn graph_replay<F: DeviceFactory>(
     })
 }
 
+/// What a capture window is given that it cannot record.
+#[derive(Clone, Copy, Debug)]
+enum Intrusion {
+    Write,
+    Allocate,
+    Both,
+}
+
 pub(super) fn capture_refusals<F: DeviceFactory>(
     factory: &F,
     config: RunConfig,
 ) -> Result<(), Failure> {
+    let intrusion = prop_oneof![
+        Just(Intrusion::Write),
+        Just(Intrusion::Allocate),
+        Just(Intrusion::Both)
+    ];
     run_cases(
         config,
         "capture_refusals",
-        (any::<u64>(), any::<bool>()),
-        |(seed, allocate)| {
+        (any::<u64>(), intrusion),
+        |(seed, intrusion)| {
             let session = factory.open(seed);
             let mut c = session.client.clone();
             c.set_stream(StreamId(3));
+            let hardware = c.features().graphs == lockstep::GraphSupport::Hardware;
             let handle = c
                 .create(Bytes::from_elems(&[5u32; 8]))
                 .map_err(|e| e.to_string())?;
             c.graph_prepare().map_err(|e| e.to_string())?;
             c.start_capture().map_err(|e| e.to_string())?;
-            let _late = if allocate {
-                Some(
+            let _late = match intrusion {
+                Intrusion::Allocate | Intrusion::Both => Some(
                     c.empty(64)
                         .map_err(|e| format!("empty in the window: {e}"))?,
-                )
-            } else {
-                None
+                ),
+                Intrusion::Write => None,
             };
-            c.write(&handle, Bytes::from_elems(&[6u32; 8]))
-                .map_err(|e| format!("write in the window: {e}"))?;
-            match c.stop_capture() {
-                Err(ServerError::Capture(CaptureError::WriteInCapture { .. })) => {}
-                other => return Err(format!("stop_capture after a write: {other:?}")),
+            if matches!(intrusion, Intrusion::Write | Intrusion::Both) {
+                c.write(&handle, Bytes::from_elems(&[6u32; 8]))
+                    .map_err(|e| format!("write in the window: {e}"))?;
             }
-            // The capture ended: the stream works again and the refused write never happened.
+            match (intrusion, c.stop_capture()) {
+                (
+                    Intrusion::Write | Intrusion::Both,
+                    Err(ServerError::Capture(CaptureError::WriteInCapture { .. })),
+                ) => {}
+                (
+                    Intrusion::Allocate,
+                    Err(ServerError::Capture(CaptureError::AllocationInCapture { .. })),
+                ) if hardware => {}
+                // A software graph merely wasted the allocation.
+                (Intrusion::Allocate, Ok(graph)) if !hardware => drop(graph),
+                (intrusion, other) => {
+                    return Err(format!(
+                        "stop_capture after {intrusion:?} (hardware graphs: {hardware}): {other:?}"
+                    ));
+                }
+            }
+            // The capture ended: the stream works again and a refused write never happened.
             let bytes = c
                 .read_one(handle)
-                .map_err(|e| format!("read after a failed capture: {e}"))?;
+                .map_err(|e| format!("read after the capture: {e}"))?;
             if bytes.to_elems::<u32>() != vec![5u32; 8] {
                 return Err("the refused write reached the buffer".into());
             }

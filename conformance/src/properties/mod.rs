@@ -80,7 +80,7 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
         },
         Property {
             name: "capture_refusals",
-            summary: "a write in the capture window fails stop_capture, leaves the buffer and the stream as they were",
+            summary: "a write in the capture window fails stop_capture, as an allocation does on hardware graphs; buffer and stream stay as they were",
             check: graphs::capture_refusals,
         },
         Property {
