@@ -88,7 +88,7 @@ fn step(with_faults: bool) -> BoxedStrategy<Step> {
         5 => (kernel, slot(), slot(), 0u32..5)
             .prop_map(|(kernel, dst, src, k)| Step::Launch { kernel, dst, src, k }),
         3 => slot().prop_map(|slot| Step::Read { slot }),
-        1 => slot().prop_map(|slot| Step::Release { slot }),
+        3 => slot().prop_map(|slot| Step::Release { slot }),
         1 => Just(Step::Sync),
         fault_weight => (slot(), 0u32..8).prop_map(|(slot, past_end)| Step::Fault { slot, past_end }),
     ]

@@ -465,7 +465,15 @@ impl<D: Device> Server<D> {
     /// Waits for every pending free and graph destruction, returns the slices, and gives every
     /// empty page back to the device.
     fn reclaim_all(&mut self) {
-        if self.lost.is_none() {
+        // Destroying a graph releases the buffers only it kept alive, which queues new pending
+        // frees: wait again until nothing is pending. Two rounds suffice (frees release
+        // nothing); the bound keeps a device whose events never complete from hanging here.
+        for _ in 0..4 {
+            if self.lost.is_some()
+                || (self.pending_frees.is_empty() && self.pending_graph_destroys.is_empty())
+            {
+                break;
+            }
             let mut waiting: Vec<StreamId> = self
                 .pending_frees
                 .iter()
@@ -480,6 +488,7 @@ impl<D: Device> Server<D> {
                     self.push_device_error(stream, err);
                 }
             }
+            self.reclaim();
         }
         self.reclaim();
         let empty = self.memory.take_empty_pages();
