@@ -19,6 +19,7 @@ use crate::fault::{FaultInjector, FaultKind};
 use crate::interpreter::{self, BindingData, KernelTrap};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{Count, LaunchOp, Op, Range};
+use crate::sanitizer::{Access, Clock, Sanitizer};
 use crate::trace::{Observations, Trace, TraceEntry};
 
 /// A simulated allocation.
@@ -59,7 +60,8 @@ pub struct SimGraph {
 
 #[derive(Debug, Default)]
 struct StreamState {
-    queue: VecDeque<Op>,
+    /// Operations in order, each with the host's clock when it was enqueued.
+    queue: VecDeque<(Op, Clock)>,
     /// Asynchronous failures not yet taken by the runtime.
     errors: Vec<DeviceError>,
     /// Launches recorded while capturing.
@@ -91,6 +93,9 @@ pub struct SimDevice {
     reads: BTreeMap<u64, Option<Result<Vec<u8>, DeviceError>>>,
     next_read: u64,
     clock_ns: u64,
+    sanitizer: Sanitizer,
+    /// The sanitizer clock each finished read executed at, until `wait_read` takes it.
+    read_clocks: BTreeMap<u64, Clock>,
     trace: Trace,
     observations: Arc<Mutex<Observations>>,
     lost: Option<String>,
@@ -131,6 +136,8 @@ impl SimDevice {
             reads: BTreeMap::new(),
             next_read: 0,
             clock_ns: 0,
+            sanitizer: Sanitizer::default(),
+            read_clocks: BTreeMap::new(),
             observations: Arc::new(Mutex::new(Observations::default())),
             lost: None,
         }
@@ -183,7 +190,8 @@ impl SimDevice {
                 }),
             };
         }
-        state.queue.push_back(op);
+        let enqueued = self.sanitizer.host_clock();
+        self.stream_mut(stream).queue.push_back((op, enqueued));
         self.background();
         Ok(())
     }
@@ -208,7 +216,7 @@ impl SimDevice {
     fn ready(&self, state: &StreamState) -> bool {
         match state.queue.front() {
             None => false,
-            Some(Op::Wait(marker)) => self.markers[*marker as usize].is_some(),
+            Some((Op::Wait(marker), _)) => self.markers[*marker as usize].is_some(),
             Some(_) => true,
         }
     }
@@ -226,11 +234,11 @@ impl SimDevice {
             return false;
         }
         let index = ready[self.rng.random_range(0..ready.len())];
-        let op = self.streams[index]
+        let (op, enqueued) = self.streams[index]
             .queue
             .pop_front()
             .expect("a ready stream has an operation");
-        self.execute(index as u32, op);
+        self.execute(index as u32, op, &enqueued);
         true
     }
 
@@ -256,7 +264,62 @@ impl SimDevice {
 
     // ---- execution -----------------------------------------------------------------------
 
-    fn execute(&mut self, stream: u32, op: Op) {
+    /// The memory `op` touches, for the sanitizer.
+    fn accesses(op: &Op) -> Vec<(Range, bool)> {
+        match op {
+            Op::Write { dst, .. } => vec![(*dst, true)],
+            Op::Read { src, .. } => vec![(*src, false)],
+            Op::Copy { src, dst } => vec![(*src, false), (*dst, true)],
+            Op::Launch(launch) => {
+                let declared = &launch.kernel.bindings;
+                let mut all: Vec<(Range, bool)> = launch
+                    .bindings
+                    .iter()
+                    .enumerate()
+                    .map(|(i, range)| {
+                        // Past the declared bindings comes the fault record, written.
+                        let write = declared
+                            .get(i)
+                            .is_none_or(|d| d.access == lockstep::kernel::Access::ReadWrite);
+                        (*range, write)
+                    })
+                    .collect();
+                if let Count::Dynamic(range) = &launch.count {
+                    all.push((*range, false));
+                }
+                all
+            }
+            Op::Marker(_) | Op::Wait(_) => Vec::new(),
+        }
+    }
+
+    /// Ticks the sanitizer's clock for `op` on `stream` and checks its accesses.
+    fn sanitize(&mut self, stream: u32, op: &Op, enqueued: &Clock) -> Clock {
+        let clock = self.sanitizer.begin(stream, enqueued);
+        let operation = match op {
+            Op::Launch(launch) => format!("launch of `{}`", launch.kernel.name),
+            other => other.name().to_owned(),
+        };
+        for (range, write) in Self::accesses(op) {
+            let access = Access {
+                buffer: range.buffer,
+                offset: range.offset,
+                len: range.len,
+                write,
+            };
+            for report in self.sanitizer.access(stream, &clock, access, &operation) {
+                self.report(report);
+            }
+        }
+        match op {
+            Op::Marker(id) => self.sanitizer.marker(*id, clock.clone()),
+            Op::Wait(id) => self.sanitizer.wait(stream, *id),
+            _ => {}
+        }
+        clock
+    }
+
+    fn execute(&mut self, stream: u32, op: Op, enqueued: &Clock) {
         if self.faults.fires(FaultKind::DeviceLoss) {
             self.lose(format!(
                 "injected device loss before `{}` on stream {stream} (seed {})",
@@ -265,6 +328,7 @@ impl SimDevice {
             ));
             return;
         }
+        let sanitizer_clock = self.sanitize(stream, &op, enqueued);
         let start_ns = self.clock_ns;
         let name = op.name();
         let (duration_ns, detail, content) = match op {
@@ -276,6 +340,7 @@ impl SimDevice {
                 let (result, outcome) = self.execute_read(src);
                 let content = result.clone().unwrap_or_default();
                 self.reads.insert(read, Some(result));
+                self.read_clocks.insert(read, sanitizer_clock);
                 (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
             }
             Op::Copy { src, dst } => {
@@ -575,10 +640,11 @@ impl Device for SimDevice {
         if self
             .streams
             .iter()
-            .any(|s| s.queue.iter().any(|op| op.touches(buffer.id)))
+            .any(|s| s.queue.iter().any(|(op, _)| op.touches(buffer.id)))
         {
             self.report(SanitizerReport::FreeWhileInUse { buffer: buffer.id });
         }
+        self.sanitizer.forget(buffer.id);
         self.memory.free(buffer.id);
     }
 
@@ -638,6 +704,9 @@ impl Device for SimDevice {
         self.run_until("a read", |dev| {
             dev.reads.get(&read.0).is_some_and(|r| r.is_some())
         });
+        if let Some(clock) = self.read_clocks.remove(&read.0) {
+            self.sanitizer.host_observed(&clock);
+        }
         match self.reads.remove(&read.0).flatten() {
             Some(result) => result,
             None => Err(self
@@ -715,7 +784,11 @@ impl Device for SimDevice {
 
     fn event_complete(&mut self, event: &SimEvent) -> bool {
         self.background();
-        self.lost.is_some() || self.markers[event.0 as usize].is_some()
+        let complete = self.markers[event.0 as usize].is_some();
+        if complete {
+            self.sanitizer.host_observed_marker(event.0);
+        }
+        self.lost.is_some() || complete
     }
 
     fn flush(&mut self, _stream: SimStream) -> Result<(), DeviceError> {
@@ -730,6 +803,7 @@ impl Device for SimDevice {
         self.run_until("a stream to drain", |dev| {
             dev.streams[index].queue.is_empty()
         });
+        self.sanitizer.host_observed_stream(stream.0);
         self.check_alive()
     }
 

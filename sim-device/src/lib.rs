@@ -19,6 +19,7 @@ mod fault;
 mod interpreter;
 mod memory;
 mod ops;
+mod sanitizer;
 mod trace;
 
 pub use config::SimConfig;

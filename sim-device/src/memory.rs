@@ -23,6 +23,15 @@ pub enum SanitizerReport {
     UseAfterFree { operation: String, buffer: u64 },
     /// The runtime freed an allocation while queued work still used it.
     FreeWhileInUse { buffer: u64 },
+    /// Two operations on different streams touched overlapping bytes, at least one writing,
+    /// with no happens-before edge between them (see `sanitizer`).
+    Race {
+        buffer: u64,
+        offset: u64,
+        len: u64,
+        first: String,
+        second: String,
+    },
 }
 
 impl std::fmt::Display for SanitizerReport {
@@ -47,6 +56,17 @@ impl std::fmt::Display for SanitizerReport {
                     "buffer {buffer} was freed while queued work still used it"
                 )
             }
+            SanitizerReport::Race {
+                buffer,
+                offset,
+                len,
+                first,
+                second,
+            } => write!(
+                f,
+                "race on buffer {buffer} bytes {offset}..{}: {first} and {second} are not ordered",
+                offset + len
+            ),
         }
     }
 }
