@@ -6,6 +6,7 @@
 pub mod factory;
 pub mod fuzzing;
 pub mod kernels;
+pub mod perfetto;
 pub mod program;
 pub mod properties;
 pub mod suite;

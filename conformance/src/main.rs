@@ -45,10 +45,14 @@ enum Command {
         #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(suite::property_names()))]
         property: Option<String>,
     },
-    /// Rerun the default multi-stream case of a seed on the simulator; prints its trace hash.
+    /// Rerun the default multi-stream case of a seed on the simulator, twice (the traces must
+    /// be identical); prints its trace hash last.
     Replay {
         #[arg(long)]
         seed: u64,
+        /// Write the run as a Chrome/Perfetto trace (open it in ui.perfetto.dev).
+        #[arg(long)]
+        trace: Option<std::path::PathBuf>,
     },
 }
 
@@ -82,7 +86,7 @@ fn main() -> ExitCode {
                 },
             }
         }
-        Command::Replay { seed } => replay(seed),
+        Command::Replay { seed, trace } => replay(seed, trace.as_deref()),
     }
 }
 
@@ -176,14 +180,26 @@ fn describe(program: &Program) -> String {
     )
 }
 
-fn replay(seed: u64) -> ExitCode {
+fn replay(seed: u64, trace: Option<&std::path::Path>) -> ExitCode {
     let program = suite::default_case(seed);
     println!("seed: {seed}");
     println!("case: {}", describe(&program));
     match suite::replay(&program) {
-        Ok(hash) => {
+        Ok(replay) => {
+            println!(
+                "determinism: two runs executed the same {} operations",
+                replay.trace.len()
+            );
+            if let Some(path) = trace {
+                let json = lockstep_conformance::perfetto::trace_json(&replay.trace);
+                if let Err(err) = std::fs::write(path, json.to_string()) {
+                    println!("result: FAILED: cannot write {}: {err}", path.display());
+                    return ExitCode::FAILURE;
+                }
+                println!("trace: {} (open in ui.perfetto.dev)", path.display());
+            }
             println!("result: ok");
-            println!("trace-hash: {hash:016x}");
+            println!("trace-hash: {:016x}", replay.trace_hash);
             ExitCode::SUCCESS
         }
         Err(why) => {

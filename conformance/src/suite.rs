@@ -68,8 +68,47 @@ pub fn default_case(seed: u64) -> Program {
     program
 }
 
-/// Runs a program once on the simulator and returns its trace hash.
-pub fn replay(program: &Program) -> Result<u64, String> {
-    let hash = properties::run_program(&SimFactory::default(), program)?;
-    Ok(hash.expect("the simulator always has a trace hash"))
+/// A replayed case: its trace hash and every operation it executed.
+#[derive(Debug)]
+pub struct Replay {
+    pub trace_hash: u64,
+    pub trace: Vec<lockstep_sim::TraceEntry>,
+}
+
+/// Runs a program twice on the simulator and checks that both runs executed the same
+/// operations; a difference names the first diverging operation.
+pub fn replay(program: &Program) -> Result<Replay, String> {
+    let factory = SimFactory {
+        record_trace: true,
+        ..SimFactory::default()
+    };
+    let run = || -> Result<Replay, String> {
+        let session = properties::run_program(&factory, program)?;
+        let observer = session
+            .observer
+            .as_ref()
+            .expect("the simulator has an observer");
+        Ok(Replay {
+            trace_hash: observer
+                .trace_hash()
+                .expect("the simulator hashes its trace"),
+            trace: observer.trace(),
+        })
+    };
+    let (first, second) = (run()?, run()?);
+    if first.trace_hash != second.trace_hash {
+        let at = first
+            .trace
+            .iter()
+            .zip(&second.trace)
+            .position(|(a, b)| a != b)
+            .unwrap_or(first.trace.len().min(second.trace.len()));
+        return Err(format!(
+            "nondeterminism: two runs of seed {} diverge at operation #{at}: {:?} vs {:?}",
+            program.sim_seed,
+            first.trace.get(at),
+            second.trace.get(at)
+        ));
+    }
+    Ok(first)
 }

@@ -39,6 +39,7 @@ fn removing_cross_stream_waits_fails_stream_ordering() {
             cross_stream_ordering: false,
             ..ServerOptions::default()
         },
+        ..SimFactory::default()
     };
     let mut counts = Vec::new();
     for seed in 0..8 {

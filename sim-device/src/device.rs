@@ -329,6 +329,10 @@ impl SimDevice {
             return;
         }
         let sanitizer_clock = self.sanitize(stream, &op, enqueued);
+        let marker = match op {
+            Op::Marker(id) | Op::Wait(id) => Some(id),
+            _ => None,
+        };
         let start_ns = self.clock_ns;
         let name = op.name();
         let (duration_ns, detail, content) = match op {
@@ -379,6 +383,8 @@ impl SimDevice {
             stream,
             op: name,
             detail,
+            marker,
+            bytes_live: self.memory.bytes_live,
         };
         let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
         self.trace.push(&mut obs, entry, &content);

@@ -15,6 +15,10 @@ pub struct TraceEntry {
     pub op: &'static str,
     /// Operands, e.g. buffer ids and byte ranges, or the kernel's name.
     pub detail: String,
+    /// For "marker" and "wait": the marker (event) recorded or waited on.
+    pub marker: Option<u64>,
+    /// Device memory allocated after the operation.
+    pub bytes_live: u64,
 }
 
 /// What an observer can see of a simulated device while the runtime drives it.

@@ -16,6 +16,9 @@ pub trait Observer {
     fn sanitizer_reports(&self) -> Vec<String>;
     /// A hash of everything the device executed, where the device is deterministic.
     fn trace_hash(&self) -> Option<u64>;
+    /// Every operation the device executed, where it records them (the simulator with
+    /// `record_trace`).
+    fn trace(&self) -> Vec<lockstep_sim::TraceEntry>;
 }
 
 /// A fresh client for one test case, and what can observe its device.

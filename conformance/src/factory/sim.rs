@@ -10,12 +10,17 @@ use super::{DeviceFactory, Observer, Session};
 #[derive(Clone, Debug, Default)]
 pub struct SimFactory {
     pub options: ServerOptions,
+    /// Keep every trace entry (for export and for diffing two runs), not just the hash.
+    pub record_trace: bool,
 }
 
 impl SimFactory {
     /// The simulated device a session with `seed` runs on.
-    pub fn config(seed: u64) -> SimConfig {
-        SimConfig::new(seed)
+    pub fn config(&self, seed: u64) -> SimConfig {
+        SimConfig {
+            record_trace: self.record_trace,
+            ..SimConfig::new(seed)
+        }
     }
 }
 
@@ -31,6 +36,10 @@ impl Observer for SimProbe {
     fn trace_hash(&self) -> Option<u64> {
         Some(self.observations().trace_hash)
     }
+
+    fn trace(&self) -> Vec<lockstep_sim::TraceEntry> {
+        self.observations().entries.clone()
+    }
 }
 
 impl DeviceFactory for SimFactory {
@@ -41,7 +50,7 @@ impl DeviceFactory for SimFactory {
     }
 
     fn open(&self, seed: u64) -> Session<SimDevice> {
-        let device = SimDevice::new(Self::config(seed));
+        let device = SimDevice::new(self.config(seed));
         let probe = device.probe();
         Session {
             client: ComputeClient::with_options(device, self.options),

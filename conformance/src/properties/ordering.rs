@@ -3,7 +3,7 @@
 use proptest::collection::vec;
 
 use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
-use crate::factory::DeviceFactory;
+use crate::factory::{DeviceFactory, Session};
 use crate::program::{Executor, Program, program};
 
 /// Most streams a generated program uses.
@@ -25,11 +25,11 @@ pub(super) fn stream_ordering<F: DeviceFactory>(
 
 /// Runs `program` on a fresh device pinned stream by stream, then checks that every fault was
 /// surfaced, that memory returns to its baseline once all handles drop, and that the device's
-/// sanitizer saw nothing. Returns the device's trace hash, if it has one.
+/// sanitizer saw nothing. Returns the session, whose observer holds the device's trace.
 pub fn run_program<F: DeviceFactory>(
     factory: &F,
     program: &Program,
-) -> Result<Option<u64>, String> {
+) -> Result<Session<F::Device>, String> {
     let session = factory.open(program.sim_seed);
     let client = &session.client;
     let baseline = client.memory_usage().map_err(|e| e.to_string())?;
@@ -40,7 +40,7 @@ pub fn run_program<F: DeviceFactory>(
     executor.finish()?;
     expect_baseline(client, baseline)?;
     expect_clean(&session)?;
-    Ok(session.observer.as_ref().and_then(|o| o.trace_hash()))
+    Ok(session)
 }
 
 pub(super) fn concurrent_submitters<F: DeviceFactory>(
