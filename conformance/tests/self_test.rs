@@ -69,3 +69,24 @@ fn the_intact_runtime_passes_every_property() {
     }
     assert_eq!(results.len(), suite::property_names().len());
 }
+
+#[test]
+fn reusing_memory_before_other_streams_finish_is_caught_by_the_sanitizer() {
+    let broken = SimFactory {
+        options: ServerOptions {
+            deferred_frees: false,
+            ..ServerOptions::default()
+        },
+        ..SimFactory::default()
+    };
+    let mut counts = Vec::new();
+    for seed in 0..4 {
+        let cases = cases_to_failure(&broken, "stream_ordering", seed, DEFAULT_CASES);
+        assert!(
+            cases.is_some(),
+            "seed {seed}: stream_ordering passed {DEFAULT_CASES} cases with slices reused early"
+        );
+        counts.push(cases.unwrap_or_default());
+    }
+    println!("cases to detect early reuse of released memory, seeds 0..4: {counts:?}");
+}

@@ -59,6 +59,9 @@ pub struct ServerOptions {
     /// Insert event waits between streams that touch the same buffer. Only the conformance
     /// suite's self-test turns this off, to prove the suite notices.
     pub cross_stream_ordering: bool,
+    /// Return a released slice that other streams used only after their work completed. Only
+    /// the conformance suite's self-test turns this off, to prove the sanitizer notices.
+    pub deferred_frees: bool,
 }
 
 impl Default for ServerOptions {
@@ -66,6 +69,7 @@ impl Default for ServerOptions {
         Self {
             checked_kernels: true,
             cross_stream_ordering: true,
+            deferred_frees: true,
         }
     }
 }
@@ -394,7 +398,7 @@ impl<D: Device> Server<D> {
         // earlier work is ordered before any reuse. The persistent pool is shared by all.
         let owner_only = state.slice.pool != PoolRef::Persistent
             && users.iter().all(|&user| user == state.slice.stream);
-        if owner_only || self.lost.is_some() {
+        if owner_only || self.lost.is_some() || !self.options.deferred_frees {
             self.memory.free(state.slice);
             return;
         }
