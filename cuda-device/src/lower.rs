@@ -257,22 +257,6 @@ fn unparen(s: &str) -> &str {
     inner
 }
 
-/// The expression's type, as the validator computes it (`None` for booleans).
-fn elem_of(def: &KernelDef, expr: &Expr) -> Option<ElemType> {
-    match expr {
-        Expr::Lit(s) => Some(s.elem_type()),
-        Expr::Builtin(_) | Expr::Len(_) => Some(ElemType::U32),
-        Expr::Param(p) => def.params.get(*p as usize).copied(),
-        Expr::Var(v) => def.locals.get(v.0 as usize).copied(),
-        Expr::Load { binding, .. } => def.bindings.get(binding.0 as usize).map(|b| b.elem),
-        Expr::Binary { lhs, .. } => elem_of(def, lhs),
-        Expr::Neg(e) => elem_of(def, e),
-        Expr::Select { if_true, .. } => elem_of(def, if_true),
-        Expr::Cast { to, .. } => Some(*to),
-        Expr::Bool(_) | Expr::Cmp { .. } | Expr::Logic { .. } | Expr::Not(_) => None,
-    }
-}
-
 struct Lowering<'a> {
     def: &'a KernelDef,
     checked: bool,
@@ -423,7 +407,7 @@ impl Lowering<'_> {
                 }
             }
             Expr::Binary { op, lhs, rhs } => {
-                let elem = elem_of(self.def, lhs).unwrap_or(ElemType::U32);
+                let elem = self.def.elem_type_of(lhs).unwrap_or(ElemType::U32);
                 let l = self.expr(lhs);
                 let r = self.expr(rhs);
                 binary(*op, elem, &l, &r)
@@ -469,7 +453,7 @@ impl Lowering<'_> {
             Expr::Not(e) => format!("(!{})", self.expr(e)),
             Expr::Neg(e) => {
                 let v = self.expr(e);
-                match elem_of(self.def, e) {
+                match self.def.elem_type_of(e) {
                     Some(ElemType::F32) => format!("(-{v})"),
                     _ => format!("ls_neg_i32({})", unparen(&v)),
                 }
@@ -485,7 +469,7 @@ impl Lowering<'_> {
                 format!("({c} ? {t} : {f})")
             }
             Expr::Cast { to, value } => {
-                let from = elem_of(self.def, value).unwrap_or(ElemType::U32);
+                let from = self.def.elem_type_of(value).unwrap_or(ElemType::U32);
                 let v = self.expr(value);
                 cast(from, *to, &v)
             }

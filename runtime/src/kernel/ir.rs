@@ -271,4 +271,20 @@ impl KernelDef {
     pub fn workgroup_invocations(&self) -> u64 {
         self.workgroup_size.iter().map(|&d| d as u64).product()
     }
+
+    /// The element type of `expr`, an expression of this (validated) kernel; `None` for boolean
+    /// expressions. Lowerings use it to pick literal suffixes, helpers and casts.
+    pub fn elem_type_of(&self, expr: &Expr) -> Option<ElemType> {
+        match expr {
+            Expr::Lit(s) => Some(s.elem_type()),
+            Expr::Builtin(_) | Expr::Len(_) => Some(ElemType::U32),
+            Expr::Param(p) => self.params.get(*p as usize).copied(),
+            Expr::Var(v) => self.locals.get(v.0 as usize).copied(),
+            Expr::Load { binding, .. } => self.bindings.get(binding.0 as usize).map(|b| b.elem),
+            Expr::Binary { lhs, .. } | Expr::Neg(lhs) => self.elem_type_of(lhs),
+            Expr::Select { if_true, .. } => self.elem_type_of(if_true),
+            Expr::Cast { to, .. } => Some(*to),
+            Expr::Bool(_) | Expr::Cmp { .. } | Expr::Logic { .. } | Expr::Not(_) => None,
+        }
+    }
 }

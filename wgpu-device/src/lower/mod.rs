@@ -23,8 +23,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use lockstep::kernel::{
-    Access, BinOp, BindingId, Builtin, CmpOp, ElemType, Expr, KernelDef, LogicOp, Scalar, Stmt,
-    semantics,
+    Access, BinOp, Builtin, CmpOp, ElemType, Expr, KernelDef, LogicOp, Scalar, Stmt, semantics,
 };
 
 /// Where a launch's info words are: the storage buffer the device fills per launch.
@@ -356,10 +355,6 @@ impl Lowerer<'_> {
         format!("t{}", self.temps)
     }
 
-    fn elem_of(&self, binding: BindingId) -> ElemType {
-        self.def.bindings[binding.0 as usize].elem
-    }
-
     fn block(&mut self, body: &[Stmt]) {
         for stmt in body {
             self.stmt(stmt);
@@ -663,18 +658,8 @@ impl Lowerer<'_> {
 
     /// The element type of a validated scalar expression.
     fn type_of(&self, expr: &Expr) -> ElemType {
-        match expr {
-            Expr::Lit(s) => s.elem_type(),
-            Expr::Builtin(_) | Expr::Len(_) => ElemType::U32,
-            Expr::Param(p) => self.def.params[*p as usize],
-            Expr::Var(v) => self.def.locals[v.0 as usize],
-            Expr::Load { binding, .. } => self.elem_of(*binding),
-            Expr::Binary { lhs, .. } | Expr::Neg(lhs) => self.type_of(lhs),
-            Expr::Select { if_true, .. } => self.type_of(if_true),
-            Expr::Cast { to, .. } => *to,
-            // Validated kernels never take the type of a boolean expression.
-            Expr::Bool(_) | Expr::Cmp { .. } | Expr::Logic { .. } | Expr::Not(_) => ElemType::U32,
-        }
+        // Validated kernels never take the type of a boolean expression.
+        self.def.elem_type_of(expr).unwrap_or(ElemType::U32)
     }
 
     fn module(&mut self) -> String {
