@@ -5,6 +5,8 @@
 //! return at once; failures of the work itself are returned by the next `flush`, `sync` or read
 //! on the same stream. Calls that need an answer (`create`, `read`, `sync`, …) block until it.
 
+mod collective;
+
 use std::future::Future;
 
 use crate::actor::{ACTOR_DROPPED_TASK, ActorHandle, TaskPanicked};
@@ -33,6 +35,8 @@ struct Shared<D: Device> {
     actor: ActorHandle<Server<D>>,
     id: DeviceId,
     properties: DeviceProperties,
+    /// What the device reported about its backend's devices and its collectives.
+    peers: collective::Peers,
 }
 
 /// The entry point to a device: allocate, transfer, launch, synchronise.
@@ -100,6 +104,7 @@ impl<D: Device> ComputeClient<D> {
 
     fn start(id: DeviceId, device: D, options: ServerOptions) -> Self {
         let properties = device.properties().clone();
+        let peers = collective::Peers::of(&device);
         let name = format!("lockstep-device-{id}");
         let actor = ActorHandle::spawn(name, Server::new(device, options));
         Self {
@@ -107,6 +112,7 @@ impl<D: Device> ComputeClient<D> {
                 actor,
                 id,
                 properties,
+                peers,
             }),
             stream: None,
         }

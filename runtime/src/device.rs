@@ -31,11 +31,26 @@
 //! - Graph capture records the launches enqueued on the stream between `begin_capture` and
 //!   `end_capture` instead of executing them; `replay` executes them again, in order, on the
 //!   stream it is given, against the buffers they were recorded with.
+//! - A device names itself `DeviceId { type_id: TYPE_ID, index: ordinal() }`; the indices
+//!   `0..device_count()` are the devices of its backend this process can open together.
+//! - A device without collectives returns [`DeviceError::Unsupported`] from every collective
+//!   method and says so in `supports_collectives`.
+//! - `create_communicator` is called once per id, before any collective on it, by every device
+//!   of `peers` with the same list; a device's rank is its position in the list.
+//! - A collective (`all_reduce`, `send`, `recv`) is enqueued on a stream like a copy: it reads
+//!   its source after every earlier operation of that stream, and later operations of the
+//!   stream see what it wrote.
+//! - Collectives of one communicator are matched across its devices in the order each device
+//!   enqueues them; every device of the communicator enqueues the same sequence.
+//! - A collective whose peer never arrives fails on its stream with
+//!   [`CollectiveError::PeerTimeout`](crate::CollectiveError::PeerTimeout) where the device
+//!   can tell; it never leaves a device call blocked after its peers are gone.
 
 use std::fmt::Debug;
 
+use crate::collective::{CommunicatorId, ReduceOperation};
 use crate::error::DeviceError;
-use crate::kernel::{CompileOptions, KernelDef, Scalar};
+use crate::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 
 /// Identifies a device in this process: its backend and an index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -225,4 +240,78 @@ pub trait Device: Send + 'static {
 
     /// Destroys a graph; every replay of it has completed (the runtime guarantees it).
     fn destroy_graph(&mut self, graph: Self::Graph);
+
+    // ---- several devices and collectives (defaults: one device, no collectives) ----------
+
+    /// This device's index among the devices of its backend in this process.
+    fn ordinal(&self) -> u32 {
+        0
+    }
+
+    /// How many devices of this backend this process can open, this one included.
+    fn device_count(&self) -> u32 {
+        1
+    }
+
+    /// Whether the collective methods below are implemented.
+    fn supports_collectives(&self) -> bool {
+        false
+    }
+
+    /// Creates communicator `id` over the devices whose ordinals `peers` lists, in rank order
+    /// (this device among them).
+    fn create_communicator(
+        &mut self,
+        id: CommunicatorId,
+        peers: &[u32],
+    ) -> Result<(), DeviceError> {
+        let _ = (id, peers);
+        Err(unsupported("create_communicator"))
+    }
+
+    /// Enqueues an all-reduce of `src` over communicator `comm` into `dst` (same length, a
+    /// whole number of `elem`s; `src` and `dst` are the same range or do not overlap).
+    fn all_reduce(
+        &mut self,
+        stream: Self::Stream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, Self::Buffer>,
+        dst: BufferSlice<'_, Self::Buffer>,
+        elem: ElemType,
+        op: ReduceOperation,
+    ) -> Result<(), DeviceError> {
+        let _ = (stream, comm, src, dst, elem, op);
+        Err(unsupported("all_reduce"))
+    }
+
+    /// Enqueues a send of `src`'s bytes to rank `peer` of `comm`, matched by that peer's
+    /// `recv` of the same length.
+    fn send(
+        &mut self,
+        stream: Self::Stream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, Self::Buffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        let _ = (stream, comm, src, peer);
+        Err(unsupported("send"))
+    }
+
+    /// Enqueues a receive into `dst` of the bytes rank `peer` of `comm` sends.
+    fn recv(
+        &mut self,
+        stream: Self::Stream,
+        comm: CommunicatorId,
+        dst: BufferSlice<'_, Self::Buffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        let _ = (stream, comm, dst, peer);
+        Err(unsupported("recv"))
+    }
+}
+
+fn unsupported(operation: &str) -> DeviceError {
+    DeviceError::Unsupported {
+        operation: operation.to_owned(),
+    }
 }

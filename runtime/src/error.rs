@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+use crate::collective::CollectiveError;
 use crate::device::DeviceId;
 use crate::kernel::KernelError;
 use crate::stream::StreamId;
@@ -38,6 +39,8 @@ pub enum DeviceError {
     Unsupported { operation: String },
     #[error("graph capture failed: {reason}")]
     Capture { reason: String },
+    #[error(transparent)]
+    Collective(CollectiveError),
 }
 
 impl DeviceError {
@@ -125,6 +128,8 @@ pub enum ServerError {
     Capture(#[from] CaptureError),
     #[error("the device's actor is gone: {reason}")]
     ActorGone { reason: String },
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
 }
 
 /// An allocation the device could not serve, even after the runtime reclaimed what it could.
@@ -145,6 +150,7 @@ impl From<DeviceError> for ServerError {
     fn from(err: DeviceError) -> Self {
         match err {
             DeviceError::Lost { reason } => ServerError::DeviceLost { reason },
+            DeviceError::Collective(err) => ServerError::Collective(err),
             other => ServerError::Device(other),
         }
     }

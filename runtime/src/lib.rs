@@ -23,6 +23,7 @@ mod actor;
 mod bytes;
 #[cfg(not(loom))]
 mod client;
+pub mod collective;
 pub mod device;
 mod error;
 #[cfg(not(loom))]
@@ -61,6 +62,7 @@ mod sync;
 pub use bytes::Bytes;
 #[cfg(not(loom))]
 pub use client::{ComputeClient, block_on};
+pub use collective::{CollectiveError, ReduceOperation};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
 pub use error::{CaptureError, DeviceError, IoError, OutOfMemoryError, ServerError};
 #[cfg(not(loom))]

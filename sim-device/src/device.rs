@@ -5,12 +5,17 @@
 //! an unseeded hash map. Every decision comes from `SimConfig::seed` and from the order of the
 //! calls the runtime makes, so equal seeds and equal programs give equal traces.
 
+mod collective;
+
+pub use collective::{COLLECTIVE_TIMEOUT_NS, SimCluster};
+
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport};
+use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
+use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -18,7 +23,7 @@ use crate::config::SimConfig;
 use crate::fault::{FaultInjector, FaultKind};
 use crate::interpreter::{self, BindingData, KernelTrap};
 use crate::memory::{SanitizerReport, SimMemory};
-use crate::ops::{Count, LaunchOp, Op, Range};
+use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
 use crate::trace::{Observations, Trace, TraceEntry};
 
@@ -99,6 +104,8 @@ pub struct SimDevice {
     trace: Trace,
     observations: Arc<Mutex<Observations>>,
     lost: Option<String>,
+    /// The cluster this device belongs to (alone unless built by [`SimCluster`]).
+    cluster: collective::ClusterMember,
 }
 
 /// Per-byte cost of transfers in virtual time: 32 bytes per nanosecond.
@@ -140,6 +147,7 @@ impl SimDevice {
             read_clocks: BTreeMap::new(),
             observations: Arc::new(Mutex::new(Observations::default())),
             lost: None,
+            cluster: collective::ClusterMember::alone(),
         }
     }
 
@@ -290,6 +298,7 @@ impl SimDevice {
                 all
             }
             Op::Marker(_) | Op::Wait(_) => Vec::new(),
+            Op::Collective(collective) => collective.accesses(),
         }
     }
 
@@ -375,6 +384,7 @@ impl SimDevice {
                 (0, format!("marker {id}"), Vec::new())
             }
             Op::Wait(id) => (0, format!("marker {id}"), Vec::new()),
+            Op::Collective(collective) => self.execute_collective(stream, collective),
         };
         self.clock_ns += duration_ns;
         let entry = TraceEntry {
@@ -402,6 +412,7 @@ impl SimDevice {
             }
         }
         self.lost = Some(reason);
+        self.cluster.leave();
     }
 
     /// Writes `data`; returns a suffix for the trace describing a failure, if any.
@@ -864,5 +875,67 @@ impl Device for SimDevice {
 
     fn destroy_graph(&mut self, graph: SimGraph) {
         drop(graph);
+    }
+
+    fn ordinal(&self) -> u32 {
+        self.cluster_ordinal()
+    }
+
+    fn device_count(&self) -> u32 {
+        self.cluster_size()
+    }
+
+    fn supports_collectives(&self) -> bool {
+        true
+    }
+
+    fn create_communicator(
+        &mut self,
+        id: CommunicatorId,
+        peers: &[u32],
+    ) -> Result<(), DeviceError> {
+        self.create_sim_communicator(id, peers)
+    }
+
+    fn all_reduce(
+        &mut self,
+        stream: SimStream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, SimBuffer>,
+        dst: BufferSlice<'_, SimBuffer>,
+        elem: ElemType,
+        op: ReduceOperation,
+    ) -> Result<(), DeviceError> {
+        let (src, dst) = (range_of(&src), range_of(&dst));
+        let kind = CollectiveKind::AllReduce { src, dst, elem, op };
+        self.enqueue_collective(stream, comm, kind)
+    }
+
+    fn send(
+        &mut self,
+        stream: SimStream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, SimBuffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        let kind = CollectiveKind::Send {
+            src: range_of(&src),
+            to: peer,
+        };
+        self.enqueue_collective(stream, comm, kind)
+    }
+
+    fn recv(
+        &mut self,
+        stream: SimStream,
+        comm: CommunicatorId,
+        dst: BufferSlice<'_, SimBuffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        let kind = CollectiveKind::Recv {
+            dst: range_of(&dst),
+            from: peer,
+        };
+        self.enqueue_collective(stream, comm, kind)
     }
 }

@@ -14,11 +14,16 @@ pub enum FaultKind {
     KernelFault,
     /// The device is lost when an operation executes; every later call fails.
     DeviceLoss,
+    /// The device never joins a collective it executes (scripted only): its peers wait for it
+    /// until a virtual-time timeout and fail with `CollectiveError::PeerTimeout`; the device
+    /// itself reports `CollectiveError::CommunicatorFailed`.
+    PeerAbsent,
 }
 
 /// Faults at fixed points: the `nth` (counting from 1) occurrence of the kind's trigger —
 /// allocations for `AllocationFailure`, executed transfers for `TransferFailure`, executed
-/// launches for `KernelFault`, any executed operation for `DeviceLoss`.
+/// launches for `KernelFault`, any executed operation for `DeviceLoss`, executed collectives
+/// (all-reduces, sends, receives) for `PeerAbsent`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScriptedFault {
     pub kind: FaultKind,
@@ -57,7 +62,7 @@ pub(crate) struct FaultInjector {
     /// Separate from the scheduler's generator, so that enabling faults does not change the
     /// interleaving of a seed before the first fault.
     rng: ChaCha8Rng,
-    counts: [u64; 4],
+    counts: [u64; 5],
 }
 
 impl FaultInjector {
@@ -65,7 +70,7 @@ impl FaultInjector {
         Self {
             plan,
             rng,
-            counts: [0; 4],
+            counts: [0; 5],
         }
     }
 
@@ -84,6 +89,7 @@ impl FaultInjector {
             FaultKind::TransferFailure => self.plan.rates.transfer_failure,
             FaultKind::KernelFault => self.plan.rates.kernel_fault,
             FaultKind::DeviceLoss => self.plan.rates.device_loss,
+            FaultKind::PeerAbsent => 0.0,
         };
         // Draw only when a rate is set, so a plan without rates consumes no randomness.
         let random = rate > 0.0 && self.rng.random_bool(rate.min(1.0));

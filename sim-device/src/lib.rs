@@ -24,7 +24,8 @@ mod trace;
 
 pub use config::SimConfig;
 pub use device::{
-    SimBuffer, SimDevice, SimEvent, SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp,
+    COLLECTIVE_TIMEOUT_NS, SimBuffer, SimCluster, SimDevice, SimEvent, SimGraph, SimKernel,
+    SimProbe, SimRead, SimStream, SimTimestamp,
 };
 pub use fault::{FaultKind, FaultPlan, FaultRates, ScriptedFault};
 pub use memory::{POISON_FREED, POISON_FRESH, SanitizerReport};

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
+use lockstep::ReduceOperation;
+use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 
 /// A byte range of a simulated allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +48,58 @@ pub(crate) enum Op {
     Marker(u64),
     /// Blocks the stream until marker `id` completes.
     Wait(u64),
+    Collective(CollectiveOp),
+}
+
+/// This device's part in a collective of a simulated cluster.
+#[derive(Debug)]
+pub(crate) struct CollectiveOp {
+    /// Numbers the device's collectives from 0, in enqueue order.
+    pub id: u64,
+    /// The communicator's devices (ordinals) in rank order.
+    pub peers: Arc<[u32]>,
+    pub rank: u32,
+    /// Which collective of its kind (and peer, for point-to-point) on the communicator this
+    /// is, counted in enqueue order: how the devices' parts are matched.
+    pub sequence: u64,
+    pub kind: CollectiveKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum CollectiveKind {
+    AllReduce {
+        src: Range,
+        dst: Range,
+        elem: ElemType,
+        op: ReduceOperation,
+    },
+    Send {
+        src: Range,
+        to: u32,
+    },
+    Recv {
+        dst: Range,
+        from: u32,
+    },
+}
+
+impl CollectiveOp {
+    /// The memory it reads (false) and writes (true).
+    pub fn accesses(&self) -> Vec<(Range, bool)> {
+        match &self.kind {
+            CollectiveKind::AllReduce { src, dst, .. } => vec![(*src, false), (*dst, true)],
+            CollectiveKind::Send { src, .. } => vec![(*src, false)],
+            CollectiveKind::Recv { dst, .. } => vec![(*dst, true)],
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match &self.kind {
+            CollectiveKind::AllReduce { .. } => "all_reduce",
+            CollectiveKind::Send { .. } => "send",
+            CollectiveKind::Recv { .. } => "recv",
+        }
+    }
 }
 
 impl Op {
@@ -61,6 +114,10 @@ impl Op {
                     || matches!(&launch.count, Count::Dynamic(r) if r.buffer == buffer)
             }
             Op::Marker(_) | Op::Wait(_) => false,
+            Op::Collective(collective) => collective
+                .accesses()
+                .iter()
+                .any(|(range, _)| range.buffer == buffer),
         }
     }
 
@@ -72,6 +129,7 @@ impl Op {
             Op::Launch(_) => "launch",
             Op::Marker(_) => "marker",
             Op::Wait(_) => "wait",
+            Op::Collective(collective) => collective.name(),
         }
     }
 }

@@ -18,6 +18,7 @@
 
 mod buffers;
 mod capture;
+mod collective;
 mod kernels;
 mod streams;
 
@@ -27,6 +28,7 @@ pub use buffers::BufferId;
 use buffers::{Access, BufferState, PendingFree};
 pub use capture::GraphId;
 use capture::{CaptureState, GraphState, PendingGraphDestroy};
+pub(crate) use collective::Collective;
 use kernels::KernelCache;
 use streams::StreamState;
 
@@ -100,6 +102,8 @@ pub(crate) struct Server<D: Device> {
     next_graph: u64,
     pending_graph_destroys: Vec<PendingGraphDestroy<D>>,
     kernels: KernelCache<D>,
+    /// Communicators the device created, by their device list (in rank order).
+    communicators: BTreeMap<Vec<crate::device::DeviceId>, crate::collective::CommunicatorId>,
     /// Set by the first fatal device error; from then on every call fails with it.
     lost: Option<String>,
 }
@@ -132,6 +136,7 @@ impl<D: Device> Server<D> {
             next_graph: 0,
             pending_graph_destroys: Vec::new(),
             kernels: KernelCache::new(),
+            communicators: BTreeMap::new(),
             lost: None,
         }
     }

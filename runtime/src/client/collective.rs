@@ -1,0 +1,272 @@
+//! Several devices on one client API: enumeration, copies between clients, and collectives.
+//!
+//! **API Boundary:** collectives run on the calling client's stream, ordered like a launch that
+//! reads its source and writes its destination: they see every earlier operation of the stream
+//! (and of other streams that touched their buffers), and later work sees their results. Their
+//! failures, a peer that never arrives included, surface at the stream's next
+//! `flush`/`sync`/read; what is wrong with the call itself is returned at the call.
+
+use super::{ComputeClient, block_on};
+use crate::collective::{CollectiveError, ReduceOperation, validate_devices};
+use crate::device::{Device, DeviceId};
+use crate::error::{IoError, ServerError};
+use crate::handle::Handle;
+use crate::kernel::ElemType;
+use crate::layout::{CopyDescriptor, contiguous_strides, extent_bytes, num_elems};
+use crate::server::{BufferRange, Collective};
+
+/// What a device says about its backend's devices, read once when its client starts.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Peers {
+    /// `DeviceId { TYPE_ID, ordinal }`: the id collectives know this device by.
+    id: DeviceId,
+    count: u32,
+    collectives: bool,
+}
+
+impl Peers {
+    pub(super) fn of<D: Device>(device: &D) -> Self {
+        Self {
+            id: DeviceId {
+                type_id: D::TYPE_ID,
+                index: device.ordinal(),
+            },
+            count: device.device_count(),
+            collectives: device.supports_collectives(),
+        }
+    }
+}
+
+/// Whether a tensor of `shape` laid out with `strides` is dense row-major (dimensions of one
+/// element may have any stride).
+fn is_dense(shape: &[usize], strides: &[usize]) -> bool {
+    let dense = contiguous_strides(shape);
+    shape
+        .iter()
+        .zip(strides)
+        .zip(&dense)
+        .all(|((&dim, &stride), &expected)| dim <= 1 || stride == expected)
+}
+
+impl<D: Device> ComputeClient<D> {
+    /// This device's id among the devices of its backend, `DeviceId { type_id, index:
+    /// ordinal }`: one of [`enumerate_devices`](Self::enumerate_devices), and the id that
+    /// collectives name it by. Distinct from [`device_id`](Self::device_id), which tells
+    /// clients (and the handles they made) apart.
+    pub fn peer_id(&self) -> DeviceId {
+        self.shared.peers.id
+    }
+
+    /// Get all devices of a specific type available to this runtime.
+    pub fn enumerate_devices(&self, type_id: u16) -> Vec<DeviceId> {
+        if type_id != D::TYPE_ID {
+            return Vec::new();
+        }
+        (0..self.shared.peers.count)
+            .map(|index| DeviceId { type_id, index })
+            .collect()
+    }
+
+    /// Get all devices available to this runtime (a client drives one backend).
+    pub fn enumerate_all_devices(&self) -> Vec<DeviceId> {
+        self.enumerate_devices(D::TYPE_ID)
+    }
+
+    /// Get the number of devices of a specific type available to this runtime.
+    pub fn device_count(&self, type_id: u16) -> usize {
+        self.enumerate_devices(type_id).len()
+    }
+
+    /// Get the number of devices available to this runtime.
+    pub fn device_count_total(&self) -> usize {
+        self.enumerate_all_devices().len()
+    }
+
+    /// Checks that this device can join a collective over `devices`.
+    fn check_collective(&self, devices: &[DeviceId]) -> Result<(), CollectiveError> {
+        let peers = &self.shared.peers;
+        if !peers.collectives {
+            return Err(CollectiveError::Unsupported { device: peers.id });
+        }
+        validate_devices(devices, peers.id, peers.count)
+    }
+
+    /// Creates this device's communicator over `device_ids` (in rank order) if it does not
+    /// exist yet. Every device of the list must do the same (collectives do it on first use).
+    /// Non-blocking: a failure of the device surfaces at the stream's next blocking call.
+    ///
+    /// # Errors
+    /// [`CollectiveError`] at once if the device has no collectives or the list is invalid
+    /// (another backend, a device twice, a device that does not exist, this one absent).
+    pub fn ensure_init_collective(&self, device_ids: Vec<DeviceId>) -> Result<(), ServerError> {
+        self.check_collective(&device_ids)?;
+        self.enqueue(move |server, stream| server.init_collective(stream, &device_ids));
+        Ok(())
+    }
+
+    /// Waits for the collectives enqueued by this client's stream. Collectives run on the
+    /// stream itself (there is no separate communication stream), so this is
+    /// [`sync`](Self::sync): it returns the stream's oldest failure, exactly once.
+    pub fn sync_collective(&self) -> Result<(), ServerError> {
+        self.sync()
+    }
+
+    /// Perform an `all_reduce` operation on the given devices: `dst` becomes the element-wise
+    /// `op` of every device's `src`. Each device of `device_ids` (in rank order, this one
+    /// among them) must call it with buffers of the same size, the same `elem` and `op`.
+    /// `src` and `dst` may be the same handle (in place). Non-blocking.
+    ///
+    /// # Errors
+    /// At the call: [`CollectiveError`] as for
+    /// [`ensure_init_collective`](Self::ensure_init_collective), or when the sizes differ, are
+    /// not whole elements, or `src` and `dst` partly overlap; [`IoError::WrongDevice`] for a
+    /// handle of another client. Failures of the collective itself (a peer that never
+    /// arrives, mismatched peers) surface at the stream's next blocking call.
+    pub fn all_reduce(
+        &self,
+        src: Handle,
+        dst: Handle,
+        elem: ElemType,
+        device_ids: Vec<DeviceId>,
+        op: ReduceOperation,
+    ) -> Result<(), ServerError> {
+        self.check_collective(&device_ids)?;
+        let (src_range, dst_range) = (self.range(&src)?, self.range(&dst)?);
+        if src_range.len != dst_range.len {
+            return Err(IoError::SizeMismatch {
+                what: "all_reduce destination",
+                expected: src_range.len,
+                actual: dst_range.len,
+            }
+            .into());
+        }
+        let mismatch = |reason: String| CollectiveError::Mismatch { reason };
+        if !src_range.len.is_multiple_of(elem.size_bytes() as u64) {
+            return Err(mismatch(format!(
+                "all_reduce of {} bytes is not a whole number of {elem} elements",
+                src_range.len
+            ))
+            .into());
+        }
+        let overlap = src_range.buffer == dst_range.buffer
+            && src_range != dst_range
+            && src_range.offset < dst_range.offset + dst_range.len
+            && dst_range.offset < src_range.offset + src_range.len;
+        if overlap {
+            return Err(mismatch(
+                "all_reduce source and destination overlap without being the same range".to_owned(),
+            )
+            .into());
+        }
+        let collective = Collective::AllReduce {
+            src: src_range,
+            dst: dst_range,
+            elem,
+            op,
+        };
+        // The handles ride along so their memory cannot be released before the collective is
+        // enqueued; after that the server orders the release after its completion.
+        let keep = (src, dst);
+        self.enqueue(move |server, stream| {
+            server.collective(stream, &device_ids, collective);
+            drop(keep);
+        });
+        Ok(())
+    }
+
+    /// Transfer data from one client to another: a new handle on `dst_client`'s device holding
+    /// `src`'s bytes (a whole number of `elem`s). See [`to_client_tensor`](Self::to_client_tensor).
+    pub fn to_client(
+        &self,
+        src: Handle,
+        dst_client: &Self,
+        elem: ElemType,
+    ) -> Result<Handle, ServerError> {
+        let len = src.size() as usize;
+        let descriptor = CopyDescriptor::new(src, vec![len], vec![1], 1);
+        self.to_client_tensor(descriptor, dst_client, elem)
+    }
+
+    /// Transfer data from one client to another: a new handle on `dst_client`'s device holding
+    /// the tensor `src_descriptor` describes, dense row-major.
+    ///
+    /// A dense tensor between two different devices with collectives moves by a send on this
+    /// client's stream and a receive on `dst_client`'s stream; otherwise it is read here and
+    /// written there. Either way the copy sees every earlier operation of this stream on the
+    /// source, and later work of `dst_client`'s stream sees the copied bytes. A peer copy's
+    /// failure surfaces at either stream's next blocking call.
+    ///
+    /// # Errors
+    /// At the call: a descriptor that does not fit its handle, a handle of another client, a
+    /// size that is not a whole number of `elem`s; for the read-then-write path, the read's
+    /// failure and the allocation's.
+    pub fn to_client_tensor(
+        &self,
+        src_descriptor: CopyDescriptor,
+        dst_client: &Self,
+        elem: ElemType,
+    ) -> Result<Handle, ServerError> {
+        let CopyDescriptor {
+            handle,
+            shape,
+            strides,
+            elem_size,
+        } = &src_descriptor;
+        let extent = extent_bytes(shape, strides, *elem_size)?;
+        let range = handle.sub_range_on(self.shared.id, 0, extent)?;
+        let len = (num_elems(shape)? * elem_size) as u64;
+        if !len.is_multiple_of(elem.size_bytes() as u64) {
+            return Err(CollectiveError::Mismatch {
+                reason: format!("a copy of {len} bytes is not a whole number of {elem} elements"),
+            }
+            .into());
+        }
+        let (src_peer, dst_peer) = (self.peer_id(), dst_client.peer_id());
+        let peer_copy = len > 0
+            && is_dense(shape, strides)
+            && self.shared.peers.collectives
+            && dst_client.shared.peers.collectives
+            && src_peer != dst_peer;
+        if !peer_copy {
+            let bytes = block_on(self.read_tensor_async(vec![src_descriptor]))?.remove(0);
+            return dst_client.create(bytes);
+        }
+        let devices = vec![src_peer, dst_peer];
+        self.ensure_init_collective(devices.clone())?;
+        dst_client.ensure_init_collective(devices.clone())?;
+        let out = dst_client.empty(len as usize)?;
+        let dst_range = dst_client.range(&out)?;
+        let send = Collective::Send {
+            src: BufferRange { len, ..range },
+            to: dst_peer,
+        };
+        let recv = Collective::Recv {
+            dst: dst_range,
+            from: src_peer,
+        };
+        let send_devices = devices.clone();
+        self.enqueue(move |server, stream| {
+            server.collective(stream, &send_devices, send);
+            drop(src_descriptor);
+        });
+        let keep = out.clone();
+        dst_client.enqueue(move |server, stream| {
+            server.collective(stream, &devices, recv);
+            drop(keep);
+        });
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_dense;
+
+    #[test]
+    fn density_ignores_strides_of_single_element_dimensions() {
+        assert!(is_dense(&[2, 3], &[3, 1]));
+        assert!(is_dense(&[1, 3], &[99, 1]));
+        assert!(!is_dense(&[2, 3], &[4, 1]));
+        assert!(!is_dense(&[2, 2], &[1, 2]));
+    }
+}

@@ -1,0 +1,613 @@
+//! Several simulated devices and their collectives.
+//!
+//! A [`SimCluster`] builds N [`SimDevice`]s that share a [`Hub`]: the rendezvous where each
+//! device leaves its part of a collective and picks up the others'. Each device runs on its own
+//! actor thread, so the hub is the one place where threads meet.
+//!
+//! **Determinism.** Nothing a device computes or decides depends on which thread reached the hub
+//! first:
+//! - A collective executes like any operation of its stream, chosen by the device's own seeded
+//!   scheduler; waiting at the hub blocks the thread but draws nothing.
+//! - Parts are matched by (communicator, kind, sequence), the sequence counted in the order the
+//!   device enqueued its collectives, never by arrival order.
+//! - An all-reduce folds the inputs in rank order (rank 0 first, then 1, …) with the IR's scalar
+//!   semantics (`lockstep::kernel::semantics::binary`): `((x0 + x1) + x2) + x3` for a float
+//!   sum; `Mean` divides that sum by the number of devices.
+//! - Its virtual completion time is the latest arrival's virtual time plus the transfer cost;
+//!   each device's arrival time is a function of its own seed and calls.
+//! - A peer that will never arrive is known for certain, not guessed from a wall clock: it
+//!   executed the collective with a scripted [`FaultKind::PeerAbsent`], or it is gone (dropped
+//!   or lost; a device drops only after the runtime drained its streams, and a lost device
+//!   executes nothing more). The waiting device then fails with `PeerTimeout` after
+//!   [`COLLECTIVE_TIMEOUT_NS`] of virtual time. It waits until every rank has arrived or is
+//!   gone, so which peer it names does not depend on timing either.
+//!
+//! **Progress.** A real GPU runs queued work without the host; the simulator runs work only in
+//! device calls. So a collective, once enqueued, is run to completion by the call that
+//! enqueued it: a peer never waits on a device nobody calls.
+//!
+//! **Not decidable, documented:** a live peer whose program never enqueues its part (or
+//! enqueues the collectives of two communicators in the opposite order) is indistinguishable
+//! from a late one without a wall clock; the waiting device's actor then blocks, as NCCL does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use lockstep::collective::CommunicatorId;
+use lockstep::kernel::semantics::binary;
+use lockstep::kernel::{BinOp, ElemType, Scalar};
+use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
+
+use super::{SimDevice, transfer_ns};
+use crate::config::SimConfig;
+use crate::fault::FaultKind;
+use crate::memory::SanitizerReport;
+use crate::ops::{CollectiveKind, CollectiveOp, Op, Range};
+
+/// Virtual time a device waits for a peer that will never arrive before failing.
+pub const COLLECTIVE_TIMEOUT_NS: u64 = 1_000_000_000;
+
+/// N simulated devices that can run collectives together.
+#[derive(Debug)]
+pub struct SimCluster {
+    devices: Vec<SimDevice>,
+}
+
+impl SimCluster {
+    /// Builds `count` (at least 1) devices with ordinals `0..count`. Device `r` is configured
+    /// as `config` with its seed mixed with `r` (device 0 keeps `config.seed`), so the devices
+    /// do not all draw the same schedule.
+    pub fn new(config: SimConfig, count: u32) -> Self {
+        let configs = (0..count.max(1)).map(|ordinal| SimConfig {
+            seed: config.seed ^ u64::from(ordinal).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            ..config.clone()
+        });
+        Self::from_configs(configs.collect())
+    }
+
+    /// Builds one device per config (at least one), ordinal `r` from `configs[r]`: to give
+    /// devices their own fault plans.
+    ///
+    /// # Panics
+    /// If `configs` is empty.
+    pub fn from_configs(configs: Vec<SimConfig>) -> Self {
+        assert!(!configs.is_empty(), "a cluster has at least one device");
+        let hub = Arc::new(Hub::default());
+        let count = configs.len() as u32;
+        let devices = configs
+            .into_iter()
+            .zip(0..)
+            .map(|(config, ordinal)| {
+                let mut device = SimDevice::new(config);
+                device.cluster = ClusterMember::new(hub.clone(), ordinal, count);
+                device
+            })
+            .collect();
+        Self { devices }
+    }
+
+    pub fn devices(&self) -> &[SimDevice] {
+        &self.devices
+    }
+
+    pub fn into_devices(self) -> Vec<SimDevice> {
+        self.devices
+    }
+}
+
+/// One device's place in its cluster, and its communicators.
+#[derive(Debug)]
+pub(super) struct ClusterMember {
+    hub: Arc<Hub>,
+    ordinal: u32,
+    count: u32,
+    communicators: BTreeMap<CommunicatorId, Communicator>,
+    next_op: u64,
+}
+
+#[derive(Debug)]
+struct Communicator {
+    peers: Arc<[u32]>,
+    rank: u32,
+    reductions: u64,
+    /// Sends to and receives from each peer rank so far.
+    sends: BTreeMap<u32, u64>,
+    recvs: BTreeMap<u32, u64>,
+}
+
+impl ClusterMember {
+    /// A device alone in its cluster (what [`SimDevice::new`] builds).
+    pub(super) fn alone() -> Self {
+        Self::new(Arc::new(Hub::default()), 0, 1)
+    }
+
+    fn new(hub: Arc<Hub>, ordinal: u32, count: u32) -> Self {
+        Self {
+            hub,
+            ordinal,
+            count,
+            communicators: BTreeMap::new(),
+            next_op: 0,
+        }
+    }
+
+    /// This device will execute nothing more: peers waiting for it stop waiting.
+    pub(super) fn leave(&self) {
+        self.hub.leave(self.ordinal);
+    }
+}
+
+impl Drop for ClusterMember {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+/// What one device left at the hub for an all-reduce.
+#[derive(Clone, Debug)]
+enum Part {
+    Data {
+        bytes: Vec<u8>,
+        elem: ElemType,
+        op: ReduceOperation,
+        arrived_ns: u64,
+    },
+    /// The device executed the collective but did not join it (an injected fault, or its
+    /// source was unreadable).
+    Absent,
+}
+
+/// An all-reduce in flight: the parts by rank, and the ranks that took the outcome.
+#[derive(Debug, Default)]
+struct Reduction {
+    parts: BTreeMap<u32, Part>,
+    done: BTreeSet<u32>,
+}
+
+/// (communicator, sequence).
+type ReductionKey = (Arc<[u32]>, u64);
+/// (communicator, from rank, to rank, sequence).
+type MessageKey = (Arc<[u32]>, u32, u32, u64);
+
+/// Parts of collectives in flight, and the devices that will never contribute again.
+#[derive(Debug, Default)]
+struct HubState {
+    gone: BTreeSet<u32>,
+    reductions: BTreeMap<ReductionKey, Reduction>,
+    messages: BTreeMap<MessageKey, Part>,
+}
+
+/// The rendezvous the devices of one cluster share.
+#[derive(Debug, Default)]
+pub(super) struct Hub {
+    state: Mutex<HubState>,
+    changed: Condvar,
+}
+
+/// How a device's wait at the hub ended.
+enum Meeting {
+    /// Every rank's part, in rank order.
+    Complete(Vec<Part>),
+    /// The lowest rank that never arrives.
+    Missing(u32),
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn leave(&self, ordinal: u32) {
+        self.lock().gone.insert(ordinal);
+        self.changed.notify_all();
+    }
+
+    /// Leaves `part` for all-reduce `sequence` of `peers` and waits until every rank has
+    /// arrived or is gone.
+    fn all_reduce(&self, peers: &Arc<[u32]>, sequence: u64, rank: u32, part: Part) -> Meeting {
+        let key = (peers.clone(), sequence);
+        let mut state = self.lock();
+        state
+            .reductions
+            .entry(key.clone())
+            .or_default()
+            .parts
+            .insert(rank, part);
+        self.changed.notify_all();
+        loop {
+            let parts = &state.reductions[&key].parts;
+            let settled = (0..peers.len() as u32)
+                .all(|r| parts.contains_key(&r) || state.gone.contains(&peers[r as usize]));
+            if settled {
+                break;
+            }
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        let Reduction { parts, done } = state.reductions.get_mut(&key).expect("inserted above");
+        let missing =
+            (0..peers.len() as u32).find(|r| !matches!(parts.get(r), Some(Part::Data { .. })));
+        let meeting = match missing {
+            Some(rank) => Meeting::Missing(rank),
+            None => Meeting::Complete(parts.values().cloned().collect()),
+        };
+        // Forget the collective once every rank that left a part has taken the outcome (a
+        // rank that is gone without leaving one never comes).
+        done.insert(rank);
+        if parts.keys().all(|r| done.contains(r)) {
+            state.reductions.remove(&key);
+        }
+        meeting
+    }
+
+    fn send(&self, peers: &Arc<[u32]>, from: u32, to: u32, sequence: u64, part: Part) {
+        self.lock()
+            .messages
+            .insert((peers.clone(), from, to, sequence), part);
+        self.changed.notify_all();
+    }
+
+    /// Waits for message `sequence` from rank `from`; `None` if it never comes.
+    fn recv(&self, peers: &Arc<[u32]>, from: u32, to: u32, sequence: u64) -> Option<Part> {
+        let key = (peers.clone(), from, to, sequence);
+        let mut state = self.lock();
+        loop {
+            if let Some(part) = state.messages.remove(&key) {
+                return Some(part);
+            }
+            if state.gone.contains(&peers[from as usize]) {
+                return None;
+            }
+            state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Folds `inputs` (one per rank, in rank order) element by element.
+fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
+    let word = |bytes: &[u8], i: usize| {
+        Scalar::from_bits(
+            elem,
+            u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()),
+        )
+    };
+    let fold = match op {
+        ReduceOperation::Sum | ReduceOperation::Mean => BinOp::Add,
+        ReduceOperation::Prod => BinOp::Mul,
+        ReduceOperation::Min => BinOp::Min,
+        ReduceOperation::Max => BinOp::Max,
+    };
+    let count = inputs.len() as u32;
+    let divisor = match elem {
+        ElemType::U32 => Scalar::U32(count),
+        ElemType::I32 => Scalar::I32(count as i32),
+        ElemType::F32 => Scalar::F32(count as f32),
+    };
+    let mut out = Vec::with_capacity(inputs[0].len());
+    for i in 0..inputs[0].len() / 4 {
+        let mut acc = word(&inputs[0], i);
+        for input in &inputs[1..] {
+            acc = binary(fold, acc, word(input, i));
+        }
+        if op == ReduceOperation::Mean {
+            acc = binary(BinOp::Div, acc, divisor);
+        }
+        out.extend_from_slice(&acc.to_bits().to_le_bytes());
+    }
+    out
+}
+
+fn device_id(ordinal: u32) -> DeviceId {
+    DeviceId {
+        type_id: SimDevice::TYPE_ID,
+        index: ordinal,
+    }
+}
+
+fn devices_of(peers: &[u32]) -> Vec<DeviceId> {
+    peers.iter().map(|&o| device_id(o)).collect()
+}
+
+impl SimDevice {
+    pub(super) fn cluster_ordinal(&self) -> u32 {
+        self.cluster.ordinal
+    }
+
+    pub(super) fn cluster_size(&self) -> u32 {
+        self.cluster.count
+    }
+
+    pub(super) fn create_sim_communicator(
+        &mut self,
+        id: CommunicatorId,
+        peers: &[u32],
+    ) -> Result<(), DeviceError> {
+        self.check_alive()?;
+        let ordinal = self.cluster.ordinal;
+        let rank = peers.iter().position(|&p| p == ordinal);
+        let (Some(rank), true) = (rank, peers.iter().all(|&p| p < self.cluster.count)) else {
+            panic!(
+                "the runtime creates communicators of existing devices that include this one \
+                 (device {ordinal}, peers {peers:?})"
+            );
+        };
+        let communicator = Communicator {
+            peers: peers.into(),
+            rank: rank as u32,
+            reductions: 0,
+            sends: BTreeMap::new(),
+            recvs: BTreeMap::new(),
+        };
+        self.cluster.communicators.insert(id, communicator);
+        Ok(())
+    }
+
+    /// Enqueues this device's part of a collective, then runs the device until it executed.
+    pub(super) fn enqueue_collective(
+        &mut self,
+        stream: super::SimStream,
+        comm: CommunicatorId,
+        kind: CollectiveKind,
+    ) -> Result<(), DeviceError> {
+        let communicator = self
+            .cluster
+            .communicators
+            .get_mut(&comm)
+            .unwrap_or_else(|| panic!("the runtime creates communicator {comm:?} before using it"));
+        let counter = match &kind {
+            CollectiveKind::AllReduce { .. } => &mut communicator.reductions,
+            CollectiveKind::Send { to, .. } => communicator.sends.entry(*to).or_default(),
+            CollectiveKind::Recv { from, .. } => communicator.recvs.entry(*from).or_default(),
+        };
+        let sequence = *counter;
+        *counter += 1;
+        let id = self.cluster.next_op;
+        self.cluster.next_op += 1;
+        let op = CollectiveOp {
+            id,
+            peers: communicator.peers.clone(),
+            rank: communicator.rank,
+            sequence,
+            kind,
+        };
+        self.enqueue(stream, Op::Collective(op))?;
+        let index = stream.0 as usize;
+        self.run_until("a collective", |dev| {
+            !dev.streams[index]
+                .queue
+                .iter()
+                .any(|(op, _)| matches!(op, Op::Collective(c) if c.id == id))
+        });
+        self.check_alive()
+    }
+
+    /// Executes this device's part of a collective: returns its virtual duration, the trace
+    /// detail and the bytes it wrote (for the trace hash).
+    pub(super) fn execute_collective(
+        &mut self,
+        stream: u32,
+        op: CollectiveOp,
+    ) -> (u64, String, Vec<u8>) {
+        let absent = self.faults.fires(FaultKind::PeerAbsent);
+        let devices = devices_of(&op.peers);
+        let detail = format!("{} #{} rank {}", op.name(), op.sequence, op.rank);
+        let fail = |dev: &mut Self, err: CollectiveError, duration_ns: u64, outcome: &str| {
+            dev.streams[stream as usize]
+                .errors
+                .push(DeviceError::Collective(err));
+            (duration_ns, format!("{detail} {outcome}"), Vec::new())
+        };
+        if absent {
+            let hub = self.cluster.hub.clone();
+            match &op.kind {
+                CollectiveKind::AllReduce { .. } => {
+                    hub.all_reduce(&op.peers, op.sequence, op.rank, Part::Absent);
+                }
+                CollectiveKind::Send { to, .. } => {
+                    hub.send(&op.peers, op.rank, *to, op.sequence, Part::Absent)
+                }
+                // A receive that never joins leaves nothing at the hub: its sender does not wait.
+                CollectiveKind::Recv { .. } => {}
+            }
+            let err = CollectiveError::CommunicatorFailed {
+                devices,
+                reason: format!(
+                    "injected: device {} never joined {} #{} (seed {})",
+                    device_id(self.cluster.ordinal),
+                    op.name(),
+                    op.sequence,
+                    self.config.seed
+                ),
+            };
+            return fail(self, err, 0, "absent");
+        }
+        let timeout = |peer_rank: u32| CollectiveError::PeerTimeout {
+            devices: devices.clone(),
+            sequence: op.sequence,
+            peer: device_id(op.peers[peer_rank as usize]),
+            timeout_ns: COLLECTIVE_TIMEOUT_NS,
+        };
+        match op.kind {
+            CollectiveKind::AllReduce {
+                src,
+                dst,
+                elem,
+                op: reduce_op,
+            } => {
+                let part = match self.load_collective(stream, src, "all_reduce") {
+                    Some(bytes) => Part::Data {
+                        bytes,
+                        elem,
+                        op: reduce_op,
+                        arrived_ns: self.clock_ns,
+                    },
+                    None => Part::Absent,
+                };
+                let brought = matches!(part, Part::Data { .. });
+                let meeting =
+                    self.cluster
+                        .hub
+                        .clone()
+                        .all_reduce(&op.peers, op.sequence, op.rank, part);
+                let parts = match meeting {
+                    // Its own failure is already on the stream.
+                    Meeting::Missing(_) if !brought => return (0, detail, Vec::new()),
+                    Meeting::Missing(rank) => {
+                        return fail(self, timeout(rank), COLLECTIVE_TIMEOUT_NS, "timed out");
+                    }
+                    Meeting::Complete(parts) => parts,
+                };
+                let mut inputs = Vec::with_capacity(parts.len());
+                let mut shapes = Vec::with_capacity(parts.len());
+                let mut last_ns = self.clock_ns;
+                for part in parts {
+                    if let Part::Data {
+                        bytes,
+                        elem,
+                        op,
+                        arrived_ns,
+                    } = part
+                    {
+                        shapes.push((bytes.len(), elem, op));
+                        inputs.push(bytes);
+                        last_ns = last_ns.max(arrived_ns);
+                    }
+                }
+                if shapes.iter().any(|s| *s != shapes[0]) {
+                    let listed: Vec<String> = shapes
+                        .iter()
+                        .enumerate()
+                        .map(|(r, (len, elem, op))| {
+                            format!("rank {r}: {len} bytes of {elem}, {op}")
+                        })
+                        .collect();
+                    let err = CollectiveError::Mismatch {
+                        reason: format!("all_reduce #{} got {}", op.sequence, listed.join("; ")),
+                    };
+                    return fail(self, err, transfer_ns(src.len), "mismatched");
+                }
+                let result = reduce(&inputs, elem, reduce_op);
+                self.store_collective(stream, dst, &result, "all_reduce");
+                let duration = last_ns - self.clock_ns + transfer_ns(dst.len);
+                (duration, detail, result)
+            }
+            CollectiveKind::Send { src, to } => {
+                let part = match self.load_collective(stream, src, "send") {
+                    Some(bytes) => Part::Data {
+                        bytes,
+                        elem: ElemType::U32,
+                        op: ReduceOperation::Sum,
+                        arrived_ns: self.clock_ns,
+                    },
+                    None => Part::Absent,
+                };
+                self.cluster
+                    .hub
+                    .send(&op.peers, op.rank, to, op.sequence, part);
+                (transfer_ns(src.len), detail, Vec::new())
+            }
+            CollectiveKind::Recv { dst, from } => {
+                let message = self.cluster.hub.recv(&op.peers, from, op.rank, op.sequence);
+                let Some(Part::Data {
+                    bytes, arrived_ns, ..
+                }) = message
+                else {
+                    return fail(self, timeout(from), COLLECTIVE_TIMEOUT_NS, "timed out");
+                };
+                if bytes.len() as u64 != dst.len {
+                    let err = CollectiveError::Mismatch {
+                        reason: format!(
+                            "recv #{} of {} bytes got a message of {} bytes",
+                            op.sequence,
+                            dst.len,
+                            bytes.len()
+                        ),
+                    };
+                    return fail(self, err, transfer_ns(dst.len), "mismatched");
+                }
+                self.store_collective(stream, dst, &bytes, "recv");
+                let duration = arrived_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
+                (duration, detail, bytes)
+            }
+        }
+    }
+
+    /// The bytes of `src` for a collective; `None` (with the failure on the stream) if the
+    /// memory was freed. Never-written bytes are reported like a read's.
+    fn load_collective(&mut self, stream: u32, src: Range, operation: &str) -> Option<Vec<u8>> {
+        match self.memory.get_mut(src.buffer, operation) {
+            Ok(alloc) => {
+                let (start, len) = (src.offset as usize, src.len as usize);
+                let bytes = alloc.bytes[start..start + len].to_vec();
+                if !alloc.all_written(start, len) {
+                    self.report(SanitizerReport::UninitializedRead {
+                        operation: operation.to_owned(),
+                        buffer: src.buffer,
+                        offset: src.offset,
+                        len: src.len,
+                    });
+                }
+                Some(bytes)
+            }
+            Err(report) => {
+                self.fault_use_after_free(stream, operation, report);
+                None
+            }
+        }
+    }
+
+    fn store_collective(&mut self, stream: u32, dst: Range, bytes: &[u8], operation: &str) {
+        match self.memory.get_mut(dst.buffer, operation) {
+            Ok(alloc) => {
+                let start = dst.offset as usize;
+                alloc.bytes[start..start + bytes.len()].copy_from_slice(bytes);
+                alloc.mark_written(start, bytes.len());
+            }
+            Err(report) => self.fault_use_after_free(stream, operation, report),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_f32(values: &[f32]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn float_sums_fold_in_rank_order() {
+        // In rank order (1e8 + 1) - 1e8 = 0 in f32; another order would give 1.
+        let inputs = [bytes_f32(&[1e8]), bytes_f32(&[1.0]), bytes_f32(&[-1e8])];
+        assert_eq!(
+            reduce(&inputs, ElemType::F32, ReduceOperation::Sum),
+            bytes_f32(&[0.0])
+        );
+        assert_eq!(
+            reduce(&inputs, ElemType::F32, ReduceOperation::Mean),
+            bytes_f32(&[0.0])
+        );
+    }
+
+    #[test]
+    fn integer_reductions_wrap_and_mean_truncates() {
+        let words = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let inputs = [words(&[i32::MAX, -7, 3]), words(&[1, 2, -4])];
+        assert_eq!(
+            reduce(&inputs, ElemType::I32, ReduceOperation::Sum),
+            words(&[i32::MIN, -5, -1])
+        );
+        assert_eq!(
+            reduce(&inputs, ElemType::I32, ReduceOperation::Mean),
+            words(&[i32::MIN / 2, -2, 0])
+        );
+        assert_eq!(
+            reduce(&inputs, ElemType::I32, ReduceOperation::Min),
+            words(&[1, -7, -4])
+        );
+        assert_eq!(
+            reduce(&inputs, ElemType::I32, ReduceOperation::Prod),
+            words(&[i32::MAX, -14, -12])
+        );
+    }
+}

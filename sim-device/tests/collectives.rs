@@ -1,0 +1,331 @@
+//! Collectives and peer copies on a simulated cluster, through `ComputeClient`: exact results,
+//! what only the simulator can show (peers that never arrive, determinism across threads), and
+//! the errors a call returns at once. Properties over random inputs live in the conformance
+//! suite (`collectives.rs`).
+
+use lockstep::kernel::ElemType;
+use lockstep::{
+    Bytes, CollectiveError, ComputeClient, CopyDescriptor, DeviceId, Handle, IoError,
+    ReduceOperation, ServerError, StreamId,
+};
+use lockstep_sim::{
+    COLLECTIVE_TIMEOUT_NS, FaultKind, FaultPlan, ScriptedFault, SimCluster, SimConfig, SimDevice,
+    SimProbe,
+};
+
+fn cluster(config: SimConfig, count: u32) -> Vec<ComputeClient<SimDevice>> {
+    clients(SimCluster::new(config, count))
+}
+
+fn clients(cluster: SimCluster) -> Vec<ComputeClient<SimDevice>> {
+    cluster
+        .into_devices()
+        .into_iter()
+        .map(ComputeClient::new)
+        .collect()
+}
+
+fn ids(clients: &[ComputeClient<SimDevice>]) -> Vec<DeviceId> {
+    clients.iter().map(|c| c.peer_id()).collect()
+}
+
+fn sim(index: u32) -> DeviceId {
+    DeviceId { type_id: 0, index }
+}
+
+/// Each device all-reduces its own `inputs[r]` into a fresh buffer; returns the buffers, and
+/// the sources, which the caller keeps until it synchronised: a handle whose last clone drops
+/// on the actor thread is released in an order that depends on thread timing.
+fn all_reduce_each(
+    clients: &[ComputeClient<SimDevice>],
+    inputs: &[Bytes],
+    elem: ElemType,
+    op: ReduceOperation,
+) -> (Vec<Handle>, Vec<Handle>) {
+    clients
+        .iter()
+        .zip(inputs)
+        .map(|(c, input)| {
+            let src = c.create(input.clone()).unwrap();
+            let dst = c.empty(input.len()).unwrap();
+            c.all_reduce(src.clone(), dst.clone(), elem, ids(clients), op)
+                .unwrap();
+            (dst, src)
+        })
+        .unzip()
+}
+
+#[test]
+fn enumeration_lists_the_cluster() {
+    let clients = cluster(SimConfig::new(1), 3);
+    let c = &clients[2];
+    assert_eq!(c.peer_id(), sim(2));
+    assert_eq!(c.enumerate_devices(0), vec![sim(0), sim(1), sim(2)]);
+    assert_eq!(c.enumerate_all_devices(), c.enumerate_devices(0));
+    assert_eq!(c.device_count(0), 3);
+    assert_eq!(c.device_count(2), 0);
+    assert_eq!(c.device_count_total(), 3);
+    let alone = ComputeClient::new(SimDevice::new(SimConfig::new(1)));
+    assert_eq!(alone.enumerate_all_devices(), vec![sim(0)]);
+}
+
+#[test]
+fn float_sums_fold_in_rank_order_on_every_device() {
+    let clients = cluster(SimConfig::new(7), 3);
+    // (1e8 + 1) - 1e8 is 0 in f32 when folded in rank order; any other order gives 1.
+    let inputs = [1e8f32, 1.0, -1e8].map(|x| Bytes::from_elems(&[x, 2.0 * x]));
+    let (outputs, _sources) =
+        all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Sum);
+    for (c, out) in clients.iter().zip(outputs) {
+        assert_eq!(c.read_one(out).unwrap().to_elems::<f32>(), vec![0.0, 0.0]);
+    }
+}
+
+#[test]
+fn integer_reductions_are_exact() {
+    let clients = cluster(SimConfig::new(8), 2);
+    let inputs = [[5i32, -3, 7], [-2, -9, 7]].map(|v| Bytes::from_elems(&v));
+    let cases = [
+        (ReduceOperation::Sum, vec![3, -12, 14]),
+        (ReduceOperation::Prod, vec![-10, 27, 49]),
+        (ReduceOperation::Min, vec![-2, -9, 7]),
+        (ReduceOperation::Max, vec![5, -3, 7]),
+        (ReduceOperation::Mean, vec![1, -6, 7]),
+    ];
+    for (op, expected) in cases {
+        let (outputs, _sources) = all_reduce_each(&clients, &inputs, ElemType::I32, op);
+        for (c, out) in clients.iter().zip(outputs) {
+            assert_eq!(c.read_one(out).unwrap().to_elems::<i32>(), expected, "{op}");
+        }
+    }
+}
+
+#[test]
+fn in_place_all_reduce_reads_earlier_writes_of_the_stream() {
+    let clients = cluster(SimConfig::new(9), 2);
+    let handles: Vec<Handle> = clients
+        .iter()
+        .map(|c| {
+            let h = c.create(Bytes::from_elems(&[0u32; 4])).unwrap();
+            // Enqueued, not yet executed: the all-reduce must see it.
+            c.write(&h, Bytes::from_elems(&[c.peer_id().index + 1; 4]))
+                .unwrap();
+            c.all_reduce(
+                h.clone(),
+                h.clone(),
+                ElemType::U32,
+                ids(&clients),
+                ReduceOperation::Sum,
+            )
+            .unwrap();
+            h
+        })
+        .collect();
+    for (c, h) in clients.iter().zip(handles) {
+        assert_eq!(c.read_one(h).unwrap().to_elems::<u32>(), vec![3; 4]);
+    }
+}
+
+#[test]
+fn to_client_copies_between_devices_in_stream_order() {
+    let clients = cluster(SimConfig::new(10), 2);
+    let (a, b) = (&clients[0], &clients[1]);
+    let src = a.create(Bytes::from_elems(&[0u32; 64])).unwrap();
+    let data: Vec<u32> = (0..64).collect();
+    a.write(&src, Bytes::from_elems(&data)).unwrap();
+    let copied = a.to_client(src.clone(), b, ElemType::U32).unwrap();
+    assert_eq!(copied.device(), b.device_id());
+    // A later write to the source on its stream does not reach the copy.
+    a.write(&src, Bytes::from_elems(&[7u32; 64])).unwrap();
+    // Another stream of the destination sees the copied bytes too.
+    let mut other = b.clone();
+    other.set_stream(StreamId(77));
+    assert_eq!(other.read_one(copied).unwrap().to_elems::<u32>(), data);
+    assert_eq!(a.read_one(src).unwrap().to_elems::<u32>(), vec![7; 64]);
+    for c in &clients {
+        c.sync().unwrap();
+    }
+}
+
+#[test]
+fn to_client_tensor_gathers_a_pitched_tensor() {
+    let clients = cluster(SimConfig::new(11), 2);
+    let data: Vec<u32> = (0..15).collect();
+    let layout = clients[0]
+        .create_tensor(Bytes::from_elems(&data), &[3, 5], 4)
+        .unwrap();
+    let descriptor = CopyDescriptor::new(layout.memory, vec![3, 5], layout.strides, 4);
+    let copied = clients[0]
+        .to_client_tensor(descriptor, &clients[1], ElemType::U32)
+        .unwrap();
+    assert_eq!(clients[1].read_one(copied).unwrap().to_elems::<u32>(), data);
+}
+
+#[test]
+fn a_peer_that_never_arrives_times_out_on_virtual_time() {
+    let absent = FaultPlan::scripted([ScriptedFault {
+        kind: FaultKind::PeerAbsent,
+        nth: 1,
+    }]);
+    let configs = vec![SimConfig::new(12), SimConfig::new(13).with_faults(absent)];
+    let cluster = SimCluster::from_configs(configs);
+    let probe: SimProbe = cluster_probe(&cluster, 0);
+    let clients = clients(cluster);
+    let inputs = [Bytes::from_elems(&[1u32]), Bytes::from_elems(&[2u32])];
+    let _kept = all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
+    let before_ns = probe.observations().virtual_time_ns;
+    assert_eq!(
+        clients[0].sync(),
+        Err(ServerError::Collective(CollectiveError::PeerTimeout {
+            devices: vec![sim(0), sim(1)],
+            sequence: 0,
+            peer: sim(1),
+            timeout_ns: COLLECTIVE_TIMEOUT_NS,
+        }))
+    );
+    assert!(probe.observations().virtual_time_ns >= COLLECTIVE_TIMEOUT_NS.max(before_ns));
+    match clients[1].sync() {
+        Err(ServerError::Collective(CollectiveError::CommunicatorFailed { reason, .. })) => {
+            assert!(reason.contains("never joined all_reduce #0"), "{reason}")
+        }
+        other => panic!("expected the absent device's own failure, got {other:?}"),
+    }
+    // Reported once; the next collective succeeds on both.
+    let inputs = [Bytes::from_elems(&[5u32]), Bytes::from_elems(&[6u32])];
+    let (outputs, _sources) =
+        all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
+    for (c, out) in clients.iter().zip(outputs) {
+        assert_eq!(c.read_one(out).unwrap().to_elems::<u32>(), vec![11]);
+    }
+}
+
+fn cluster_probe(cluster: &SimCluster, ordinal: usize) -> SimProbe {
+    cluster.devices()[ordinal].probe()
+}
+
+#[test]
+fn a_dropped_peer_times_out_instead_of_hanging() {
+    let mut clients = cluster(SimConfig::new(14), 2);
+    let devices = ids(&clients);
+    drop(clients.pop());
+    let c = &clients[0];
+    let h = c.create(Bytes::from_elems(&[1.0f32])).unwrap();
+    c.all_reduce(h.clone(), h, ElemType::F32, devices, ReduceOperation::Max)
+        .unwrap();
+    assert!(matches!(
+        c.sync(),
+        Err(ServerError::Collective(CollectiveError::PeerTimeout { peer, .. })) if peer == sim(1)
+    ));
+}
+
+#[test]
+fn peers_with_different_sizes_fail_on_every_device() {
+    let clients = cluster(SimConfig::new(15), 2);
+    let inputs = [Bytes::from_elems(&[1u32]), Bytes::from_elems(&[1u32, 2])];
+    let _kept = all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
+    for c in &clients {
+        match c.sync() {
+            Err(ServerError::Collective(CollectiveError::Mismatch { reason })) => assert_eq!(
+                reason,
+                "all_reduce #0 got rank 0: 4 bytes of u32, sum; rank 1: 8 bytes of u32, sum"
+            ),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn bad_calls_are_refused_at_once() {
+    let clients = cluster(SimConfig::new(16), 2);
+    let c = &clients[0];
+    let h = c.create(Bytes::from_elems(&[1u32, 2])).unwrap();
+    let short = c.create(Bytes::from_elems(&[1u32])).unwrap();
+    let foreign = clients[1].create(Bytes::from_elems(&[1u32, 2])).unwrap();
+    let sum = ReduceOperation::Sum;
+    let u32 = ElemType::U32;
+    assert!(matches!(
+        c.all_reduce(h.clone(), h.clone(), u32, vec![sim(1)], sum),
+        Err(ServerError::Collective(
+            CollectiveError::NotInCommunicator { .. }
+        ))
+    ));
+    assert!(matches!(
+        c.all_reduce(h.clone(), h.clone(), u32, vec![sim(0), sim(0)], sum),
+        Err(ServerError::Collective(
+            CollectiveError::InvalidDevices { .. }
+        ))
+    ));
+    assert!(matches!(
+        c.all_reduce(h.clone(), h.clone(), u32, vec![sim(0), sim(5)], sum),
+        Err(ServerError::Collective(
+            CollectiveError::InvalidDevices { .. }
+        ))
+    ));
+    assert!(matches!(
+        c.all_reduce(h.clone(), short, u32, vec![sim(0)], sum),
+        Err(ServerError::Io(IoError::SizeMismatch { .. }))
+    ));
+    assert!(matches!(
+        c.all_reduce(h.clone(), foreign, u32, vec![sim(0)], sum),
+        Err(ServerError::Io(IoError::WrongDevice { .. }))
+    ));
+    let odd = c.create(Bytes::from(vec![0u8; 6])).unwrap();
+    assert!(matches!(
+        c.to_client(odd, &clients[1], u32),
+        Err(ServerError::Collective(CollectiveError::Mismatch { .. }))
+    ));
+    // Nothing was enqueued: the stream is healthy.
+    c.sync().unwrap();
+}
+
+/// Runs the same two-device program and returns each device's trace hash and virtual time.
+fn two_device_program(seed: u64) -> Vec<(u64, u64)> {
+    let cluster = SimCluster::new(SimConfig::new(seed), 2);
+    let probes: Vec<SimProbe> = cluster.devices().iter().map(|d| d.probe()).collect();
+    let clients = clients(cluster);
+    let mut kept = Vec::new();
+    for round in 0..4u32 {
+        let inputs = [
+            Bytes::from_elems(&[round as f32 * 0.1, 3.0]),
+            Bytes::from_elems(&[1.0f32, round as f32]),
+        ];
+        kept.push(all_reduce_each(
+            &clients,
+            &inputs,
+            ElemType::F32,
+            ReduceOperation::Mean,
+        ));
+        let src = clients[round as usize % 2]
+            .create(Bytes::from_elems(&[round; 8]))
+            .unwrap();
+        let dst = &clients[(round as usize + 1) % 2];
+        let copied = clients[round as usize % 2]
+            .to_client(src.clone(), dst, ElemType::U32)
+            .unwrap();
+        kept.push((vec![src], vec![]));
+        assert_eq!(
+            dst.read_one(copied).unwrap().to_elems::<u32>(),
+            vec![round; 8]
+        );
+    }
+    for c in &clients {
+        c.sync().unwrap();
+    }
+    drop(kept);
+    probes
+        .iter()
+        .map(|p| {
+            let obs = p.observations();
+            assert!(obs.reports.is_empty(), "sanitizer: {:?}", obs.reports);
+            (obs.trace_hash, obs.virtual_time_ns)
+        })
+        .collect()
+}
+
+#[test]
+fn collectives_replay_identically_whatever_the_threads_do() {
+    let first = two_device_program(21);
+    for _ in 0..4 {
+        assert_eq!(two_device_program(21), first);
+    }
+}
