@@ -1,6 +1,12 @@
 //! `ComputeClient`: the user-facing API. Thread-safe, cheap to clone; every call becomes a task
 //! for the device's actor.
 //!
+//! **Architecture Invariant:** tasks never carry [`Handle`]s. A handle's release is submitted
+//! by the thread that drops its last clone, and the actor's queue is FIFO, so it runs after every
+//! task queued while a clone was held, which the server then orders before the memory's reuse. A
+//! clone dropped on the actor would instead submit the release at a point that depends on thread
+//! timing, and two runs of one simulated seed would differ.
+//!
 //! **API Boundary:** calls that only enqueue work (`write`, `launch`) validate their input and
 //! return at once; failures of the work itself are returned by the next `flush`, `sync` or read
 //! on the same stream. Calls that need an answer (`create`, `read`, `sync`, …) block until it.
@@ -331,11 +337,8 @@ impl<D: Device> ComputeClient<D> {
         if data.is_empty() {
             return Ok(());
         }
-        // The handle rides along so its memory cannot be released before the write is enqueued.
-        let keep = handle.clone();
         self.enqueue(move |server, stream| {
             server.write(stream, range, &data);
-            drop(keep);
             crate::bytes::free_in_background(data);
         });
         Ok(())
@@ -349,9 +352,7 @@ impl<D: Device> ComputeClient<D> {
         handles: Vec<Handle>,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
         let ranges = handles.iter().map(|h| self.range(h)).collect();
-        self.read_ranges(ranges, move |bytes| {
-            // The handles ride along so their memory cannot be released before the read ran.
-            drop(handles);
+        self.read_ranges(ranges, |bytes| {
             bytes.into_iter().map(Bytes::from_bytes_vec).collect()
         })
     }
@@ -418,11 +419,17 @@ impl<D: Device> ComputeClient<D> {
                 d.handle.sub_range_on(id, 0, extent)
             })
             .collect();
+        let layouts: Vec<(Vec<usize>, Vec<usize>, usize)> = descriptors
+            .into_iter()
+            .map(|d| (d.shape, d.strides, d.elem_size))
+            .collect();
         self.read_ranges(ranges, move |bytes| {
             bytes
                 .iter()
-                .zip(&descriptors)
-                .map(|(b, d)| Bytes::from_bytes_vec(gather(b, &d.shape, &d.strides, d.elem_size)))
+                .zip(&layouts)
+                .map(|(b, (shape, strides, elem_size))| {
+                    Bytes::from_bytes_vec(gather(b, shape, strides, *elem_size))
+                })
                 .collect()
         })
     }
@@ -504,10 +511,6 @@ impl<D: Device> ComputeClient<D> {
             }
             ranges.push(range);
         }
-        let count_handle = match &count {
-            CubeCount::Dynamic(handle) => Some(handle.clone()),
-            CubeCount::Static(..) => None,
-        };
         let count = match count {
             CubeCount::Static(x, y, z) => {
                 if x == 0 || y == 0 || z == 0 {
@@ -529,12 +532,8 @@ impl<D: Device> ComputeClient<D> {
         };
         let kernel = kernel.clone();
         let params = args.params;
-        // The handles ride along so their memory cannot be released before the launch is
-        // enqueued; after that the server orders the release after the launch's completion.
-        let keep = (args.bindings, count_handle);
         self.enqueue(move |server, stream| {
             server.launch(stream, &kernel, count, &ranges, &params);
-            drop(keep);
         });
         Ok(())
     }

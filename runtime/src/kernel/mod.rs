@@ -46,11 +46,17 @@ impl FaultRecord {
 
     /// Decodes a record read back from the device; `None` when no fault was recorded.
     pub fn decode(words: &[u32; Self::WORDS]) -> Option<Self> {
-        (words[Self::FLAG] != 0).then(|| Self {
+        (words[Self::FLAG] == 1).then(|| Self {
             kernel_id: words[Self::KERNEL],
             binding: words[Self::BINDING],
             index: words[Self::INDEX],
         })
+    }
+
+    /// Whether the record holds neither "no fault" nor a fault: the write that zeroed it
+    /// failed (that failure surfaced on its own), and kernels cannot record into it.
+    pub fn is_corrupt(words: &[u32; Self::WORDS]) -> bool {
+        words[Self::FLAG] > 1
     }
 }
 

@@ -220,18 +220,22 @@ impl<D: Device> Server<D> {
         for (word, chunk) in words.iter_mut().zip(bytes.chunks_exact(4)) {
             *word = u32::from_le_bytes(chunk.try_into().expect("chunks of four bytes"));
         }
-        let Some(record) = FaultRecord::decode(&words) else {
-            return;
-        };
-        let kernel = self.kernels.name_of(&record);
-        self.push_error(
-            stream,
-            ServerError::KernelFault {
-                kernel,
-                binding: record.binding,
-                index: record.index,
-            },
-        );
+        match FaultRecord::decode(&words) {
+            Some(record) => {
+                let kernel = self.kernels.name_of(&record);
+                self.push_error(
+                    stream,
+                    ServerError::KernelFault {
+                        kernel,
+                        binding: record.binding,
+                        index: record.index,
+                    },
+                );
+            }
+            // Zero it again, so that kernels can record into it.
+            None if FaultRecord::is_corrupt(&words) => {}
+            None => return,
+        }
         // Clear the record so the next fault of this stream is reported on its own.
         let raw = self.streams[&stream].raw;
         let result = {
@@ -504,7 +508,22 @@ impl<D: Device> Server<D> {
         self.free_pages(empty);
     }
 
+    /// Gives pages back to the device. A slice used only by its own stream returns to its pool
+    /// while that stream's work on it may still be queued (stream order protects its reuse),
+    /// so every stream is drained first: the device is never handed memory queued work uses.
     fn free_pages(&mut self, pages: Vec<PageId>) {
+        if pages.is_empty() {
+            return;
+        }
+        if self.lost.is_none() {
+            let streams: Vec<(StreamId, D::Stream)> =
+                self.streams.iter().map(|(&id, s)| (id, s.raw)).collect();
+            for (id, raw) in streams {
+                if let Err(err) = self.device.synchronize(raw) {
+                    self.push_device_error(id, err);
+                }
+            }
+        }
         for page in pages {
             let raw = self
                 .pages
