@@ -17,6 +17,9 @@ pub struct SimConfig {
     pub faults: FaultPlan,
     /// Keep every trace entry (for export) and not just the running hash.
     pub record_trace: bool,
+    /// Virtual nanoseconds after which the device declares the run hung and loses itself, so
+    /// that every later call fails with a typed error instead of running on forever.
+    pub watchdog_ns: u64,
 }
 
 impl SimConfig {
@@ -28,6 +31,7 @@ impl SimConfig {
             max_background_steps: 3,
             faults: FaultPlan::default(),
             record_trace: false,
+            watchdog_ns: u64::MAX,
         }
     }
 

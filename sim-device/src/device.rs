@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::SimConfig;
-use crate::fault::{FaultInjector, FaultKind};
+use crate::fault::{FaultInjector, FaultKind, InjectedFault};
 use crate::interpreter::{self, BindingData, KernelTrap};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Range};
@@ -166,6 +166,22 @@ impl SimDevice {
 
     fn report(&self, report: SanitizerReport) {
         self.observe().reports.push(report);
+    }
+
+    /// Counts one trigger of `kind` on `stream`; when it faults, records the fault and returns
+    /// the tag its error message must carry.
+    fn inject(&mut self, kind: FaultKind, stream: Option<u32>) -> Option<String> {
+        if !self.faults.fires(kind) {
+            return None;
+        }
+        let mut obs = self.observe();
+        let fault = InjectedFault {
+            id: obs.faults.len() as u64,
+            kind,
+            stream,
+        };
+        obs.faults.push(fault);
+        Some(fault.tag())
     }
 
     fn check_alive(&self) -> Result<(), DeviceError> {
@@ -329,9 +345,19 @@ impl SimDevice {
     }
 
     fn execute(&mut self, stream: u32, op: Op, enqueued: &Clock) {
-        if self.faults.fires(FaultKind::DeviceLoss) {
+        if let Some(tag) = self.inject(FaultKind::DeviceLoss, Some(stream)) {
             self.lose(format!(
-                "injected device loss before `{}` on stream {stream} (seed {})",
+                "injected device loss before `{}` on stream {stream} {tag} (seed {})",
+                op.name(),
+                self.config.seed
+            ));
+            return;
+        }
+        if self.clock_ns > self.config.watchdog_ns {
+            self.observe().watchdog_fired = true;
+            self.lose(format!(
+                "watchdog: virtual time passed {} ns before `{}` on stream {stream} (seed {})",
+                self.config.watchdog_ns,
                 op.name(),
                 self.config.seed
             ));
@@ -350,14 +376,14 @@ impl SimDevice {
                 (transfer_ns(dst.len), format!("{dst:?}{result}"), data)
             }
             Op::Read { src, read } => {
-                let (result, outcome) = self.execute_read(src);
+                let (result, outcome) = self.execute_read(stream, src);
                 let content = result.clone().unwrap_or_default();
                 self.reads.insert(read, Some(result));
                 self.read_clocks.insert(read, sanitizer_clock);
                 (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
             }
             Op::Copy { src, dst } => {
-                let (result, outcome) = self.execute_read(src);
+                let (result, outcome) = self.execute_read(stream, src);
                 let outcome = match result {
                     Ok(bytes) => self.execute_write(stream, dst, &bytes),
                     Err(err) => {
@@ -417,12 +443,12 @@ impl SimDevice {
 
     /// Writes `data`; returns a suffix for the trace describing a failure, if any.
     fn execute_write(&mut self, stream: u32, dst: Range, data: &[u8]) -> &'static str {
-        if self.faults.fires(FaultKind::TransferFailure) {
+        if let Some(tag) = self.inject(FaultKind::TransferFailure, Some(stream)) {
             self.streams[stream as usize]
                 .errors
                 .push(DeviceError::TransferFailed {
                     reason: format!(
-                        "injected failure writing {} bytes to buffer {} (seed {})",
+                        "injected failure writing {} bytes to buffer {} {tag} (seed {})",
                         dst.len, dst.buffer, self.config.seed
                     ),
                 });
@@ -442,11 +468,15 @@ impl SimDevice {
         }
     }
 
-    fn execute_read(&mut self, src: Range) -> (Result<Vec<u8>, DeviceError>, &'static str) {
-        if self.faults.fires(FaultKind::TransferFailure) {
+    fn execute_read(
+        &mut self,
+        stream: u32,
+        src: Range,
+    ) -> (Result<Vec<u8>, DeviceError>, &'static str) {
+        if let Some(tag) = self.inject(FaultKind::TransferFailure, Some(stream)) {
             let err = DeviceError::TransferFailed {
                 reason: format!(
-                    "injected failure reading {} bytes of buffer {} (seed {})",
+                    "injected failure reading {} bytes of buffer {} {tag} (seed {})",
                     src.len, src.buffer, self.config.seed
                 ),
             };
@@ -493,12 +523,12 @@ impl SimDevice {
     /// Runs a launch; returns the number of invocations (its cost in virtual nanoseconds).
     fn execute_launch(&mut self, stream: u32, launch: &LaunchOp) -> u64 {
         let operation = format!("launch of `{}`", launch.kernel.name);
-        if self.faults.fires(FaultKind::KernelFault) {
+        if let Some(tag) = self.inject(FaultKind::KernelFault, Some(stream)) {
             self.streams[stream as usize]
                 .errors
                 .push(DeviceError::ExecutionFault {
                     operation,
-                    reason: format!("injected kernel fault (seed {})", self.config.seed),
+                    reason: format!("injected kernel fault {tag} (seed {})", self.config.seed),
                 });
             return 0;
         }
@@ -643,7 +673,14 @@ impl Device for SimDevice {
             });
         }
         let available_bytes = self.config.memory_bytes - self.memory.bytes_live;
-        if bytes > available_bytes || self.faults.fires(FaultKind::AllocationFailure) {
+        if bytes > available_bytes {
+            return Err(DeviceError::OutOfMemory {
+                requested_bytes: bytes,
+                available_bytes,
+            });
+        }
+        if self.inject(FaultKind::AllocationFailure, None).is_some() {
+            // `OutOfMemory` has no message to carry the tag: the fault is matched by count.
             return Err(DeviceError::OutOfMemory {
                 requested_bytes: bytes,
                 available_bytes,

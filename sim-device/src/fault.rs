@@ -55,6 +55,33 @@ impl FaultPlan {
     }
 }
 
+/// A fault the simulator injected, as an observer sees it. Its error message carries
+/// [`tag`](Self::tag), so a test can match every error it gets back to the fault behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InjectedFault {
+    /// Numbers injected faults of one device from 0, in injection order.
+    pub id: u64,
+    pub kind: FaultKind,
+    /// The stream whose operation faulted; `None` for allocations, which belong to no stream.
+    pub stream: Option<u32>,
+}
+
+const TAG_PREFIX: &str = "[injected fault #";
+
+impl InjectedFault {
+    /// `[injected fault #id]`: part of the message of the error this fault causes.
+    pub fn tag(&self) -> String {
+        format!("{TAG_PREFIX}{}]", self.id)
+    }
+
+    /// The id of the injected fault an error message reports, if it reports one.
+    pub fn id_in(message: &str) -> Option<u64> {
+        let start = message.find(TAG_PREFIX)? + TAG_PREFIX.len();
+        let len = message[start..].find(']')?;
+        message[start..start + len].parse().ok()
+    }
+}
+
 /// Counts triggers and decides, deterministically, whether each one faults.
 #[derive(Debug)]
 pub(crate) struct FaultInjector {
@@ -94,5 +121,22 @@ impl FaultInjector {
         // Draw only when a rate is set, so a plan without rates consumes no randomness.
         let random = rate > 0.0 && self.rng.random_bool(rate.min(1.0));
         scripted || random
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tag_names_its_fault() {
+        let fault = InjectedFault {
+            id: 42,
+            kind: FaultKind::KernelFault,
+            stream: Some(1),
+        };
+        let message = format!("kernel failed {} (seed 7)", fault.tag());
+        assert_eq!(InjectedFault::id_in(&message), Some(42));
+        assert_eq!(InjectedFault::id_in("kernel failed (seed 7)"), None);
     }
 }

@@ -27,6 +27,6 @@ pub use device::{
     COLLECTIVE_TIMEOUT_NS, SimBuffer, SimCluster, SimDevice, SimEvent, SimGraph, SimKernel,
     SimProbe, SimRead, SimStream, SimTimestamp,
 };
-pub use fault::{FaultKind, FaultPlan, FaultRates, ScriptedFault};
+pub use fault::{FaultKind, FaultPlan, FaultRates, InjectedFault, ScriptedFault};
 pub use memory::{POISON_FREED, POISON_FRESH, SanitizerReport};
 pub use trace::{Observations, TraceEntry};

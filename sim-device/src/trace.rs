@@ -30,6 +30,11 @@ pub struct Observations {
     pub ops_executed: u64,
     pub virtual_time_ns: u64,
     pub reports: Vec<crate::SanitizerReport>,
+    /// Every fault the device injected, in injection order.
+    pub faults: Vec<crate::InjectedFault>,
+    /// Set when virtual time passed [`SimConfig::watchdog_ns`](crate::SimConfig::watchdog_ns):
+    /// the run hung (or ran away) in simulated time, and the device was lost to end it.
+    pub watchdog_fired: bool,
     /// Every entry, when the device was configured with `record_trace`.
     pub entries: Vec<TraceEntry>,
 }
