@@ -4,7 +4,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use lockstep_conformance::program::{Program, Step};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lockstep_conformance::explore::{self, ExploreConfig};
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::{CudaFactory, DeviceFactory, SimFactory, WgpuFactory, suite};
 
@@ -45,14 +48,36 @@ enum Command {
         #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(suite::property_names()))]
         property: Option<String>,
     },
-    /// Rerun the default multi-stream case of a seed on the simulator, twice (the traces must
-    /// be identical); prints its trace hash last.
+    /// Explore random worlds on the simulator: one world and workload per seed, each checked
+    /// against a reference model and run twice for determinism.
+    Explore {
+        /// How many seeds to explore.
+        #[arg(long, default_value_t = 1000)]
+        seeds: u64,
+        /// First seed (default: $LOCKSTEP_SEED, else drawn and printed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Inject faults (failed transfers and kernels, refused allocations, device loss).
+        #[arg(long)]
+        faults: bool,
+        /// Seeds explored in parallel.
+        #[arg(long, default_value_t = 1)]
+        jobs: usize,
+    },
+    /// Rerun one explored seed, twice (the traces must be identical); prints the world it drew
+    /// and its trace hash last.
     Replay {
         #[arg(long)]
         seed: u64,
+        /// The seed was explored with `--faults`.
+        #[arg(long)]
+        faults: bool,
         /// Write the run as a Chrome/Perfetto trace (open it in ui.perfetto.dev).
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
+        /// Print every operation of the workload, in the order the threads perform them.
+        #[arg(long)]
+        steps: bool,
     },
 }
 
@@ -86,7 +111,24 @@ fn main() -> ExitCode {
                 },
             }
         }
-        Command::Replay { seed, trace } => replay(seed, trace.as_deref()),
+        Command::Explore {
+            seeds,
+            seed,
+            faults,
+            jobs,
+        } => explore(ExploreConfig {
+            first_seed: seed.unwrap_or_else(default_seed),
+            seeds,
+            faults,
+            jobs,
+            backstop: Duration::from_secs(120),
+        }),
+        Command::Replay {
+            seed,
+            faults,
+            trace,
+            steps,
+        } => replay(seed, faults, trace.as_deref(), steps),
     }
 }
 
@@ -165,46 +207,136 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
     }
 }
 
-fn describe(program: &Program) -> String {
-    let count = |f: fn(&Step) -> bool| program.ops.iter().filter(|op| f(&op.step)).count();
-    format!(
-        "{} streams, {} operations ({} creates, {} writes, {} launches, {} reads, {} releases, {} syncs)",
-        program.streams,
-        program.ops.len(),
-        count(|s| matches!(s, Step::Create { .. })),
-        count(|s| matches!(s, Step::Write { .. })),
-        count(|s| matches!(s, Step::Launch { .. })),
-        count(|s| matches!(s, Step::Read { .. })),
-        count(|s| matches!(s, Step::Release { .. })),
-        count(|s| matches!(s, Step::Sync)),
-    )
+fn replay_line(seed: u64, faults: bool) -> String {
+    let faults = if faults { " --faults" } else { "" };
+    format!("lockstep replay --seed {seed}{faults}")
 }
 
-fn replay(seed: u64, trace: Option<&std::path::Path>) -> ExitCode {
-    let program = suite::default_case(seed);
+fn explore(config: ExploreConfig) -> ExitCode {
+    println!(
+        "explore: {} seeds from {} ({}), {} jobs",
+        config.seeds,
+        config.first_seed,
+        if config.faults { "faults injected" } else { "no faults" },
+        config.jobs
+    );
+    let bar = ProgressBar::new(config.seeds).with_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} seeds, {msg}")
+            .expect("a valid progress template"),
+    );
+    let mut failed = 0;
+    let summary = explore::explore(Arc::new(explore::Simulator), config, |report| {
+        bar.inc(1);
+        if let Some(why) = &report.failure {
+            failed += 1;
+            bar.suspend(|| {
+                println!("seed {} FAILED: {why}", report.seed);
+                println!("  {}", replay_line(report.seed, config.faults));
+            });
+        }
+        bar.set_message(format!("{failed} failed"));
+    });
+    bar.finish_and_clear();
+    let secs = summary.elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "{:>7} {:>10} {:>11} {:>13} {:>16} {:>9} {:>8}",
+        "seeds", "host ops", "device ops", "reads checked", "faults injected", "surfaced", "lost"
+    );
+    println!(
+        "{:>7} {:>10} {:>11} {:>13} {:>16} {:>9} {:>8}",
+        summary.seeds,
+        summary.host_ops,
+        summary.device_ops,
+        summary.reads_checked,
+        summary.faults_injected,
+        summary.faults_surfaced,
+        summary.devices_lost
+    );
+    println!(
+        "throughput: {:.1} seeds/s, {:.0} simulated ops/s ({} jobs, {:.1} s)",
+        summary.seeds as f64 / secs,
+        summary.device_ops as f64 / secs,
+        config.jobs,
+        secs
+    );
+    for seed in &summary.hung {
+        println!(
+            "seed {seed} HUNG: no seed finished in {} s of wall time",
+            config.backstop.as_secs()
+        );
+        println!("  {}", replay_line(*seed, config.faults));
+    }
+    println!(
+        "{} passed, {} failed",
+        summary.seeds as usize - summary.failures.len(),
+        summary.failures.len() + summary.hung.len()
+    );
+    if summary.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn replay(seed: u64, faults: bool, trace: Option<&std::path::Path>, steps: bool) -> ExitCode {
+    let world = explore::World::draw(seed, faults);
+    let workload = explore::Workload::draw(&world);
     println!("seed: {seed}");
-    println!("case: {}", describe(&program));
-    match suite::replay(&program) {
-        Ok(replay) => {
-            println!(
-                "determinism: two runs executed the same {} operations",
-                replay.trace.len()
-            );
-            if let Some(path) = trace {
-                let json = lockstep_conformance::perfetto::trace_json(&replay.trace);
-                if let Err(err) = std::fs::write(path, json.to_string()) {
-                    println!("result: FAILED: cannot write {}: {err}", path.display());
-                    return ExitCode::FAILURE;
-                }
-                println!("trace: {} (open in ui.perfetto.dev)", path.display());
-            }
-            println!("result: ok");
-            println!("trace-hash: {:016x}", replay.trace_hash);
-            ExitCode::SUCCESS
+    println!("{world}");
+    println!(
+        "workload: {} operations on {} threads",
+        workload.len(),
+        world.threads
+    );
+    if steps {
+        for (n, (thread, step)) in workload.in_order().enumerate() {
+            println!("  #{n} thread {thread}: {:?} {:?}", step.on, step.action);
         }
-        Err(why) => {
+    }
+    let opener = explore::Simulator;
+    let (first, entries) = explore::run_world(&opener, &world, true);
+    let (second, _) = explore::run_world(&opener, &world, false);
+    println!(
+        "executed: {} device operations, {} reads checked, {} faults injected, {} surfaced{}",
+        first.device_ops,
+        first.reads_checked,
+        first.faults_injected,
+        first.faults_surfaced,
+        if first.device_lost { ", device lost" } else { "" }
+    );
+    let mut ok = true;
+    if second.trace_hash == first.trace_hash {
+        println!(
+            "determinism: two runs executed the same {} operations",
+            first.device_ops
+        );
+    } else {
+        println!(
+            "{}",
+            explore::divergence(&opener, &world, first.trace_hash, second.trace_hash)
+        );
+        ok = false;
+    }
+    if let Some(path) = trace {
+        let json = lockstep_conformance::perfetto::trace_json(&entries);
+        if let Err(err) = std::fs::write(path, json.to_string()) {
+            println!("result: FAILED: cannot write {}: {err}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("trace: {} (open in ui.perfetto.dev)", path.display());
+    }
+    match &first.failure {
+        Some(why) => {
             println!("result: FAILED: {why}");
-            ExitCode::FAILURE
+            ok = false;
         }
+        None if ok => println!("result: ok"),
+        None => println!("result: FAILED: nondeterministic"),
+    }
+    println!("trace-hash: {:016x}", first.trace_hash);
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

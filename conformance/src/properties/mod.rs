@@ -6,14 +6,7 @@ mod graphs;
 mod memory;
 mod ordering;
 
-pub use ordering::run_program;
-
-/// Streams and operations of generated multi-stream programs.
-pub fn ordering_limits() -> (usize, usize) {
-    (ordering::MAX_STREAMS, ordering::MAX_OPS)
-}
-
-use proptest::strategy::{Strategy, ValueTree};
+use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use crate::factory::{DeviceFactory, Session};
@@ -139,15 +132,6 @@ where
                 minimal_case: String::new(),
             },
         })
-}
-
-/// Draws the one value of `strategy` that a runner seeded for (`seed`, `name`) draws first.
-pub fn first_case<S: Strategy>(seed: u64, name: &str, strategy: S) -> S::Value {
-    let mut runner = runner(RunConfig { cases: 1, seed }, name);
-    strategy
-        .new_tree(&mut runner)
-        .expect("conformance strategies never reject")
-        .current()
 }
 
 /// After every handle dropped, `memory_cleanup` + `sync` bring the device's memory back to

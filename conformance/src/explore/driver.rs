@@ -1,0 +1,680 @@
+//! Runs one world's workload on a client: host threads take turns in the workload's order, each
+//! operation is judged against the [`Model`], and the run ends by draining every stream and
+//! checking memory, faults and the simulator's observations.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Condvar, Mutex};
+
+use lockstep::kernel::Scalar;
+use lockstep::{
+    Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, Graph, Handle, InstallMemoryPoolsError,
+    IoError, Kernel, KernelArguments, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy,
+    MemoryPoolsConfig, PoolPreset, ServerError, StreamId, block_on,
+};
+use lockstep_sim::{FaultKind, SanitizerReport, SimProbe};
+
+use super::formula::Formula;
+use super::model::Model;
+use super::workload::{Action, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, data};
+use super::world::World;
+use crate::kernels::overrun;
+
+/// What one execution of a world did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Execution {
+    pub trace_hash: u64,
+    /// Operations the simulated device executed.
+    pub device_ops: u64,
+    pub host_ops: u64,
+    pub reads_checked: u64,
+    pub faults_injected: u64,
+    pub faults_surfaced: u64,
+    pub device_lost: bool,
+    /// Why the run failed; `None` when every check held.
+    pub failure: Option<String>,
+}
+
+/// A captured graph and the launches it replays, on model buffers.
+struct Captured<D: Device> {
+    graph: Graph<D>,
+    launches: Vec<(usize, u64, u64, u32)>,
+}
+
+/// A tensor of a group: its layout, shape and model buffer.
+type Tensor = (MemoryLayout, Vec<usize>, u64);
+
+/// Everything the host threads share; one of them holds it at a time.
+struct State<D: Device> {
+    model: Model,
+    slots: Vec<Option<(Handle, u64)>>,
+    tensors: Vec<Option<Vec<Tensor>>>,
+    graph: Option<Captured<D>>,
+    failure: Option<String>,
+}
+
+struct Run<'w, D: Device> {
+    world: &'w World,
+    /// Unpinned: each thread's own stream.
+    base: ComputeClient<D>,
+    pinned: Vec<ComputeClient<D>>,
+    kernels: Vec<Kernel>,
+    overrun: Kernel,
+    state: Mutex<State<D>>,
+}
+
+/// Lets threads act strictly in the schedule's order, so the device sees the same calls in the
+/// same order on every run of a seed.
+#[derive(Default)]
+struct Turns {
+    next: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Turns {
+    fn take(&self, turn: usize) {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        while *next != turn {
+            next = self.changed.wait(next).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn pass(&self) {
+        *self.next.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.changed.notify_all();
+    }
+}
+
+/// Runs `workload` of `world` on `client`, whose device `probe` observes, and checks it.
+pub fn execute<D: Device>(
+    world: &World,
+    workload: &Workload,
+    client: ComputeClient<D>,
+    probe: &SimProbe,
+) -> Execution {
+    let mut execution = Execution {
+        host_ops: workload.len() as u64,
+        ..Execution::default()
+    };
+    let mut seen = Seen::default();
+    let failure = drive(world, workload, client, &mut execution, &mut seen).err();
+    // The client is gone: the actor has torn the device down, and every operation executed.
+    let observed = probe.observations();
+    execution.trace_hash = observed.trace_hash;
+    execution.device_ops = observed.ops_executed;
+    execution.faults_injected = observed.faults.len() as u64;
+    let verdict = failure.map_or_else(
+        || audit(world, &observed).and_then(|()| seen.audit(execution.device_lost, &observed)),
+        Err,
+    );
+    execution.failure = verdict.err();
+    execution
+}
+
+/// What the workload saw of injected faults, for the audit against what the device injected.
+#[derive(Default)]
+struct Seen {
+    /// Injected fault id → the stream that returned it.
+    surfaced: BTreeMap<u64, StreamId>,
+    refused_allocations: u64,
+}
+
+fn drive<D: Device>(
+    world: &World,
+    workload: &Workload,
+    client: ComputeClient<D>,
+    execution: &mut Execution,
+    seen: &mut Seen,
+) -> Result<(), String> {
+    let baseline = prepare(world, &client)?;
+    let run = Run {
+        world,
+        pinned: (0..world.streams)
+            .map(|i| {
+                let mut c = client.clone();
+                c.set_stream(StreamId(i as u64));
+                c
+            })
+            .collect(),
+        base: client,
+        kernels: world.kernels.iter().map(Formula::kernel).collect(),
+        overrun: overrun(),
+        state: Mutex::new(State {
+            model: Model::new(world.faults.allocation_failure > 0.0),
+            slots: (0..SLOTS).map(|_| None).collect(),
+            tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
+            graph: None,
+            failure: None,
+        }),
+    };
+    let turns = Turns::default();
+    std::thread::scope(|scope| {
+        for (t, steps) in workload.threads.iter().enumerate() {
+            let positions: Vec<usize> = (0..workload.schedule.len())
+                .filter(|&n| workload.schedule[n] == t)
+                .collect();
+            let (run, turns) = (&run, &turns);
+            scope.spawn(move || {
+                for (step, turn) in steps.iter().zip(positions) {
+                    turns.take(turn);
+                    run.perform(turn, step);
+                    turns.pass();
+                }
+            });
+        }
+    });
+    let state = run.state.into_inner().unwrap_or_else(|p| p.into_inner());
+    let result = finish(world, &run.base, state, baseline, execution, seen);
+    drop(run.pinned);
+    drop(run.base);
+    result
+}
+
+/// Installs the world's pools; returns the memory baseline.
+fn prepare<D: Device>(
+    world: &World,
+    client: &ComputeClient<D>,
+) -> Result<lockstep::MemoryUsage, String> {
+    if let Some(pools) = &world.pools {
+        client
+            .install_memory_pools(pools)
+            .map_err(|e| format!("installing the world's pools on an idle device: {e}"))?;
+    }
+    client
+        .memory_usage()
+        .map_err(|e| format!("memory_usage before the workload: {e}"))
+}
+
+/// Drains every stream, releases everything and checks the memory baseline.
+fn finish<D: Device>(
+    world: &World,
+    base: &ComputeClient<D>,
+    mut state: State<D>,
+    baseline: lockstep::MemoryUsage,
+    execution: &mut Execution,
+    seen: &mut Seen,
+) -> Result<(), String> {
+    if let Some(failure) = state.failure.take() {
+        return Err(failure);
+    }
+    let model = &mut state.model;
+    let on = |s: StreamId| {
+        let mut c = base.clone();
+        c.set_stream(s);
+        c
+    };
+    for s in model.streams() {
+        let client = on(s);
+        // Each sync returns at most one queued failure; a stream holds at most one per fault.
+        for _ in 0..=world_faults_bound(execution) {
+            let result = client.sync();
+            model
+                .blocking(s, result.as_ref().map(|_| ()), true)
+                .map_err(|why| format!("final sync of {s}: {why}"))?;
+            if result.is_ok() || model.lost {
+                break;
+            }
+        }
+    }
+    model.expected_faults_met()?;
+    model.judge_suspects()?;
+    execution.reads_checked = model.reads_checked;
+    execution.faults_surfaced = model.faults_surfaced;
+    execution.device_lost = model.lost;
+    seen.surfaced = model.surfaced.clone();
+    seen.refused_allocations = model.refused_allocations;
+    let lost = model.lost;
+    let streams = model.streams();
+    drop(state.graph.take());
+    state.slots.clear();
+    state.tensors.clear();
+    if lost {
+        return Ok(());
+    }
+    base.memory_cleanup();
+    for s in streams {
+        on(s)
+            .sync()
+            .map_err(|e| format!("sync of {s} after releasing everything: {e}"))?;
+    }
+    let usage = base
+        .memory_usage()
+        .map_err(|e| format!("memory_usage after the workload: {e}"))?;
+    if usage != baseline {
+        return Err(format!(
+            "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
+            world.pools.as_ref().map_or("default pools".to_owned(), |p| format!("{p:?}"))
+        ));
+    }
+    Ok(())
+}
+
+/// More syncs than a stream can have queued failures.
+fn world_faults_bound(execution: &Execution) -> u64 {
+    execution.host_ops * 4 + 16
+}
+
+/// Checks the simulator's own verdicts: its watchdog and its sanitizer.
+fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), String> {
+    if observed.watchdog_fired {
+        return Err(format!(
+            "hang: virtual time passed the {} ns watchdog",
+            super::world::WATCHDOG_NS
+        ));
+    }
+    let excused = |r: &&SanitizerReport| {
+        // A failed write leaves its bytes unwritten; reading them later is the fault's doing.
+        matches!(r, SanitizerReport::UninitializedRead { .. })
+            && world.faults.transfer_failure > 0.0
+    };
+    if let Some(report) = observed.reports.iter().find(|r| !excused(r)) {
+        return Err(format!("sanitizer: {report}"));
+    }
+    Ok(())
+}
+
+impl Seen {
+    /// Checks that every injected fault surfaced exactly once (the model refuses a second
+    /// time), on the stream it happened on, and that only injected failures refused
+    /// allocations. After a device loss, faults still queued are superseded by the loss.
+    fn audit(&self, lost: bool, observed: &lockstep_sim::Observations) -> Result<(), String> {
+    let mut device_stream_of = BTreeMap::new();
+    let mut client_stream_of = BTreeMap::new();
+    let mut allocation_failures = 0;
+    for fault in &observed.faults {
+        match fault.kind {
+            FaultKind::AllocationFailure => allocation_failures += 1,
+            FaultKind::TransferFailure | FaultKind::KernelFault => {
+                let Some(&client_stream) = self.surfaced.get(&fault.id) else {
+                    if lost {
+                        continue;
+                    }
+                    return Err(format!(
+                        "injected {:?} #{} on device stream {:?} never surfaced",
+                        fault.kind, fault.id, fault.stream
+                    ));
+                };
+                let device_stream = fault.stream.expect("stream faults name their stream");
+                if let Some(other) = device_stream_of.insert(client_stream, device_stream)
+                    && other != device_stream
+                {
+                    return Err(format!(
+                        "{client_stream} returned faults of device streams {other} and {device_stream}"
+                    ));
+                }
+                if let Some(other) = client_stream_of.insert(device_stream, client_stream)
+                    && other != client_stream
+                {
+                    return Err(format!(
+                        "faults of device stream {device_stream} surfaced on {other} and on {client_stream}"
+                    ));
+                }
+            }
+            // Explored workloads use no collectives, whose faults would surface as timeouts.
+            _ => {}
+        }
+    }
+    if self.refused_allocations > allocation_failures {
+        return Err(format!(
+            "{} allocations refused, but only {allocation_failures} allocation failures injected",
+            self.refused_allocations
+        ));
+    }
+    Ok(())
+}
+}
+
+impl<D: Device> Run<'_, D> {
+    fn perform(&self, turn: usize, step: &Step) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.failure.is_some() {
+            return;
+        }
+        let result = catch_unwind(AssertUnwindSafe(|| self.act(&mut state, step)))
+            .unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(format!("panicked: {message}"))
+            });
+        if let Err(why) = result {
+            state.failure = Some(format!("operation #{turn} {step:?}: {why}"));
+        }
+    }
+
+    fn client(&self, on: On) -> &ComputeClient<D> {
+        match on {
+            On::Pinned(i) => &self.pinned[i],
+            On::Thread => &self.base,
+        }
+    }
+
+    /// An allocation call failed: only injected failures and a lost device may do that.
+    fn refused(&self, state: &mut State<D>, err: ServerError) -> Result<(), String> {
+        match err {
+            ServerError::OutOfMemory(_) if self.world.faults.allocation_failure > 0.0 => {
+                state.model.refused_allocations += 1;
+                Ok(())
+            }
+            ServerError::DeviceLost { .. } => {
+                state.model.lost = true;
+                Ok(())
+            }
+            other => Err(format!("allocation failed: {other}")),
+        }
+    }
+
+    fn act(&self, state: &mut State<D>, step: &Step) -> Result<(), String> {
+        let client = self.client(step.on);
+        let s = client.stream_id();
+        let lost = state.model.lost;
+        let allocated = || {
+            if lost {
+                Err("an allocation succeeded after the device was lost".to_owned())
+            } else {
+                Ok(())
+            }
+        };
+        match &step.action {
+            Action::Create { slot, len, fill } => {
+                let values = data(*fill, *len);
+                match client.create(Bytes::from_elems(&values)) {
+                    Ok(handle) => {
+                        allocated()?;
+                        let buf = state.model.create(s, values);
+                        state.slots[*slot] = Some((handle, buf));
+                    }
+                    Err(err) => self.refused(state, err)?,
+                }
+            }
+            Action::EmptyThenFill { slot, len, fill } => match client.empty(len * 4) {
+                Ok(handle) => {
+                    allocated()?;
+                    let values = data(*fill, *len);
+                    client
+                        .write(&handle, Bytes::from_elems(&values))
+                        .map_err(|e| format!("write: {e}"))?;
+                    let buf = state.model.create(s, values);
+                    state.slots[*slot] = Some((handle, buf));
+                }
+                Err(err) => self.refused(state, err)?,
+            },
+            Action::Write {
+                slot,
+                offset,
+                len,
+                fill,
+            } => {
+                let Some((handle, buf)) = &state.slots[*slot] else {
+                    return Ok(());
+                };
+                let n = state.model.len(*buf);
+                let offset = offset % n;
+                let values = data(*fill, (*len).min(n - offset));
+                client
+                    .write_at(handle, (offset * 4) as u64, Bytes::from_elems(&values))
+                    .map_err(|e| format!("write_at: {e}"))?;
+                let buf = *buf;
+                state.model.write(s, buf, offset, &values);
+            }
+            Action::Launch(spec) => self.launch(state, client, s, spec, true)?,
+            Action::Read { slot } => {
+                let Some((handle, buf)) = &state.slots[*slot] else {
+                    return Ok(());
+                };
+                let buf = *buf;
+                let result = client.read_one(handle.clone());
+                self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
+            }
+            Action::ReadPair { a, b } => {
+                let (Some((ha, ba)), Some((hb, bb))) = (&state.slots[*a], &state.slots[*b]) else {
+                    return Ok(());
+                };
+                let bufs = [*ba, *bb];
+                let result = block_on(client.read_async(vec![ha.clone(), hb.clone()]));
+                self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
+            }
+            Action::CreateTensors {
+                slot,
+                shapes,
+                fill,
+            } => {
+                let tensors: Vec<(Vec<usize>, Vec<u32>)> = shapes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, shape)| {
+                        (shape.clone(), data(fill.wrapping_add(i as u64), shape.iter().product()))
+                    })
+                    .collect();
+                let request = tensors
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (shape, values))| {
+                        let strategy = if i % 2 == 0 {
+                            MemoryLayoutStrategy::Optimized
+                        } else {
+                            MemoryLayoutStrategy::Contiguous
+                        };
+                        (
+                            MemoryLayoutDescriptor::new(strategy, shape.clone(), 4),
+                            Bytes::from_elems(values),
+                        )
+                    })
+                    .collect();
+                match client.create_tensors(request) {
+                    Ok(layouts) => {
+                        allocated()?;
+                        let group = layouts
+                            .into_iter()
+                            .zip(tensors)
+                            .map(|(layout, (shape, values))| {
+                                (layout, shape, state.model.create(s, values))
+                            })
+                            .collect();
+                        state.tensors[*slot] = Some(group);
+                    }
+                    Err(err) => self.refused(state, err)?,
+                }
+            }
+            Action::ReadTensors { slot } => {
+                let Some(group) = &state.tensors[*slot] else {
+                    return Ok(());
+                };
+                let descriptors = group
+                    .iter()
+                    .map(|(layout, shape, _)| {
+                        CopyDescriptor::new(
+                            layout.memory.clone(),
+                            shape.clone(),
+                            layout.strides.clone(),
+                            4,
+                        )
+                    })
+                    .collect();
+                let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
+                let result = block_on(client.read_tensor_async(descriptors));
+                self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
+            }
+            Action::Release { slot } => state.slots[*slot] = None,
+            Action::ReleaseTensors { slot } => state.tensors[*slot] = None,
+            Action::Flush => {
+                let result = client.flush();
+                state.model.blocking(s, result.as_ref().map(|_| ()), false)?;
+            }
+            Action::Sync => {
+                let result = client.sync();
+                state.model.blocking(s, result.as_ref().map(|_| ()), true)?;
+            }
+            Action::Overrun { slot, past_end } => {
+                let Some((handle, buf)) = &state.slots[*slot] else {
+                    return Ok(());
+                };
+                let args = KernelArguments::new()
+                    .binding(handle)
+                    .param(Scalar::U32(*past_end));
+                client
+                    .launch(&self.overrun, CubeCount::Static(1, 1, 1), args)
+                    .map_err(|e| format!("overrun refused at the call: {e}"))?;
+                let index = state.model.len(*buf) as u32 + past_end;
+                state.model.expect_fault(
+                    s,
+                    ServerError::KernelFault {
+                        kernel: "overrun".to_owned(),
+                        binding: 0,
+                        index,
+                    },
+                );
+            }
+            Action::Capture { launches } => self.capture(state, client, s, launches)?,
+            Action::Replay => {
+                if let Some(captured) = &state.graph {
+                    captured.graph.replay();
+                    let gs = captured.graph.stream();
+                    for &(kernel, dst, src, k) in &captured.launches {
+                        let formula = &self.world.kernels[kernel];
+                        state
+                            .model
+                            .launch(gs, dst, src, |d, s| formula.apply(d, s, k));
+                    }
+                }
+            }
+            Action::DropGraph => state.graph = None,
+            Action::Install => {
+                match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default))
+                {
+                    Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => {}
+                    Err(InstallMemoryPoolsError::StreamUnavailable)
+                        if lost
+                            || state
+                                .model
+                                .may_have_failed(s, self.world.injects_faults()) => {}
+                    Err(other) => return Err(format!("install_memory_pools: {other}")),
+                }
+            }
+            Action::Cleanup => client.memory_cleanup(),
+            Action::Usage => {
+                client
+                    .memory_usage()
+                    .map_err(|e| format!("memory_usage must always answer: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Judges a read's result: the stream's errors first, then every buffer's bytes.
+    fn judge_read(
+        &self,
+        state: &mut State<D>,
+        s: StreamId,
+        result: Result<Vec<(u64, Bytes)>, ServerError>,
+    ) -> Result<(), String> {
+        match result {
+            Ok(read) => {
+                state.model.blocking(s, Ok(()), true)?;
+                for (buf, bytes) in read {
+                    let what = format!("read on {s}");
+                    state.model.check_read(&what, buf, &bytes.to_elems::<u32>())?;
+                }
+                Ok(())
+            }
+            Err(err) => state.model.blocking(s, Err(&err), true),
+        }
+    }
+
+    /// Launches `spec` on `s`; with `model`, applies it to the model too (without, the launch is
+    /// being captured).
+    fn launch(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        s: StreamId,
+        spec: &LaunchSpec,
+        model: bool,
+    ) -> Result<(), String> {
+        let (Some((dst, dst_buf)), Some((src, src_buf))) =
+            (&state.slots[spec.dst], &state.slots[spec.src])
+        else {
+            return Ok(());
+        };
+        let args = KernelArguments::new()
+            .binding(dst)
+            .binding(src)
+            .param(Scalar::U32(spec.k));
+        let count = CubeCount::Static(Formula::workgroups(state.model.len(*dst_buf)), 1, 1);
+        let result = client.launch(&self.kernels[spec.kernel], count, args);
+        if spec.dst == spec.src {
+            return match result {
+                Err(IoError::InvalidLaunch { .. }) => Ok(()),
+                other => Err(format!(
+                    "a launch binding one handle twice, once writable, must be refused; got {other:?}"
+                )),
+            };
+        }
+        result.map_err(|e| format!("launch refused: {e}"))?;
+        if model {
+            let (dst, src) = (*dst_buf, *src_buf);
+            let formula = &self.world.kernels[spec.kernel];
+            state
+                .model
+                .launch(s, dst, src, |d, s| formula.apply(d, s, spec.k));
+        }
+        Ok(())
+    }
+
+    /// `graph_prepare`, a warm-up run of `launches`, then their capture into the world's graph.
+    fn capture(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        s: StreamId,
+        launches: &[LaunchSpec],
+    ) -> Result<(), String> {
+        let launches: Vec<&LaunchSpec> = launches
+            .iter()
+            .filter(|l| {
+                l.dst != l.src && state.slots[l.dst].is_some() && state.slots[l.src].is_some()
+            })
+            .collect();
+        if state.graph.is_some() || launches.is_empty() {
+            return Ok(());
+        }
+        let capture_call = |state: &mut State<D>, what: &str, result: Result<(), ServerError>| {
+            match result {
+                Ok(()) => Ok(true),
+                Err(ServerError::DeviceLost { .. }) => {
+                    state.model.lost = true;
+                    Ok(false)
+                }
+                Err(err) => Err(format!("{what}: {err}")),
+            }
+        };
+        if !capture_call(state, "graph_prepare", client.graph_prepare())? {
+            return Ok(());
+        }
+        for l in &launches {
+            self.launch(state, client, s, l, true)?;
+        }
+        if !capture_call(state, "start_capture", client.start_capture())? {
+            return Ok(());
+        }
+        for l in &launches {
+            self.launch(state, client, s, l, false)?;
+        }
+        match client.stop_capture() {
+            Ok(graph) => {
+                let launches = launches
+                    .iter()
+                    .map(|l| {
+                        let buf = |slot: usize| state.slots[slot].as_ref().expect("checked").1;
+                        (l.kernel, buf(l.dst), buf(l.src), l.k)
+                    })
+                    .collect();
+                state.graph = Some(Captured { graph, launches });
+                Ok(())
+            }
+            Err(err) => capture_call(state, "stop_capture", Err(err)).map(|_| ()),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Random elementwise kernels for explored workloads: `dst[i] = f(dst[i], src[j], k)` with
+//! `j = (i * stride + shift) % len(src)`, where `f` is a random expression over `u32`.
+//!
+//! The reference ([`Formula::apply`]) is plain wrapping Rust arithmetic, written independently
+//! of the simulator's interpreter, so a kernel and its model can only agree by both being right.
+
+use lockstep::Kernel;
+use lockstep::kernel::{Access, Axis, BinOp, ElemType, Expr, KernelBuilder};
+use rand::Rng;
+
+use crate::kernels::WORKGROUP;
+
+/// A leaf or an operation of the expression `f`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Term {
+    Dst,
+    Src,
+    K,
+    Lit(u32),
+    Op(BinOp, Box<Term>, Box<Term>),
+    /// `if a < b { c } else { d }`.
+    SelectLt(Box<[Term; 4]>),
+}
+
+/// Operators drawn for `f`: those whose `u32` meaning is total and the same on every device.
+const OPS: [BinOp; 9] = [
+    BinOp::Add,
+    BinOp::Sub,
+    BinOp::Mul,
+    BinOp::Min,
+    BinOp::Max,
+    BinOp::BitAnd,
+    BinOp::BitOr,
+    BinOp::BitXor,
+    BinOp::Shr,
+];
+
+impl Term {
+    fn draw(rng: &mut impl Rng, depth: u32) -> Term {
+        if depth == 0 || rng.random_ratio(1, 3) {
+            return match rng.random_range(0..4) {
+                0 => Term::Dst,
+                1 => Term::Src,
+                2 => Term::K,
+                _ => Term::Lit(rng.random_range(0..64)),
+            };
+        }
+        if rng.random_ratio(1, 6) {
+            let mut side = || Term::draw(rng, depth - 1);
+            return Term::SelectLt(Box::new([side(), side(), side(), side()]));
+        }
+        let op = OPS[rng.random_range(0..OPS.len())];
+        Term::Op(
+            op,
+            Box::new(Term::draw(rng, depth - 1)),
+            Box::new(Term::draw(rng, depth - 1)),
+        )
+    }
+
+    fn eval(&self, dst: u32, src: u32, k: u32) -> u32 {
+        match self {
+            Term::Dst => dst,
+            Term::Src => src,
+            Term::K => k,
+            Term::Lit(v) => *v,
+            Term::Op(op, a, b) => {
+                let (a, b) = (a.eval(dst, src, k), b.eval(dst, src, k));
+                match op {
+                    BinOp::Add => a.wrapping_add(b),
+                    BinOp::Sub => a.wrapping_sub(b),
+                    BinOp::Mul => a.wrapping_mul(b),
+                    BinOp::Min => a.min(b),
+                    BinOp::Max => a.max(b),
+                    BinOp::BitAnd => a & b,
+                    BinOp::BitOr => a | b,
+                    BinOp::BitXor => a ^ b,
+                    BinOp::Shr => a >> (b % 32),
+                    other => unreachable!("{other:?} is never drawn"),
+                }
+            }
+            Term::SelectLt(t) => {
+                let [a, b, c, d] = &**t;
+                if a.eval(dst, src, k) < b.eval(dst, src, k) {
+                    c.eval(dst, src, k)
+                } else {
+                    d.eval(dst, src, k)
+                }
+            }
+        }
+    }
+
+    fn expr(&self, dst: &Expr, src: &Expr, k: &Expr) -> Expr {
+        match self {
+            Term::Dst => dst.clone(),
+            Term::Src => src.clone(),
+            Term::K => k.clone(),
+            Term::Lit(v) => Expr::from(*v),
+            Term::Op(op, a, b) => Expr::Binary {
+                op: *op,
+                lhs: Box::new(a.expr(dst, src, k)),
+                rhs: Box::new(b.expr(dst, src, k)),
+            },
+            Term::SelectLt(t) => {
+                let [a, b, c, d] = &**t;
+                a.expr(dst, src, k)
+                    .lt(b.expr(dst, src, k))
+                    .select(c.expr(dst, src, k), d.expr(dst, src, k))
+            }
+        }
+    }
+}
+
+/// One random kernel of a world.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Formula {
+    pub name: String,
+    pub f: Term,
+    /// `j = (i * stride + shift) % len(src)`: which source element each output reads.
+    pub stride: u32,
+    pub shift: u32,
+}
+
+impl Formula {
+    pub fn draw(rng: &mut impl Rng, index: usize) -> Formula {
+        Formula {
+            name: format!("explore_{index}"),
+            f: Term::draw(rng, 3),
+            stride: rng.random_range(1..4),
+            shift: rng.random_range(0..8),
+        }
+    }
+
+    /// The kernel: bindings `dst` (read-write), `src` (read); parameter `k`.
+    pub fn kernel(&self) -> Kernel {
+        let mut b = KernelBuilder::new(self.name.clone(), [WORKGROUP, 1, 1]);
+        let dst = b.binding(ElemType::U32, Access::ReadWrite);
+        let src = b.binding(ElemType::U32, Access::Read);
+        let k = b.param(ElemType::U32);
+        let i = b.global_id(Axis::X);
+        b.if_(i.clone().lt(dst.len()), |b| {
+            let j = (i.clone() * self.stride + self.shift) % src.len();
+            let value = self.f.expr(&dst.load(i.clone()), &src.load(j), &k);
+            b.store(dst, i, value);
+        });
+        let def = b.build().expect("explore formulas are well-typed u32 expressions");
+        Kernel::new(def).expect("and validate")
+    }
+
+    /// Workgroups covering every element of `dst`.
+    pub fn workgroups(dst_len: usize) -> u32 {
+        (dst_len as u32).div_ceil(WORKGROUP)
+    }
+
+    /// What the kernel must compute, on host copies. `src` is never empty.
+    pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
+        let old = dst.to_vec();
+        for (i, d) in dst.iter_mut().enumerate() {
+            let j = (i as u64 * self.stride as u64 + self.shift as u64) % src.len() as u64;
+            *d = self.f.eval(old[i], src[j as usize], k);
+        }
+    }
+}

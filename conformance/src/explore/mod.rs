@@ -1,0 +1,210 @@
+//! `lockstep explore`: swarm testing on the simulator. Every seed draws a new [`World`] (streams,
+//! threads, pools, device size, fault rates, kernels, graph use) and a random [`Workload`] over
+//! the whole client API, runs it, and checks it: every read against the reference [`model`],
+//! every injected fault surfaced exactly once on its stream, no hang (the simulator's
+//! virtual-time watchdog), memory back to its baseline, no sanitizer report, and the same trace
+//! hash when the seed runs a second time.
+//!
+//! **Architecture Invariant:** a seed determines everything — the world, the workload, the order
+//! in which host threads act, and the simulator's interleaving — so `lockstep replay --seed S`
+//! reruns a failure exactly. Nothing here reads the clock except the throughput report and the
+//! wall-clock backstop that reports a host hang the simulator cannot see.
+
+mod driver;
+mod formula;
+pub mod model;
+mod workload;
+mod world;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use lockstep::{ComputeClient, Device};
+use lockstep_sim::{SimConfig, SimDevice, SimProbe, TraceEntry};
+
+pub use driver::Execution;
+pub use formula::Formula;
+pub use workload::Workload;
+pub use world::World;
+
+/// How an explored device is built from a world's simulator config. The explorer runs on the
+/// simulator; tests wrap it (e.g. in a device that misbehaves on purpose).
+pub trait Opener: Sync {
+    type Device: Device;
+    fn open(&self, config: SimConfig) -> (ComputeClient<Self::Device>, SimProbe);
+}
+
+/// The plain simulator.
+pub struct Simulator;
+
+impl Opener for Simulator {
+    type Device = SimDevice;
+
+    fn open(&self, config: SimConfig) -> (ComputeClient<SimDevice>, SimProbe) {
+        let device = SimDevice::new(config);
+        let probe = device.probe();
+        (ComputeClient::new(device), probe)
+    }
+}
+
+/// One seed's verdict.
+#[derive(Clone, Debug)]
+pub struct SeedReport {
+    pub seed: u64,
+    pub execution: Execution,
+    /// Why the seed failed (the first execution's failure, or nondeterminism).
+    pub failure: Option<String>,
+}
+
+/// Runs `world` once.
+pub fn run_world<O: Opener>(opener: &O, world: &World, record_trace: bool) -> (Execution, Vec<TraceEntry>) {
+    let workload = Workload::draw(world);
+    let config = SimConfig {
+        record_trace,
+        ..world.sim_config()
+    };
+    let (client, probe) = opener.open(config);
+    let execution = driver::execute(world, &workload, client, &probe);
+    let trace = std::mem::take(&mut probe.observations().entries);
+    (execution, trace)
+}
+
+/// Runs a seed, then runs it again and compares the trace hashes; a mismatch reruns both with
+/// full traces to name the first diverging operation.
+pub fn run_seed<O: Opener>(opener: &O, seed: u64, faults: bool) -> SeedReport {
+    let world = World::draw(seed, faults);
+    let (first, _) = run_world(opener, &world, false);
+    let failure = match &first.failure {
+        Some(why) => Some(why.clone()),
+        None => {
+            let (second, _) = run_world(opener, &world, false);
+            (second.trace_hash != first.trace_hash)
+                .then(|| divergence(opener, &world, first.trace_hash, second.trace_hash))
+        }
+    };
+    SeedReport {
+        seed,
+        execution: first,
+        failure,
+    }
+}
+
+/// Describes where two runs of `world` diverge.
+pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64) -> String {
+    let (_, a) = run_world(opener, world, true);
+    let (_, b) = run_world(opener, world, true);
+    let at = a
+        .iter()
+        .zip(&b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    format!(
+        "nondeterminism: two runs gave trace hashes {first:016x} and {second:016x}; they diverge at device operation #{at}: {:?} vs {:?}",
+        a.get(at),
+        b.get(at)
+    )
+}
+
+/// What `explore` was asked to do.
+#[derive(Clone, Copy, Debug)]
+pub struct ExploreConfig {
+    pub first_seed: u64,
+    pub seeds: u64,
+    pub faults: bool,
+    pub jobs: usize,
+    /// How long no seed may finish before the run is declared hung (wall clock).
+    pub backstop: Duration,
+}
+
+/// Totals of an exploration.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub seeds: u64,
+    pub host_ops: u64,
+    pub device_ops: u64,
+    pub reads_checked: u64,
+    pub faults_injected: u64,
+    pub faults_surfaced: u64,
+    pub devices_lost: u64,
+    pub failures: Vec<(u64, String)>,
+    /// Seeds still running when the backstop fired.
+    pub hung: Vec<u64>,
+    pub elapsed: Duration,
+}
+
+impl Summary {
+    fn add(&mut self, report: &SeedReport) {
+        let e = &report.execution;
+        self.seeds += 1;
+        self.host_ops += e.host_ops;
+        self.device_ops += e.device_ops;
+        self.reads_checked += e.reads_checked;
+        self.faults_injected += e.faults_injected;
+        self.faults_surfaced += e.faults_surfaced;
+        self.devices_lost += e.device_lost as u64;
+        if let Some(why) = &report.failure {
+            self.failures.push((report.seed, why.clone()));
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty() && self.hung.is_empty()
+    }
+}
+
+/// Explores `config.seeds` seeds from `config.first_seed` on `config.jobs` threads, calling
+/// `on_seed` as each finishes. If no seed finishes within `config.backstop`, returns at once
+/// with the seeds in flight in [`Summary::hung`], leaving their threads behind.
+pub fn explore<O: Opener + Send + 'static>(
+    opener: Arc<O>,
+    config: ExploreConfig,
+    mut on_seed: impl FnMut(&SeedReport),
+) -> Summary {
+    let start = Instant::now();
+    let next = Arc::new(AtomicU64::new(0));
+    let in_flight = Arc::new(Mutex::new(BTreeSet::new()));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..config.jobs.max(1) {
+        let (tx, next, in_flight, opener) =
+            (tx.clone(), next.clone(), in_flight.clone(), opener.clone());
+        std::thread::spawn(move || {
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= config.seeds {
+                    break;
+                }
+                let seed = config.first_seed.wrapping_add(n);
+                in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(seed);
+                let report = run_seed(&*opener, seed, config.faults);
+                in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&seed);
+                if tx.send(report).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut summary = Summary::default();
+    loop {
+        match rx.recv_timeout(config.backstop) {
+            Ok(report) => {
+                summary.add(&report);
+                on_seed(&report);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                summary.hung = in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .copied()
+                    .collect();
+                break;
+            }
+        }
+    }
+    summary.elapsed = start.elapsed();
+    summary
+}

@@ -1,0 +1,316 @@
+//! The reference model of an explored run: what every buffer must hold, and which of its bytes
+//! an injected fault may have spoiled.
+//!
+//! **Fault windows.** The operations a stream enqueues between two of its blocking calls form a
+//! *window*. A blocking call that returns `Ok` proves its stream's earlier windows clean (a
+//! stream's failures surface in order, at its next blocking call). One that returns an injected
+//! fault spoils every unresolved window of its stream: the model cannot tell which operation
+//! failed, so each buffer that depends on one of them becomes unknown until fully rewritten.
+//! A buffer's dependencies flow through kernels (a destination depends on its source), so data
+//! spoiled on one stream is never held against another. A read whose bytes differ from the
+//! model while it depends on a window that is still unresolved is judged once that window is:
+//! a failure if it turns out clean.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use lockstep::{DeviceError, ServerError, StreamId};
+use lockstep_sim::InjectedFault;
+
+/// A window: a stream and its window number.
+type Window = (StreamId, u64);
+
+/// What a buffer must hold.
+#[derive(Clone, Debug)]
+pub struct Buf {
+    pub values: Vec<u32>,
+    /// Unresolved or spoiled windows whose operations produced `values`.
+    deps: BTreeSet<Window>,
+    /// An operation that produced it is known to have been spoiled.
+    spoiled: bool,
+}
+
+#[derive(Debug, Default)]
+struct StreamModel {
+    window: u64,
+    /// Windows below this one are resolved: clean unless in `spoiled`.
+    resolved_below: u64,
+    spoiled: BTreeSet<u64>,
+    /// The checked-kernel fault the stream's next blocking call must return (fault-free worlds).
+    expected_fault: Option<ServerError>,
+}
+
+impl StreamModel {
+    /// A failure surfaced: any unresolved window may hold the operation that failed.
+    fn spoil_unresolved(&mut self) {
+        self.spoiled.extend(self.resolved_below..=self.window);
+        self.window += 1;
+        self.resolved_below = self.window;
+    }
+}
+
+/// A read that differed from the model while depending on unresolved windows.
+#[derive(Debug)]
+struct Suspect {
+    what: String,
+    deps: BTreeSet<Window>,
+}
+
+/// Buffers are keyed by ids the driver assigns; they outlive their handles, since a graph may
+/// still use them.
+#[derive(Debug, Default)]
+pub struct Model {
+    bufs: BTreeMap<u64, Buf>,
+    next_buf: u64,
+    streams: BTreeMap<StreamId, StreamModel>,
+    suspects: Vec<Suspect>,
+    /// Set once a call reported the device lost; every later call must fail.
+    pub lost: bool,
+    /// The device may refuse allocations (the world injects allocation failures): also the
+    /// runtime's own, e.g. a stream's fault record, which then fails that stream's work.
+    allocations_may_fail: bool,
+    /// Injected faults surfaced so far: id → the stream that returned it.
+    pub surfaced: BTreeMap<u64, StreamId>,
+    /// Allocations refused with out-of-memory.
+    pub refused_allocations: u64,
+    pub reads_checked: u64,
+    pub faults_surfaced: u64,
+}
+
+/// How a dependency stands.
+#[derive(PartialEq, Eq)]
+enum Status {
+    Clean,
+    Spoiled,
+    Pending,
+}
+
+impl Model {
+    /// An empty model; `allocations_may_fail` says whether the device may refuse allocations.
+    pub fn new(allocations_may_fail: bool) -> Self {
+        Self {
+            allocations_may_fail,
+            ..Self::default()
+        }
+    }
+
+    fn stream(&mut self, s: StreamId) -> &mut StreamModel {
+        self.streams.entry(s).or_default()
+    }
+
+    /// Every stream the workload used.
+    pub fn streams(&self) -> Vec<StreamId> {
+        self.streams.keys().copied().collect()
+    }
+
+    fn window(&mut self, s: StreamId) -> Window {
+        (s, self.stream(s).window)
+    }
+
+    fn status(&self, (s, w): Window) -> Status {
+        let stream = &self.streams[&s];
+        if stream.spoiled.contains(&w) {
+            Status::Spoiled
+        } else if w < stream.resolved_below {
+            Status::Clean
+        } else {
+            Status::Pending
+        }
+    }
+
+    /// A new buffer holding `values`, written on `s`.
+    pub fn create(&mut self, s: StreamId, values: Vec<u32>) -> u64 {
+        let id = self.next_buf;
+        self.next_buf += 1;
+        let deps = BTreeSet::from([self.window(s)]);
+        self.bufs.insert(
+            id,
+            Buf {
+                values,
+                deps,
+                spoiled: false,
+            },
+        );
+        id
+    }
+
+    pub fn len(&self, buf: u64) -> usize {
+        self.bufs[&buf].values.len()
+    }
+
+    /// A write of `data` at element `offset` on `s`.
+    pub fn write(&mut self, s: StreamId, buf: u64, offset: usize, data: &[u32]) {
+        let window = self.window(s);
+        let b = self.bufs.get_mut(&buf).expect("a live buffer");
+        if offset == 0 && data.len() == b.values.len() {
+            b.deps.clear();
+            b.spoiled = false;
+        }
+        b.values[offset..offset + data.len()].copy_from_slice(data);
+        b.deps.insert(window);
+    }
+
+    /// A kernel on `s` computing `dst` from itself and `src` with `apply`.
+    pub fn launch(
+        &mut self,
+        s: StreamId,
+        dst: u64,
+        src: u64,
+        apply: impl FnOnce(&mut [u32], &[u32]),
+    ) {
+        let window = self.window(s);
+        let src = self.bufs[&src].clone();
+        let d = self.bufs.get_mut(&dst).expect("a live buffer");
+        apply(&mut d.values, &src.values);
+        d.deps.extend(src.deps);
+        d.deps.insert(window);
+        d.spoiled |= src.spoiled;
+    }
+
+    /// Expects the next blocking call on `s` to return `fault` (the first since the last one).
+    pub fn expect_fault(&mut self, s: StreamId, fault: ServerError) {
+        self.stream(s).expected_fault.get_or_insert(fault);
+    }
+
+    /// Whether `s` may be in an error state now.
+    pub fn may_have_failed(&self, s: StreamId, faults_injected: bool) -> bool {
+        faults_injected || self.streams.get(&s).is_some_and(|m| m.expected_fault.is_some())
+    }
+
+    /// Judges the result of a blocking call on `s`. `waited` says whether the call waited for
+    /// all earlier work of the stream (read, sync), so that `Ok` proves it clean; `flush` does
+    /// not wait.
+    pub fn blocking(
+        &mut self,
+        s: StreamId,
+        result: Result<(), &ServerError>,
+        waited: bool,
+    ) -> Result<(), String> {
+        let stream = self.streams.entry(s).or_default();
+        match result {
+            Ok(()) if self.lost => Err("the device was lost, yet a blocking call succeeded".into()),
+            Ok(()) if !waited => Ok(()),
+            Ok(()) => match stream.expected_fault.take() {
+                Some(expected) => Err(format!("expected {expected}, the call succeeded")),
+                None => {
+                    stream.window += 1;
+                    stream.resolved_below = stream.window;
+                    Ok(())
+                }
+            },
+            Err(err) => self.failed(s, err),
+        }
+    }
+
+    fn failed(&mut self, s: StreamId, err: &ServerError) -> Result<(), String> {
+        if let ServerError::DeviceLost { .. } = err {
+            self.lost = true;
+            return Ok(());
+        }
+        let stream = self.streams.entry(s).or_default();
+        if let ServerError::Device(DeviceError::OutOfMemory { .. }) = err
+            && self.allocations_may_fail
+        {
+            self.refused_allocations += 1;
+            stream.spoil_unresolved();
+            return Ok(());
+        }
+        if let Some(id) = injected_fault(err) {
+            if let Some(earlier) = self.surfaced.insert(id, s) {
+                return Err(format!(
+                    "injected fault #{id} surfaced twice (on {earlier}, then on {s}): {err}"
+                ));
+            }
+            self.faults_surfaced += 1;
+            stream.spoil_unresolved();
+            return Ok(());
+        }
+        match stream.expected_fault.take() {
+            Some(expected) if &expected == err => {
+                self.faults_surfaced += 1;
+                stream.window += 1;
+                stream.resolved_below = stream.window;
+                Ok(())
+            }
+            expected => Err(format!(
+                "unexpected error on {s}: {err} (expected {})",
+                expected.map_or("none".to_owned(), |e| e.to_string())
+            )),
+        }
+    }
+
+    /// Checks bytes read from `buf` against the model, after the read's own stream resolved.
+    pub fn check_read(&mut self, what: &str, buf: u64, actual: &[u32]) -> Result<(), String> {
+        if self.lost {
+            return Err(format!("{what}: returned data after the device was lost"));
+        }
+        let b = &self.bufs[&buf];
+        let statuses: Vec<(Window, Status)> = b.deps.iter().map(|&w| (w, self.status(w))).collect();
+        if b.spoiled || statuses.iter().any(|(_, s)| *s == Status::Spoiled) {
+            return Ok(());
+        }
+        if actual == b.values {
+            self.reads_checked += 1;
+            return Ok(());
+        }
+        let first = actual
+            .iter()
+            .zip(&b.values)
+            .position(|(a, e)| a != e)
+            .unwrap_or(actual.len().min(b.values.len()));
+        let what = format!(
+            "{what}: read {} elements, model holds {}; first difference at element {first}: {:?} vs {:?}",
+            actual.len(),
+            b.values.len(),
+            actual.get(first),
+            b.values.get(first)
+        );
+        let pending: BTreeSet<Window> = statuses
+            .into_iter()
+            .filter(|(_, s)| *s == Status::Pending)
+            .map(|(w, _)| w)
+            .collect();
+        if pending.is_empty() {
+            return Err(what);
+        }
+        self.suspects.push(Suspect {
+            what,
+            deps: pending,
+        });
+        Ok(())
+    }
+
+    /// Once every stream is resolved: a suspect read whose windows all proved clean was wrong.
+    pub fn judge_suspects(&self) -> Result<(), String> {
+        for suspect in &self.suspects {
+            let statuses: Vec<Status> = suspect.deps.iter().map(|&w| self.status(w)).collect();
+            if statuses.contains(&Status::Spoiled) || self.lost {
+                continue;
+            }
+            return Err(format!(
+                "{} (every window it depended on proved clean)",
+                suspect.what
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether every stream's fault expectation was met.
+    pub fn expected_faults_met(&self) -> Result<(), String> {
+        match self
+            .streams
+            .iter()
+            .find_map(|(s, m)| m.expected_fault.as_ref().map(|f| (s, f)))
+        {
+            Some((s, f)) if !self.lost => Err(format!("{f} never surfaced on {s}")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The id of the injected fault an error reports, if it reports one.
+pub fn injected_fault(err: &ServerError) -> Option<u64> {
+    match err {
+        ServerError::Device(d) => InjectedFault::id_in(&d.to_string()),
+        _ => None,
+    }
+}

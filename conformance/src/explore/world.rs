@@ -1,0 +1,174 @@
+//! A world: everything about one explored run that its seed draws — the simulated device, the
+//! host's threads and streams, the pools, the fault rates and the kernels.
+
+use std::fmt;
+
+use lockstep::{MemoryPoolsConfig, PoolLayout, PoolPreset};
+use lockstep_sim::{FaultPlan, FaultRates, SimConfig};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::formula::Formula;
+
+const MIB: u64 = 1 << 20;
+
+/// Virtual time a world may take before the simulator declares it hung. Workloads run a few
+/// hundred operations of microseconds each; a second of virtual time is far beyond any of them.
+pub const WATCHDOG_NS: u64 = 1_000_000_000;
+
+/// The drawn parameters of one seed. Equal seeds (and equal `faults` switches) give equal worlds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct World {
+    pub seed: u64,
+    /// Pinned streams (`StreamId(0..streams)`); each host thread also has its own stream.
+    pub streams: usize,
+    pub threads: usize,
+    /// Operations each thread performs.
+    pub ops_per_thread: usize,
+    pub memory_bytes: u64,
+    pub max_allocation_bytes: u64,
+    pub max_background_steps: u32,
+    /// Installed before the workload starts; `None` keeps the device's default layout.
+    pub pools: Option<MemoryPoolsConfig>,
+    pub faults: FaultRates,
+    pub graphs: bool,
+    pub kernels: Vec<Formula>,
+}
+
+impl World {
+    /// Draws the world of `seed`. Without `faults` no fault is ever injected; with it, most
+    /// worlds draw some fault rates (a quarter stay fault-free, so deterministic kernel faults
+    /// are explored under `--faults` too).
+    pub fn draw(seed: u64, faults: bool) -> World {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_a11_0f_5eed);
+        let memory_bytes = [128 * MIB, 256 * MIB, 1024 * MIB][rng.random_range(0..3)];
+        let max_allocation_bytes = [8 * MIB, 64 * MIB, 256 * MIB][rng.random_range(0..3)];
+        let pools = match rng.random_range(0..4) {
+            0 => None,
+            1 => Some(MemoryPoolsConfig::Preset(PoolPreset::ExclusivePages)),
+            2 => Some(MemoryPoolsConfig::Preset(PoolPreset::Default)),
+            _ => Some(MemoryPoolsConfig::Pools(
+                (0..rng.random_range(1..=3))
+                    .map(|_| {
+                        let page_bytes = 1u64 << rng.random_range(12..=20);
+                        PoolLayout {
+                            page_bytes,
+                            max_slice_bytes: page_bytes >> rng.random_range(0..=4),
+                            cap_bytes: page_bytes * rng.random_range(1..=16),
+                        }
+                    })
+                    .collect(),
+            )),
+        };
+        let faults = if faults && !rng.random_ratio(1, 4) {
+            let mut rate = |choices: &[f64]| choices[rng.random_range(0..choices.len())];
+            FaultRates {
+                transfer_failure: rate(&[0.0, 0.002, 0.01, 0.05]),
+                kernel_fault: rate(&[0.0, 0.005, 0.02, 0.08]),
+                allocation_failure: rate(&[0.0, 0.0, 0.01, 0.05]),
+                device_loss: rate(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.002]),
+                ..FaultRates::default()
+            }
+        } else {
+            FaultRates::default()
+        };
+        let kernels = (0..rng.random_range(1..=4))
+            .map(|i| Formula::draw(&mut rng, i))
+            .collect();
+        World {
+            seed,
+            streams: rng.random_range(1..=8),
+            threads: rng.random_range(1..=4),
+            ops_per_thread: rng.random_range(8..=48),
+            memory_bytes,
+            max_allocation_bytes,
+            max_background_steps: rng.random_range(0..=8),
+            pools,
+            faults,
+            graphs: rng.random_bool(0.5),
+            kernels,
+        }
+    }
+
+    /// Whether any fault can be injected.
+    pub fn injects_faults(&self) -> bool {
+        self.faults != FaultRates::default()
+    }
+
+    /// The simulated device of this world.
+    pub fn sim_config(&self) -> SimConfig {
+        SimConfig {
+            max_background_steps: self.max_background_steps,
+            watchdog_ns: WATCHDOG_NS,
+            ..SimConfig::new(self.seed)
+                .with_memory(self.memory_bytes, self.max_allocation_bytes)
+                .with_faults(FaultPlan {
+                    scripted: Vec::new(),
+                    rates: self.faults,
+                })
+        }
+    }
+}
+
+impl fmt::Display for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pools = match &self.pools {
+            None => "device default".to_owned(),
+            Some(MemoryPoolsConfig::Preset(p)) => format!("preset {p:?}"),
+            Some(MemoryPoolsConfig::Pools(pools)) => pools
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}K pages/{}K slices/{}K cap",
+                        p.page_bytes >> 10,
+                        p.max_slice_bytes >> 10,
+                        p.cap_bytes >> 10
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let r = &self.faults;
+        writeln!(
+            f,
+            "world: {} streams + {} thread streams, {} threads x {} ops, graphs {}",
+            self.streams,
+            self.threads,
+            self.threads,
+            self.ops_per_thread,
+            if self.graphs { "on" } else { "off" }
+        )?;
+        writeln!(
+            f,
+            "device: {} MiB, largest allocation {} MiB, up to {} background steps, pools: {pools}",
+            self.memory_bytes / MIB,
+            self.max_allocation_bytes / MIB,
+            self.max_background_steps
+        )?;
+        write!(
+            f,
+            "faults: transfer {}, kernel {}, allocation {}, device loss {}; {} random kernels",
+            r.transfer_failure,
+            r.kernel_fault,
+            r.allocation_failure,
+            r.device_loss,
+            self.kernels.len()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_draws_the_same_world_and_seeds_differ() {
+        assert_eq!(World::draw(7, true), World::draw(7, true));
+        let worlds: Vec<_> = (0..16).map(|s| World::draw(s, true)).collect();
+        let streams: std::collections::BTreeSet<_> = worlds.iter().map(|w| w.streams).collect();
+        assert!(streams.len() > 3, "16 seeds drew stream counts {streams:?}");
+        assert!(worlds.iter().any(|w| w.injects_faults()));
+        assert!(worlds.iter().any(|w| !w.injects_faults()));
+        assert!(!World::draw(7, false).injects_faults());
+    }
+}
