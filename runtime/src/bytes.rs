@@ -1,19 +1,157 @@
 //! Host bytes moving to and from a device.
+//!
+//! A [`Bytes`] is one of three things, all read through `Deref<Target = [u8]>`:
+//! - heap memory (what `from_elems`, `From<Vec<u8>>` and `read` give);
+//! - page-locked host memory a device handed out ([`ComputeClient::staging`]), which its
+//!   transfers read in place;
+//! - a device read deferred to first access ([`ComputeClient::read_lazy`]).
+//!
+//! [`ComputeClient::staging`]: crate::ComputeClient::staging
+//! [`ComputeClient::read_lazy`]: crate::ComputeClient::read_lazy
 
+use std::any::Any;
 use std::ops::{Deref, DerefMut};
+use std::panic::{RefUnwindSafe, UnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::ServerError;
 
 /// An owned, contiguous run of host bytes: what `create` takes and `read` returns.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct Bytes(Vec<u8>);
+///
+/// Equality and hashing compare contents (a lazy `Bytes` is read first). Cloning pinned bytes
+/// gives heap bytes; cloning lazy bytes shares the one deferred read.
+pub struct Bytes(Repr);
+
+enum Repr {
+    Host(Vec<u8>),
+    Pinned(Box<dyn PinnedMemory>),
+    Lazy(Arc<Lazy>),
+}
+
+/// Where the bytes of a [`Bytes`] live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocationProperty {
+    /// Ordinary heap memory.
+    Native,
+    /// Page-locked host memory of a device (see [`PinnedMemory`]).
+    Pinned,
+    /// Still on the device: a lazy read not yet accessed.
+    Device,
+}
+
+/// Page-locked host memory that a device allocated for fast transfers; devices implement it
+/// and return it from [`Device::alloc_pinned_host`](crate::Device::alloc_pinned_host) wrapped
+/// in [`Bytes::from_pinned`]. Its owner frees it when dropped. A device recognises its own
+/// memory in [`Device::write_bytes`](crate::Device::write_bytes) by downcasting (`Any`).
+pub trait PinnedMemory: Any + Send + Sync + RefUnwindSafe + UnwindSafe {
+    fn as_slice(&self) -> &[u8];
+    fn as_mut_slice(&mut self) -> &mut [u8];
+}
+
+/// Produces the bytes of a deferred read; runs once, on the thread of the first access.
+pub(crate) type Loader = Box<dyn FnOnce() -> Result<Vec<u8>, ServerError> + Send>;
+
+/// A deferred read. **Invariant:** `loader` runs at most once, inside `value`'s
+/// initialisation; `value` then holds its outcome for good.
+struct Lazy {
+    len: usize,
+    loader: Mutex<Option<Loader>>,
+    value: OnceLock<Result<Vec<u8>, ServerError>>,
+}
+
+impl Lazy {
+    fn get(&self) -> &Result<Vec<u8>, ServerError> {
+        self.value.get_or_init(|| {
+            let loader = self
+                .loader
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+            match loader {
+                Some(load) => load(),
+                // Only if an earlier first access panicked inside the loader.
+                None => Err(ServerError::ActorGone {
+                    reason: "an earlier access to this lazy read panicked".to_owned(),
+                }),
+            }
+        })
+    }
+}
 
 impl Bytes {
     pub fn from_bytes_vec(bytes: Vec<u8>) -> Self {
-        Self(bytes)
+        Self(Repr::Host(bytes))
     }
 
     /// Copies a slice of plain elements (`f32`, `u32`, …) into bytes, little endian.
     pub fn from_elems<T: bytemuck::NoUninit>(elems: &[T]) -> Self {
-        Self(bytemuck::cast_slice(elems).to_vec())
+        Self::from_bytes_vec(bytemuck::cast_slice(elems).to_vec())
+    }
+
+    /// Wraps device-pinned host memory (for device implementations).
+    pub fn from_pinned(memory: Box<dyn PinnedMemory>) -> Self {
+        Self(Repr::Pinned(memory))
+    }
+
+    /// Bytes of length `len` that `loader` produces on first access.
+    pub(crate) fn lazy(len: usize, loader: Loader) -> Self {
+        Self(Repr::Lazy(Arc::new(Lazy {
+            len,
+            loader: Mutex::new(Some(loader)),
+            value: OnceLock::new(),
+        })))
+    }
+
+    /// Where the bytes live now. A lazy read reports `Native` once it has been accessed.
+    pub fn property(&self) -> AllocationProperty {
+        match &self.0 {
+            Repr::Host(_) => AllocationProperty::Native,
+            Repr::Pinned(_) => AllocationProperty::Pinned,
+            Repr::Lazy(lazy) if lazy.value.get().is_none() => AllocationProperty::Device,
+            Repr::Lazy(_) => AllocationProperty::Native,
+        }
+    }
+
+    /// The device-pinned memory behind these bytes, if they are pinned.
+    pub fn pinned(&self) -> Option<&dyn PinnedMemory> {
+        match &self.0 {
+            Repr::Pinned(memory) => Some(&**memory),
+            _ => None,
+        }
+    }
+
+    /// Mutable access to the device-pinned memory behind these bytes, if they are pinned.
+    pub fn pinned_mut(&mut self) -> Option<&mut dyn PinnedMemory> {
+        match &mut self.0 {
+            Repr::Pinned(memory) => Some(&mut **memory),
+            _ => None,
+        }
+    }
+
+    /// Length in bytes, known without performing a deferred read.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Host(v) => v.len(),
+            Repr::Pinned(memory) => memory.as_slice().len(),
+            Repr::Lazy(lazy) => lazy.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, performing a deferred read now if it has not run yet.
+    ///
+    /// # Errors
+    /// The deferred read's failure (the one `read_tensor_async` would have returned); every
+    /// later call returns it again.
+    pub fn materialize(&self) -> Result<&[u8], ServerError> {
+        match &self.0 {
+            Repr::Host(v) => Ok(v),
+            Repr::Pinned(memory) => Ok(memory.as_slice()),
+            Repr::Lazy(lazy) => lazy.get().as_deref().map_err(Clone::clone),
+        }
     }
 
     /// Reinterprets the bytes as elements.
@@ -23,28 +161,103 @@ impl Bytes {
     pub fn to_elems<T: bytemuck::AnyBitPattern>(&self) -> Vec<T> {
         let size = std::mem::size_of::<T>();
         assert!(
-            self.0.len().is_multiple_of(size),
+            self.len().is_multiple_of(size),
             "{} bytes are not a whole number of {size}-byte elements",
-            self.0.len()
+            self.len()
         );
-        self.0
-            .chunks_exact(size)
+        self.chunks_exact(size)
             .map(bytemuck::pod_read_unaligned)
             .collect()
     }
 
     pub fn into_vec(self) -> Vec<u8> {
-        self.0
+        match self.0 {
+            Repr::Host(v) => v,
+            Repr::Pinned(memory) => memory.as_slice().to_vec(),
+            Repr::Lazy(_) => self.to_vec(),
+        }
+    }
+
+    /// Heap bytes for a lazy read, performed now on this thread; other bytes as they are.
+    ///
+    /// # Panics
+    /// If the deferred read fails, as `Deref` does.
+    pub(crate) fn into_resident(self) -> Self {
+        match &self.0 {
+            Repr::Lazy(lazy) => Self::from_bytes_vec(lazy_bytes(lazy).to_vec()),
+            _ => self,
+        }
+    }
+
+    /// Drops the bytes; large heap buffers and all pinned memory are freed on a helper thread
+    /// (see the module's background free), so the caller does not stall on the OS or the driver.
+    pub fn free_in_background(self) {
+        free_in_background(self);
+    }
+}
+
+/// The bytes of a lazy read, read now if needed.
+///
+/// # Panics
+/// If the deferred read fails, with the error: call [`Bytes::materialize`] first to handle it.
+fn lazy_bytes(lazy: &Lazy) -> &[u8] {
+    match lazy.get() {
+        Ok(bytes) => bytes,
+        Err(err) => panic!(
+            "lazy read failed at first access: {err}; call Bytes::materialize to handle read errors"
+        ),
+    }
+}
+
+impl Default for Bytes {
+    fn default() -> Self {
+        Self::from_bytes_vec(Vec::new())
+    }
+}
+
+impl Clone for Bytes {
+    fn clone(&self) -> Self {
+        match &self.0 {
+            Repr::Host(v) => Self::from_bytes_vec(v.clone()),
+            Repr::Pinned(memory) => Self::from_bytes_vec(memory.as_slice().to_vec()),
+            Repr::Lazy(lazy) => Self(Repr::Lazy(lazy.clone())),
+        }
+    }
+}
+
+impl PartialEq for Bytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Bytes {}
+
+impl std::hash::Hash for Bytes {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state);
     }
 }
 
 impl std::fmt::Debug for Bytes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         const SHOWN: usize = 16;
-        write!(f, "Bytes({} bytes", self.0.len())?;
-        if !self.0.is_empty() {
-            write!(f, ": {:02x?}", &self.0[..self.0.len().min(SHOWN)])?;
-            if self.0.len() > SHOWN {
+        write!(f, "Bytes({} bytes", self.len())?;
+        let shown: &[u8] = match &self.0 {
+            Repr::Lazy(lazy) => match lazy.value.get() {
+                Some(Ok(bytes)) => bytes,
+                Some(Err(_)) => return f.write_str(", lazy read failed)"),
+                None => return f.write_str(", lazy)"),
+            },
+            Repr::Pinned(memory) => {
+                f.write_str(", pinned")?;
+                memory.as_slice()
+            }
+            Repr::Host(v) => v,
+        };
+        if !shown.is_empty() {
+            write!(f, ": {:02x?}", &shown[..shown.len().min(SHOWN)])?;
+            if shown.len() > SHOWN {
                 f.write_str("…")?;
             }
         }
@@ -52,28 +265,42 @@ impl std::fmt::Debug for Bytes {
     }
 }
 
+/// Reads lazy bytes on first access; see [`lazy_bytes`] for the panic.
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Repr::Host(v) => v,
+            Repr::Pinned(memory) => memory.as_slice(),
+            Repr::Lazy(lazy) => lazy_bytes(lazy),
+        }
     }
 }
 
+/// Lazy bytes are read first and become heap bytes of their own.
 impl DerefMut for Bytes {
     fn deref_mut(&mut self) -> &mut [u8] {
-        &mut self.0
+        if let Repr::Lazy(lazy) = &self.0 {
+            let bytes = lazy_bytes(lazy).to_vec();
+            self.0 = Repr::Host(bytes);
+        }
+        match &mut self.0 {
+            Repr::Host(v) => v,
+            Repr::Pinned(memory) => memory.as_mut_slice(),
+            Repr::Lazy(_) => unreachable!("lazy bytes were replaced above"),
+        }
     }
 }
 
 impl From<Vec<u8>> for Bytes {
     fn from(v: Vec<u8>) -> Self {
-        Self(v)
+        Self::from_bytes_vec(v)
     }
 }
 
 impl From<&[u8]> for Bytes {
     fn from(v: &[u8]) -> Self {
-        Self(v.to_vec())
+        Self::from_bytes_vec(v.to_vec())
     }
 }
 
@@ -92,10 +319,10 @@ const BACKGROUND_FREE_QUEUE: usize = 4;
 #[cfg(not(loom))]
 pub(crate) fn free_in_background(bytes: Bytes) {
     use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
-    use std::sync::{Mutex, OnceLock};
 
     static FREER: OnceLock<Option<Mutex<SyncSender<Bytes>>>> = OnceLock::new();
-    if bytes.len() < BACKGROUND_FREE_BYTES_MIN {
+    // Pinned memory always goes: its owner may wait for the copy that reads it.
+    if bytes.len() < BACKGROUND_FREE_BYTES_MIN && bytes.pinned().is_none() {
         return;
     }
     let freer = FREER.get_or_init(|| {
@@ -115,6 +342,12 @@ pub(crate) fn free_in_background(bytes: Bytes) {
             drop(bytes);
         }
     }
+}
+
+/// Under loom, no helper thread: the bytes are dropped here.
+#[cfg(loom)]
+pub(crate) fn free_in_background(bytes: Bytes) {
+    drop(bytes);
 }
 
 #[cfg(test)]

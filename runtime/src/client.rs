@@ -148,7 +148,7 @@ impl<D: Device> ComputeClient<D> {
         &self.shared.properties.features
     }
 
-    fn panicked(stream: StreamId, panic: TaskPanicked) -> ServerError {
+    pub(crate) fn panicked(stream: StreamId, panic: TaskPanicked) -> ServerError {
         ServerError::TaskPanicked {
             stream,
             message: panic.0,
@@ -156,7 +156,7 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Runs `task` on the actor and waits for it.
-    fn call<R: Send + 'static>(
+    pub(crate) fn call<R: Send + 'static>(
         &self,
         task: impl FnOnce(&mut Server<D>, StreamId) -> Result<R, ServerError> + Send + 'static,
     ) -> Result<R, ServerError> {
@@ -167,21 +167,47 @@ impl<D: Device> ComputeClient<D> {
             .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
     }
 
+    /// Runs `task` on the actor after everything this stream submitted before; the future
+    /// resolves with its result.
+    pub(crate) fn call_async<R, F>(
+        &self,
+        task: F,
+    ) -> impl Future<Output = Result<R, ServerError>> + Send + use<D, R, F>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Server<D>, StreamId) -> Result<R, ServerError> + Send + 'static,
+    {
+        let stream = self.stream_id();
+        let receiver = self
+            .shared
+            .actor
+            .submit_async(stream, move |server| task(server, stream));
+        async move {
+            receiver
+                .await
+                .unwrap_or_else(|_| Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())))
+                .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
+        }
+    }
+
     /// Queues `task` on the actor without waiting.
-    fn enqueue(&self, task: impl FnOnce(&mut Server<D>, StreamId) + Send + 'static) {
+    pub(crate) fn enqueue(&self, task: impl FnOnce(&mut Server<D>, StreamId) + Send + 'static) {
         let stream = self.stream_id();
         self.shared
             .actor
             .submit(stream, move |server| task(server, stream));
     }
 
-    fn range(&self, handle: &Handle) -> Result<BufferRange, IoError> {
+    pub(crate) fn range(&self, handle: &Handle) -> Result<BufferRange, IoError> {
         handle.range_on(self.shared.id)
     }
 
     // ---- allocation ----------------------------------------------------------------------
 
     fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
+        let _span = tracing::debug_span!("create", bytes = size_bytes).entered();
+        // A lazy read must run here: on the actor it would wait for the actor.
+        let data = data.map(Bytes::into_resident);
         let buffer = self.call(move |server, stream| {
             let buffer = server.allocate(stream, size_bytes)?;
             if let Some(data) = data.filter(|d| !d.is_empty()) {
@@ -190,8 +216,7 @@ impl<D: Device> ComputeClient<D> {
                     offset: 0,
                     len: size_bytes,
                 };
-                server.write(stream, range, &data);
-                crate::bytes::free_in_background(data);
+                server.write(stream, range, data);
             }
             Ok(buffer)
         })?;
@@ -279,6 +304,7 @@ impl<D: Device> ComputeClient<D> {
         descriptors: &[MemoryLayoutDescriptor],
         data: Option<Vec<Bytes>>,
     ) -> Result<Vec<MemoryLayout>, ServerError> {
+        let _span = tracing::debug_span!("create_tensors", tensors = descriptors.len()).entered();
         let properties = &self.shared.properties;
         let row_alignment = properties.max_load_width_bytes as usize;
         let mut placed = Vec::with_capacity(descriptors.len());
@@ -333,14 +359,14 @@ impl<D: Device> ComputeClient<D> {
 
     /// Writes `data` at byte `offset` of `handle`, in place. Non-blocking.
     pub fn write_at(&self, handle: &Handle, offset: u64, data: Bytes) -> Result<(), IoError> {
+        let _span = tracing::debug_span!("write", offset, bytes = data.len()).entered();
         let range = handle.sub_range_on(self.shared.id, offset, data.len() as u64)?;
         if data.is_empty() {
             return Ok(());
         }
-        self.enqueue(move |server, stream| {
-            server.write(stream, range, &data);
-            crate::bytes::free_in_background(data);
-        });
+        // A lazy read must run here: on the actor it would wait for the actor.
+        let data = data.into_resident();
+        self.enqueue(move |server, stream| server.write(stream, range, data));
         Ok(())
     }
 
@@ -351,6 +377,7 @@ impl<D: Device> ComputeClient<D> {
         &self,
         handles: Vec<Handle>,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
+        let _span = tracing::debug_span!("read", handles = handles.len()).entered();
         let ranges = handles.iter().map(|h| self.range(h)).collect();
         self.read_ranges(ranges, |bytes| {
             bytes.into_iter().map(Bytes::from_bytes_vec).collect()
@@ -367,18 +394,10 @@ impl<D: Device> ComputeClient<D> {
     where
         F: FnOnce(Vec<Vec<u8>>) -> Vec<Bytes> + Send + 'static,
     {
-        let stream = self.stream_id();
-        let receiver = ranges.map(|ranges| {
-            self.shared.actor.submit_async(stream, move |server| {
-                server.read(stream, &ranges).map(finish)
-            })
+        let call = ranges.map(|ranges| {
+            self.call_async(move |server, stream| server.read(stream, &ranges).map(finish))
         });
-        async move {
-            receiver?
-                .await
-                .unwrap_or_else(|_| Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())))
-                .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
-        }
+        async move { call?.await }
     }
 
     /// Reads whole handles, blocking.
@@ -411,6 +430,7 @@ impl<D: Device> ComputeClient<D> {
         &self,
         descriptors: Vec<CopyDescriptor>,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
+        let _span = tracing::debug_span!("read_tensor", tensors = descriptors.len()).entered();
         let id = self.shared.id;
         let ranges = descriptors
             .iter()
@@ -449,6 +469,7 @@ impl<D: Device> ComputeClient<D> {
     /// Compiles `kernel` for this device now (launches compile on first use otherwise), so a
     /// compiler failure is returned here with the compiler's message.
     pub fn compile(&self, kernel: &Kernel) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!("compile", kernel = kernel.name()).entered();
         let kernel = kernel.clone();
         self.call(move |server, _| server.compile(&kernel))
     }
@@ -461,6 +482,7 @@ impl<D: Device> ComputeClient<D> {
         count: CubeCount,
         args: KernelArguments,
     ) -> Result<(), IoError> {
+        let _span = tracing::debug_span!("launch", kernel = kernel.name()).entered();
         let def = kernel.def();
         let invalid = |reason: String| IoError::InvalidLaunch {
             kernel: def.name.clone(),
@@ -532,8 +554,10 @@ impl<D: Device> ComputeClient<D> {
         };
         let kernel = kernel.clone();
         let params = args.params;
+        // Decided here: only the issuing thread knows whether it is inside a dry run.
+        let mode = crate::dry_run::launch_mode();
         self.enqueue(move |server, stream| {
-            server.launch(stream, &kernel, count, &ranges, &params);
+            server.launch_as(stream, mode, &kernel, count, &ranges, &params);
         });
         Ok(())
     }
@@ -543,6 +567,7 @@ impl<D: Device> ComputeClient<D> {
     /// Prepares this client's stream for a capture: allocations become persistent until
     /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
     pub fn graph_prepare(&self) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!("graph_prepare").entered();
         self.call(|server, stream| server.graph_prepare(stream))
     }
 
@@ -551,11 +576,13 @@ impl<D: Device> ComputeClient<D> {
     /// late, by `stop_capture` failing (feed inputs by writing between replays); an allocation
     /// fails `stop_capture` on a hardware-graph device and is merely wasteful on a software one.
     pub fn start_capture(&self) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!("start_capture").entered();
         self.call(|server, stream| server.start_capture(stream))
     }
 
     /// Ends the capture and returns the graph, ready to [`replay`](Graph::replay).
     pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
+        let _span = tracing::debug_span!("stop_capture").entered();
         let stream = self.stream_id();
         let id = self.call(|server, stream| server.stop_capture(stream))?;
         Ok(Graph::new(id, stream, self.shared.actor.clone()))
@@ -565,18 +592,25 @@ impl<D: Device> ComputeClient<D> {
 
     /// Submits this stream's queued work and returns its oldest failure observed so far.
     pub fn flush(&self) -> Result<(), ServerError> {
+        let _span = tracing::debug_span!("flush").entered();
         self.call(|server, stream| server.flush(stream))
     }
 
     /// Waits until every earlier submission of this stream has completed; returns its oldest
     /// failure, exactly once. Afterwards the stream is healthy again.
     pub fn sync(&self) -> Result<(), ServerError> {
-        self.call(|server, stream| server.sync(stream))
+        let _span = tracing::debug_span!("sync").entered();
+        self.call(|server, stream| {
+            let result = server.sync(stream);
+            server.log_profile(stream);
+            result
+        })
     }
 
     /// Runs `task` on the calling thread while the device's actor is paused, after every
     /// earlier submission of this thread has been processed.
     pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
+        let _span = tracing::debug_span!("exclusive").entered();
         let stream = self.stream_id();
         self.shared
             .actor
@@ -586,18 +620,21 @@ impl<D: Device> ComputeClient<D> {
 
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
     pub fn memory_usage(&self) -> Result<MemoryUsage, ServerError> {
+        let _span = tracing::debug_span!("memory_usage").entered();
         self.call(|server, _| Ok(server.memory_usage()))
     }
 
     /// The calling stream's pools (shape, usage, high-water marks) in routing order, then the
     /// device-wide persistent pool.
     pub fn memory_report(&self) -> Result<MemoryReport, ServerError> {
+        let _span = tracing::debug_span!("memory_report").entered();
         self.call(|server, stream| Ok(server.memory_report(stream)))
     }
 
     /// Gives back to the device every page the pools hold without live slices, after waiting
     /// for the work that still used released memory. Non-blocking for the caller.
     pub fn memory_cleanup(&self) {
+        let _span = tracing::debug_span!("memory_cleanup").entered();
         self.enqueue(|server, _| server.memory_cleanup());
     }
 
@@ -617,6 +654,7 @@ impl<D: Device> ComputeClient<D> {
         &self,
         pools: &MemoryPoolsConfig,
     ) -> Result<(), InstallMemoryPoolsError> {
+        let _span = tracing::debug_span!("install_memory_pools").entered();
         let config = MemoryConfiguration::resolve(pools, self.properties())
             .unwrap_or_else(|err| panic!("invalid memory pools configuration: {err}"));
         let stream = self.stream_id();
@@ -631,6 +669,7 @@ impl<D: Device> ComputeClient<D> {
     /// Routes this client's stream's allocations: by size through its pools (`Auto`), or to
     /// the device-wide persistent pool. Closes any open persistent window.
     pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
+        let _span = tracing::debug_span!("allocation_mode", ?mode).entered();
         self.enqueue(move |server, stream| server.allocation_mode(stream, mode));
     }
 
@@ -638,6 +677,7 @@ impl<D: Device> ComputeClient<D> {
     /// and for buffers a captured graph keeps), then restores the previous mode, even if `task`
     /// panics. Windows nest.
     pub fn memory_persistent_allocation<I, R>(&self, input: I, task: impl FnOnce(I) -> R) -> R {
+        let _span = tracing::debug_span!("memory_persistent_allocation").entered();
         struct Window<'a, D: Device>(&'a ComputeClient<D>);
         impl<D: Device> Drop for Window<'_, D> {
             fn drop(&mut self) {

@@ -48,6 +48,7 @@
 
 use std::fmt::Debug;
 
+use crate::bytes::Bytes;
 use crate::collective::{CommunicatorId, ReduceOperation};
 use crate::error::DeviceError;
 use crate::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
@@ -160,6 +161,31 @@ pub trait Device: Send + 'static {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError>;
+
+    /// Enqueues a host-to-device copy of `data`, which the device now owns. The default copies
+    /// through [`write`](Self::write) and frees the bytes (large ones off this thread). A
+    /// device whose copy engine reads pinned memory in place overrides it to copy straight from
+    /// the bytes it pinned ([`alloc_pinned_host`](Self::alloc_pinned_host)), keeping them
+    /// alive until that copy has completed.
+    fn write_bytes(
+        &mut self,
+        stream: Self::Stream,
+        dst: &Self::Buffer,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), DeviceError> {
+        let result = self.write(stream, dst, offset, &data);
+        crate::bytes::free_in_background(data);
+        result
+    }
+
+    /// Allocates `bytes` of page-locked host memory the device transfers from at full speed,
+    /// as pinned [`Bytes`] (contents unspecified). `Ok(None)` where the device has no such
+    /// memory (the default); staging is then a no-op.
+    fn alloc_pinned_host(&mut self, bytes: usize) -> Result<Option<Bytes>, DeviceError> {
+        let _ = bytes;
+        Ok(None)
+    }
 
     /// Enqueues a device-to-host copy of `len` bytes of `src` from `offset`.
     fn read(

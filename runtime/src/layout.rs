@@ -199,6 +199,10 @@ pub fn extent_bytes(shape: &[usize], strides: &[usize], elem_size: usize) -> Res
 /// dense row-major buffer.
 pub fn gather(src: &[u8], shape: &[usize], strides: &[usize], elem_size: usize) -> Vec<u8> {
     let count = shape.iter().product::<usize>();
+    // Dense row-major: one copy instead of one per element.
+    if count > 0 && strides == contiguous_strides(shape) {
+        return src[..count * elem_size].to_vec();
+    }
     let mut out = Vec::with_capacity(count * elem_size);
     if count == 0 {
         return out;

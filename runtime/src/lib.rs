@@ -25,6 +25,8 @@ mod bytes;
 mod client;
 pub mod collective;
 pub mod device;
+#[cfg(not(loom))]
+pub mod dry_run;
 mod error;
 #[cfg(not(loom))]
 mod graph;
@@ -35,6 +37,8 @@ pub mod kernel;
 mod launch;
 #[cfg(not(loom))]
 mod layout;
+#[cfg(not(loom))]
+mod lazy;
 #[cfg_attr(
     loom,
     allow(
@@ -49,21 +53,31 @@ mod memory;
 )]
 mod oneshot;
 #[cfg(not(loom))]
+mod profiling;
+#[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]
+mod resource;
+#[cfg(not(loom))]
 mod server;
+#[cfg(not(loom))]
+mod staging;
 pub mod stream;
 #[cfg_attr(
     all(loom, not(test)),
     allow(dead_code, reason = "only `actor::loom_tests` use it")
 )]
 mod sync;
+#[cfg(not(loom))]
+mod throughput;
 
-pub use bytes::Bytes;
+pub use bytes::{AllocationProperty, Bytes, PinnedMemory};
 #[cfg(not(loom))]
 pub use client::{ComputeClient, block_on};
 pub use collective::{CollectiveError, ReduceOperation};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
+#[cfg(not(loom))]
+pub use dry_run::{LaunchMode, dry_run};
 pub use error::{CaptureError, DeviceError, IoError, OutOfMemoryError, ServerError};
 #[cfg(not(loom))]
 pub use graph::Graph;
@@ -81,5 +95,14 @@ pub use memory::{
     MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout, PoolPreset, PoolReport,
 };
 #[cfg(not(loom))]
+pub use profiling::{
+    KernelProfile, PROFILE_ENV, ProfileDuration, ProfileError, ProfileLevel, ProfileSummary,
+    TimingMethod,
+};
+#[cfg(not(loom))]
+pub use resource::Resource;
+#[cfg(not(loom))]
 pub use server::ServerOptions;
 pub use stream::StreamId;
+#[cfg(not(loom))]
+pub use throughput::{KernelConfig, MAX_VECTOR_SIZE, ThroughputKey, ThroughputValue};

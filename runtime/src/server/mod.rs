@@ -20,6 +20,8 @@ mod buffers;
 mod capture;
 mod collective;
 mod kernels;
+mod profiling;
+mod resources;
 mod streams;
 
 use std::collections::BTreeMap;
@@ -30,9 +32,11 @@ pub use capture::GraphId;
 use capture::{CaptureState, GraphState, PendingGraphDestroy};
 pub(crate) use collective::Collective;
 use kernels::KernelCache;
+use profiling::ProfileLog;
 use streams::StreamState;
 
 use crate::actor::ActorState;
+use crate::bytes::Bytes;
 use crate::device::GraphSupport;
 use crate::device::{BufferSlice, Device, LaunchCount};
 use crate::error::{CaptureError, DeviceError, OutOfMemoryError, ServerError};
@@ -106,6 +110,7 @@ pub(crate) struct Server<D: Device> {
     communicators: BTreeMap<Vec<crate::device::DeviceId>, crate::collective::CommunicatorId>,
     /// Set by the first fatal device error; from then on every call fails with it.
     lost: Option<String>,
+    profiling: ProfileLog<D>,
 }
 
 impl<D: Device> ActorState for Server<D> {
@@ -138,6 +143,7 @@ impl<D: Device> Server<D> {
             kernels: KernelCache::new(),
             communicators: BTreeMap::new(),
             lost: None,
+            profiling: ProfileLog::new(crate::profiling::ProfileLevel::from_env()),
         }
     }
 
@@ -577,9 +583,11 @@ impl<D: Device> Server<D> {
 
     // ---- transfers -----------------------------------------------------------------------
 
-    /// Enqueues a write; failures surface at the stream's next blocking call.
-    pub fn write(&mut self, stream: StreamId, dst: BufferRange, data: &[u8]) {
+    /// Enqueues a write of `data` (freed once the device is done with it); failures surface
+    /// at the stream's next blocking call.
+    pub fn write(&mut self, stream: StreamId, dst: BufferRange, data: Bytes) {
         if self.lost.is_some() || self.stream(stream).is_err() {
+            crate::bytes::free_in_background(data);
             return;
         }
         if let CaptureState::Capturing { refused_write, .. } = &mut self
@@ -590,13 +598,14 @@ impl<D: Device> Server<D> {
         {
             // A graph cannot carry a host copy: refused late, by stop_capture failing.
             *refused_write = true;
+            crate::bytes::free_in_background(data);
             return;
         }
         let _ = self.enqueue_or_queue_error(stream, |server| {
             server.order_before_access(stream, dst.buffer, true)?;
             let raw_stream = server.streams[&stream].raw;
             let (raw, offset) = raw(&server.buffers, &server.pages, &dst);
-            server.device.write(raw_stream, raw, offset, data)
+            server.device.write_bytes(raw_stream, raw, offset, data)
         });
         self.after_access(stream, &[(dst.buffer, true)]);
     }

@@ -1,0 +1,262 @@
+//! The server's side of profiling: timing marks on a stream, per-launch profiling at the level
+//! in force, and dry-run launches.
+//!
+//! **Invariant:** a pending launch profile's marks were recorded on its stream around that one
+//! launch; it is resolved (and leaves `pending`) at that stream's next `sync`, or dropped if the
+//! device is lost.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::{BufferRange, Server};
+use crate::device::Device;
+use crate::dry_run::LaunchMode;
+use crate::error::ServerError;
+use crate::kernel::Scalar;
+use crate::launch::{CountArg, Kernel};
+use crate::profiling::{ProfileLevel, ProfileSummary, TimingMethod};
+use crate::server::capture::CaptureState;
+use crate::stream::StreamId;
+use crate::throughput::{ThroughputKey, ThroughputValue};
+
+/// One end of a profiled span: a device timestamp, or the host clock after a synchronisation.
+#[derive(Debug)]
+pub(crate) enum Mark<T> {
+    Device(T),
+    Host(Instant),
+}
+
+struct PendingLaunch<D: Device> {
+    label: String,
+    stream: StreamId,
+    start: Mark<D::Timestamp>,
+    end: Mark<D::Timestamp>,
+}
+
+/// Per-launch profiling state, and the device's measured throughputs.
+pub(crate) struct ProfileLog<D: Device> {
+    level: Option<ProfileLevel>,
+    pending: Vec<PendingLaunch<D>>,
+    /// Per label: launches and their summed duration (`None` when untimed).
+    groups: BTreeMap<String, (u64, Option<Duration>)>,
+    /// A launch was registered since the summary was last logged.
+    changed: bool,
+    /// Measured once per key for this device's life (few keys: a list).
+    throughput: Vec<(ThroughputKey, ThroughputValue)>,
+}
+
+impl<D: Device> ProfileLog<D> {
+    pub fn new(level: Option<ProfileLevel>) -> Self {
+        Self {
+            level,
+            pending: Vec::new(),
+            groups: BTreeMap::new(),
+            changed: false,
+            throughput: Vec::new(),
+        }
+    }
+
+    fn register(&mut self, label: String, duration: Option<Duration>) {
+        let (launches, total) = self
+            .groups
+            .entry(label)
+            .or_insert((0, duration.map(|_| Duration::ZERO)));
+        *launches += 1;
+        *total = total.zip(duration).map(|(t, d)| t + d);
+        self.changed = true;
+    }
+}
+
+/// What a launch is grouped under at `level`.
+fn label(level: ProfileLevel, kernel: &Kernel, count: &CountArg<BufferRange>) -> String {
+    let count = || match count {
+        CountArg::Static([x, y, z]) => format!("[{x}, {y}, {z}]"),
+        CountArg::Dynamic(_) => "indirect".to_owned(),
+    };
+    match level {
+        ProfileLevel::Basic | ProfileLevel::ExecutionOnly => kernel.name().to_owned(),
+        ProfileLevel::Medium => format!("{} {}", kernel.name(), count()),
+        ProfileLevel::Full => format!(
+            "{} #{:016x} {}",
+            kernel.name(),
+            kernel.content_hash(),
+            count()
+        ),
+    }
+}
+
+impl<D: Device> Server<D> {
+    fn timing_method(&self) -> TimingMethod {
+        if self.device.properties().features.timestamps {
+            TimingMethod::Device
+        } else {
+            TimingMethod::System
+        }
+    }
+
+    /// Marks the current end of `stream`'s work. Refused while the stream captures a graph.
+    pub fn profile_mark(
+        &mut self,
+        stream: StreamId,
+        method: TimingMethod,
+    ) -> Result<Mark<D::Timestamp>, ServerError> {
+        self.check_alive()?;
+        self.refuse_in_capture(stream, "profile")?;
+        let raw = self.streams[&stream].raw;
+        match method {
+            TimingMethod::Device => Ok(Mark::Device(self.device.record_timestamp(raw)?)),
+            TimingMethod::System => {
+                // Failures of the stream's work stay queued for its next blocking call.
+                if let Err(err) = self.device.synchronize(raw) {
+                    self.push_device_error(stream, err);
+                    self.check_alive()?;
+                }
+                Ok(Mark::Host(Instant::now()))
+            }
+        }
+    }
+
+    /// The time between two marks of `stream`, once the work between them has completed.
+    pub fn profile_elapsed(
+        &mut self,
+        stream: StreamId,
+        start: Mark<D::Timestamp>,
+        end: Mark<D::Timestamp>,
+    ) -> Result<Duration, ServerError> {
+        match (start, end) {
+            (Mark::Host(start), Mark::Host(end)) => Ok(end.saturating_duration_since(start)),
+            (Mark::Device(start), Mark::Device(end)) => {
+                self.check_alive()?;
+                self.refuse_in_capture(stream, "resolve a profile")?;
+                let raw = self.streams[&stream].raw;
+                if let Err(err) = self.device.synchronize(raw) {
+                    self.push_device_error(stream, err);
+                    self.check_alive()?;
+                }
+                Ok(Duration::from_nanos(self.device.elapsed_ns(&start, &end)?))
+            }
+            (start, end) => {
+                unreachable!("one profile's marks use one timing method: {start:?} and {end:?}")
+            }
+        }
+    }
+
+    /// Launches as `mode` says, registering the launch at the profiling level in force.
+    pub fn launch_as(
+        &mut self,
+        stream: StreamId,
+        mode: LaunchMode,
+        kernel: &Kernel,
+        count: CountArg<BufferRange>,
+        bindings: &[BufferRange],
+        params: &[Scalar],
+    ) {
+        if mode == LaunchMode::DryRun {
+            self.dry_launch(stream, kernel);
+            return;
+        }
+        let capturing = self
+            .streams
+            .get(&stream)
+            .is_some_and(|s| matches!(s.capture, CaptureState::Capturing { .. }));
+        let level = self
+            .profiling
+            .level
+            .filter(|_| !capturing && self.lost.is_none());
+        let Some(level) = level else {
+            self.launch(stream, kernel, count, bindings, params);
+            return;
+        };
+        let label = label(level, kernel, &count);
+        if level == ProfileLevel::ExecutionOnly {
+            self.launch(stream, kernel, count, bindings, params);
+            self.profiling.register(label, None);
+            return;
+        }
+        let method = self.timing_method();
+        let start = self.profile_mark(stream, method);
+        self.launch(stream, kernel, count, bindings, params);
+        let end = self.profile_mark(stream, method);
+        match (start, end) {
+            (Ok(start), Ok(end)) => self.profiling.pending.push(PendingLaunch {
+                label,
+                stream,
+                start,
+                end,
+            }),
+            (Err(err), _) | (_, Err(err)) => self.push_error(stream, err),
+        }
+    }
+
+    /// Compiles `kernel` (a failure is queued on the stream, as a launch's would be) and
+    /// executes nothing.
+    fn dry_launch(&mut self, stream: StreamId, kernel: &Kernel) {
+        if let Err(err) = self.compile(kernel) {
+            self.push_error(stream, err);
+        }
+    }
+
+    /// Sets the level and starts a fresh summary; measured throughputs stay.
+    pub fn set_profile_level(&mut self, level: Option<ProfileLevel>) {
+        let throughput = std::mem::take(&mut self.profiling.throughput);
+        self.profiling = ProfileLog::new(level);
+        self.profiling.throughput = throughput;
+    }
+
+    pub fn cached_throughput(&self, key: ThroughputKey) -> Option<ThroughputValue> {
+        self.profiling
+            .throughput
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
+
+    /// Caches `value` for `key` unless a measurement got there first; returns the cached one.
+    pub fn cache_throughput(
+        &mut self,
+        key: ThroughputKey,
+        value: ThroughputValue,
+    ) -> ThroughputValue {
+        if let Some(cached) = self.cached_throughput(key) {
+            return cached;
+        }
+        self.profiling.throughput.push((key, value));
+        value
+    }
+
+    pub fn profile_summary(&self) -> ProfileSummary {
+        let method = match self.profiling.level {
+            Some(ProfileLevel::ExecutionOnly) | None => None,
+            Some(_) => Some(self.timing_method()),
+        };
+        ProfileSummary::new(method, &self.profiling.groups)
+    }
+
+    /// After a sync of `stream`: registers its profiled launches and logs the summary if it
+    /// changed.
+    pub fn log_profile(&mut self, stream: StreamId) {
+        let capturing = self
+            .streams
+            .get(&stream)
+            .is_none_or(|s| matches!(s.capture, CaptureState::Capturing { .. }));
+        if self.profiling.level.is_none() || capturing {
+            return;
+        }
+        let (done, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.profiling.pending)
+            .into_iter()
+            .partition(|p| p.stream == stream);
+        self.profiling.pending = waiting;
+        for launch in done {
+            if self.lost.is_some() {
+                break;
+            }
+            match self.profile_elapsed(stream, launch.start, launch.end) {
+                Ok(duration) => self.profiling.register(launch.label, Some(duration)),
+                Err(err) => self.push_error(stream, err),
+            }
+        }
+        if std::mem::take(&mut self.profiling.changed) {
+            tracing::info!(target: "lockstep::profile", "{}", self.profile_summary());
+        }
+    }
+}
