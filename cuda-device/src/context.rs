@@ -208,6 +208,11 @@ impl Context {
         }
     }
 
+    /// The GPU's ordinal (`CUdevice` is the ordinal the context was opened with).
+    pub fn ordinal(&self) -> u32 {
+        self.device as u32
+    }
+
     /// `Lost` once a sticky error happened.
     pub fn check_alive(&self) -> Result<(), DeviceError> {
         match self.lost.get() {

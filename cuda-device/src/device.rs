@@ -12,14 +12,18 @@
 //! blocks after it: waits on a lost context fail at once. Nothing here panics on an error of
 //! the driver or of a caller; a broken runtime contract (wrong binding count) is a typed error.
 
+mod nccl;
+
+use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUresult};
+use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport};
+use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
 
 use crate::context::{Context, Function};
 use crate::staging::{self, CudaRead};
@@ -145,6 +149,8 @@ pub struct CudaDevice {
     ctx: Arc<Context>,
     properties: DeviceProperties,
     streams: Vec<StreamState>,
+    /// This device's ranks of NCCL communicators (`device/nccl.rs`).
+    communicators: BTreeMap<CommunicatorId, nccl::Communicator>,
 }
 
 // SAFETY: the raw stream and event handles are opaque driver identifiers; the device is driven
@@ -195,6 +201,7 @@ impl CudaDevice {
             ctx: ctx.0.clone(),
             properties,
             streams: Vec::new(),
+            communicators: BTreeMap::new(),
         }
     }
 
@@ -670,6 +677,58 @@ impl Device for CudaDevice {
         let _ = unsafe { result::graph::exec_destroy(graph.exec) };
         // SAFETY: as above.
         let _ = unsafe { result::graph::destroy(graph.graph) };
+    }
+
+    fn ordinal(&self) -> u32 {
+        self.ctx.ordinal()
+    }
+
+    fn device_count(&self) -> u32 {
+        Self::gpu_count()
+    }
+
+    fn supports_collectives(&self) -> bool {
+        nccl::nccl_present()
+    }
+
+    fn create_communicator(
+        &mut self,
+        id: CommunicatorId,
+        peers: &[u32],
+    ) -> Result<(), DeviceError> {
+        self.nccl_create(id, peers)
+    }
+
+    fn all_reduce(
+        &mut self,
+        stream: CudaStream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, CudaBuffer>,
+        dst: BufferSlice<'_, CudaBuffer>,
+        elem: ElemType,
+        op: ReduceOperation,
+    ) -> Result<(), DeviceError> {
+        self.nccl_all_reduce(stream, comm, src, dst, elem, op)
+    }
+
+    fn send(
+        &mut self,
+        stream: CudaStream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, CudaBuffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        self.nccl_send(stream, comm, src, peer)
+    }
+
+    fn recv(
+        &mut self,
+        stream: CudaStream,
+        comm: CommunicatorId,
+        dst: BufferSlice<'_, CudaBuffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        self.nccl_recv(stream, comm, dst, peer)
     }
 }
 

@@ -439,11 +439,11 @@ impl<D: Device> ComputeClient<D> {
                 d.handle.sub_range_on(id, 0, extent)
             })
             .collect();
-        let layouts: Vec<(Vec<usize>, Vec<usize>, usize)> = descriptors
+        let (layouts, handles): (Vec<(Vec<usize>, Vec<usize>, usize)>, Vec<Handle>) = descriptors
             .into_iter()
-            .map(|d| (d.shape, d.strides, d.elem_size))
-            .collect();
-        self.read_ranges(ranges, move |bytes| {
+            .map(|d| ((d.shape, d.strides, d.elem_size), d.handle))
+            .unzip();
+        let read = self.read_ranges(ranges, move |bytes| {
             bytes
                 .iter()
                 .zip(&layouts)
@@ -451,7 +451,11 @@ impl<D: Device> ComputeClient<D> {
                     Bytes::from_bytes_vec(gather(b, shape, strides, *elem_size))
                 })
                 .collect()
-        })
+        });
+        // Dropped after the read is queued: if these are the last handles, their release runs
+        // after the read (the actor's queue is FIFO).
+        drop(handles);
+        read
     }
 
     /// Reads tensors, blocking.

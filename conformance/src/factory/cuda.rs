@@ -1,6 +1,8 @@
 //! A CUDA GPU as a conformance device.
 
-use lockstep::{ComputeClient, DeviceError, ServerOptions};
+use std::sync::OnceLock;
+
+use lockstep::{ComputeClient, Device, DeviceError, ServerOptions};
 use lockstep_cuda::{CudaContext, CudaDevice};
 
 use super::{DeviceFactory, Session};
@@ -12,6 +14,8 @@ use super::{DeviceFactory, Session};
 pub struct CudaFactory {
     context: CudaContext,
     pub options: ServerOptions,
+    /// The context of every GPU, opened on the first world of several devices.
+    world: OnceLock<Result<Vec<CudaContext>, DeviceError>>,
 }
 
 impl CudaFactory {
@@ -21,6 +25,7 @@ impl CudaFactory {
         Ok(Self {
             context: CudaContext::new(ordinal)?,
             options: ServerOptions::default(),
+            world: OnceLock::new(),
         })
     }
 
@@ -37,14 +42,36 @@ impl DeviceFactory for CudaFactory {
     }
 
     fn open(&self, _seed: u64) -> Session<CudaDevice> {
-        let device = CudaDevice::with_context(&self.context);
-        Session {
-            client: ComputeClient::with_options(device, self.options),
-            observer: None,
-        }
+        self.session(&self.context)
     }
 
     fn deterministic(&self) -> bool {
         false
+    }
+
+    /// Every GPU of the machine.
+    fn world_size_max(&self) -> usize {
+        CudaDevice::with_context(&self.context).device_count() as usize
+    }
+
+    /// GPUs `0..count`; `None` if there are fewer or one cannot be opened.
+    fn open_world(&self, _seed: u64, count: usize) -> Option<Vec<Session<CudaDevice>>> {
+        let contexts = self.world.get_or_init(|| {
+            (0..self.world_size_max() as u32)
+                .map(CudaContext::new)
+                .collect()
+        });
+        let contexts = contexts.as_ref().ok()?;
+        (count >= 1 && count <= contexts.len())
+            .then(|| contexts[..count].iter().map(|c| self.session(c)).collect())
+    }
+}
+
+impl CudaFactory {
+    fn session(&self, context: &CudaContext) -> Session<CudaDevice> {
+        Session {
+            client: ComputeClient::with_options(CudaDevice::with_context(context), self.options),
+            observer: None,
+        }
     }
 }

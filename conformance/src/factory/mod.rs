@@ -49,4 +49,16 @@ pub trait DeviceFactory: Sync {
 
     /// Whether equal seeds give equal executions (only then is a trace hash meaningful).
     fn deterministic(&self) -> bool;
+
+    /// How many devices of one world (devices that can run collectives together) this
+    /// backend can open at once.
+    fn world_size_max(&self) -> usize {
+        1
+    }
+
+    /// Opens `count` fresh devices of one world, ordinals `0..count` in order; `None` when
+    /// `count` exceeds [`world_size_max`](Self::world_size_max).
+    fn open_world(&self, seed: u64, count: usize) -> Option<Vec<Session<Self::Device>>> {
+        (count == 1).then(|| vec![self.open(seed)])
+    }
 }

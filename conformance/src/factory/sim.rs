@@ -1,7 +1,7 @@
 //! The simulator as a conformance device.
 
 use lockstep::{ComputeClient, ServerOptions};
-use lockstep_sim::{SimConfig, SimDevice, SimProbe};
+use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe};
 
 use super::{DeviceFactory, Observer, Session};
 
@@ -50,15 +50,41 @@ impl DeviceFactory for SimFactory {
     }
 
     fn open(&self, seed: u64) -> Session<SimDevice> {
-        let device = SimDevice::new(self.config(seed));
+        self.session(SimDevice::new(self.config(seed)))
+    }
+
+    fn deterministic(&self) -> bool {
+        true
+    }
+
+    fn world_size_max(&self) -> usize {
+        SIM_WORLD_SIZE_MAX
+    }
+
+    fn open_world(&self, seed: u64, count: usize) -> Option<Vec<Session<SimDevice>>> {
+        if count == 0 || count > SIM_WORLD_SIZE_MAX {
+            return None;
+        }
+        let cluster = SimCluster::new(self.config(seed), count as u32);
+        Some(
+            cluster
+                .into_devices()
+                .into_iter()
+                .map(|device| self.session(device))
+                .collect(),
+        )
+    }
+}
+
+/// The largest simulated cluster the suite opens.
+const SIM_WORLD_SIZE_MAX: usize = 4;
+
+impl SimFactory {
+    fn session(&self, device: SimDevice) -> Session<SimDevice> {
         let probe = device.probe();
         Session {
             client: ComputeClient::with_options(device, self.options),
             observer: Some(Box::new(probe)),
         }
-    }
-
-    fn deterministic(&self) -> bool {
-        true
     }
 }

@@ -1,5 +1,6 @@
 //! The conformance properties: written once against `ComputeClient`, run on every device.
 
+mod collectives;
 mod data;
 mod errors;
 mod graphs;
@@ -80,6 +81,16 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "error_surfacing",
             summary: "a kernel fault surfaces once, on its stream, at the next blocking call; nothing else changes",
             check: errors::error_surfacing,
+        },
+        Property {
+            name: "all_reduce",
+            summary: "an all-reduce over 1..=4 devices equals the reference reduction for random inputs, lengths, ops and types",
+            check: collectives::all_reduce,
+        },
+        Property {
+            name: "to_client",
+            summary: "a copy to another client (peer or read-then-write) holds the source's bytes in stream order, on any stream",
+            check: collectives::to_client,
         },
     ]
 }

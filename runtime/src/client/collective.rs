@@ -57,6 +57,12 @@ impl<D: Device> ComputeClient<D> {
         self.shared.peers.id
     }
 
+    /// Whether this device runs collectives; without them, `all_reduce` is refused with
+    /// [`CollectiveError::Unsupported`] and copies between clients read, then write.
+    pub fn supports_collectives(&self) -> bool {
+        self.shared.peers.collectives
+    }
+
     /// Get all devices of a specific type available to this runtime.
     pub fn enumerate_devices(&self, type_id: u16) -> Vec<DeviceId> {
         if type_id != D::TYPE_ID {

@@ -1,0 +1,120 @@
+//! Collectives on real GPUs through NCCL: exact results on two devices, peer copies, and the
+//! conformance properties of several devices through `CudaFactory`.
+//!
+//! Every test looks for two GPUs and `libnccl` at run time. Without them it prints a visible
+//! `SKIPPED: ...` line (written past the test harness's output capture) and returns.
+
+use std::io::Write as _;
+
+use lockstep::kernel::ElemType;
+use lockstep::{Bytes, ComputeClient, DeviceId, ReduceOperation};
+use lockstep_conformance::CudaFactory;
+use lockstep_conformance::properties::{RunConfig, all};
+use lockstep_cuda::CudaDevice;
+
+fn skip(test: &str, reason: &str) {
+    // Straight to the process's stderr, in one write: libtest captures `println!` of passing
+    // tests, and a skip must be seen.
+    let line = format!("SKIPPED: {reason}: {test}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// Clients of GPUs 0 and 1, or `None` (after printing why) without two GPUs and NCCL.
+fn two_gpus(test: &str) -> Option<Vec<ComputeClient<CudaDevice>>> {
+    let devices: Result<Vec<CudaDevice>, _> = (0..2).map(CudaDevice::new).collect();
+    let clients: Vec<_> = match devices {
+        Ok(devices) => devices.into_iter().map(ComputeClient::new).collect(),
+        Err(err) => {
+            skip(test, &format!("two CUDA GPUs are needed ({err})"));
+            return None;
+        }
+    };
+    if !clients[0].supports_collectives() {
+        skip(test, "libnccl could not be loaded");
+        return None;
+    }
+    Some(clients)
+}
+
+#[test]
+fn enumeration_counts_the_gpus() {
+    let Some(clients) = two_gpus("enumeration_counts_the_gpus") else {
+        return;
+    };
+    let gpus = clients[1].device_count(2);
+    assert!(gpus >= 2, "{gpus}");
+    assert_eq!(
+        clients[1].peer_id(),
+        DeviceId {
+            type_id: 2,
+            index: 1
+        }
+    );
+    assert_eq!(clients[0].enumerate_all_devices().len(), gpus);
+}
+
+#[test]
+fn all_reduce_on_two_gpus_is_exact() {
+    let Some(clients) = two_gpus("all_reduce_on_two_gpus_is_exact") else {
+        return;
+    };
+    let ids: Vec<DeviceId> = clients.iter().map(|c| c.peer_id()).collect();
+    let n = 1 << 20;
+    let outputs: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(rank, c)| {
+            let values: Vec<i32> = (0..n).map(|i| i * (rank as i32 + 1) - 7).collect();
+            let h = c.create(Bytes::from_elems(&values)).unwrap();
+            c.all_reduce(
+                h.clone(),
+                h.clone(),
+                ElemType::I32,
+                ids.clone(),
+                ReduceOperation::Sum,
+            )
+            .unwrap();
+            h
+        })
+        .collect();
+    let expected: Vec<i32> = (0..n).map(|i| 3 * i - 14).collect();
+    for (c, h) in clients.iter().zip(outputs) {
+        assert_eq!(c.read_one(h).unwrap().to_elems::<i32>(), expected);
+    }
+}
+
+#[test]
+fn to_client_moves_bytes_between_gpus() {
+    let Some(clients) = two_gpus("to_client_moves_bytes_between_gpus") else {
+        return;
+    };
+    let data: Vec<u32> = (0..(3 << 20)).collect();
+    let src = clients[0].create(Bytes::from_elems(&data)).unwrap();
+    let copied = clients[0]
+        .to_client(src.clone(), &clients[1], ElemType::U32)
+        .unwrap();
+    assert_eq!(clients[1].read_one(copied).unwrap().to_elems::<u32>(), data);
+    clients[0].sync().unwrap();
+}
+
+#[test]
+fn collective_properties_hold_on_every_gpu() {
+    let factory = match CudaFactory::new(0) {
+        Ok(factory) => factory,
+        Err(err) => {
+            skip(
+                "collective_properties_hold_on_every_gpu",
+                &format!("no CUDA GPU ({err})"),
+            );
+            return;
+        }
+    };
+    let config = RunConfig { cases: 16, seed: 3 };
+    for property in all::<CudaFactory>() {
+        if ["all_reduce", "to_client"].contains(&property.name) {
+            if let Err(failure) = (property.check)(&factory, config) {
+                panic!("{}: {failure:?}", property.name);
+            }
+        }
+    }
+}
