@@ -23,9 +23,12 @@ use cudarc::driver::sys::{self, CUresult};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
+use lockstep::{
+    Bytes, Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation,
+};
 
 use crate::context::{Context, Function};
+use crate::pinned::CudaPinned;
 use crate::staging::{self, CudaRead};
 
 /// Writes up to this size are handed to the driver straight from the caller's memory: it
@@ -73,6 +76,17 @@ pub struct CudaBuffer {
 impl CudaBuffer {
     fn at(&self, offset: u64) -> sys::CUdeviceptr {
         self.ptr + offset
+    }
+
+    /// The allocation's device address (`CUdeviceptr`), for code outside the runtime that
+    /// reaches it through [`ComputeClient::get_resource`](lockstep::ComputeClient::get_resource).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The allocation's size in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        self.bytes
     }
 }
 
@@ -328,6 +342,30 @@ impl Device for CudaDevice {
             .map_err(|e| self.ctx.fail("cuMemcpyHtoDAsync", e));
         }
         staging::upload(&self.ctx, raw, dst.at(offset), data)
+    }
+
+    /// Pinned bytes of this context ([`ComputeClient::staging`](lockstep::ComputeClient::staging))
+    /// are copied in place by the copy engine, skipping the staging copy; others as `write`.
+    fn write_bytes(
+        &mut self,
+        stream: CudaStream,
+        dst: &CudaBuffer,
+        offset: u64,
+        mut data: Bytes,
+    ) -> Result<(), DeviceError> {
+        let result = match CudaPinned::of_context(&mut data, &self.ctx) {
+            Some(pinned) => self
+                .uncaptured(stream, "write")
+                .and_then(|raw| pinned.copy_to_device(raw, dst.at(offset))),
+            _ => self.write(stream, dst, offset, &data),
+        };
+        // Freed off the actor: the memory's drop waits for the copy reading it.
+        data.free_in_background();
+        result
+    }
+
+    fn alloc_pinned_host(&mut self, bytes: usize) -> Result<Option<Bytes>, DeviceError> {
+        CudaPinned::alloc(&self.ctx, bytes).map(Some)
     }
 
     fn read(

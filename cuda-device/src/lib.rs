@@ -26,6 +26,7 @@ mod context;
 mod device;
 mod error;
 pub mod lower;
+mod pinned;
 mod staging;
 
 pub use device::{

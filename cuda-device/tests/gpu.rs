@@ -661,3 +661,66 @@ fn device_loss_is_sticky_typed_and_never_hangs() {
         output.status
     );
 }
+
+#[test]
+fn staged_bytes_are_pinned_and_written_in_place() {
+    let Some(ctx) = gpu("staged_bytes_are_pinned_and_written_in_place") else {
+        return;
+    };
+    let c = client(&ctx);
+    // Above the direct-write size, in several chunks of the device's own staging.
+    let data: Vec<Vec<u8>> = (0..3u8)
+        .map(|i| (0..5 << 20).map(|j: u32| (j % 253) as u8 ^ i).collect())
+        .collect();
+    let mut staged: Vec<Bytes> = data.iter().map(|d| Bytes::from(d.clone())).collect();
+    c.staging(staged.iter_mut(), false).unwrap();
+    assert!(
+        staged
+            .iter()
+            .all(|b| b.property() == lockstep::AllocationProperty::Pinned)
+    );
+    let mut staged = staged.into_iter();
+    let created = c.create(staged.next().unwrap()).unwrap();
+    let written = c.empty(data[1].len()).unwrap();
+    c.write(&written, staged.next().unwrap()).unwrap();
+    // At an offset: the copy engine reads the whole pinned buffer in place.
+    let offset = c.empty(data[2].len() + 512).unwrap();
+    c.write_at(&offset, 512, staged.next().unwrap()).unwrap();
+    let read = c.read(vec![created, written, offset]);
+    assert!(*read[0] == *data[0]);
+    assert!(*read[1] == *data[1]);
+    assert!(read[2][512..] == *data[2]);
+}
+
+#[test]
+fn get_resource_hands_out_a_device_pointer_that_outside_code_can_copy_from() {
+    let Some(ctx) = gpu("get_resource_hands_out_a_device_pointer_that_outside_code_can_copy_from")
+    else {
+        return;
+    };
+    let c = client(&ctx);
+    let data: Vec<u32> = (0..4096).collect();
+    let h = c.create(Bytes::from_elems(&data)).unwrap();
+    let resource = c.get_resource(h).unwrap();
+    assert_eq!(resource.len_bytes(), 4096 * 4);
+    let len = resource.len_bytes() as usize;
+    let copied = resource
+        .with_buffer(move |buffer, offset| {
+            assert!(offset + len as u64 <= buffer.len_bytes());
+            let mut host = vec![0u8; len];
+            // SAFETY: `len` bytes of a live allocation (the guard keeps it) into a host vector
+            // of that size; the device's thread has its context bound.
+            unsafe {
+                cudarc::driver::sys::cuMemcpyDtoH_v2(
+                    host.as_mut_ptr().cast(),
+                    buffer.device_ptr() + offset,
+                    len,
+                )
+            }
+            .result()
+            .map(|()| host)
+        })
+        .unwrap()
+        .expect("cuMemcpyDtoH from the resource's pointer");
+    assert_eq!(Bytes::from(copied).to_elems::<u32>(), data);
+}
