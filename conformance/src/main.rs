@@ -82,6 +82,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    init_tracing();
     match Cli::parse().command {
         Command::Check {
             device,
@@ -276,6 +277,22 @@ fn explore(config: ExploreConfig) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Logs to stderr what `RUST_LOG` selects, e.g. `RUST_LOG=lockstep=debug` for a line per
+/// client call with its time. By default only the profile summary that `LOCKSTEP_PROFILE`
+/// turns on.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("lockstep::profile=info"));
+    // Only fails if a subscriber is already installed, which then keeps logging.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn replay(seed: u64, faults: bool, trace: Option<&std::path::Path>, steps: bool) -> ExitCode {

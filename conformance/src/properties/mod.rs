@@ -6,6 +6,7 @@ mod errors;
 mod graphs;
 mod memory;
 mod ordering;
+mod profiling;
 
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
@@ -91,6 +92,36 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "to_client",
             summary: "a copy to another client (peer or read-then-write) holds the source's bytes in stream order, on any stream",
             check: collectives::to_client,
+        },
+        Property {
+            name: "profiling",
+            summary: "profile times launches (longer for more work in virtual time), levels register every launch, capture refuses profiling",
+            check: profiling::profiling,
+        },
+        Property {
+            name: "lazy_reads",
+            summary: "read_lazy equals read_tensor and sees the device as it is at first access",
+            check: profiling::lazy_reads,
+        },
+        Property {
+            name: "staging",
+            summary: "staged bytes keep their contents and round-trip through create and write",
+            check: profiling::staging,
+        },
+        Property {
+            name: "dry_runs",
+            summary: "launches in a dry run are validated but change no memory; the same launches then compute the reference",
+            check: profiling::dry_runs,
+        },
+        Property {
+            name: "resources",
+            summary: "get_resource waits for earlier work and its guard keeps the memory alive after every handle dropped",
+            check: profiling::resources,
+        },
+        Property {
+            name: "throughput_cache",
+            summary: "measure_throughput launches once per device and key, then answers from its cache; vector sizes fit the load width",
+            check: profiling::throughput_cache,
         },
     ]
 }
