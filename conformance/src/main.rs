@@ -218,7 +218,11 @@ fn explore(config: ExploreConfig) -> ExitCode {
         "explore: {} seeds from {} ({}), {} jobs",
         config.seeds,
         config.first_seed,
-        if config.faults { "faults injected" } else { "no faults" },
+        if config.faults {
+            "faults injected"
+        } else {
+            "no faults"
+        },
         config.jobs
     );
     let bar = ProgressBar::new(config.seeds).with_style(
@@ -239,20 +243,26 @@ fn explore(config: ExploreConfig) -> ExitCode {
     });
     bar.finish_and_clear();
     let secs = summary.elapsed.as_secs_f64().max(1e-9);
-    println!(
-        "{:>7} {:>10} {:>11} {:>13} {:>16} {:>9} {:>8}",
-        "seeds", "host ops", "device ops", "reads checked", "faults injected", "surfaced", "lost"
-    );
-    println!(
-        "{:>7} {:>10} {:>11} {:>13} {:>16} {:>9} {:>8}",
+    let table = format!(
+        "{:>7} {:>10} {:>11} {:>14} {:>16} {:>9} {:>14} {:>13}\n{:>7} {:>10} {:>11} {:>14} {:>16} {:>9} {:>14} {:>13}",
+        "seeds",
+        "host ops",
+        "device ops",
+        "reads checked",
+        "faults injected",
+        "surfaced",
+        "kernel faults",
+        "devices lost",
         summary.seeds,
         summary.host_ops,
         summary.device_ops,
         summary.reads_checked,
         summary.faults_injected,
         summary.faults_surfaced,
+        summary.kernel_faults,
         summary.devices_lost
     );
+    println!("{table}");
     println!(
         "throughput: {:.1} seeds/s, {:.0} simulated ops/s ({} jobs, {:.1} s)",
         summary.seeds as f64 / secs,
@@ -319,7 +329,11 @@ fn replay(seed: u64, faults: bool, trace: Option<&std::path::Path>, steps: bool)
         first.reads_checked,
         first.faults_injected,
         first.faults_surfaced,
-        if first.device_lost { ", device lost" } else { "" }
+        if first.device_lost {
+            ", device lost"
+        } else {
+            ""
+        }
     );
     let mut ok = true;
     if second.trace_hash == first.trace_hash {

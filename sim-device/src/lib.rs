@@ -5,9 +5,9 @@
 //!   what they wait for is done. Which ready stream advances is drawn from `rand_chacha`, so
 //!   different seeds explore different legal interleavings and a missing event wait shows up.
 //! - **Virtual clock.** Every operation costs virtual nanoseconds; timestamps read that clock.
-//! - **Poisoned memory.** Fresh memory is filled with [`POISON_FRESH`], freed memory with
-//!   [`POISON_FREED`]; reading never-written bytes, touching freed memory, and freeing memory
-//!   that queued work still uses are recorded as [`SanitizerReport`]s.
+//! - **Poisoned memory.** Fresh memory is filled with [`POISON_FRESH`], freed memory is retired;
+//!   reading never-written bytes, touching freed memory, and freeing memory that queued work
+//!   still uses are recorded as [`SanitizerReport`]s.
 //! - **Fault injection.** A [`FaultPlan`] fails allocations, transfers and kernels, or loses the
 //!   device, at scripted points or with given probabilities.
 //! - **Trace.** Every executed operation feeds a hash ([`Observations::trace_hash`]) that is
@@ -28,5 +28,5 @@ pub use device::{
     SimProbe, SimRead, SimStream, SimTimestamp,
 };
 pub use fault::{FaultKind, FaultPlan, FaultRates, InjectedFault, ScriptedFault};
-pub use memory::{POISON_FREED, POISON_FRESH, SanitizerReport};
+pub use memory::{POISON_FRESH, SanitizerReport};
 pub use trace::{Observations, TraceEntry};

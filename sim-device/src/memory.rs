@@ -1,13 +1,12 @@
-//! Simulated device memory: poisoned when allocated and when freed, with a shadow map of
-//! which bytes were ever written, so reads of garbage and touches of freed memory are reported.
+//! Simulated device memory: poisoned when allocated and retired (a tombstone) when freed, with a
+//! shadow map of which bytes were ever written, so reads of garbage and touches of freed memory
+//! are reported.
 //! It models what the runtime's memory layer manages.
 
 use std::collections::BTreeMap;
 
 /// Fresh memory holds this byte; a read that returns it where nothing was written is a bug.
 pub const POISON_FRESH: u8 = 0xA5;
-/// Freed memory is overwritten with this byte before the allocation is retired.
-pub const POISON_FREED: u8 = 0xDE;
 
 /// A problem the sanitizer found. Each names the operation and the byte range involved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,9 +99,9 @@ impl Allocation {
     }
 }
 
-/// All allocations of one device, live and freed. Freed ones are kept (poisoned, without their
-/// bytes' meaning) so that a late access is recognised as use-after-free rather than as an
-/// unknown id.
+/// All allocations of one device, live and freed. Freed ones are kept as tombstones (without
+/// their bytes) so that a late access is recognised as use-after-free rather than as an unknown
+/// id.
 #[derive(Debug, Default)]
 pub(crate) struct SimMemory {
     allocations: BTreeMap<u64, Allocation>,
@@ -126,7 +125,6 @@ impl SimMemory {
             .expect("the runtime frees only buffers this device allocated");
         assert!(!alloc.freed, "buffer {id} freed twice");
         alloc.freed = true;
-        alloc.bytes.fill(POISON_FREED);
         self.bytes_live -= alloc.bytes.len() as u64;
         // Retire the storage; keep the tombstone for use-after-free detection.
         alloc.bytes = Vec::new();

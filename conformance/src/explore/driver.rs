@@ -8,9 +8,10 @@ use std::sync::{Condvar, Mutex};
 
 use lockstep::kernel::Scalar;
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, Graph, Handle, InstallMemoryPoolsError,
-    IoError, Kernel, KernelArguments, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy,
-    MemoryPoolsConfig, PoolPreset, ServerError, StreamId, block_on,
+    Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, Graph, Handle,
+    InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
+    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, ServerError,
+    StreamId, block_on,
 };
 use lockstep_sim::{FaultKind, SanitizerReport, SimProbe};
 
@@ -29,7 +30,10 @@ pub struct Execution {
     pub host_ops: u64,
     pub reads_checked: u64,
     pub faults_injected: u64,
+    /// Injected faults some call returned.
     pub faults_surfaced: u64,
+    /// Checked-kernel faults (out-of-range stores) returned where the model expected them.
+    pub kernel_faults: u64,
     pub device_lost: bool,
     /// Why the run failed; `None` when every check held.
     pub failure: Option<String>,
@@ -197,61 +201,69 @@ fn finish<D: Device>(
     if let Some(failure) = state.failure.take() {
         return Err(failure);
     }
+    let bound = execution.host_ops * 4 + 16;
     let model = &mut state.model;
-    let on = |s: StreamId| {
-        let mut c = base.clone();
-        c.set_stream(s);
-        c
-    };
+    let result = (|| {
+        drain(base, model, bound, "at the end of the workload")?;
+        model.expected_faults_met()?;
+        model.judge_suspects()?;
+        drop(state.graph.take());
+        state.slots.clear();
+        state.tensors.clear();
+        if model.lost {
+            return Ok(());
+        }
+        base.memory_cleanup();
+        // The runtime's own work (clearing a fault record, cleanup) can fail too, after the
+        // workload's last sync: drain again.
+        drain(base, model, bound, "after releasing everything")?;
+        if model.lost {
+            return Ok(());
+        }
+        let usage = base
+            .memory_usage()
+            .map_err(|e| format!("memory_usage after the workload: {e}"))?;
+        if usage != baseline {
+            return Err(format!(
+                "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
+                world
+                    .pools
+                    .as_ref()
+                    .map_or("default pools".to_owned(), |p| format!("{p:?}"))
+            ));
+        }
+        Ok(())
+    })();
+    execution.reads_checked = model.reads_checked;
+    execution.faults_surfaced = model.faults_surfaced;
+    execution.kernel_faults = model.kernel_faults;
+    execution.device_lost = model.lost;
+    seen.surfaced = std::mem::take(&mut model.surfaced);
+    seen.refused_allocations = model.refused_allocations;
+    result
+}
+
+/// Syncs every stream until it succeeds (at most `bound` times), judging each failure.
+fn drain<D: Device>(
+    base: &ComputeClient<D>,
+    model: &mut Model,
+    bound: u64,
+    when: &str,
+) -> Result<(), String> {
     for s in model.streams() {
-        let client = on(s);
-        // Each sync returns at most one queued failure; a stream holds at most one per fault.
-        for _ in 0..=world_faults_bound(execution) {
+        let mut client = base.clone();
+        client.set_stream(s);
+        for _ in 0..bound {
             let result = client.sync();
             model
                 .blocking(s, result.as_ref().map(|_| ()), true)
-                .map_err(|why| format!("final sync of {s}: {why}"))?;
+                .map_err(|why| format!("sync of {s} {when}: {why}"))?;
             if result.is_ok() || model.lost {
                 break;
             }
         }
     }
-    model.expected_faults_met()?;
-    model.judge_suspects()?;
-    execution.reads_checked = model.reads_checked;
-    execution.faults_surfaced = model.faults_surfaced;
-    execution.device_lost = model.lost;
-    seen.surfaced = model.surfaced.clone();
-    seen.refused_allocations = model.refused_allocations;
-    let lost = model.lost;
-    let streams = model.streams();
-    drop(state.graph.take());
-    state.slots.clear();
-    state.tensors.clear();
-    if lost {
-        return Ok(());
-    }
-    base.memory_cleanup();
-    for s in streams {
-        on(s)
-            .sync()
-            .map_err(|e| format!("sync of {s} after releasing everything: {e}"))?;
-    }
-    let usage = base
-        .memory_usage()
-        .map_err(|e| format!("memory_usage after the workload: {e}"))?;
-    if usage != baseline {
-        return Err(format!(
-            "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
-            world.pools.as_ref().map_or("default pools".to_owned(), |p| format!("{p:?}"))
-        ));
-    }
     Ok(())
-}
-
-/// More syncs than a stream can have queued failures.
-fn world_faults_bound(execution: &Execution) -> u64 {
-    execution.host_ops * 4 + 16
 }
 
 /// Checks the simulator's own verdicts: its watchdog and its sanitizer.
@@ -278,50 +290,50 @@ impl Seen {
     /// time), on the stream it happened on, and that only injected failures refused
     /// allocations. After a device loss, faults still queued are superseded by the loss.
     fn audit(&self, lost: bool, observed: &lockstep_sim::Observations) -> Result<(), String> {
-    let mut device_stream_of = BTreeMap::new();
-    let mut client_stream_of = BTreeMap::new();
-    let mut allocation_failures = 0;
-    for fault in &observed.faults {
-        match fault.kind {
-            FaultKind::AllocationFailure => allocation_failures += 1,
-            FaultKind::TransferFailure | FaultKind::KernelFault => {
-                let Some(&client_stream) = self.surfaced.get(&fault.id) else {
-                    if lost {
-                        continue;
+        let mut device_stream_of = BTreeMap::new();
+        let mut client_stream_of = BTreeMap::new();
+        let mut allocation_failures = 0;
+        for fault in &observed.faults {
+            match fault.kind {
+                FaultKind::AllocationFailure => allocation_failures += 1,
+                FaultKind::TransferFailure | FaultKind::KernelFault => {
+                    let Some(&client_stream) = self.surfaced.get(&fault.id) else {
+                        if lost {
+                            continue;
+                        }
+                        return Err(format!(
+                            "injected {:?} #{} on device stream {:?} never surfaced",
+                            fault.kind, fault.id, fault.stream
+                        ));
+                    };
+                    let device_stream = fault.stream.expect("stream faults name their stream");
+                    if let Some(other) = device_stream_of.insert(client_stream, device_stream)
+                        && other != device_stream
+                    {
+                        return Err(format!(
+                            "{client_stream} returned faults of device streams {other} and {device_stream}"
+                        ));
                     }
-                    return Err(format!(
-                        "injected {:?} #{} on device stream {:?} never surfaced",
-                        fault.kind, fault.id, fault.stream
-                    ));
-                };
-                let device_stream = fault.stream.expect("stream faults name their stream");
-                if let Some(other) = device_stream_of.insert(client_stream, device_stream)
-                    && other != device_stream
-                {
-                    return Err(format!(
-                        "{client_stream} returned faults of device streams {other} and {device_stream}"
-                    ));
+                    if let Some(other) = client_stream_of.insert(device_stream, client_stream)
+                        && other != client_stream
+                    {
+                        return Err(format!(
+                            "faults of device stream {device_stream} surfaced on {other} and on {client_stream}"
+                        ));
+                    }
                 }
-                if let Some(other) = client_stream_of.insert(device_stream, client_stream)
-                    && other != client_stream
-                {
-                    return Err(format!(
-                        "faults of device stream {device_stream} surfaced on {other} and on {client_stream}"
-                    ));
-                }
+                // Explored workloads use no collectives, whose faults would surface as timeouts.
+                _ => {}
             }
-            // Explored workloads use no collectives, whose faults would surface as timeouts.
-            _ => {}
         }
+        if self.refused_allocations > allocation_failures {
+            return Err(format!(
+                "{} allocations refused, but only {allocation_failures} allocation failures injected",
+                self.refused_allocations
+            ));
+        }
+        Ok(())
     }
-    if self.refused_allocations > allocation_failures {
-        return Err(format!(
-            "{} allocations refused, but only {allocation_failures} allocation failures injected",
-            self.refused_allocations
-        ));
-    }
-    Ok(())
-}
 }
 
 impl<D: Device> Run<'_, D> {
@@ -330,8 +342,8 @@ impl<D: Device> Run<'_, D> {
         if state.failure.is_some() {
             return;
         }
-        let result = catch_unwind(AssertUnwindSafe(|| self.act(&mut state, step)))
-            .unwrap_or_else(|panic| {
+        let result =
+            catch_unwind(AssertUnwindSafe(|| self.act(&mut state, step))).unwrap_or_else(|panic| {
                 let message = panic
                     .downcast_ref::<String>()
                     .cloned()
@@ -354,6 +366,13 @@ impl<D: Device> Run<'_, D> {
     /// An allocation call failed: only injected failures and a lost device may do that.
     fn refused(&self, state: &mut State<D>, err: ServerError) -> Result<(), String> {
         match err {
+            // An installed pool layout caps what a size class may reserve: a legal refusal.
+            ServerError::OutOfMemory(oom)
+                if matches!(self.world.pools, Some(MemoryPoolsConfig::Pools(_)))
+                    && oom.reason.contains("reached its cap") =>
+            {
+                Ok(())
+            }
             ServerError::OutOfMemory(_) if self.world.faults.allocation_failure > 0.0 => {
                 state.model.refused_allocations += 1;
                 Ok(())
@@ -436,16 +455,15 @@ impl<D: Device> Run<'_, D> {
                 let result = block_on(client.read_async(vec![ha.clone(), hb.clone()]));
                 self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
             }
-            Action::CreateTensors {
-                slot,
-                shapes,
-                fill,
-            } => {
+            Action::CreateTensors { slot, shapes, fill } => {
                 let tensors: Vec<(Vec<usize>, Vec<u32>)> = shapes
                     .iter()
                     .enumerate()
                     .map(|(i, shape)| {
-                        (shape.clone(), data(fill.wrapping_add(i as u64), shape.iter().product()))
+                        (
+                            shape.clone(),
+                            data(fill.wrapping_add(i as u64), shape.iter().product()),
+                        )
                     })
                     .collect();
                 let request = tensors
@@ -501,7 +519,9 @@ impl<D: Device> Run<'_, D> {
             Action::ReleaseTensors { slot } => state.tensors[*slot] = None,
             Action::Flush => {
                 let result = client.flush();
-                state.model.blocking(s, result.as_ref().map(|_| ()), false)?;
+                state
+                    .model
+                    .blocking(s, result.as_ref().map(|_| ()), false)?;
             }
             Action::Sync => {
                 let result = client.sync();
@@ -542,14 +562,10 @@ impl<D: Device> Run<'_, D> {
             }
             Action::DropGraph => state.graph = None,
             Action::Install => {
-                match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default))
-                {
+                match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
                     Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => {}
                     Err(InstallMemoryPoolsError::StreamUnavailable)
-                        if lost
-                            || state
-                                .model
-                                .may_have_failed(s, self.world.injects_faults()) => {}
+                        if lost || state.model.may_have_failed(s, self.world.injects_faults()) => {}
                     Err(other) => return Err(format!("install_memory_pools: {other}")),
                 }
             }
@@ -575,7 +591,9 @@ impl<D: Device> Run<'_, D> {
                 state.model.blocking(s, Ok(()), true)?;
                 for (buf, bytes) in read {
                     let what = format!("read on {s}");
-                    state.model.check_read(&what, buf, &bytes.to_elems::<u32>())?;
+                    state
+                        .model
+                        .check_read(&what, buf, &bytes.to_elems::<u32>())?;
                 }
                 Ok(())
             }
@@ -640,16 +658,17 @@ impl<D: Device> Run<'_, D> {
         if state.graph.is_some() || launches.is_empty() {
             return Ok(());
         }
-        let capture_call = |state: &mut State<D>, what: &str, result: Result<(), ServerError>| {
-            match result {
+        // Capture calls return the stream's pending failures, as flush does; the capture is
+        // then abandoned.
+        let capture_call =
+            |state: &mut State<D>, what: &str, result: Result<(), ServerError>| match result {
                 Ok(()) => Ok(true),
-                Err(ServerError::DeviceLost { .. }) => {
-                    state.model.lost = true;
-                    Ok(false)
-                }
-                Err(err) => Err(format!("{what}: {err}")),
-            }
-        };
+                Err(err) => state
+                    .model
+                    .blocking(s, Err(&err), false)
+                    .map(|()| false)
+                    .map_err(|why| format!("{what}: {why}")),
+            };
         if !capture_call(state, "graph_prepare", client.graph_prepare())? {
             return Ok(());
         }

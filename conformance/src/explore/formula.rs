@@ -142,7 +142,9 @@ impl Formula {
             let value = self.f.expr(&dst.load(i.clone()), &src.load(j), &k);
             b.store(dst, i, value);
         });
-        let def = b.build().expect("explore formulas are well-typed u32 expressions");
+        let def = b
+            .build()
+            .expect("explore formulas are well-typed u32 expressions");
         Kernel::new(def).expect("and validate")
     }
 

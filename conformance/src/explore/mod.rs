@@ -59,7 +59,11 @@ pub struct SeedReport {
 }
 
 /// Runs `world` once.
-pub fn run_world<O: Opener>(opener: &O, world: &World, record_trace: bool) -> (Execution, Vec<TraceEntry>) {
+pub fn run_world<O: Opener>(
+    opener: &O,
+    world: &World,
+    record_trace: bool,
+) -> (Execution, Vec<TraceEntry>) {
     let workload = Workload::draw(world);
     let config = SimConfig {
         record_trace,
@@ -127,6 +131,7 @@ pub struct Summary {
     pub reads_checked: u64,
     pub faults_injected: u64,
     pub faults_surfaced: u64,
+    pub kernel_faults: u64,
     pub devices_lost: u64,
     pub failures: Vec<(u64, String)>,
     /// Seeds still running when the backstop fired.
@@ -143,6 +148,7 @@ impl Summary {
         self.reads_checked += e.reads_checked;
         self.faults_injected += e.faults_injected;
         self.faults_surfaced += e.faults_surfaced;
+        self.kernel_faults += e.kernel_faults;
         self.devices_lost += e.device_lost as u64;
         if let Some(why) = &report.failure {
             self.failures.push((report.seed, why.clone()));
@@ -176,9 +182,15 @@ pub fn explore<O: Opener + Send + 'static>(
                     break;
                 }
                 let seed = config.first_seed.wrapping_add(n);
-                in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(seed);
+                in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(seed);
                 let report = run_seed(&*opener, seed, config.faults);
-                in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&seed);
+                in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&seed);
                 if tx.send(report).is_err() {
                     break;
                 }

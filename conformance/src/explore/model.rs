@@ -73,7 +73,10 @@ pub struct Model {
     /// Allocations refused with out-of-memory.
     pub refused_allocations: u64,
     pub reads_checked: u64,
+    /// Injected faults returned by some call.
     pub faults_surfaced: u64,
+    /// Checked-kernel faults returned where expected.
+    pub kernel_faults: u64,
 }
 
 /// How a dependency stands.
@@ -173,7 +176,11 @@ impl Model {
 
     /// Whether `s` may be in an error state now.
     pub fn may_have_failed(&self, s: StreamId, faults_injected: bool) -> bool {
-        faults_injected || self.streams.get(&s).is_some_and(|m| m.expected_fault.is_some())
+        faults_injected
+            || self
+                .streams
+                .get(&s)
+                .is_some_and(|m| m.expected_fault.is_some())
     }
 
     /// Judges the result of a blocking call on `s`. `waited` says whether the call waited for
@@ -226,7 +233,7 @@ impl Model {
         }
         match stream.expected_fault.take() {
             Some(expected) if &expected == err => {
-                self.faults_surfaced += 1;
+                self.kernel_faults += 1;
                 stream.window += 1;
                 stream.resolved_below = stream.window;
                 Ok(())

@@ -34,9 +34,17 @@ pub struct LaunchSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// `create` with `len` elements drawn from `fill`.
-    Create { slot: usize, len: usize, fill: u64 },
+    Create {
+        slot: usize,
+        len: usize,
+        fill: u64,
+    },
     /// `empty`, then a write of the whole buffer (what users do with `empty`).
-    EmptyThenFill { slot: usize, len: usize, fill: u64 },
+    EmptyThenFill {
+        slot: usize,
+        len: usize,
+        fill: u64,
+    },
     /// `write_at` of `len` elements at element `offset` (both clipped to the buffer).
     Write {
         slot: usize,
@@ -46,9 +54,14 @@ pub enum Action {
     },
     Launch(LaunchSpec),
     /// `read_one`.
-    Read { slot: usize },
+    Read {
+        slot: usize,
+    },
     /// `read_async` of two slots, awaited together.
-    ReadPair { a: usize, b: usize },
+    ReadPair {
+        a: usize,
+        b: usize,
+    },
     /// `create_tensors` of 1–3 shapes, packed into one allocation.
     CreateTensors {
         slot: usize,
@@ -56,15 +69,26 @@ pub enum Action {
         fill: u64,
     },
     /// `read_tensor` of every tensor of the group.
-    ReadTensors { slot: usize },
-    Release { slot: usize },
-    ReleaseTensors { slot: usize },
+    ReadTensors {
+        slot: usize,
+    },
+    Release {
+        slot: usize,
+    },
+    ReleaseTensors {
+        slot: usize,
+    },
     Flush,
     Sync,
     /// A checked kernel that stores out of range: a `KernelFault` (fault-free worlds only).
-    Overrun { slot: usize, past_end: u32 },
+    Overrun {
+        slot: usize,
+        past_end: u32,
+    },
     /// `graph_prepare`, a warm-up of the launches, then capture of the same launches.
-    Capture { launches: Vec<LaunchSpec> },
+    Capture {
+        launches: Vec<LaunchSpec>,
+    },
     Replay,
     DropGraph,
     /// `install_memory_pools` with the default preset mid-run.
