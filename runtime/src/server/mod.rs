@@ -275,7 +275,16 @@ impl<D: Device> Server<D> {
     fn stream(&mut self, id: StreamId) -> Result<&mut StreamState<D>, ServerError> {
         if !self.streams.contains_key(&id) {
             self.check_alive()?;
-            let raw = self.device.create_stream().map_err(ServerError::from)?;
+            let raw = match self.device.create_stream() {
+                Ok(raw) => raw,
+                Err(err) => {
+                    // A loss noticed here is the device's, not only this stream's.
+                    if err.is_fatal() {
+                        self.push_device_error(id, err.clone());
+                    }
+                    return Err(err.into());
+                }
+            };
             self.streams.insert(id, StreamState::new(raw));
         }
         Ok(self.streams.get_mut(&id).expect("inserted above"))
