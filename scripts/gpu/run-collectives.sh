@@ -13,12 +13,16 @@ export LD_LIBRARY_PATH="/tmp/nccl:$nccl:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+
 echo "libnccl: $(ls "$nccl")"
 nvidia-smi --query-gpu=index,name --format=csv,noheader
 status=0
+# Each step is bounded: a collective whose peer never comes waits inside NCCL without a timeout.
 run() {
+  local limit=$1
+  shift
   echo "== $*"
-  "$@" 2>&1 | tee -a "$out/collectives.log" || status=1
+  timeout "$limit" "$@" 2>&1 | tee -a "$out/collectives.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
-run .gpu/nccl/lockstep check --device cuda --cases ${CASES:-32} --seed 7 --property all_reduce
-run .gpu/nccl/lockstep check --device cuda --cases ${CASES:-32} --seed 7 --property to_client
-run .gpu/nccl/collectives_tests --test-threads 1
-run .gpu/nccl/collectives_bench
+run 120 .gpu/nccl/lockstep check --device cuda --cases "${CASES:-32}" --seed 7 --property all_reduce
+run 120 .gpu/nccl/lockstep check --device cuda --cases "${CASES:-32}" --seed 7 --property to_client
+run 120 .gpu/nccl/collectives_tests --test-threads 1
+run 180 .gpu/nccl/collectives_bench
 exit $status
