@@ -6,7 +6,7 @@
 use lockstep::kernel::ElemType;
 use lockstep::{
     Bytes, CollectiveError, ComputeClient, CopyDescriptor, DeviceId, Handle, IoError,
-    ReduceOperation, ServerError, StreamId,
+    ReduceOperation, ServerError, ServerOptions, StreamId,
 };
 use lockstep_sim::{
     COLLECTIVE_TIMEOUT_NS, FaultKind, FaultPlan, ScriptedFault, SimCluster, SimConfig, SimDevice,
@@ -328,4 +328,56 @@ fn collectives_replay_identically_whatever_the_threads_do() {
     for _ in 0..4 {
         assert_eq!(two_device_program(21), first);
     }
+}
+
+/// Sanitizer reports of an all-reduce on stream 2 reading what stream 1 wrote.
+fn reports_of_cross_stream_all_reduce(cross_stream_ordering: bool) -> Vec<String> {
+    let device = SimDevice::new(SimConfig::new(30));
+    let probe = device.probe();
+    let options = ServerOptions {
+        cross_stream_ordering,
+        ..ServerOptions::default()
+    };
+    let client = ComputeClient::with_options(device, options);
+    let (mut writer, mut reducer) = (client.clone(), client.clone());
+    writer.set_stream(StreamId(1));
+    reducer.set_stream(StreamId(2));
+    let src = writer.create(Bytes::from_elems(&[1u32; 16])).unwrap();
+    let dst = reducer.empty(64).unwrap();
+    let devices = vec![reducer.peer_id()];
+    reducer
+        .all_reduce(
+            src.clone(),
+            dst.clone(),
+            ElemType::U32,
+            devices,
+            ReduceOperation::Sum,
+        )
+        .unwrap();
+    assert_eq!(
+        reducer.read_one(dst).unwrap().to_elems::<u32>(),
+        vec![1; 16]
+    );
+    writer.sync().unwrap();
+    let reports = probe
+        .observations()
+        .reports
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    reports
+}
+
+#[test]
+fn the_sanitizer_checks_collectives_like_any_access() {
+    assert_eq!(
+        reports_of_cross_stream_all_reduce(true),
+        Vec::<String>::new()
+    );
+    // Without the runtime's event wait, the all-reduce races with the write it reads.
+    let reports = reports_of_cross_stream_all_reduce(false);
+    assert!(
+        reports.iter().any(|r| r.contains("all_reduce")),
+        "{reports:#?}"
+    );
 }

@@ -82,6 +82,10 @@ pub(crate) struct Sink {
 #[derive(Debug)]
 pub struct GpuContext {
     pub(crate) adapter_info: wgpu::AdapterInfo,
+    /// The opened adapter's index among the adapters of the selected backends, in the order
+    /// wgpu enumerates them, and how many there are: a device's ordinal and device count.
+    pub(crate) adapter_index: u32,
+    pub(crate) adapter_count: u32,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) limits: wgpu::Limits,
@@ -129,9 +133,12 @@ impl GpuContext {
         });
         let adapters = pollster::block_on(instance.enumerate_adapters(backends));
         let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
-        let adapter = adapters
+        let adapter_count = adapters.len() as u32;
+        let (adapter_index, adapter) = adapters
             .into_iter()
-            .filter(|a| {
+            .zip(0..)
+            .map(|(a, i)| (i, a))
+            .filter(|(_, a)| {
                 options.adapter.as_ref().is_none_or(|want| {
                     a.get_info()
                         .name
@@ -139,7 +146,7 @@ impl GpuContext {
                         .contains(&want.to_lowercase())
                 })
             })
-            .min_by_key(|a| preference(a.get_info().device_type))
+            .min_by_key(|(_, a)| preference(a.get_info().device_type))
             .ok_or_else(|| DeviceError::Unavailable {
                 reason: if found.is_empty() {
                     format!(
@@ -196,6 +203,8 @@ impl GpuContext {
         }
         Ok(Arc::new(Self {
             adapter_info: info,
+            adapter_index,
+            adapter_count,
             device,
             queue,
             limits,

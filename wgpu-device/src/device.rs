@@ -946,6 +946,16 @@ impl Device for WgpuDevice {
     fn destroy_graph(&mut self, graph: WgpuGraph) {
         drop(graph);
     }
+
+    /// The adapter's index among those of the selected backends; collectives keep the
+    /// defaults (unsupported), so copies between clients read and write through the host.
+    fn ordinal(&self) -> u32 {
+        self.ctx.adapter_index
+    }
+
+    fn device_count(&self) -> u32 {
+        self.ctx.adapter_count
+    }
 }
 
 impl Drop for WgpuDevice {
