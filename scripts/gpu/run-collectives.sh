@@ -23,6 +23,10 @@ run() {
 }
 run 120 .gpu/nccl/lockstep check --device cuda --cases "${CASES:-32}" --seed 7 --property all_reduce
 run 120 .gpu/nccl/lockstep check --device cuda --cases "${CASES:-32}" --seed 7 --property to_client
+# One GPU visible: a world of one device, copies by read-then-write between clients of it.
+for property in all_reduce to_client; do
+  run 120 env CUDA_VISIBLE_DEVICES=0 .gpu/nccl/lockstep check --device cuda --cases 16 --seed 7 --property "$property"
+done
 run 120 .gpu/nccl/collectives_tests --test-threads 1
 run 180 .gpu/nccl/collectives_bench
 exit $status
