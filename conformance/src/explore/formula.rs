@@ -162,3 +162,32 @@ impl Formula {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_gathers_and_wraps() {
+        let formula = Formula {
+            name: "t".into(),
+            // if dst < src { dst - src } else { (dst >> k) ^ 3 }
+            f: Term::SelectLt(Box::new([
+                Term::Dst,
+                Term::Src,
+                Term::Op(BinOp::Sub, Box::new(Term::Dst), Box::new(Term::Src)),
+                Term::Op(
+                    BinOp::BitXor,
+                    Box::new(Term::Op(BinOp::Shr, Box::new(Term::Dst), Box::new(Term::K))),
+                    Box::new(Term::Lit(3)),
+                ),
+            ])),
+            stride: 2,
+            shift: 1,
+        };
+        let mut dst = vec![1, 40, 7];
+        // j = (2i + 1) % 2: src[1], src[1], src[1].
+        formula.apply(&mut dst, &[100, 5], 33);
+        assert_eq!(dst, vec![1u32.wrapping_sub(5), (40 >> 1) ^ 3, (7 >> 1) ^ 3]);
+    }
+}

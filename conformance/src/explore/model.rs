@@ -321,3 +321,91 @@ pub fn injected_fault(err: &ServerError) -> Option<u64> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use lockstep::DeviceError;
+
+    use super::*;
+
+    const A: StreamId = StreamId(0);
+    const B: StreamId = StreamId(1);
+
+    fn injected(id: u64) -> ServerError {
+        ServerError::Device(DeviceError::TransferFailed {
+            reason: format!("injected failure [injected fault #{id}]"),
+        })
+    }
+
+    #[test]
+    fn a_clean_read_must_match_and_a_spoiled_one_is_not_checked() {
+        let mut model = Model::new(false);
+        let buf = model.create(A, vec![1, 2, 3]);
+        model.blocking(A, Ok(()), true).unwrap();
+        assert!(model.check_read("read", buf, &[1, 2, 4]).is_err());
+        model.write(A, buf, 1, &[9]);
+        model.blocking(A, Err(&injected(0)), true).unwrap();
+        // The write may have failed: any content is accepted until the buffer is rewritten.
+        model.check_read("read", buf, &[1, 2, 3]).unwrap();
+        model.write(A, buf, 0, &[5, 6, 7]);
+        model.blocking(A, Ok(()), true).unwrap();
+        assert!(model.check_read("read", buf, &[1, 2, 3]).is_err());
+        assert_eq!(model.surfaced.get(&0), Some(&A));
+    }
+
+    #[test]
+    fn a_read_depending_on_another_streams_pending_window_is_judged_when_it_resolves() {
+        let mut model = Model::new(false);
+        let src = model.create(A, vec![1]);
+        let dst = model.create(B, vec![0]);
+        model.launch(B, dst, src, |d, s| d[0] = s[0] + 1);
+        model.blocking(B, Ok(()), true).unwrap();
+        // A's create is unresolved: a wrong value is suspect, not yet a failure.
+        model.check_read("read", dst, &[7]).unwrap();
+        model.blocking(A, Ok(()), true).unwrap();
+        assert!(
+            model.judge_suspects().is_err(),
+            "A proved clean: the read was wrong"
+        );
+
+        let mut model = Model::new(false);
+        let src = model.create(A, vec![1]);
+        let dst = model.create(B, vec![0]);
+        model.launch(B, dst, src, |d, s| d[0] = s[0] + 1);
+        model.blocking(B, Ok(()), true).unwrap();
+        model.check_read("read", dst, &[7]).unwrap();
+        model.blocking(A, Err(&injected(3)), true).unwrap();
+        model.judge_suspects().unwrap();
+    }
+
+    #[test]
+    fn a_fault_surfacing_twice_or_an_unexpected_error_fails() {
+        let mut model = Model::new(false);
+        model.blocking(A, Err(&injected(1)), true).unwrap();
+        assert!(model.blocking(B, Err(&injected(1)), true).is_err());
+        let oom = ServerError::Device(DeviceError::OutOfMemory {
+            requested_bytes: 16,
+            available_bytes: 0,
+        });
+        assert!(Model::new(false).blocking(A, Err(&oom), true).is_err());
+        Model::new(true).blocking(A, Err(&oom), true).unwrap();
+    }
+
+    #[test]
+    fn an_expected_kernel_fault_must_surface() {
+        let fault = ServerError::KernelFault {
+            kernel: "overrun".into(),
+            binding: 0,
+            index: 9,
+        };
+        let mut model = Model::new(false);
+        model.expect_fault(A, fault.clone());
+        assert!(model.expected_faults_met().is_err());
+        model.blocking(A, Ok(()), false).unwrap();
+        model.blocking(A, Err(&fault), true).unwrap();
+        model.expected_faults_met().unwrap();
+        let mut model = Model::new(false);
+        model.expect_fault(A, fault);
+        assert!(model.blocking(A, Ok(()), true).is_err());
+    }
+}
