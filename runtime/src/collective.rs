@@ -47,12 +47,15 @@ pub struct CommunicatorId(pub u64);
 pub enum CollectiveError {
     #[error("device {device} does not support collectives")]
     Unsupported { device: DeviceId },
-    #[error("device {device} is not one of the communicator's devices {devices:?}")]
+    #[error(
+        "device {device} is not one of the communicator's devices {}",
+        list(devices)
+    )]
     NotInCommunicator {
         device: DeviceId,
         devices: Vec<DeviceId>,
     },
-    #[error("invalid device list {devices:?}: {reason}")]
+    #[error("invalid device list {}: {reason}", list(devices))]
     InvalidDevices {
         devices: Vec<DeviceId>,
         reason: String,
@@ -60,7 +63,8 @@ pub enum CollectiveError {
     #[error("mismatched collective: {reason}")]
     Mismatch { reason: String },
     #[error(
-        "collective #{sequence} on communicator {devices:?} timed out after {timeout_ns} ns: device {peer} never arrived"
+        "collective #{sequence} on communicator {} timed out after {timeout_ns} ns: device {peer} never arrived",
+        list(devices)
     )]
     PeerTimeout {
         devices: Vec<DeviceId>,
@@ -68,11 +72,17 @@ pub enum CollectiveError {
         peer: DeviceId,
         timeout_ns: u64,
     },
-    #[error("communicator {devices:?} failed: {reason}")]
+    #[error("communicator {} failed: {reason}", list(devices))]
     CommunicatorFailed {
         devices: Vec<DeviceId>,
         reason: String,
     },
+}
+
+/// `[0:0, 0:1]`: a device list as people read it.
+fn list(devices: &[DeviceId]) -> String {
+    let names: Vec<String> = devices.iter().map(DeviceId::to_string).collect();
+    format!("[{}]", names.join(", "))
 }
 
 /// Checks a communicator's device list against the calling device: one backend, no device

@@ -381,3 +381,57 @@ fn the_sanitizer_checks_collectives_like_any_access() {
         "{reports:#?}"
     );
 }
+
+/// What a person reads when a collective goes wrong, from real runs where the simulator can
+/// produce the error.
+#[test]
+fn collective_errors_say_what_went_wrong() {
+    let absent = FaultPlan::scripted([ScriptedFault {
+        kind: FaultKind::PeerAbsent,
+        nth: 1,
+    }]);
+    let cluster = SimCluster::from_configs(vec![
+        SimConfig::new(40),
+        SimConfig::new(41).with_faults(absent),
+    ]);
+    let clients = clients(cluster);
+    let c = &clients[0];
+    let h = c.create(Bytes::from_elems(&[1u32, 2])).unwrap();
+    let short = c.create(Bytes::from_elems(&[1u32])).unwrap();
+    let odd = c.create(Bytes::from(vec![0u8; 6])).unwrap();
+    let sum = ReduceOperation::Sum;
+    let mut messages = vec![
+        c.all_reduce(h.clone(), h.clone(), ElemType::U32, vec![sim(1)], sum),
+        c.all_reduce(
+            h.clone(),
+            h.clone(),
+            ElemType::U32,
+            vec![sim(0), sim(0)],
+            sum,
+        ),
+        c.all_reduce(
+            h.clone(),
+            h.clone(),
+            ElemType::U32,
+            vec![sim(0), sim(7)],
+            sum,
+        ),
+        c.all_reduce(h.clone(), short, ElemType::U32, vec![sim(0)], sum),
+        c.to_client(odd, &clients[1], ElemType::F32).map(|_| ()),
+    ];
+    let inputs = [Bytes::from_elems(&[1u32]), Bytes::from_elems(&[2u32])];
+    let _kept = all_reduce_each(&clients, &inputs, ElemType::U32, sum);
+    messages.extend(clients.iter().map(|c| c.sync()));
+    let inputs = [
+        Bytes::from_elems(&[1.0f32]),
+        Bytes::from_elems(&[1.0f32, 2.0]),
+    ];
+    let _kept = all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Max);
+    messages.push(c.sync());
+    messages.push(Err(CollectiveError::Unsupported { device: sim(3) }.into()));
+    let text: Vec<String> = messages
+        .into_iter()
+        .map(|m| m.expect_err("each case fails").to_string())
+        .collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
