@@ -359,13 +359,8 @@ fn reports_of_cross_stream_all_reduce(cross_stream_ordering: bool) -> Vec<String
         vec![1; 16]
     );
     writer.sync().unwrap();
-    let reports = probe
-        .observations()
-        .reports
-        .iter()
-        .map(|r| r.to_string())
-        .collect();
-    reports
+    let observations = probe.observations();
+    observations.reports.iter().map(|r| r.to_string()).collect()
 }
 
 #[test]
