@@ -60,7 +60,8 @@ impl<D: Device> Server<D> {
         }
         let id = CommunicatorId(self.communicators.len() as u64);
         let ordinals: Vec<u32> = devices.iter().map(|d| d.index).collect();
-        self.device.create_communicator(id, &ordinals)?;
+        let created = self.device.create_communicator(id, &ordinals);
+        self.noted(created)?;
         self.communicators.insert(devices.to_vec(), id);
         Ok(id)
     }

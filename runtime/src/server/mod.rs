@@ -161,15 +161,31 @@ impl<D: Device> Server<D> {
     /// Routes a device error: fatal ones mark the device lost, others join `stream`'s queue.
     fn push_device_error(&mut self, stream: StreamId, err: DeviceError) {
         if err.is_fatal() {
-            if self.lost.is_none() {
-                tracing::error!(error = %err, "device lost");
-                if let DeviceError::Lost { reason } = err {
-                    self.lost = Some(reason);
-                }
-            }
+            self.mark_lost(&err);
         } else {
             self.push_error(stream, err.into());
         }
+    }
+
+    /// Records the first fatal error: from now on every call fails with it.
+    fn mark_lost(&mut self, err: &DeviceError) {
+        if self.lost.is_none() {
+            tracing::error!(error = %err, "device lost");
+            if let DeviceError::Lost { reason } = err {
+                self.lost = Some(reason.clone());
+            }
+        }
+    }
+
+    /// Passes a device call's result through, first marking the device lost if the error is
+    /// fatal: a loss is the whole device's, whichever call first sees it.
+    fn noted<T>(&mut self, result: Result<T, DeviceError>) -> Result<T, DeviceError> {
+        if let Err(err) = &result
+            && err.is_fatal()
+        {
+            self.mark_lost(err);
+        }
+        result
     }
 
     fn push_error(&mut self, stream: StreamId, err: ServerError) {
@@ -275,16 +291,8 @@ impl<D: Device> Server<D> {
     fn stream(&mut self, id: StreamId) -> Result<&mut StreamState<D>, ServerError> {
         if !self.streams.contains_key(&id) {
             self.check_alive()?;
-            let raw = match self.device.create_stream() {
-                Ok(raw) => raw,
-                Err(err) => {
-                    // A loss noticed here is the device's, not only this stream's.
-                    if err.is_fatal() {
-                        self.push_device_error(id, err.clone());
-                    }
-                    return Err(err.into());
-                }
-            };
+            let raw = self.device.create_stream();
+            let raw = self.noted(raw)?;
             self.streams.insert(id, StreamState::new(raw));
         }
         Ok(self.streams.get_mut(&id).expect("inserted above"))
@@ -827,7 +835,8 @@ impl<D: Device> Server<D> {
             return self.surface_errors(stream, None);
         }
         let raw = self.streams[&stream].raw;
-        self.device.begin_capture(raw)?;
+        let begun = self.device.begin_capture(raw);
+        self.noted(begun)?;
         self.streams
             .get_mut(&stream)
             .expect("stream exists")
@@ -855,7 +864,8 @@ impl<D: Device> Server<D> {
         };
         let raw_stream = state.raw;
         self.memory.persistent_window(stream, false);
-        let raw = self.device.end_capture(raw_stream)?;
+        let ended = self.device.end_capture(raw_stream);
+        let raw = self.noted(ended)?;
         let hardware = self.device.properties().features.graphs == GraphSupport::Hardware;
         let refusal = if refused_write {
             Some(CaptureError::WriteInCapture { stream })

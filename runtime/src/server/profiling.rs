@@ -104,7 +104,10 @@ impl<D: Device> Server<D> {
         self.refuse_in_capture(stream, "profile")?;
         let raw = self.streams[&stream].raw;
         match method {
-            TimingMethod::Device => Ok(Mark::Device(self.device.record_timestamp(raw)?)),
+            TimingMethod::Device => {
+                let mark = self.device.record_timestamp(raw);
+                Ok(Mark::Device(self.noted(mark)?))
+            }
             TimingMethod::System => {
                 // Failures of the stream's work stay queued for its next blocking call.
                 if let Err(err) = self.device.synchronize(raw) {
@@ -133,7 +136,8 @@ impl<D: Device> Server<D> {
                     self.push_device_error(stream, err);
                     self.check_alive()?;
                 }
-                Ok(Duration::from_nanos(self.device.elapsed_ns(&start, &end)?))
+                let elapsed = self.device.elapsed_ns(&start, &end);
+                Ok(Duration::from_nanos(self.noted(elapsed)?))
             }
             (start, end) => {
                 unreachable!("one profile's marks use one timing method: {start:?} and {end:?}")

@@ -13,7 +13,8 @@ impl<D: Device> Server<D> {
         self.check_alive()?;
         let mut pinned = Vec::with_capacity(sizes.len());
         for &size in sizes {
-            match self.device.alloc_pinned_host(size)? {
+            let allocated = self.device.alloc_pinned_host(size);
+            match self.noted(allocated)? {
                 Some(bytes) => pinned.push(bytes),
                 None => return Ok(Vec::new()),
             }
