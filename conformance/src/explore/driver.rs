@@ -2,7 +2,7 @@
 //! operation is judged against the [`Model`], and the run ends by draining every stream and
 //! checking memory, faults and the simulator's observations.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex};
 
@@ -10,8 +10,8 @@ use lockstep::kernel::Scalar;
 use lockstep::{
     Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, Graph, Handle,
     InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
-    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, ServerError,
-    StreamId, block_on,
+    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, ProfileError,
+    ServerError, StreamId, block_on,
 };
 use lockstep_sim::{FaultKind, SanitizerReport, SimProbe};
 
@@ -53,6 +53,8 @@ struct State<D: Device> {
     model: Model,
     slots: Vec<Option<(Handle, u64)>>,
     tensors: Vec<Option<Vec<Tensor>>>,
+    /// Lazy reads not accessed yet, oldest first: the bytes, their buffer and stream.
+    lazies: VecDeque<(Bytes, u64, StreamId)>,
     graph: Option<Captured<D>>,
     failure: Option<String>,
 }
@@ -147,6 +149,7 @@ fn drive<D: Device>(
             model: Model::new(world.faults.allocation_failure > 0.0),
             slots: (0..SLOTS).map(|_| None).collect(),
             tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
+            lazies: VecDeque::new(),
             graph: None,
             failure: None,
         }),
@@ -210,6 +213,7 @@ fn finish<D: Device>(
         drop(state.graph.take());
         state.slots.clear();
         state.tensors.clear();
+        state.lazies.clear();
         if model.lost {
             return Ok(());
         }
@@ -515,6 +519,38 @@ impl<D: Device> Run<'_, D> {
                 let result = block_on(client.read_tensor_async(descriptors));
                 self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
             }
+            Action::ReadLazy { slot } => {
+                let Some((handle, buf)) = &state.slots[*slot] else {
+                    return Ok(());
+                };
+                let len = state.model.len(*buf);
+                let descriptor = CopyDescriptor::new(handle.clone(), vec![len], vec![1], 4);
+                let lazy = client.read_lazy(descriptor);
+                let buf = *buf;
+                state.lazies.push_back((lazy, buf, s));
+            }
+            Action::Materialize => {
+                let Some((lazy, buf, s)) = state.lazies.pop_front() else {
+                    return Ok(());
+                };
+                let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+                self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
+            }
+            Action::Profile(spec) => {
+                let result = client.profile(|| self.launch(state, client, s, spec, true), "explore");
+                match result {
+                    Ok((launched, duration)) => {
+                        launched?;
+                        if let Err(err) = duration.resolve_blocking() {
+                            self.profile_failed(state, s, err)?;
+                        }
+                    }
+                    Err(err) => self.profile_failed(state, s, err)?,
+                }
+            }
+            Action::DryRun(spec) => {
+                lockstep::dry_run(|| self.launch(state, client, s, spec, false))?;
+            }
             Action::Release { slot } => state.slots[*slot] = None,
             Action::ReleaseTensors { slot } => state.tensors[*slot] = None,
             Action::Flush => {
@@ -577,6 +613,23 @@ impl<D: Device> Run<'_, D> {
             }
         }
         Ok(())
+    }
+
+    /// Profiling refuses only what every call refuses (a lost device) and returns the stream's
+    /// pending failures; anything else is wrong.
+    fn profile_failed(
+        &self,
+        state: &mut State<D>,
+        s: StreamId,
+        err: ProfileError,
+    ) -> Result<(), String> {
+        match err {
+            ProfileError::Server { source, .. } => state
+                .model
+                .blocking(s, Err(&source), false)
+                .map_err(|why| format!("profile: {why}")),
+            other => Err(format!("profile: {other}")),
+        }
     }
 
     /// Judges a read's result: the stream's errors first, then every buffer's bytes.

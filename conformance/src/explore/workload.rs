@@ -72,6 +72,16 @@ pub enum Action {
     ReadTensors {
         slot: usize,
     },
+    /// `read_lazy`: the copy runs at first access, in a later [`Action::Materialize`].
+    ReadLazy {
+        slot: usize,
+    },
+    /// First access of the oldest lazy read.
+    Materialize,
+    /// A launch inside `profile`; its duration must resolve.
+    Profile(LaunchSpec),
+    /// A launch inside `dry_run`: compiled and validated, never executed.
+    DryRun(LaunchSpec),
     Release {
         slot: usize,
     },
@@ -181,7 +191,7 @@ fn draw_step(world: &World, rng: &mut impl Rng) -> Step {
     let slot = rng.random_range(0..SLOTS);
     let fill = rng.random();
     let action = loop {
-        let action = match rng.random_range(0..100) {
+        let action = match rng.random_range(0..112) {
             0..12 => Action::Create {
                 slot,
                 len: elems(rng),
@@ -238,6 +248,10 @@ fn draw_step(world: &World, rng: &mut impl Rng) -> Step {
             92..94 => Action::Install,
             94..97 => Action::Cleanup,
             97..100 => Action::Usage,
+            100..103 => Action::ReadLazy { slot },
+            103..106 => Action::Materialize,
+            106..109 => Action::Profile(launch(world, rng)),
+            109..112 => Action::DryRun(launch(world, rng)),
             _ => continue,
         };
         break action;
