@@ -20,6 +20,6 @@ for device in cuda wgpu; do
     run "$bin/lockstep" check --device "$device" --cases "${CASES:-32}" --seed 7 --property "$property"
   done
 done
-run "$bin/cuda_tests" staged_bytes get_resource the_conformance_suite
+run "$bin/cuda_tests" staged_bytes get_resource
 run "$bin/staging_bench"
 exit $status
