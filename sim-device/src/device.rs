@@ -23,7 +23,7 @@ use crate::config::SimConfig;
 use crate::fault::{FaultInjector, FaultKind, InjectedFault};
 use crate::interpreter::{self, BindingData, KernelTrap};
 use crate::memory::{SanitizerReport, SimMemory};
-use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Range};
+use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Phase, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
 use crate::trace::{Observations, Trace, TraceEntry};
 
@@ -106,6 +106,9 @@ pub struct SimDevice {
     lost: Option<String>,
     /// The cluster this device belongs to (alone unless built by [`SimCluster`]).
     cluster: collective::ClusterMember,
+    /// Inside a call that waits for the device (`run_until`): only then may a collective wait
+    /// for its peers (see `ops::Phase`).
+    host_waits: bool,
 }
 
 /// Per-byte cost of transfers in virtual time: 32 bytes per nanosecond.
@@ -148,6 +151,7 @@ impl SimDevice {
             observations: Arc::new(Mutex::new(Observations::default())),
             lost: None,
             cluster: collective::ClusterMember::alone(),
+            host_waits: false,
         }
     }
 
@@ -241,6 +245,7 @@ impl SimDevice {
         match state.queue.front() {
             None => false,
             Some((Op::Wait(marker), _)) => self.markers[*marker as usize].is_some(),
+            Some((Op::Collective(c), _)) if c.phase == Phase::Complete => self.host_waits,
             Some(_) => true,
         }
     }
@@ -272,6 +277,13 @@ impl SimDevice {
     /// If no stream can advance before that: the runtime waits on something that can never
     /// happen (an event recorded after the wait that needs it), a contract violation.
     fn run_until(&mut self, what: &str, mut done: impl FnMut(&Self) -> bool) {
+        self.host_waits = true;
+        self.run_until_inner(what, &mut done);
+        self.host_waits = false;
+    }
+
+    /// `run_until`'s loop; the caller sets and clears `host_waits` around it.
+    fn run_until_inner(&mut self, what: &str, done: &mut impl FnMut(&Self) -> bool) {
         while !done(self) {
             if self.lost.is_some() {
                 return;

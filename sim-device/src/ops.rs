@@ -52,7 +52,7 @@ pub(crate) enum Op {
 }
 
 /// This device's part in a collective of a simulated cluster.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct CollectiveOp {
     /// Numbers the device's collectives from 0, in enqueue order.
     pub id: u64,
@@ -63,9 +63,22 @@ pub(crate) struct CollectiveOp {
     /// is, counted in enqueue order: how the devices' parts are matched.
     pub sequence: u64,
     pub kind: CollectiveKind,
+    pub phase: Phase,
 }
 
-#[derive(Debug)]
+/// The two halves of a collective on its stream. An all-reduce is an `Arrive` then a
+/// `Complete`; a send only arrives, a receive only completes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Reads the source and leaves this device's part at the hub. Never waits.
+    Arrive,
+    /// Waits at the hub for the peers' parts and writes the destination. Only a device call
+    /// that waits for the device runs it, never background progress, so a device never blocks
+    /// on its peers before its host asked to wait.
+    Complete,
+}
+
+#[derive(Clone, Debug)]
 pub(crate) enum CollectiveKind {
     AllReduce {
         src: Range,
@@ -84,12 +97,14 @@ pub(crate) enum CollectiveKind {
 }
 
 impl CollectiveOp {
-    /// The memory it reads (false) and writes (true).
+    /// The memory it reads (false) and writes (true): arriving reads the source, completing
+    /// writes the destination.
     pub fn accesses(&self) -> Vec<(Range, bool)> {
-        match &self.kind {
-            CollectiveKind::AllReduce { src, dst, .. } => vec![(*src, false), (*dst, true)],
-            CollectiveKind::Send { src, .. } => vec![(*src, false)],
-            CollectiveKind::Recv { dst, .. } => vec![(*dst, true)],
+        match (&self.kind, self.phase) {
+            (CollectiveKind::AllReduce { src, .. }, Phase::Arrive)
+            | (CollectiveKind::Send { src, .. }, _) => vec![(*src, false)],
+            (CollectiveKind::AllReduce { dst, .. }, Phase::Complete)
+            | (CollectiveKind::Recv { dst, .. }, _) => vec![(*dst, true)],
         }
     }
 

@@ -430,3 +430,48 @@ fn collective_errors_say_what_went_wrong() {
         .collect();
     insta::assert_snapshot!(text.join("\n"));
 }
+
+#[test]
+fn calls_that_do_not_wait_for_the_device_return_before_the_peers_arrive() {
+    // As on a GPU, only waiting for the device (sync, read) waits for the peers: allocating,
+    // writing and flushing on device 0 before device 1 joins must not block.
+    let clients = cluster(SimConfig::new(50), 2);
+    let ids = ids(&clients);
+    let h0 = clients[0].create(Bytes::from_elems(&[3u32; 8])).unwrap();
+    clients[0]
+        .all_reduce(
+            h0.clone(),
+            h0.clone(),
+            ElemType::U32,
+            ids.clone(),
+            ReduceOperation::Max,
+        )
+        .unwrap();
+    let other = clients[0].create(Bytes::from_elems(&[9u32])).unwrap();
+    clients[0]
+        .write(&other, Bytes::from_elems(&[10u32]))
+        .unwrap();
+    clients[0].flush().unwrap();
+    let h1 = clients[1].create(Bytes::from_elems(&[5u32; 8])).unwrap();
+    clients[1]
+        .all_reduce(
+            h1.clone(),
+            h1.clone(),
+            ElemType::U32,
+            ids,
+            ReduceOperation::Max,
+        )
+        .unwrap();
+    assert_eq!(
+        clients[0].read_one(h0).unwrap().to_elems::<u32>(),
+        vec![5; 8]
+    );
+    assert_eq!(
+        clients[1].read_one(h1).unwrap().to_elems::<u32>(),
+        vec![5; 8]
+    );
+    assert_eq!(
+        clients[0].read_one(other).unwrap().to_elems::<u32>(),
+        vec![10]
+    );
+}

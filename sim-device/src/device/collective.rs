@@ -7,7 +7,8 @@
 //! **Determinism.** Nothing a device computes or decides depends on which thread reached the hub
 //! first:
 //! - A collective executes like any operation of its stream, chosen by the device's own seeded
-//!   scheduler; waiting at the hub blocks the thread but draws nothing.
+//!   scheduler; waiting at the hub blocks the thread but draws nothing. Whether a completion
+//!   may be chosen depends on the kind of call (waiting or not), never on the peers' progress.
 //! - Parts are matched by (communicator, kind, sequence), the sequence counted in the order the
 //!   device enqueued its collectives, never by arrival order.
 //! - An all-reduce folds the inputs in rank order (rank 0 first, then 1, …) with the IR's scalar
@@ -23,12 +24,18 @@
 //!   gone, so which peer it names does not depend on timing either.
 //!
 //! **Progress.** A real GPU runs queued work without the host; the simulator runs work only in
-//! device calls. So a collective, once enqueued, is run to completion by the call that
-//! enqueued it: a peer never waits on a device nobody calls.
+//! device calls. So a collective is two operations on its stream (`ops::Phase`): its arrival
+//! (read the source, leave the part at the hub, never wait) is run by the call that enqueued it,
+//! so a peer never waits on a device nobody calls; its completion (wait for the peers, write
+//! the destination) runs only inside a call that waits for the device (`synchronize`, a read),
+//! never in background progress, so calls that do not wait on a GPU (allocating, writing,
+//! flushing) do not wait for peers here either.
 //!
-//! **Not decidable, documented:** a live peer whose program never enqueues its part (or
-//! enqueues the collectives of two communicators in the opposite order) is indistinguishable
-//! from a late one without a wall clock; the waiting device's actor then blocks, as NCCL does.
+//! **Not decidable, documented:** a live peer whose program has not yet enqueued its part
+//! while the host waits for this device (a `sync` or read here before the peer's `all_reduce`
+//! is submitted, or collectives of two communicators enqueued in opposite orders) is
+//! indistinguishable from a late one without a wall clock: the wait blocks, as it does with
+//! NCCL. On this device, such a wait may also run another stream's completion.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -42,7 +49,7 @@ use super::{SimDevice, transfer_ns};
 use crate::config::SimConfig;
 use crate::fault::FaultKind;
 use crate::memory::SanitizerReport;
-use crate::ops::{CollectiveKind, CollectiveOp, Op, Range};
+use crate::ops::{CollectiveKind, CollectiveOp, Op, Phase, Range};
 
 /// Virtual time a device waits for a peer that will never arrive before failing.
 pub const COLLECTIVE_TIMEOUT_NS: u64 = 1_000_000_000;
@@ -202,18 +209,22 @@ impl Hub {
         self.changed.notify_all();
     }
 
-    /// Leaves `part` for all-reduce `sequence` of `peers` and waits until every rank has
-    /// arrived or is gone.
-    fn all_reduce(&self, peers: &Arc<[u32]>, sequence: u64, rank: u32, part: Part) -> Meeting {
-        let key = (peers.clone(), sequence);
-        let mut state = self.lock();
-        state
+    /// Leaves `part` for all-reduce `sequence` of `peers`. Never waits.
+    fn arrive(&self, peers: &Arc<[u32]>, sequence: u64, rank: u32, part: Part) {
+        self.lock()
             .reductions
-            .entry(key.clone())
+            .entry((peers.clone(), sequence))
             .or_default()
             .parts
             .insert(rank, part);
         self.changed.notify_all();
+    }
+
+    /// Waits until every rank of all-reduce `sequence` has arrived or is gone, and takes the
+    /// outcome. `rank` arrived before.
+    fn meet(&self, peers: &Arc<[u32]>, sequence: u64, rank: u32) -> Meeting {
+        let key = (peers.clone(), sequence);
+        let mut state = self.lock();
         loop {
             let parts = &state.reductions[&key].parts;
             let settled = (0..peers.len() as u32)
@@ -223,7 +234,7 @@ impl Hub {
             }
             state = self.changed.wait(state).unwrap_or_else(|p| p.into_inner());
         }
-        let Reduction { parts, done } = state.reductions.get_mut(&key).expect("inserted above");
+        let Reduction { parts, done } = state.reductions.get_mut(&key).expect("arrived before");
         let missing =
             (0..peers.len() as u32).find(|r| !matches!(parts.get(r), Some(Part::Data { .. })));
         let meeting = match missing {
@@ -341,7 +352,10 @@ impl SimDevice {
         Ok(())
     }
 
-    /// Enqueues this device's part of a collective, then runs the device until it executed.
+    /// Enqueues this device's part of a collective: an all-reduce arrives then completes, a
+    /// send only arrives, a receive only completes (see [`Phase`]). Then runs the device until
+    /// the arrival executed, as a GPU would without the host, so a peer never waits on a device
+    /// nobody calls; the completion runs when the host waits for the device.
     pub(super) fn enqueue_collective(
         &mut self,
         stream: super::SimStream,
@@ -353,10 +367,18 @@ impl SimDevice {
             .communicators
             .get_mut(&comm)
             .unwrap_or_else(|| panic!("the runtime creates communicator {comm:?} before using it"));
-        let counter = match &kind {
-            CollectiveKind::AllReduce { .. } => &mut communicator.reductions,
-            CollectiveKind::Send { to, .. } => communicator.sends.entry(*to).or_default(),
-            CollectiveKind::Recv { from, .. } => communicator.recvs.entry(*from).or_default(),
+        let (counter, phases): (&mut u64, &[Phase]) = match &kind {
+            CollectiveKind::AllReduce { .. } => (
+                &mut communicator.reductions,
+                &[Phase::Arrive, Phase::Complete],
+            ),
+            CollectiveKind::Send { to, .. } => {
+                (communicator.sends.entry(*to).or_default(), &[Phase::Arrive])
+            }
+            CollectiveKind::Recv { from, .. } => (
+                communicator.recvs.entry(*from).or_default(),
+                &[Phase::Complete],
+            ),
         };
         let sequence = *counter;
         *counter += 1;
@@ -368,71 +390,68 @@ impl SimDevice {
             rank: communicator.rank,
             sequence,
             kind,
+            phase: phases[0],
         };
-        self.enqueue(stream, Op::Collective(op))?;
-        let index = stream.0 as usize;
-        self.run_until("a collective", |dev| {
-            !dev.streams[index]
-                .queue
-                .iter()
-                .any(|(op, _)| matches!(op, Op::Collective(c) if c.id == id))
-        });
+        for &phase in phases {
+            self.enqueue(
+                stream,
+                Op::Collective(CollectiveOp {
+                    phase,
+                    ..op.clone()
+                }),
+            )?;
+        }
+        if phases[0] == Phase::Arrive {
+            let index = stream.0 as usize;
+            self.run_until("a collective's arrival", |dev| {
+                !dev.streams[index].queue.iter().any(|(op, _)| {
+                    matches!(op, Op::Collective(c) if c.id == id && c.phase == Phase::Arrive)
+                })
+            });
+        }
         self.check_alive()
     }
 
-    /// Executes this device's part of a collective: returns its virtual duration, the trace
-    /// detail and the bytes it wrote (for the trace hash).
+    /// Executes one phase of this device's part of a collective: returns its virtual duration,
+    /// the trace detail and the bytes it wrote (for the trace hash).
     pub(super) fn execute_collective(
         &mut self,
         stream: u32,
         op: CollectiveOp,
     ) -> (u64, String, Vec<u8>) {
-        let absent = self.faults.fires(FaultKind::PeerAbsent);
-        let devices = devices_of(&op.peers);
-        let detail = format!("{} #{} rank {}", op.name(), op.sequence, op.rank);
-        let fail = |dev: &mut Self, err: CollectiveError, duration_ns: u64, outcome: &str| {
-            dev.streams[stream as usize]
-                .errors
-                .push(DeviceError::Collective(err));
-            (duration_ns, format!("{detail} {outcome}"), Vec::new())
-        };
-        if absent {
-            let hub = self.cluster.hub.clone();
-            match &op.kind {
-                CollectiveKind::AllReduce { .. } => {
-                    hub.all_reduce(&op.peers, op.sequence, op.rank, Part::Absent);
-                }
-                CollectiveKind::Send { to, .. } => {
-                    hub.send(&op.peers, op.rank, *to, op.sequence, Part::Absent)
-                }
-                // A receive that never joins leaves nothing at the hub: its sender does not wait.
-                CollectiveKind::Recv { .. } => {}
-            }
-            let err = CollectiveError::CommunicatorFailed {
-                devices,
-                reason: format!(
-                    "injected: device {} never joined {} #{} (seed {})",
-                    device_id(self.cluster.ordinal),
-                    op.name(),
-                    op.sequence,
-                    self.config.seed
-                ),
-            };
-            return fail(self, err, 0, "absent");
+        let detail = format!(
+            "{} #{} rank {} {:?}",
+            op.name(),
+            op.sequence,
+            op.rank,
+            op.phase
+        );
+        // A collective is one trigger, counted where it starts.
+        let starts = matches!(
+            (&op.kind, op.phase),
+            (_, Phase::Arrive) | (CollectiveKind::Recv { .. }, Phase::Complete)
+        );
+        if starts && self.faults.fires(FaultKind::PeerAbsent) {
+            self.abandon(stream, &op);
+            return (0, format!("{detail} absent"), Vec::new());
         }
         let timeout = |peer_rank: u32| CollectiveError::PeerTimeout {
-            devices: devices.clone(),
+            devices: devices_of(&op.peers),
             sequence: op.sequence,
             peer: device_id(op.peers[peer_rank as usize]),
             timeout_ns: COLLECTIVE_TIMEOUT_NS,
         };
-        match op.kind {
-            CollectiveKind::AllReduce {
-                src,
-                dst,
-                elem,
-                op: reduce_op,
-            } => {
+        let hub = self.cluster.hub.clone();
+        match (op.kind, op.phase) {
+            (
+                CollectiveKind::AllReduce {
+                    src,
+                    elem,
+                    op: reduce_op,
+                    ..
+                },
+                Phase::Arrive,
+            ) => {
                 let part = match self.load_collective(stream, src, "all_reduce") {
                     Some(bytes) => Part::Data {
                         bytes,
@@ -442,19 +461,26 @@ impl SimDevice {
                     },
                     None => Part::Absent,
                 };
-                let brought = matches!(part, Part::Data { .. });
-                let meeting =
-                    self.cluster
-                        .hub
-                        .clone()
-                        .all_reduce(&op.peers, op.sequence, op.rank, part);
-                let parts = match meeting {
-                    // Its own failure is already on the stream.
-                    Meeting::Missing(_) if !brought => return (0, detail, Vec::new()),
-                    Meeting::Missing(rank) => {
-                        return fail(self, timeout(rank), COLLECTIVE_TIMEOUT_NS, "timed out");
-                    }
+                hub.arrive(&op.peers, op.sequence, op.rank, part);
+                (transfer_ns(src.len), detail, Vec::new())
+            }
+            (
+                CollectiveKind::AllReduce {
+                    dst,
+                    elem,
+                    op: reduce_op,
+                    ..
+                },
+                Phase::Complete,
+            ) => {
+                let parts = match hub.meet(&op.peers, op.sequence, op.rank) {
                     Meeting::Complete(parts) => parts,
+                    // Its own failure is already on the stream.
+                    Meeting::Missing(rank) if rank == op.rank => return (0, detail, Vec::new()),
+                    Meeting::Missing(rank) => {
+                        let err = timeout(rank);
+                        return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
+                    }
                 };
                 let mut inputs = Vec::with_capacity(parts.len());
                 let mut shapes = Vec::with_capacity(parts.len());
@@ -483,14 +509,14 @@ impl SimDevice {
                     let err = CollectiveError::Mismatch {
                         reason: format!("all_reduce #{} got {}", op.sequence, listed.join("; ")),
                     };
-                    return fail(self, err, transfer_ns(src.len), "mismatched");
+                    return self.fail(stream, err, 0, detail, "mismatched");
                 }
                 let result = reduce(&inputs, elem, reduce_op);
                 self.store_collective(stream, dst, &result, "all_reduce");
-                let duration = last_ns - self.clock_ns + transfer_ns(dst.len);
+                let duration = last_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
                 (duration, detail, result)
             }
-            CollectiveKind::Send { src, to } => {
+            (CollectiveKind::Send { src, to }, _) => {
                 let part = match self.load_collective(stream, src, "send") {
                     Some(bytes) => Part::Data {
                         bytes,
@@ -500,18 +526,17 @@ impl SimDevice {
                     },
                     None => Part::Absent,
                 };
-                self.cluster
-                    .hub
-                    .send(&op.peers, op.rank, to, op.sequence, part);
+                hub.send(&op.peers, op.rank, to, op.sequence, part);
                 (transfer_ns(src.len), detail, Vec::new())
             }
-            CollectiveKind::Recv { dst, from } => {
-                let message = self.cluster.hub.recv(&op.peers, from, op.rank, op.sequence);
+            (CollectiveKind::Recv { dst, from }, _) => {
+                let message = hub.recv(&op.peers, from, op.rank, op.sequence);
                 let Some(Part::Data {
                     bytes, arrived_ns, ..
                 }) = message
                 else {
-                    return fail(self, timeout(from), COLLECTIVE_TIMEOUT_NS, "timed out");
+                    let err = timeout(from);
+                    return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
                 };
                 if bytes.len() as u64 != dst.len {
                     let err = CollectiveError::Mismatch {
@@ -522,13 +547,57 @@ impl SimDevice {
                             bytes.len()
                         ),
                     };
-                    return fail(self, err, transfer_ns(dst.len), "mismatched");
+                    return self.fail(stream, err, 0, detail, "mismatched");
                 }
                 self.store_collective(stream, dst, &bytes, "recv");
                 let duration = arrived_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
                 (duration, detail, bytes)
             }
         }
+    }
+
+    /// Queues `err` on the stream and returns the phase's trace entry.
+    fn fail(
+        &mut self,
+        stream: u32,
+        err: CollectiveError,
+        duration_ns: u64,
+        detail: String,
+        outcome: &str,
+    ) -> (u64, String, Vec<u8>) {
+        self.streams[stream as usize]
+            .errors
+            .push(DeviceError::Collective(err));
+        (duration_ns, format!("{detail} {outcome}"), Vec::new())
+    }
+
+    /// An injected `PeerAbsent`: the device leaves an absent part (its peers stop waiting for
+    /// it) and reports its own failure.
+    fn abandon(&mut self, stream: u32, op: &CollectiveOp) {
+        let hub = self.cluster.hub.clone();
+        match &op.kind {
+            CollectiveKind::AllReduce { .. } => {
+                hub.arrive(&op.peers, op.sequence, op.rank, Part::Absent)
+            }
+            CollectiveKind::Send { to, .. } => {
+                hub.send(&op.peers, op.rank, *to, op.sequence, Part::Absent)
+            }
+            // A receive that never joins leaves nothing at the hub: its sender does not wait.
+            CollectiveKind::Recv { .. } => {}
+        }
+        let err = CollectiveError::CommunicatorFailed {
+            devices: devices_of(&op.peers),
+            reason: format!(
+                "injected: device {} never joined {} #{} (seed {})",
+                device_id(self.cluster.ordinal),
+                op.name(),
+                op.sequence,
+                self.config.seed
+            ),
+        };
+        self.streams[stream as usize]
+            .errors
+            .push(DeviceError::Collective(err));
     }
 
     /// The bytes of `src` for a collective; `None` (with the failure on the stream) if the
