@@ -5,7 +5,7 @@
 
 use lockstep::kernel::ElemType;
 use lockstep::{
-    Bytes, CollectiveError, ComputeClient, CopyDescriptor, DeviceId, Handle, IoError,
+    Bytes, CaptureError, CollectiveError, ComputeClient, CopyDescriptor, DeviceId, Handle, IoError,
     ReduceOperation, ServerError, ServerOptions, StreamId,
 };
 use lockstep_sim::{
@@ -474,4 +474,31 @@ fn calls_that_do_not_wait_for_the_device_return_before_the_peers_arrive() {
         clients[0].read_one(other).unwrap().to_elems::<u32>(),
         vec![10]
     );
+}
+
+#[test]
+fn a_collective_inside_a_capture_window_is_refused_once_the_window_closes() {
+    let clients = cluster(SimConfig::new(60), 1);
+    let c = &clients[0];
+    let h = c.create(Bytes::from_elems(&[1u32; 4])).unwrap();
+    c.graph_prepare().unwrap();
+    c.start_capture().unwrap();
+    c.all_reduce(
+        h.clone(),
+        h.clone(),
+        ElemType::U32,
+        ids(&clients),
+        ReduceOperation::Sum,
+    )
+    .unwrap();
+    let _graph = c.stop_capture().unwrap();
+    assert_eq!(
+        c.sync(),
+        Err(ServerError::Capture(CaptureError::Refused {
+            operation: "all_reduce",
+            stream: c.stream_id(),
+        }))
+    );
+    // Nothing ran: the data is as written, and the stream is healthy again.
+    assert_eq!(c.read_one(h).unwrap().to_elems::<u32>(), vec![1; 4]);
 }
