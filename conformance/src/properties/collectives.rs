@@ -168,6 +168,25 @@ fn all_reduce_case(world_size_max: usize) -> impl Strategy<Value = AllReduceCase
         )
 }
 
+/// A device is among the devices its client enumerates, listed once, with its backend's id;
+/// counts agree with the lists; another backend's id lists nothing.
+fn check_enumeration<D: Device>(client: &ComputeClient<D>) -> Result<(), String> {
+    let own = client.peer_id();
+    let all = client.enumerate_all_devices();
+    let listed = all.iter().filter(|d| **d == own).count();
+    let foreign = D::TYPE_ID.wrapping_add(1);
+    if listed != 1
+        || all != client.enumerate_devices(D::TYPE_ID)
+        || all.iter().any(|d| d.type_id != D::TYPE_ID)
+        || client.device_count(D::TYPE_ID) != all.len()
+        || client.device_count_total() != all.len()
+        || client.device_count(foreign) != 0
+    {
+        return Err(format!("device {own} enumerates {all:?}"));
+    }
+    Ok(())
+}
+
 fn open_world<F: DeviceFactory>(
     factory: &F,
     seed: u64,
@@ -184,6 +203,9 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
     let strategy = all_reduce_case(factory.world_size_max());
     run_cases(config, "all_reduce", strategy, |case| {
         let sessions = open_world(factory, case.sim_seed, case.devices)?;
+        for session in &sessions {
+            check_enumeration(&session.client)?;
+        }
         let ids: Vec<DeviceId> = sessions.iter().map(|s| s.client.peer_id()).collect();
         let mut rng = ChaCha8Rng::seed_from_u64(case.data_seed);
         let inputs: Vec<Bytes> = (0..case.devices)

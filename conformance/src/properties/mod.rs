@@ -85,7 +85,7 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
         },
         Property {
             name: "all_reduce",
-            summary: "an all-reduce over 1..=4 devices equals the reference reduction for random inputs, lengths, ops and types",
+            summary: "devices enumerate themselves; an all-reduce over 1..=4 devices equals the reference reduction for random inputs, lengths, ops and types",
             check: collectives::all_reduce,
         },
         Property {
