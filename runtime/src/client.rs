@@ -439,10 +439,12 @@ impl<D: Device> ComputeClient<D> {
                 d.handle.sub_range_on(id, 0, extent)
             })
             .collect();
-        let (layouts, handles): (Vec<(Vec<usize>, Vec<usize>, usize)>, Vec<Handle>) = descriptors
-            .into_iter()
-            .map(|d| ((d.shape, d.strides, d.elem_size), d.handle))
-            .unzip();
+        let mut layouts = Vec::with_capacity(descriptors.len());
+        let mut handles = Vec::with_capacity(descriptors.len());
+        for d in descriptors {
+            layouts.push((d.shape, d.strides, d.elem_size));
+            handles.push(d.handle);
+        }
         let read = self.read_ranges(ranges, move |bytes| {
             bytes
                 .iter()
