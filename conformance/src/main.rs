@@ -290,13 +290,16 @@ fn explore(config: ExploreConfig) -> ExitCode {
 }
 
 /// Logs to stderr what `RUST_LOG` selects, e.g. `RUST_LOG=lockstep=debug` for a line per
-/// client call with its time. By default only the profile summary that `LOCKSTEP_PROFILE`
-/// turns on.
+/// client call with its time. By default nothing, or the profile summary at each sync when
+/// `LOCKSTEP_PROFILE` is set (properties that set a level themselves stay quiet).
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     use tracing_subscriber::fmt::format::FmtSpan;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("lockstep::profile=info"));
+    let default = match std::env::var_os(lockstep::PROFILE_ENV) {
+        Some(_) => "lockstep::profile=info",
+        None => "off",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     // Only fails if a subscriber is already installed, which then keeps logging.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
