@@ -28,7 +28,7 @@ use lockstep::{
 };
 
 use crate::context::{Context, Function};
-use crate::pinned::CudaPinned;
+use crate::pinned::{CudaPinned, PinnedCache};
 use crate::staging::{self, CudaRead};
 
 /// Writes up to this size are handed to the driver straight from the caller's memory: it
@@ -165,6 +165,8 @@ pub struct CudaDevice {
     streams: Vec<StreamState>,
     /// This device's ranks of NCCL communicators (`device/nccl.rs`).
     communicators: BTreeMap<CommunicatorId, nccl::Communicator>,
+    /// Idle pinned blocks for `staging` (`pinned.rs`).
+    pinned: Arc<PinnedCache>,
 }
 
 // SAFETY: the raw stream and event handles are opaque driver identifiers; the device is driven
@@ -216,6 +218,7 @@ impl CudaDevice {
             properties,
             streams: Vec::new(),
             communicators: BTreeMap::new(),
+            pinned: PinnedCache::new(ctx.0.clone()),
         }
     }
 
@@ -365,7 +368,7 @@ impl Device for CudaDevice {
     }
 
     fn alloc_pinned_host(&mut self, bytes: usize) -> Result<Option<Bytes>, DeviceError> {
-        CudaPinned::alloc(&self.ctx, bytes).map(Some)
+        self.pinned.alloc(bytes).map(Some)
     }
 
     fn read(
