@@ -502,3 +502,34 @@ fn a_collective_inside_a_capture_window_is_refused_once_the_window_closes() {
     // Nothing ran: the data is as written, and the stream is healthy again.
     assert_eq!(c.read_one(h).unwrap().to_elems::<u32>(), vec![1; 4]);
 }
+
+#[test]
+fn a_sender_that_never_sends_fails_the_receiving_read() {
+    let absent = FaultPlan::scripted([ScriptedFault {
+        kind: FaultKind::PeerAbsent,
+        nth: 1,
+    }]);
+    let configs = vec![SimConfig::new(70).with_faults(absent), SimConfig::new(71)];
+    let clients = clients(SimCluster::from_configs(configs));
+    let (a, b) = (&clients[0], &clients[1]);
+    let src = a.create(Bytes::from_elems(&[4u32; 4])).unwrap();
+    let copied = a.to_client(src.clone(), b, ElemType::U32).unwrap();
+    assert_eq!(
+        b.read_one(copied),
+        Err(ServerError::Collective(CollectiveError::PeerTimeout {
+            devices: vec![sim(0), sim(1)],
+            sequence: 0,
+            peer: sim(0),
+            timeout_ns: COLLECTIVE_TIMEOUT_NS,
+        }))
+    );
+    assert!(matches!(
+        a.sync(),
+        Err(ServerError::Collective(
+            CollectiveError::CommunicatorFailed { .. }
+        ))
+    ));
+    // The next copy goes through.
+    let copied = a.to_client(src, b, ElemType::U32).unwrap();
+    assert_eq!(b.read_one(copied).unwrap().to_elems::<u32>(), vec![4; 4]);
+}

@@ -176,12 +176,19 @@ type ReductionKey = (Arc<[u32]>, u64);
 /// (communicator, from rank, to rank, sequence).
 type MessageKey = (Arc<[u32]>, u32, u32, u64);
 
+/// What a send left at the hub; `None` in the hub when the sender did not join.
+#[derive(Debug)]
+struct Message {
+    bytes: Vec<u8>,
+    sent_ns: u64,
+}
+
 /// Parts of collectives in flight, and the devices that will never contribute again.
 #[derive(Debug, Default)]
 struct HubState {
     gone: BTreeSet<u32>,
     reductions: BTreeMap<ReductionKey, Reduction>,
-    messages: BTreeMap<MessageKey, Part>,
+    messages: BTreeMap<MessageKey, Option<Message>>,
 }
 
 /// The rendezvous the devices of one cluster share.
@@ -250,20 +257,29 @@ impl Hub {
         meeting
     }
 
-    fn send(&self, peers: &Arc<[u32]>, from: u32, to: u32, sequence: u64, part: Part) {
+    /// Leaves message `sequence` from rank `from` to rank `to` (`None`: the sender did not
+    /// join). Never waits.
+    fn send(
+        &self,
+        peers: &Arc<[u32]>,
+        from: u32,
+        to: u32,
+        sequence: u64,
+        message: Option<Message>,
+    ) {
         self.lock()
             .messages
-            .insert((peers.clone(), from, to, sequence), part);
+            .insert((peers.clone(), from, to, sequence), message);
         self.changed.notify_all();
     }
 
     /// Waits for message `sequence` from rank `from`; `None` if it never comes.
-    fn recv(&self, peers: &Arc<[u32]>, from: u32, to: u32, sequence: u64) -> Option<Part> {
+    fn recv(&self, peers: &Arc<[u32]>, from: u32, to: u32, sequence: u64) -> Option<Message> {
         let key = (peers.clone(), from, to, sequence);
         let mut state = self.lock();
         loop {
-            if let Some(part) = state.messages.remove(&key) {
-                return Some(part);
+            if let Some(message) = state.messages.remove(&key) {
+                return message;
             }
             if state.gone.contains(&peers[from as usize]) {
                 return None;
@@ -517,24 +533,18 @@ impl SimDevice {
                 (duration, detail, result)
             }
             (CollectiveKind::Send { src, to }, _) => {
-                let part = match self.load_collective(stream, src, "send") {
-                    Some(bytes) => Part::Data {
+                let message = self
+                    .load_collective(stream, src, "send")
+                    .map(|bytes| Message {
                         bytes,
-                        elem: ElemType::U32,
-                        op: ReduceOperation::Sum,
-                        arrived_ns: self.clock_ns,
-                    },
-                    None => Part::Absent,
-                };
-                hub.send(&op.peers, op.rank, to, op.sequence, part);
+                        sent_ns: self.clock_ns,
+                    });
+                hub.send(&op.peers, op.rank, to, op.sequence, message);
                 (transfer_ns(src.len), detail, Vec::new())
             }
             (CollectiveKind::Recv { dst, from }, _) => {
                 let message = hub.recv(&op.peers, from, op.rank, op.sequence);
-                let Some(Part::Data {
-                    bytes, arrived_ns, ..
-                }) = message
-                else {
+                let Some(Message { bytes, sent_ns }) = message else {
                     let err = timeout(from);
                     return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
                 };
@@ -550,7 +560,7 @@ impl SimDevice {
                     return self.fail(stream, err, 0, detail, "mismatched");
                 }
                 self.store_collective(stream, dst, &bytes, "recv");
-                let duration = arrived_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
+                let duration = sent_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
                 (duration, detail, bytes)
             }
         }
@@ -579,9 +589,7 @@ impl SimDevice {
             CollectiveKind::AllReduce { .. } => {
                 hub.arrive(&op.peers, op.sequence, op.rank, Part::Absent)
             }
-            CollectiveKind::Send { to, .. } => {
-                hub.send(&op.peers, op.rank, *to, op.sequence, Part::Absent)
-            }
+            CollectiveKind::Send { to, .. } => hub.send(&op.peers, op.rank, *to, op.sequence, None),
             // A receive that never joins leaves nothing at the hub: its sender does not wait.
             CollectiveKind::Recv { .. } => {}
         }
