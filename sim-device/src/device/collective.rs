@@ -294,7 +294,7 @@ fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
     let word = |bytes: &[u8], i: usize| {
         Scalar::from_bits(
             elem,
-            u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()),
+            u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("four bytes")),
         )
     };
     let fold = match op {
