@@ -33,26 +33,25 @@ fn sim(index: u32) -> DeviceId {
     DeviceId { type_id: 0, index }
 }
 
-/// Each device all-reduces its own `inputs[r]` into a fresh buffer; returns the buffers, and
-/// the sources, which the caller keeps until it synchronised: a handle whose last clone drops
-/// on the actor thread is released in an order that depends on thread timing.
+/// Each device all-reduces its own `inputs[r]` into a fresh buffer; returns the buffers. The
+/// sources are dropped at once: the runtime releases them after the collective.
 fn all_reduce_each(
     clients: &[ComputeClient<SimDevice>],
     inputs: &[Bytes],
     elem: ElemType,
     op: ReduceOperation,
-) -> (Vec<Handle>, Vec<Handle>) {
+) -> Vec<Handle> {
     clients
         .iter()
         .zip(inputs)
         .map(|(c, input)| {
             let src = c.create(input.clone()).unwrap();
             let dst = c.empty(input.len()).unwrap();
-            c.all_reduce(src.clone(), dst.clone(), elem, ids(clients), op)
+            c.all_reduce(src, dst.clone(), elem, ids(clients), op)
                 .unwrap();
-            (dst, src)
+            dst
         })
-        .unzip()
+        .collect()
 }
 
 #[test]
@@ -74,8 +73,7 @@ fn float_sums_fold_in_rank_order_on_every_device() {
     let clients = cluster(SimConfig::new(7), 3);
     // (1e8 + 1) - 1e8 is 0 in f32 when folded in rank order; any other order gives 1.
     let inputs = [1e8f32, 1.0, -1e8].map(|x| Bytes::from_elems(&[x, 2.0 * x]));
-    let (outputs, _sources) =
-        all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Sum);
+    let outputs = all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Sum);
     for (c, out) in clients.iter().zip(outputs) {
         assert_eq!(c.read_one(out).unwrap().to_elems::<f32>(), vec![0.0, 0.0]);
     }
@@ -93,7 +91,7 @@ fn integer_reductions_are_exact() {
         (ReduceOperation::Mean, vec![1, -6, 7]),
     ];
     for (op, expected) in cases {
-        let (outputs, _sources) = all_reduce_each(&clients, &inputs, ElemType::I32, op);
+        let outputs = all_reduce_each(&clients, &inputs, ElemType::I32, op);
         for (c, out) in clients.iter().zip(outputs) {
             assert_eq!(c.read_one(out).unwrap().to_elems::<i32>(), expected, "{op}");
         }
@@ -172,7 +170,7 @@ fn a_peer_that_never_arrives_times_out_on_virtual_time() {
     let probe: SimProbe = cluster_probe(&cluster, 0);
     let clients = clients(cluster);
     let inputs = [Bytes::from_elems(&[1u32]), Bytes::from_elems(&[2u32])];
-    let _kept = all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
+    all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
     let before_ns = probe.observations().virtual_time_ns;
     assert_eq!(
         clients[0].sync(),
@@ -192,8 +190,7 @@ fn a_peer_that_never_arrives_times_out_on_virtual_time() {
     }
     // Reported once; the next collective succeeds on both.
     let inputs = [Bytes::from_elems(&[5u32]), Bytes::from_elems(&[6u32])];
-    let (outputs, _sources) =
-        all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
+    let outputs = all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
     for (c, out) in clients.iter().zip(outputs) {
         assert_eq!(c.read_one(out).unwrap().to_elems::<u32>(), vec![11]);
     }
@@ -222,7 +219,7 @@ fn a_dropped_peer_times_out_instead_of_hanging() {
 fn peers_with_different_sizes_fail_on_every_device() {
     let clients = cluster(SimConfig::new(15), 2);
     let inputs = [Bytes::from_elems(&[1u32]), Bytes::from_elems(&[1u32, 2])];
-    let _kept = all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
+    all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
     for c in &clients {
         match c.sync() {
             Err(ServerError::Collective(CollectiveError::Mismatch { reason })) => assert_eq!(
@@ -283,26 +280,21 @@ fn two_device_program(seed: u64) -> Vec<(u64, u64)> {
     let cluster = SimCluster::new(SimConfig::new(seed), 2);
     let probes: Vec<SimProbe> = cluster.devices().iter().map(|d| d.probe()).collect();
     let clients = clients(cluster);
-    let mut kept = Vec::new();
     for round in 0..4u32 {
         let inputs = [
             Bytes::from_elems(&[round as f32 * 0.1, 3.0]),
             Bytes::from_elems(&[1.0f32, round as f32]),
         ];
-        kept.push(all_reduce_each(
-            &clients,
-            &inputs,
-            ElemType::F32,
-            ReduceOperation::Mean,
-        ));
+        // Every handle the program does not read back drops at once, so releases interleave
+        // with the collectives: the runtime submits them from this thread, in program order.
+        all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Mean);
         let src = clients[round as usize % 2]
             .create(Bytes::from_elems(&[round; 8]))
             .unwrap();
         let dst = &clients[(round as usize + 1) % 2];
         let copied = clients[round as usize % 2]
-            .to_client(src.clone(), dst, ElemType::U32)
+            .to_client(src, dst, ElemType::U32)
             .unwrap();
-        kept.push((vec![src], vec![]));
         assert_eq!(
             dst.read_one(copied).unwrap().to_elems::<u32>(),
             vec![round; 8]
@@ -311,7 +303,6 @@ fn two_device_program(seed: u64) -> Vec<(u64, u64)> {
     for c in &clients {
         c.sync().unwrap();
     }
-    drop(kept);
     probes
         .iter()
         .map(|p| {
@@ -415,13 +406,13 @@ fn collective_errors_say_what_went_wrong() {
         c.to_client(odd, &clients[1], ElemType::F32).map(|_| ()),
     ];
     let inputs = [Bytes::from_elems(&[1u32]), Bytes::from_elems(&[2u32])];
-    let _kept = all_reduce_each(&clients, &inputs, ElemType::U32, sum);
+    all_reduce_each(&clients, &inputs, ElemType::U32, sum);
     messages.extend(clients.iter().map(|c| c.sync()));
     let inputs = [
         Bytes::from_elems(&[1.0f32]),
         Bytes::from_elems(&[1.0f32, 2.0]),
     ];
-    let _kept = all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Max);
+    all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Max);
     messages.push(c.sync());
     messages.push(Err(CollectiveError::Unsupported { device: sim(3) }.into()));
     let text: Vec<String> = messages

@@ -170,13 +170,10 @@ impl<D: Device> ComputeClient<D> {
             elem,
             op,
         };
-        // The handles ride along so their memory cannot be released before the collective is
-        // enqueued; after that the server orders the release after its completion.
-        let keep = (src, dst);
-        self.enqueue(move |server, stream| {
-            server.collective(stream, &device_ids, collective);
-            drop(keep);
-        });
+        self.enqueue(move |server, stream| server.collective(stream, &device_ids, collective));
+        // Dropped here, after the collective is queued: if these are the last handles, their
+        // release runs after it, and the server orders the memory's reuse after its completion.
+        drop((src, dst));
         Ok(())
     }
 
@@ -251,15 +248,10 @@ impl<D: Device> ComputeClient<D> {
             from: src_peer,
         };
         let send_devices = devices.clone();
-        self.enqueue(move |server, stream| {
-            server.collective(stream, &send_devices, send);
-            drop(src_descriptor);
-        });
-        let keep = out.clone();
-        dst_client.enqueue(move |server, stream| {
-            server.collective(stream, &devices, recv);
-            drop(keep);
-        });
+        self.enqueue(move |server, stream| server.collective(stream, &send_devices, send));
+        dst_client.enqueue(move |server, stream| server.collective(stream, &devices, recv));
+        // The source's handle is released (if this was its last) after the send is queued.
+        drop(src_descriptor);
         Ok(out)
     }
 }
