@@ -25,6 +25,13 @@ pub struct Bytes(Repr);
 enum Repr {
     Host(Vec<u8>),
     Pinned(Box<dyn PinnedMemory>),
+    #[cfg_attr(
+        loom,
+        allow(
+            dead_code,
+            reason = "lazy reads come from the client, which loom builds leave out"
+        )
+    )]
     Lazy(Arc<Lazy>),
 }
 
@@ -94,6 +101,13 @@ impl Bytes {
     }
 
     /// Bytes of length `len` that `loader` produces on first access.
+    #[cfg_attr(
+        loom,
+        allow(
+            dead_code,
+            reason = "lazy reads come from the client, which loom builds leave out"
+        )
+    )]
     pub(crate) fn lazy(len: usize, loader: Loader) -> Self {
         Self(Repr::Lazy(Arc::new(Lazy {
             len,
@@ -182,6 +196,13 @@ impl Bytes {
     ///
     /// # Panics
     /// If the deferred read fails, as `Deref` does.
+    #[cfg_attr(
+        loom,
+        allow(
+            dead_code,
+            reason = "lazy reads come from the client, which loom builds leave out"
+        )
+    )]
     pub(crate) fn into_resident(self) -> Self {
         match &self.0 {
             Repr::Lazy(lazy) => Self::from_bytes_vec(lazy_bytes(lazy).to_vec()),
@@ -363,6 +384,74 @@ mod tests {
             free_in_background(Bytes::from(vec![1u8; BACKGROUND_FREE_BYTES_MIN]));
         }
         free_in_background(Bytes::from(vec![1u8; 16]));
+    }
+
+    /// Heap memory standing in for a device's pinned memory.
+    struct FakePinned(Vec<u8>);
+
+    impl PinnedMemory for FakePinned {
+        fn as_slice(&self) -> &[u8] {
+            &self.0
+        }
+        fn as_mut_slice(&mut self) -> &mut [u8] {
+            &mut self.0
+        }
+    }
+
+    #[test]
+    fn pinned_bytes_read_like_heap_bytes_and_clone_to_heap() {
+        let mut pinned = Bytes::from_pinned(Box::new(FakePinned(vec![1, 2, 3])));
+        assert_eq!(pinned.property(), AllocationProperty::Pinned);
+        pinned[0] = 9;
+        assert_eq!(*pinned, [9, 2, 3]);
+        assert_eq!(
+            format!("{pinned:?}"),
+            "Bytes(3 bytes, pinned: [09, 02, 03])"
+        );
+        let memory: &dyn Any = pinned.pinned().expect("pinned");
+        assert!(memory.downcast_ref::<FakePinned>().is_some());
+        let copy = pinned.clone();
+        assert_eq!(copy.property(), AllocationProperty::Native);
+        assert_eq!(copy, pinned);
+        assert_eq!(pinned.into_vec(), vec![9, 2, 3]);
+    }
+
+    #[test]
+    fn lazy_bytes_load_once_on_first_access_and_keep_failures() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static LOADS: AtomicUsize = AtomicUsize::new(0);
+        let lazy = Bytes::lazy(
+            2,
+            Box::new(|| {
+                LOADS.fetch_add(1, Ordering::Relaxed);
+                Ok(vec![4, 5])
+            }),
+        );
+        let shared = lazy.clone();
+        assert_eq!((lazy.len(), LOADS.load(Ordering::Relaxed)), (2, 0));
+        assert_eq!(lazy.property(), AllocationProperty::Device);
+        assert_eq!(*shared, [4, 5]);
+        assert_eq!(lazy.materialize().unwrap(), [4, 5]);
+        assert_eq!(LOADS.load(Ordering::Relaxed), 1, "clones share one read");
+        let mut owned = lazy;
+        owned[1] = 6;
+        assert_eq!((&owned[..], &shared[..]), (&[4, 6][..], &[4, 5][..]));
+
+        let failed = Bytes::lazy(
+            1,
+            Box::new(|| {
+                Err(ServerError::DeviceLost {
+                    reason: "gone".into(),
+                })
+            }),
+        );
+        assert_eq!(format!("{failed:?}"), "Bytes(1 bytes, lazy)");
+        let err = ServerError::DeviceLost {
+            reason: "gone".into(),
+        };
+        assert_eq!(failed.materialize(), Err(err.clone()));
+        assert_eq!(failed.materialize(), Err(err), "returned again, not lost");
+        assert_eq!(format!("{failed:?}"), "Bytes(1 bytes, lazy read failed)");
     }
 
     #[test]
