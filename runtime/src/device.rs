@@ -15,6 +15,8 @@
 //!   stream A has completed.
 //! - An event can only be waited on after it was recorded.
 //! - `write` copies `data` before returning; the caller may reuse its bytes at once.
+//! - `write_bytes` owns its bytes: the device may read them after returning, and drops them
+//!   only once no copy reads them any more.
 //! - `read` enqueues a copy to the host; its bytes are the buffer's contents after every earlier
 //!   operation of that stream, and `wait_read` blocks until they are available.
 //! - `free` is only called by the runtime once every operation that uses the buffer has
