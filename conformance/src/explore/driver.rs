@@ -537,7 +537,8 @@ impl<D: Device> Run<'_, D> {
                 self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
             }
             Action::Profile(spec) => {
-                let result = client.profile(|| self.launch(state, client, s, spec, true), "explore");
+                let result =
+                    client.profile(|| self.launch(state, client, s, spec, true), "explore");
                 match result {
                     Ok((launched, duration)) => {
                         launched?;

@@ -40,7 +40,7 @@ impl World {
     /// worlds draw some fault rates (a quarter stay fault-free, so deterministic kernel faults
     /// are explored under `--faults` too).
     pub fn draw(seed: u64, faults: bool) -> World {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_a11_0f_5eed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d0fa_110f_5eed);
         let memory_bytes = [128 * MIB, 256 * MIB, 1024 * MIB][rng.random_range(0..3)];
         let max_allocation_bytes = [8 * MIB, 64 * MIB, 256 * MIB][rng.random_range(0..3)];
         let pools = match rng.random_range(0..4) {
@@ -67,7 +67,6 @@ impl World {
                 kernel_fault: rate(&[0.0, 0.005, 0.02, 0.08]),
                 allocation_failure: rate(&[0.0, 0.0, 0.01, 0.05]),
                 device_loss: rate(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.002]),
-                ..FaultRates::default()
             }
         } else {
             FaultRates::default()
