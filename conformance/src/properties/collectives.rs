@@ -23,6 +23,12 @@ struct AllReduceCase {
     op: ReduceOperation,
     elems: usize,
     in_place: bool,
+    /// Write the input on stream 1, all-reduce on stream 2, read on stream 3 (else all on the
+    /// thread's stream): the runtime must order the collective after the write, the read after
+    /// the collective.
+    other_streams: bool,
+    /// Drop the source right after the call: its memory must outlive the collective.
+    release_source: bool,
     data_seed: u64,
     sim_seed: u64,
 }
@@ -151,17 +157,19 @@ fn all_reduce_case(world_size_max: usize) -> impl Strategy<Value = AllReduceCase
         select(vec![ElemType::U32, ElemType::I32, ElemType::F32]),
         select(vec![Sum, Prod, Min, Max, Mean]),
         prop_oneof![3 => 1..=16usize, 1 => 1..=4096usize],
-        any::<bool>(),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
         any::<u64>(),
         any::<u64>(),
     )
         .prop_map(
-            |(devices, elem, op, elems, in_place, data_seed, sim_seed)| AllReduceCase {
+            |(devices, elem, op, elems, flags, data_seed, sim_seed)| AllReduceCase {
                 devices,
                 elem,
                 op,
                 elems,
-                in_place,
+                in_place: flags.0,
+                other_streams: flags.1,
+                release_source: flags.2,
                 data_seed,
                 sim_seed,
             },
@@ -213,17 +221,25 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
             .collect();
         let mut outputs = Vec::with_capacity(case.devices);
         for (session, input) in sessions.iter().zip(&inputs) {
-            let c = &session.client;
-            let src = c
-                .create(input.clone())
+            let (writer, c) = (
+                on_stream(&session.client, &case, 1),
+                on_stream(&session.client, &case, 2),
+            );
+            let src = writer
+                .create(Bytes::from(vec![0u8; input.len()]))
                 .map_err(|e| format!("create: {e}"))?;
+            // Enqueued, not executed: the all-reduce must see it.
+            writer
+                .write(&src, input.clone())
+                .map_err(|e| format!("write: {e}"))?;
             let dst = if case.in_place {
                 src.clone()
             } else {
                 c.empty(input.len()).map_err(|e| format!("empty: {e}"))?
             };
-            match c.all_reduce(src.clone(), dst.clone(), case.elem, ids.clone(), case.op) {
-                Ok(()) => outputs.push((dst, src)),
+            let kept = (!case.release_source).then(|| src.clone());
+            match c.all_reduce(src, dst.clone(), case.elem, ids.clone(), case.op) {
+                Ok(()) => outputs.push((dst, kept)),
                 Err(ServerError::Collective(CollectiveError::Unsupported { device }))
                     if !c.supports_collectives() && device == c.peer_id() =>
                 {
@@ -236,8 +252,8 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         let exact = factory.deterministic()
             || case.elem != ElemType::F32
             || matches!(case.op, ReduceOperation::Min | ReduceOperation::Max);
-        for (session, (dst, _src)) in sessions.iter().zip(outputs) {
-            let c = &session.client;
+        for (session, (dst, _kept)) in sessions.iter().zip(outputs) {
+            let c = on_stream(&session.client, &case, 3);
             let got = c
                 .read_one(dst)
                 .map_err(|e| format!("read on {}: {e}", c.peer_id()))?
@@ -265,6 +281,19 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         }
         Ok(())
     })
+}
+
+/// `client` pinned to `stream` when the case spreads its work over streams.
+fn on_stream<D: Device>(
+    client: &ComputeClient<D>,
+    case: &AllReduceCase,
+    stream: u64,
+) -> ComputeClient<D> {
+    let mut client = client.clone();
+    if case.other_streams {
+        client.set_stream(StreamId(stream));
+    }
+    client
 }
 
 #[derive(Clone, Debug)]
