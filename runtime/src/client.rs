@@ -148,6 +148,19 @@ impl<D: Device> ComputeClient<D> {
         &self.shared.properties.features
     }
 
+    /// The device's description (the seed's runtime info): name, backend and driver, limits.
+    /// The same as [`properties`](Self::properties).
+    pub fn info(&self) -> &DeviceProperties {
+        self.properties()
+    }
+
+    /// Mutable properties, for adjusting what this client assumes of the device (e.g. a
+    /// narrower load width for tensor pitches) — only while this is the device's one client:
+    /// `None` once it has clones or handles, which share the properties.
+    pub fn properties_mut(&mut self) -> Option<&mut DeviceProperties> {
+        Arc::get_mut(&mut self.shared).map(|shared| &mut shared.properties)
+    }
+
     pub(crate) fn panicked(stream: StreamId, panic: TaskPanicked) -> ServerError {
         ServerError::TaskPanicked {
             stream,
@@ -286,6 +299,19 @@ impl<D: Device> ComputeClient<D> {
     ) -> Result<Vec<MemoryLayout>, ServerError> {
         let (descriptors, data): (Vec<_>, Vec<_>) = tensors.into_iter().unzip();
         self.allocate_tensors(&descriptors, Some(data))
+    }
+
+    /// Like [`create_tensors`](Self::create_tensors), copying from slices.
+    pub fn create_tensors_from_slices(
+        &self,
+        tensors: Vec<(MemoryLayoutDescriptor, &[u8])>,
+    ) -> Result<Vec<MemoryLayout>, ServerError> {
+        self.create_tensors(
+            tensors
+                .into_iter()
+                .map(|(desc, data)| (desc, Bytes::from(data)))
+                .collect(),
+        )
     }
 
     /// Reserves several uninitialised tensors in one allocation; see
@@ -467,6 +493,26 @@ impl<D: Device> ComputeClient<D> {
     pub fn read_tensor(&self, descriptors: Vec<CopyDescriptor>) -> Vec<Bytes> {
         block_on(self.read_tensor_async(descriptors)).unwrap_or_else(|err| {
             panic!("read_tensor failed: {err}; use read_tensor_async to handle read errors")
+        })
+    }
+
+    /// Reads one tensor; see [`read_tensor_async`](Self::read_tensor_async).
+    pub fn read_one_tensor_async(
+        &self,
+        descriptor: CopyDescriptor,
+    ) -> impl Future<Output = Result<Bytes, ServerError>> + Send + use<D> {
+        let read = self.read_tensor_async(vec![descriptor]);
+        async move { Ok(read.await?.remove(0)) }
+    }
+
+    /// Reads one tensor, blocking.
+    ///
+    /// # Panics
+    /// If the read fails (useful in tests); use
+    /// [`read_one_tensor_async`](Self::read_one_tensor_async) to handle errors.
+    pub fn read_one_unchecked_tensor(&self, descriptor: CopyDescriptor) -> Bytes {
+        block_on(self.read_one_tensor_async(descriptor)).unwrap_or_else(|err| {
+            panic!("read_one_unchecked_tensor failed: {err}; use read_one_tensor_async to handle read errors")
         })
     }
 

@@ -247,6 +247,27 @@ fn registered_clients_are_loaded_by_index_and_die_with_their_last_client() {
 }
 
 #[test]
+fn properties_are_mutable_only_through_the_one_client() {
+    let mut c = client(SimConfig::new(13));
+    assert_eq!(c.info(), c.properties());
+    c.properties_mut()
+        .expect("the only client")
+        .max_load_width_bytes = 4;
+    // Tensor rows are now pitched to 4 bytes, not the device's 16.
+    let layout = c
+        .create_tensor(Bytes::from_elems(&[1u8; 10]), &[2, 5], 1)
+        .unwrap();
+    assert_eq!(layout.strides, vec![8, 1]);
+    let clone = c.clone();
+    assert!(
+        c.properties_mut().is_none(),
+        "a clone shares the properties"
+    );
+    drop(clone);
+    assert!(c.properties_mut().is_some());
+}
+
+#[test]
 fn the_interpreter_honours_loops_selects_casts_and_2d_workgroups() {
     // out[y * 4 + x] = select(x < y, sum_{j < x} (j as i32) - y, -1) as f32, over a 4x4 grid
     // of 2x2 workgroups.

@@ -1,7 +1,10 @@
 //! Data: what is written is read back, and what does not fit is refused with a typed error.
 
 use lockstep::kernel::Scalar;
-use lockstep::{Bytes, CopyDescriptor, CubeCount, IoError, KernelArguments, ServerError};
+use lockstep::{
+    Bytes, CopyDescriptor, CubeCount, IoError, KernelArguments, MemoryLayoutDescriptor,
+    MemoryLayoutStrategy, ServerError,
+};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use rand::{RngCore, SeedableRng};
@@ -107,9 +110,41 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
             layout.strides,
             case.elem_size,
         );
-        let tensor = c.read_tensor(vec![descriptor]).remove(0);
+        let tensor = c.read_tensor(vec![descriptor.clone()]).remove(0);
         if tensor[..] != data[..] {
             return Err(format!("read_tensor of shape {:?} differs", case.shape));
+        }
+        let one = lockstep::block_on(c.read_one_tensor_async(descriptor.clone()))
+            .map_err(err("read_one_tensor_async"))?;
+        if one[..] != data[..] || c.read_one_unchecked_tensor(descriptor)[..] != data[..] {
+            return Err(format!("read_one_tensor of shape {:?} differs", case.shape));
+        }
+
+        // The same tensor next to a second one, created together from slices.
+        let second = random_bytes(elems * case.elem_size, case.fill_seed ^ 2);
+        let desc = || {
+            MemoryLayoutDescriptor::new(
+                MemoryLayoutStrategy::Optimized,
+                case.shape.clone(),
+                case.elem_size,
+            )
+        };
+        let pair = c
+            .create_tensors_from_slices(vec![(desc(), &data), (desc(), &second)])
+            .map_err(err("create_tensors_from_slices"))?;
+        for (layout, expected) in pair.into_iter().zip([&data, &second]) {
+            let d = CopyDescriptor::new(
+                layout.memory,
+                case.shape.clone(),
+                layout.strides,
+                case.elem_size,
+            );
+            if c.read_one_unchecked_tensor(d)[..] != expected[..] {
+                return Err(format!(
+                    "create_tensors_from_slices of shape {:?} differs",
+                    case.shape
+                ));
+            }
         }
 
         drop(handle);
