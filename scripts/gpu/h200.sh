@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds here everything the H200 pass runs: the CUDA binaries (scripts/gpu/cuda.sh), the wgpu
-# dispatch benchmark, the graph benchmark and the decode_loop example, stripped into .gpu/, and
-# fetches Debian's Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but no loader).
-# Then, with the device tool, carry [".gpu", ".gl"] and run scripts/gpu/run-h200.sh there.
+# Builds here everything the H200 pass runs: the CUDA binaries (scripts/gpu/cuda.sh), the
+# collective and staging tests and benchmarks, the wgpu dispatch benchmark, the graph benchmark
+# and the decode_loop example, stripped into .gpu/, and fetches Debian's Vulkan loader into .gl/
+# (the H200 machine has the NVIDIA ICD but no loader). Then, with the device tool (kind
+# nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
+# scripts/gpu/run-h200.sh there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .gpu
@@ -12,11 +14,14 @@ bash scripts/gpu/cuda.sh
 executable() {
   jq -r --arg name "$1" 'select(.reason == "compiler-artifact" and .target.name == $name and .executable != null) | .executable' | tail -n 1
 }
+cp "$(cargo test --release -p lockstep-cuda --test collectives --no-run --message-format=json | executable collectives)" .gpu/collectives_tests
+cp "$(cargo bench -p lockstep-cuda --bench collectives --no-run --message-format=json | executable collectives)" .gpu/collectives_bench
+cp "$(cargo bench -p lockstep-cuda --bench staging --no-run --message-format=json | executable staging)" .gpu/staging_bench
 cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
 cargo build --release -p lockstep-conformance --example decode_loop
 cp target/release/examples/decode_loop .gpu/decode_loop
-strip .gpu/wgpu_bench .gpu/graph_bench .gpu/decode_loop
+strip .gpu/*
 du -sh .gpu
 
 if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then

@@ -1,24 +1,47 @@
 #!/usr/bin/env bash
 # Runs on the H200 machine (no Rust there) from the repository root, with .gpu/ and .gl/ carried
-# from scripts/gpu/h200.sh: the conformance suite on CUDA and on Vulkan (wgpu), the CUDA device
-# tests, the example and every benchmark. Logs go to $OUT when set.
+# from scripts/gpu/h200.sh: the whole conformance suite on CUDA (every GPU present: the
+# collective properties use two) and on Vulkan (wgpu), the CUDA device and collective tests, the
+# example, every benchmark, and the explorer's scaling with --jobs on the host's cores. Each step
+# is bounded in time; logs go to $OUT when set. CASES sets the cases per property (default 64).
 set -uo pipefail
 out=${OUT:-/tmp}
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
+# NVLink multicast stays off: it can take a shared host's GPUs out of service.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# NCCL comes with the machine's Python (nvidia-nccl-cu13); the runtime loads libnccl.so.
+if nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null); then
+  mkdir -p /tmp/nccl && ln -sf "$nccl/lib/libnccl.so.2" /tmp/nccl/libnccl.so
+  export LD_LIBRARY_PATH="/tmp/nccl:$nccl/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 export LOCKSTEP_WGPU_BACKEND=vulkan
+nvidia-smi --query-gpu=index,name --format=csv,noheader
 status=0
 run() {
+  local limit=$1
+  shift
   echo "== $*"
-  "$@" 2>&1 | grep -v XDG_RUNTIME_DIR | tee -a "$out/h200.log" || status=1
+  timeout "$limit" "$@" 2>&1 | grep -v XDG_RUNTIME_DIR | tee -a "$out/h200.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
-run .gpu/lockstep check --device cuda --cases 64 --seed 7
-run .gpu/lockstep check --device wgpu --cases 64 --seed 7
-run .gpu/cuda_tests
-run .gpu/decode_loop cuda
-run .gpu/decode_loop wgpu
-run .gpu/bench
-run .gpu/wgpu_bench
-run .gpu/graph_bench cuda 2000
-run .gpu/graph_bench wgpu 500
+cases=${CASES:-64}
+run 150 .gpu/lockstep check --device cuda --cases "$cases" --seed 7
+run 150 .gpu/lockstep check --device wgpu --cases "$cases" --seed 7
+for property in all_reduce to_client; do
+  run 60 env CUDA_VISIBLE_DEVICES=0 .gpu/lockstep check --device cuda --cases 16 --seed 7 --property "$property"
+done
+run 90 .gpu/cuda_tests
+run 60 .gpu/collectives_tests --test-threads 1
+run 30 .gpu/decode_loop cuda
+run 30 .gpu/decode_loop wgpu
+run 60 .gpu/bench
+run 60 .gpu/staging_bench
+run 60 .gpu/collectives_bench
+run 40 .gpu/wgpu_bench
+run 40 .gpu/graph_bench cuda 2000
+run 40 .gpu/graph_bench wgpu 500
+run 120 .gpu/lockstep explore --seeds 2000 --seed 11 --faults --jobs 1
+run 60 .gpu/lockstep explore --seeds 2000 --seed 11 --faults --jobs 8
+run 60 .gpu/lockstep explore --seeds 2000 --seed 11 --faults --jobs 32
 exit $status
