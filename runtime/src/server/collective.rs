@@ -2,9 +2,9 @@
 //! against other streams' use of their buffers exactly like launches (the source is read, the
 //! destination written), so cross-stream waits and deferred frees need nothing new.
 
-use super::{BufferId, BufferRange, Server, raw};
+use super::{BufferId, BufferRange, Server, raw_slice};
 use crate::collective::{CommunicatorId, ReduceOperation};
-use crate::device::{BufferSlice, Device, DeviceId};
+use crate::device::{Device, DeviceId};
 use crate::error::DeviceError;
 use crate::kernel::ElemType;
 use crate::stream::StreamId;
@@ -95,14 +95,7 @@ impl<D: Device> Server<D> {
                 server.order_before_access(stream, buffer, write)?;
             }
             let raw_stream = server.streams[&stream].raw;
-            let slice = |range: &BufferRange| {
-                let (buffer, offset) = raw(&server.buffers, &server.pages, range);
-                BufferSlice {
-                    buffer,
-                    offset,
-                    len: range.len,
-                }
-            };
+            let slice = |range: &BufferRange| raw_slice(&server.buffers, &server.pages, range);
             match &collective {
                 Collective::AllReduce { src, dst, elem, op } => {
                     let (src, dst) = (slice(src), slice(dst));

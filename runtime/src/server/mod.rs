@@ -91,6 +91,20 @@ fn raw<'a, B>(
     (&pages[&slice.page], slice.offset + range.offset)
 }
 
+/// The device's view of `range`, as kernels and collectives bind it.
+fn raw_slice<'a, B>(
+    buffers: &BTreeMap<BufferId, BufferState>,
+    pages: &'a BTreeMap<PageId, B>,
+    range: &BufferRange,
+) -> BufferSlice<'a, B> {
+    let (buffer, offset) = raw(buffers, pages, range);
+    BufferSlice {
+        buffer,
+        offset,
+        len: range.len,
+    }
+}
+
 pub(crate) struct Server<D: Device> {
     device: D,
     options: ServerOptions,
@@ -728,14 +742,7 @@ impl<D: Device> Server<D> {
                 .kernels
                 .get_or_compile(&mut server.device, kernel, checked)?;
             let state = &server.streams[&stream];
-            let slice = |range: &BufferRange| {
-                let (buffer, offset) = raw(&server.buffers, &server.pages, range);
-                BufferSlice {
-                    buffer,
-                    offset,
-                    len: range.len,
-                }
-            };
+            let slice = |range: &BufferRange| raw_slice(&server.buffers, &server.pages, range);
             let mut slices: Vec<_> = bindings.iter().map(slice).collect();
             if let Some(record) = state.fault_record.as_ref().filter(|_| checked) {
                 slices.push(BufferSlice {
