@@ -6,11 +6,12 @@
 
 use std::sync::Arc;
 
+use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
-use lockstep::{ComputeClient, Device, DeviceError, DeviceProperties};
+use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
+use lockstep::{Device, DeviceError, DeviceProperties, ReduceOperation};
 use lockstep_conformance::explore::{Opener, run_seed};
-use lockstep_sim::{SimConfig, SimDevice, SimProbe};
+use lockstep_sim::SimDevice;
 
 /// Seeds each misbehaviour gets; every one is caught well inside it (see the printed counts).
 const BUDGET: u64 = 64;
@@ -232,6 +233,56 @@ impl<D: Device<Buffer: Sync>> Device for Misbehaving<D> {
     fn destroy_graph(&mut self, graph: D::Graph) {
         self.inner.destroy_graph(graph)
     }
+    fn ordinal(&self) -> u32 {
+        self.inner.ordinal()
+    }
+    fn device_count(&self) -> u32 {
+        self.inner.device_count()
+    }
+    fn supports_collectives(&self) -> bool {
+        self.inner.supports_collectives()
+    }
+    fn create_communicator(
+        &mut self,
+        id: CommunicatorId,
+        peers: &[u32],
+    ) -> Result<(), DeviceError> {
+        self.inner.create_communicator(id, peers)
+    }
+    fn all_reduce(
+        &mut self,
+        stream: D::Stream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, Self::Buffer>,
+        dst: BufferSlice<'_, Self::Buffer>,
+        elem: ElemType,
+        op: ReduceOperation,
+    ) -> Result<(), DeviceError> {
+        let [src, dst]: [_; 2] = unwrap_slices(&[src, dst])
+            .try_into()
+            .expect("two slices in, two out");
+        self.then_release(stream, |d| d.all_reduce(stream, comm, src, dst, elem, op))
+    }
+    fn send(
+        &mut self,
+        stream: D::Stream,
+        comm: CommunicatorId,
+        src: BufferSlice<'_, Self::Buffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        let src = unwrap_slices(&[src]).remove(0);
+        self.then_release(stream, |d| d.send(stream, comm, src, peer))
+    }
+    fn recv(
+        &mut self,
+        stream: D::Stream,
+        comm: CommunicatorId,
+        dst: BufferSlice<'_, Self::Buffer>,
+        peer: u32,
+    ) -> Result<(), DeviceError> {
+        let dst = unwrap_slices(&[dst]).remove(0);
+        self.then_release(stream, |d| d.recv(stream, comm, dst, peer))
+    }
 }
 
 /// Opens simulators wrapped to misbehave in one way (or none).
@@ -240,16 +291,13 @@ struct MisbehavingSim(Option<Misbehaviour>);
 impl Opener for MisbehavingSim {
     type Device = Misbehaving<SimDevice>;
 
-    fn open(&self, config: SimConfig) -> (ComputeClient<Self::Device>, SimProbe) {
-        let inner = SimDevice::new(config);
-        let probe = inner.probe();
-        let device = Misbehaving {
+    fn open(&self, inner: SimDevice) -> Self::Device {
+        Misbehaving {
             inner,
             kind: self.0,
             triggers: 0,
             held: None,
-        };
-        (ComputeClient::new(device), probe)
+        }
     }
 }
 

@@ -6,15 +6,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex};
 
-use lockstep::kernel::Scalar;
+use lockstep::kernel::{ElemType, Fnv1a, Scalar};
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, Graph, Handle,
+    Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
     InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
     MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, ProfileError,
-    ServerError, StreamId, block_on,
+    ReduceOperation, ServerError, StreamId, block_on,
 };
-use lockstep_sim::{FaultKind, SanitizerReport, SimProbe};
+use lockstep_sim::{FaultKind, SanitizerReport};
 
+use super::Devices;
 use super::formula::Formula;
 use super::model::Model;
 use super::workload::{Action, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, data};
@@ -61,6 +62,8 @@ struct State<D: Device> {
 
 struct Run<'w, D: Device> {
     world: &'w World,
+    /// The explored device's peers, each on its `StreamId(0)`.
+    peers: Vec<ComputeClient<D>>,
     /// Unpinned: each thread's own stream.
     base: ComputeClient<D>,
     pinned: Vec<ComputeClient<D>>,
@@ -92,25 +95,32 @@ impl Turns {
 }
 
 /// Runs `workload` of `world` on `client`, whose device `probe` observes, and checks it.
-pub fn execute<D: Device>(
-    world: &World,
-    workload: &Workload,
-    client: ComputeClient<D>,
-    probe: &SimProbe,
-) -> Execution {
+pub fn execute<D: Device>(world: &World, workload: &Workload, devices: Devices<D>) -> Execution {
     let mut execution = Execution {
         host_ops: workload.len() as u64,
         ..Execution::default()
     };
     let mut seen = Seen::default();
-    let failure = drive(world, workload, client, &mut execution, &mut seen).err();
-    // The client is gone: the actor has torn the device down, and every operation executed.
-    let observed = probe.observations();
-    execution.trace_hash = observed.trace_hash;
-    execution.device_ops = observed.ops_executed;
+    let Devices { clients, probes } = devices;
+    let failure = drive(world, workload, clients, &mut execution, &mut seen).err();
+    // The clients are gone: the actors have torn the devices down, and every operation ran.
+    let mut hash = Fnv1a::default();
+    for probe in &probes {
+        let observed = probe.observations();
+        hash.write_u64(observed.trace_hash);
+        execution.device_ops += observed.ops_executed;
+    }
+    execution.trace_hash = hash.0;
+    let observed = probes[0].observations();
     execution.faults_injected = observed.faults.len() as u64;
     let verdict = failure.map_or_else(
-        || audit(world, &observed).and_then(|()| seen.audit(execution.device_lost, &observed)),
+        || {
+            for peer in &probes[1..] {
+                audit(world, &peer.observations())?;
+            }
+            audit(world, &observed)?;
+            seen.audit(execution.device_lost, &observed)
+        },
         Err,
     );
     execution.failure = verdict.err();
@@ -128,13 +138,27 @@ struct Seen {
 fn drive<D: Device>(
     world: &World,
     workload: &Workload,
-    client: ComputeClient<D>,
+    mut clients: Vec<ComputeClient<D>>,
     execution: &mut Execution,
     seen: &mut Seen,
 ) -> Result<(), String> {
+    let client = clients.remove(0);
+    let peers: Vec<ComputeClient<D>> = clients
+        .into_iter()
+        .map(|mut peer| {
+            peer.set_stream(StreamId(0));
+            peer
+        })
+        .collect();
     let baseline = prepare(world, &client)?;
+    let peer_baselines = peers
+        .iter()
+        .map(|peer| peer.memory_usage())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("memory_usage of a peer before the workload: {e}"))?;
     let run = Run {
         world,
+        peers,
         pinned: (0..world.streams)
             .map(|i| {
                 let mut c = client.clone();
@@ -171,10 +195,35 @@ fn drive<D: Device>(
         }
     });
     let state = run.state.into_inner().unwrap_or_else(|p| p.into_inner());
-    let result = finish(world, &run.base, state, baseline, execution, seen);
+    let result = finish(world, &run.base, state, baseline, execution, seen)
+        .and_then(|()| finish_peers(&run.peers, &peer_baselines));
     drop(run.pinned);
     drop(run.base);
     result
+}
+
+/// Peers are fault-free: after the workload every peer syncs cleanly and holds no memory.
+fn finish_peers<D: Device>(
+    peers: &[ComputeClient<D>],
+    baselines: &[lockstep::MemoryUsage],
+) -> Result<(), String> {
+    for (peer, baseline) in peers.iter().zip(baselines) {
+        let id = peer.peer_id();
+        peer.sync()
+            .map_err(|e| format!("final sync of peer {id}: {e}"))?;
+        peer.memory_cleanup();
+        peer.sync()
+            .map_err(|e| format!("sync of peer {id} after cleanup: {e}"))?;
+        let usage = peer
+            .memory_usage()
+            .map_err(|e| format!("memory_usage of peer {id}: {e}"))?;
+        if usage != *baseline {
+            return Err(format!(
+                "peer {id} did not return to baseline: {usage} (baseline {baseline})"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Installs the world's pools; returns the memory baseline.
@@ -598,6 +647,44 @@ impl<D: Device> Run<'_, D> {
                 }
             }
             Action::DropGraph => state.graph = None,
+            Action::AllReduce { slot, op, fill } => {
+                self.all_reduce(state, client, s, *slot, *op, *fill)?
+            }
+            Action::ToPeer { slot, peer } => {
+                let Some((handle, buf)) = &state.slots[*slot] else {
+                    return Ok(());
+                };
+                let peer = &self.peers[*peer];
+                let copy = client
+                    .to_client(handle.clone(), peer, ElemType::U32)
+                    .map_err(|e| format!("to_client: {e}"))?;
+                let read = peer
+                    .read_one(copy)
+                    .map_err(|e| format!("read on peer {}: {e}", peer.peer_id()))?;
+                let buf = *buf;
+                state.model.check_read(
+                    "to_client, read on the peer",
+                    buf,
+                    &read.to_elems::<u32>(),
+                )?;
+            }
+            Action::FromPeer {
+                slot,
+                peer,
+                len,
+                fill,
+            } => {
+                let values = data(*fill, *len);
+                let peer = &self.peers[*peer];
+                let src = peer
+                    .create(Bytes::from_elems(&values))
+                    .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
+                let handle = peer
+                    .to_client(src, client, ElemType::U32)
+                    .map_err(|e| format!("to_client from a peer: {e}"))?;
+                let buf = state.model.create(s, values);
+                state.slots[*slot] = Some((handle, buf));
+            }
             Action::Install => {
                 match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
                     Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => {}
@@ -692,6 +779,66 @@ impl<D: Device> Run<'_, D> {
                 .model
                 .launch(s, dst, src, |d, s| formula.apply(d, s, spec.k));
         }
+        Ok(())
+    }
+
+    /// An in-place all-reduce of `slot` with a fresh buffer on every peer; each peer's result
+    /// is read back and the explored device's model takes the reduction.
+    fn all_reduce(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        s: StreamId,
+        slot: usize,
+        op: ReduceOperation,
+        fill: u64,
+    ) -> Result<(), String> {
+        let Some((handle, buf)) = &state.slots[slot] else {
+            return Ok(());
+        };
+        let buf = *buf;
+        let devices: Vec<DeviceId> = std::iter::once(client.peer_id())
+            .chain(self.peers.iter().map(ComputeClient::peer_id))
+            .collect();
+        let reduce = |c: &ComputeClient<D>, h: &Handle| {
+            c.all_reduce(h.clone(), h.clone(), ElemType::U32, devices.clone(), op)
+                .map_err(|e| format!("all_reduce on {}: {e}", c.peer_id()))
+        };
+        // Every part is enqueued before anything waits: a wait would block on the parts after.
+        reduce(client, handle)?;
+        let len = state.model.len(buf);
+        let mut expected = state.model.values(buf).to_vec();
+        let mut parts = Vec::with_capacity(self.peers.len());
+        for (k, peer) in self.peers.iter().enumerate() {
+            let values = data(fill.wrapping_add(k as u64), len);
+            let part = peer
+                .create(Bytes::from_elems(&values))
+                .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
+            reduce(peer, &part)?;
+            for (e, v) in expected.iter_mut().zip(&values) {
+                *e = match op {
+                    ReduceOperation::Sum => e.wrapping_add(*v),
+                    ReduceOperation::Min => (*e).min(*v),
+                    ReduceOperation::Max => (*e).max(*v),
+                    other => unreachable!("{other:?} is never drawn"),
+                };
+            }
+            parts.push(part);
+        }
+        for (peer, part) in self.peers.iter().zip(parts) {
+            let read = peer
+                .read_one(part)
+                .map_err(|e| format!("read of the all-reduce on peer {}: {e}", peer.peer_id()))?;
+            if read.to_elems::<u32>() != expected {
+                return Err(format!(
+                    "all_reduce ({op:?}) on peer {} differs from the reference",
+                    peer.peer_id()
+                ));
+            }
+        }
+        state
+            .model
+            .launch(s, buf, buf, |d, _| d.copy_from_slice(&expected));
         Ok(())
     }
 

@@ -22,18 +22,18 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use lockstep::{ComputeClient, Device};
-use lockstep_sim::{SimConfig, SimDevice, SimProbe, TraceEntry};
+use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 
 pub use driver::Execution;
 pub use formula::Formula;
 pub use workload::Workload;
 pub use world::World;
 
-/// How an explored device is built from a world's simulator config. The explorer runs on the
-/// simulator; tests wrap it (e.g. in a device that misbehaves on purpose).
+/// How an explored device is made from a simulated one. The explorer runs on the simulator;
+/// tests wrap it (e.g. in a device that misbehaves on purpose).
 pub trait Opener: Sync {
     type Device: Device;
-    fn open(&self, config: SimConfig) -> (ComputeClient<Self::Device>, SimProbe);
+    fn open(&self, device: SimDevice) -> Self::Device;
 }
 
 /// The plain simulator.
@@ -42,11 +42,37 @@ pub struct Simulator;
 impl Opener for Simulator {
     type Device = SimDevice;
 
-    fn open(&self, config: SimConfig) -> (ComputeClient<SimDevice>, SimProbe) {
-        let device = SimDevice::new(config);
-        let probe = device.probe();
-        (ComputeClient::new(device), probe)
+    fn open(&self, device: SimDevice) -> SimDevice {
+        device
     }
+}
+
+/// A world's devices, opened: the explored one first, then its peers (one cluster).
+pub struct Devices<D: Device> {
+    pub clients: Vec<ComputeClient<D>>,
+    pub probes: Vec<SimProbe>,
+}
+
+fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::Device> {
+    let configs: Vec<SimConfig> = world
+        .sim_configs()
+        .into_iter()
+        .map(|config| SimConfig {
+            record_trace,
+            ..config
+        })
+        .collect();
+    let devices = if configs.len() == 1 {
+        configs.into_iter().map(SimDevice::new).collect()
+    } else {
+        SimCluster::from_configs(configs).into_devices()
+    };
+    let probes = devices.iter().map(SimDevice::probe).collect();
+    let clients = devices
+        .into_iter()
+        .map(|device| ComputeClient::new(opener.open(device)))
+        .collect();
+    Devices { clients, probes }
 }
 
 /// One seed's verdict.
@@ -65,13 +91,11 @@ pub fn run_world<O: Opener>(
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
     let workload = Workload::draw(world);
-    let config = SimConfig {
-        record_trace,
-        ..world.sim_config()
-    };
-    let (client, probe) = opener.open(config);
-    let execution = driver::execute(world, &workload, client, &probe);
-    let trace = std::mem::take(&mut probe.observations().entries);
+    let devices = open(opener, world, record_trace);
+    let probes = devices.probes.clone();
+    let execution = driver::execute(world, &workload, devices);
+    // The explored device's operations; its peers' only count in the trace hash.
+    let trace = std::mem::take(&mut probes[0].observations().entries);
     (execution, trace)
 }
 

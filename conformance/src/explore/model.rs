@@ -140,6 +140,11 @@ impl Model {
         self.bufs[&buf].values.len()
     }
 
+    /// What `buf` must hold (meaningless if an injected fault spoiled it).
+    pub fn values(&self, buf: u64) -> &[u32] {
+        &self.bufs[&buf].values
+    }
+
     /// A write of `data` at element `offset` on `s`.
     pub fn write(&mut self, s: StreamId, buf: u64, offset: usize, data: &[u32]) {
         let window = self.window(s);

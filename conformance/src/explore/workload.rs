@@ -1,6 +1,7 @@
 //! A world's workload: what each host thread does, and the deterministic order in which the
 //! threads take turns.
 
+use lockstep::ReduceOperation;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -101,6 +102,24 @@ pub enum Action {
     },
     Replay,
     DropGraph,
+    /// An in-place `all_reduce` of `slot` with a fresh buffer on every peer device (`fill`).
+    AllReduce {
+        slot: usize,
+        op: ReduceOperation,
+        fill: u64,
+    },
+    /// `to_client` of `slot` to peer `peer`, read back there.
+    ToPeer {
+        slot: usize,
+        peer: usize,
+    },
+    /// `to_client` of a fresh buffer of peer `peer` into `slot`.
+    FromPeer {
+        slot: usize,
+        peer: usize,
+        len: usize,
+        fill: u64,
+    },
     /// `install_memory_pools` with the default preset mid-run.
     Install,
     Cleanup,
@@ -190,6 +209,29 @@ fn draw_step(world: &World, rng: &mut impl Rng) -> Step {
     };
     let slot = rng.random_range(0..SLOTS);
     let fill = rng.random();
+    // Drawn only where there are peers, so single-device workloads stay what they were.
+    if world.peers > 0 && rng.random_ratio(1, 6) {
+        let peer = rng.random_range(0..world.peers);
+        let action = match rng.random_range(0..3) {
+            0 => Action::AllReduce {
+                slot,
+                op: [
+                    ReduceOperation::Sum,
+                    ReduceOperation::Min,
+                    ReduceOperation::Max,
+                ][rng.random_range(0..3)],
+                fill,
+            },
+            1 => Action::ToPeer { slot, peer },
+            _ => Action::FromPeer {
+                slot,
+                peer,
+                len: elems(rng),
+                fill,
+            },
+        };
+        return Step { on, action };
+    }
     let action = loop {
         let action = match rng.random_range(0..112) {
             0..12 => Action::Create {

@@ -33,6 +33,9 @@ pub struct World {
     pub faults: FaultRates,
     pub graphs: bool,
     pub kernels: Vec<Formula>,
+    /// Fault-free simulated devices beside the explored one, in one cluster with it, for
+    /// all-reduces and copies between clients.
+    pub peers: usize,
 }
 
 impl World {
@@ -74,7 +77,7 @@ impl World {
         let kernels = (0..rng.random_range(1..=4))
             .map(|i| Formula::draw(&mut rng, i))
             .collect();
-        World {
+        let mut world = World {
             seed,
             streams: rng.random_range(1..=8),
             threads: rng.random_range(1..=4),
@@ -86,7 +89,14 @@ impl World {
             faults,
             graphs: rng.random_bool(0.5),
             kernels,
+            peers: 0,
+        };
+        // Drawn last, so that single-device worlds stay what they were. A peer never
+        // arrives once a fault stops the explored device, so peers come in fault-free worlds.
+        if !world.injects_faults() && rng.random_ratio(1, 3) {
+            world.peers = rng.random_range(1..=2);
         }
+        world
     }
 
     /// Whether any fault can be injected.
@@ -94,8 +104,21 @@ impl World {
         self.faults != FaultRates::default()
     }
 
-    /// The simulated device of this world.
-    pub fn sim_config(&self) -> SimConfig {
+    /// The simulated devices of this world: the explored one, then its fault-free peers.
+    pub fn sim_configs(&self) -> Vec<SimConfig> {
+        let explored = self.sim_config();
+        let peers = (1..=self.peers as u64).map(|peer| SimConfig {
+            seed: self
+                .seed
+                .wrapping_add(peer.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            faults: FaultPlan::default(),
+            ..explored.clone()
+        });
+        std::iter::once(explored.clone()).chain(peers).collect()
+    }
+
+    /// The simulated device explored.
+    fn sim_config(&self) -> SimConfig {
         SimConfig {
             max_background_steps: self.max_background_steps,
             watchdog_ns: WATCHDOG_NS,
@@ -130,12 +153,13 @@ impl fmt::Display for World {
         let r = &self.faults;
         writeln!(
             f,
-            "world: {} streams + {} thread streams, {} threads x {} ops, graphs {}",
+            "world: {} streams + {} thread streams, {} threads x {} ops, graphs {}, {} peer devices",
             self.streams,
             self.threads,
             self.threads,
             self.ops_per_thread,
-            if self.graphs { "on" } else { "off" }
+            if self.graphs { "on" } else { "off" },
+            self.peers
         )?;
         writeln!(
             f,
