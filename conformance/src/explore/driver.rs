@@ -26,7 +26,7 @@ use crate::kernels::overrun;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Execution {
     pub trace_hash: u64,
-    /// Operations the simulated device executed.
+    /// Operations the simulated devices (the explored one and its peers) executed.
     pub device_ops: u64,
     pub host_ops: u64,
     pub reads_checked: u64,
@@ -94,7 +94,7 @@ impl Turns {
     }
 }
 
-/// Runs `workload` of `world` on `client`, whose device `probe` observes, and checks it.
+/// Runs `workload` of `world` on its `devices` (the explored one first) and checks it.
 pub fn execute<D: Device>(world: &World, workload: &Workload, devices: Devices<D>) -> Execution {
     let mut execution = Execution {
         host_ops: workload.len() as u64,
@@ -195,11 +195,8 @@ fn drive<D: Device>(
         }
     });
     let state = run.state.into_inner().unwrap_or_else(|p| p.into_inner());
-    let result = finish(world, &run.base, state, baseline, execution, seen)
-        .and_then(|()| finish_peers(&run.peers, &peer_baselines));
-    drop(run.pinned);
-    drop(run.base);
-    result
+    finish(world, &run.base, state, baseline, execution, seen)
+        .and_then(|()| finish_peers(&run.peers, &peer_baselines))
 }
 
 /// Peers are fault-free: after the workload every peer syncs cleanly and holds no memory.
@@ -375,7 +372,7 @@ impl Seen {
                         ));
                     }
                 }
-                // Explored workloads use no collectives, whose faults would surface as timeouts.
+                // Collectives run only in fault-free worlds: an absent peer is never drawn.
                 _ => {}
             }
         }

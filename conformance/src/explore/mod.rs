@@ -1,9 +1,9 @@
 //! `lockstep explore`: swarm testing on the simulator. Every seed draws a new [`World`] (streams,
-//! threads, pools, device size, fault rates, kernels, graph use) and a random [`Workload`] over
-//! the whole client API, runs it, and checks it: every read against the reference [`model`],
-//! every injected fault surfaced exactly once on its stream, no hang (the simulator's
-//! virtual-time watchdog), memory back to its baseline, no sanitizer report, and the same trace
-//! hash when the seed runs a second time.
+//! threads, pools, device size, fault rates, kernels, graph use, peer devices) and a random
+//! [`Workload`] over the whole client API, runs it, and checks it: every read against the
+//! reference [`model`], every injected fault surfaced exactly once on its stream, no hang (the
+//! simulator's virtual-time watchdog), memory back to its baseline, no sanitizer report, and the
+//! same trace hash when the seed runs a second time.
 //!
 //! **Architecture Invariant:** a seed determines everything — the world, the workload, the order
 //! in which host threads act, and the simulator's interleaving — so `lockstep replay --seed S`
