@@ -12,6 +12,16 @@
 //!
 //! **Architecture Invariant:** the state (and so the device) is touched by the actor thread only;
 //! it need not be `Sync`, and nothing in it is locked.
+//!
+//! An actor can also run inline ([`ActorHandle::inline`]): no thread, the state behind a lock,
+//! each task run by the thread that submits it before `submit` returns. Every guarantee above
+//! holds (a thread's tasks run in its submission order; a blocking call observes them; a panic
+//! is contained the same way); what changes is that an enqueuing call no longer returns before
+//! its task ran. It exists for single-threaded simulation (the explorer, the fuzzer), where the
+//! two thread hand-offs of every call cost more than the simulated work, and where the device
+//! never waits for another thread. The state is touched under the lock only, by one thread at a
+//! time. A task must not call back into its own actor (tasks never carry handles, so the
+//! runtime's never do): inline, that would wait for a lock its own thread holds.
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -19,7 +29,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::oneshot;
 use crate::stream::StreamId;
-use crate::sync::{Arc, Condvar, Mutex, lock, thread, wait};
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock, thread, wait};
 
 /// The state an actor owns.
 pub(crate) trait ActorState: Send + 'static {
@@ -55,7 +65,15 @@ struct Shared<S> {
 
 /// A handle to a running actor. Cloning is cheap; the actor lives while any clone does.
 pub(crate) struct ActorHandle<S: ActorState> {
-    shared: Arc<Shared<S>>,
+    runner: Runner<S>,
+}
+
+/// Where an actor's tasks run.
+enum Runner<S> {
+    /// On the actor thread, which takes them from the shared queue.
+    Thread(Arc<Shared<S>>),
+    /// On the submitting thread, under the lock; the state drops with the last handle.
+    Inline(Arc<Mutex<S>>),
 }
 
 impl<S: ActorState> std::fmt::Debug for ActorHandle<S> {
@@ -93,18 +111,33 @@ impl<S: ActorState> ActorHandle<S> {
             let _ = name;
             thread::spawn(body);
         }
-        Self { shared }
+        Self {
+            runner: Runner::Thread(shared),
+        }
+    }
+
+    /// An actor without a thread: each task runs on the thread that submits it, before the
+    /// submitting call returns (see the module documentation).
+    pub(crate) fn inline(state: S) -> Self {
+        Self {
+            runner: Runner::Inline(Arc::new(Mutex::new(state))),
+        }
     }
 
     /// Queues `task` and returns at once. Tasks run in submission order.
     pub(crate) fn submit(&self, stream: StreamId, task: impl FnOnce(&mut S) + Send + 'static) {
-        let waiting = {
-            let mut queue = lock(&self.shared.queue);
-            queue.tasks.push_back((stream, Box::new(task)));
-            queue.waiting
-        };
-        if waiting {
-            self.shared.changed.notify_one();
+        match &self.runner {
+            Runner::Thread(shared) => {
+                let waiting = {
+                    let mut queue = lock(&shared.queue);
+                    queue.tasks.push_back((stream, Box::new(task)));
+                    queue.waiting
+                };
+                if waiting {
+                    shared.changed.notify_one();
+                }
+            }
+            Runner::Inline(state) => run_task(&mut *hold(state), stream, task),
         }
     }
 
@@ -131,6 +164,10 @@ impl<S: ActorState> ActorHandle<S> {
         stream: StreamId,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, TaskPanicked> {
+        if let Runner::Inline(state) = &self.runner {
+            return catch_unwind(AssertUnwindSafe(|| task(&mut *hold(state))))
+                .map_err(|payload| TaskPanicked(panic_message(&*payload)));
+        }
         self.submit_async(stream, task)
             .recv()
             .unwrap_or_else(|_| Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())))
@@ -143,6 +180,12 @@ impl<S: ActorState> ActorHandle<S> {
         stream: StreamId,
         task: impl FnOnce() -> R,
     ) -> Result<R, TaskPanicked> {
+        if let Runner::Inline(state) = &self.runner {
+            // Holding the lock keeps every other task out until `task` returns.
+            let _paused = hold(state);
+            return catch_unwind(AssertUnwindSafe(task))
+                .map_err(|payload| TaskPanicked(panic_message(&*payload)));
+        }
         let (paused_tx, paused_rx) = oneshot::channel::<()>();
         let (resume_tx, resume_rx) = oneshot::channel::<()>();
         self.submit(stream, move |_| {
@@ -161,10 +204,14 @@ impl<S: ActorState> ActorHandle<S> {
 
 impl<S: ActorState> Clone for ActorHandle<S> {
     fn clone(&self) -> Self {
-        lock(&self.shared.queue).handles += 1;
-        Self {
-            shared: self.shared.clone(),
-        }
+        let runner = match &self.runner {
+            Runner::Thread(shared) => {
+                lock(&shared.queue).handles += 1;
+                Runner::Thread(shared.clone())
+            }
+            Runner::Inline(state) => Runner::Inline(state.clone()),
+        };
+        Self { runner }
     }
 }
 
@@ -173,18 +220,22 @@ impl<S: ActorState> Drop for ActorHandle<S> {
     /// so the device's teardown is finished when the last client is gone (a driver must not be
     /// unloaded by process exit while the actor still tears it down). Dropped on the actor thread
     /// itself (a handle captured by a task), it cannot wait: the actor exits after that task.
+    /// Inline, the last handle drops the state itself.
     fn drop(&mut self) {
-        let mut queue = lock(&self.shared.queue);
+        let Runner::Thread(shared) = &self.runner else {
+            return;
+        };
+        let mut queue = lock(&shared.queue);
         queue.handles -= 1;
         if queue.handles > 0 {
             return;
         }
-        self.shared.changed.notify_all();
+        shared.changed.notify_all();
         if queue.actor_thread == Some(thread::current().id()) {
             return;
         }
         while !queue.exited {
-            queue = wait(&self.shared.changed, queue);
+            queue = wait(&shared.changed, queue);
         }
     }
 }
@@ -216,13 +267,65 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
             }
         }
         while let Some((stream, task)) = batch.pop_front() {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(&mut state))) {
-                let message = panic_message(&*payload);
-                // The actor thread must outlive any panic, or every later blocking call would
-                // wait for a reply that never comes: a panicking handler is contained too.
-                let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
-            }
+            run_task(&mut state, stream, task);
         }
+    }
+}
+
+std::thread_local! {
+    /// The inline actor whose state this thread holds (its address), or 0.
+    static HOLDING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// An inline actor's state, held by this thread until dropped.
+struct Held<'a, S> {
+    guard: MutexGuard<'a, S>,
+    previous: usize,
+}
+
+/// Locks an inline actor's state. A thread that already holds it (a task or an `exclusive`
+/// closure calling back into its own client) would wait for itself forever: that panics,
+/// naming the mistake, instead.
+fn hold<S>(state: &Arc<Mutex<S>>) -> Held<'_, S> {
+    let key = Arc::as_ptr(state) as usize;
+    let previous = HOLDING.with(|holding| holding.replace(key));
+    assert_ne!(
+        previous, key,
+        "an inline client was called from inside one of its own tasks or `exclusive` closures; \
+         it would wait for itself: call it after that closure returns"
+    );
+    Held {
+        guard: lock(state),
+        previous,
+    }
+}
+
+impl<S> Drop for Held<'_, S> {
+    fn drop(&mut self) {
+        HOLDING.with(|holding| holding.set(self.previous));
+    }
+}
+
+impl<S> std::ops::Deref for Held<'_, S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.guard
+    }
+}
+
+impl<S> std::ops::DerefMut for Held<'_, S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.guard
+    }
+}
+
+/// Runs one plain task, handing a panic to [`ActorState::task_panicked`].
+fn run_task<S: ActorState>(state: &mut S, stream: StreamId, task: impl FnOnce(&mut S)) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(state))) {
+        let message = panic_message(&*payload);
+        // The actor must outlive any panic, or every later blocking call would wait for a
+        // reply that never comes: a panicking handler is contained too.
+        let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
     }
 }
 
@@ -524,6 +627,90 @@ mod tests {
             wait_for_drop(&dropped),
             (0..1000).map(|i| (0, i)).collect::<Vec<_>>()
         );
+    }
+
+    // ---- inline actors -------------------------------------------------------------------
+
+    #[test]
+    fn inline_tasks_run_on_the_submitting_thread_before_submit_returns() {
+        let actor = ActorHandle::inline(Log::default());
+        let here = std::thread::current().id();
+        let ran_on = Arc::new(Mutex::new(None));
+        let seen = ran_on.clone();
+        actor.submit(S, move |log| {
+            log.entries.push((0, 0));
+            *lock(&seen) = Some(std::thread::current().id());
+        });
+        assert_eq!(*lock(&ran_on), Some(here));
+        let pending = actor.submit_async(S, |log| log.entries.len());
+        assert_eq!(pending.recv(), Ok(Ok(1)));
+        assert_eq!(entries(&actor), vec![(0, 0)]);
+    }
+
+    #[test]
+    fn inline_panics_are_contained_as_on_a_thread() {
+        let actor = ActorHandle::inline(Log::default());
+        actor.submit(StreamId(7), |_| panic!("inline boom"));
+        let blocking: Result<(), _> = actor.submit_blocking(S, |_| panic!("inline blocking"));
+        assert_eq!(blocking, Err(TaskPanicked("inline blocking".to_owned())));
+        let exclusive: Result<(), _> = actor.exclusive(S, || panic!("inline exclusive"));
+        assert_eq!(exclusive, Err(TaskPanicked("inline exclusive".to_owned())));
+        actor.submit(S, |log| log.entries.push((0, 1)));
+        assert_eq!(entries(&actor), vec![(0, 1)]);
+        assert_eq!(
+            panics(&actor),
+            vec![(StreamId(7), "inline boom".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_inline_call_from_inside_exclusive_panics_instead_of_waiting_for_itself() {
+        let actor = ActorHandle::inline(Log::default());
+        let result = actor.exclusive(S, || actor.submit(S, |log| log.entries.push((0, 0))));
+        let Err(TaskPanicked(message)) = result else {
+            panic!("a call back into the actor must fail, got {result:?}");
+        };
+        assert!(message.contains("would wait for itself"), "{message}");
+        // The actor is usable afterwards, and the refused task never ran.
+        assert_eq!(entries(&actor), vec![]);
+    }
+
+    #[test]
+    fn inline_submitters_on_several_threads_lose_nothing() {
+        let actor = ActorHandle::inline(Log::default());
+        std::thread::scope(|scope| {
+            for id in 1..=3u32 {
+                let actor = actor.clone();
+                scope.spawn(move || {
+                    for i in 0..200 {
+                        actor.submit(StreamId(u64::from(id)), move |log| {
+                            log.entries.push((id, i))
+                        });
+                    }
+                });
+            }
+        });
+        let all = entries(&actor);
+        for id in 1..=3 {
+            let mine: Vec<u32> = all.iter().filter(|e| e.0 == id).map(|e| e.1).collect();
+            assert_eq!(mine, (0..200).collect::<Vec<_>>(), "thread {id}");
+        }
+    }
+
+    #[test]
+    fn an_inline_state_drops_with_the_last_handle_on_the_dropping_thread() {
+        let (dropped_tx, dropped) = mpsc::channel();
+        let actor = ActorHandle::inline(Log {
+            entries: Vec::new(),
+            panics: Vec::new(),
+            on_drop: Some(dropped_tx),
+        });
+        let clone = actor.clone();
+        actor.submit(S, |log| log.entries.push((0, 0)));
+        drop(actor);
+        assert_eq!(dropped.try_recv(), Err(mpsc::TryRecvError::Empty));
+        drop(clone);
+        assert_eq!(dropped.try_recv(), Ok(vec![(0, 0)]));
     }
 }
 

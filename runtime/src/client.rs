@@ -108,11 +108,38 @@ impl<D: Device> ComputeClient<D> {
         })
     }
 
+    /// A client whose device work runs on the calling thread, under a lock, instead of on an
+    /// actor thread: every call has run its task when it returns, and a read's future is ready
+    /// at once. Work and errors are ordered exactly as with [`new`](Self::new): tasks of one
+    /// thread always ran in submission order.
+    ///
+    /// For single-threaded simulation (the explorer and the fuzzer run their simulated clients
+    /// this way), where two thread hand-offs per call cost more than the simulated work. On a
+    /// real device, a call that enqueues would wait for the driver; and a device wait that
+    /// depends on another thread's later call (a collective whose peer has not enqueued its
+    /// part) blocks the caller, as it would block an actor.
+    pub fn inline(device: D, options: ServerOptions) -> Self {
+        let id = registry::anonymous_id::<D>();
+        Self::served(id, device, options, ActorHandle::inline)
+    }
+
     fn start(id: DeviceId, device: D, options: ServerOptions) -> Self {
+        let name = format!("lockstep-device-{id}");
+        Self::served(id, device, options, |server| {
+            ActorHandle::spawn(name, server)
+        })
+    }
+
+    /// A client of `device` whose server runs on the actor that `actor` makes of it.
+    fn served(
+        id: DeviceId,
+        device: D,
+        options: ServerOptions,
+        actor: impl FnOnce(Server<D>) -> ActorHandle<Server<D>>,
+    ) -> Self {
         let properties = device.properties().clone();
         let peers = collective::Peers::of(&device);
-        let name = format!("lockstep-device-{id}");
-        let actor = ActorHandle::spawn(name, Server::new(device, options));
+        let actor = actor(Server::new(device, options));
         Self {
             shared: Arc::new(Shared {
                 actor,

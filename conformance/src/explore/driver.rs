@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Condvar, Mutex};
 
 use lockstep::kernel::{ElemType, Fnv1a, Scalar};
 use lockstep::{
@@ -46,10 +45,15 @@ struct Captured<D: Device> {
     launches: Vec<(usize, u64, u64, u32)>,
 }
 
+/// Host thread `t`'s own stream is `StreamId(FIRST_OWN_STREAM + t)`: host threads are logical
+/// (they take turns on one OS thread), so their streams are named here rather than by
+/// [`StreamId::current`], far above the pinned streams.
+const FIRST_OWN_STREAM: u64 = 1 << 16;
+
 /// A tensor of a group: its layout, shape and model buffer.
 type Tensor = (MemoryLayout, Vec<usize>, u64);
 
-/// Everything the host threads share; one of them holds it at a time.
+/// Everything the host threads share.
 struct State<D: Device> {
     model: Model,
     slots: Vec<Option<(Handle, u64)>>,
@@ -64,34 +68,12 @@ struct Run<'w, D: Device> {
     world: &'w World,
     /// The explored device's peers, each on its `StreamId(0)`.
     peers: Vec<ComputeClient<D>>,
-    /// Unpinned: each thread's own stream.
     base: ComputeClient<D>,
     pinned: Vec<ComputeClient<D>>,
+    /// Per host thread, the client on that thread's own stream.
+    own: Vec<ComputeClient<D>>,
     kernels: Vec<Kernel>,
     overrun: Kernel,
-    state: Mutex<State<D>>,
-}
-
-/// Lets threads act strictly in the schedule's order, so the device sees the same calls in the
-/// same order on every run of a seed.
-#[derive(Default)]
-struct Turns {
-    next: Mutex<usize>,
-    changed: Condvar,
-}
-
-impl Turns {
-    fn take(&self, turn: usize) {
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        while *next != turn {
-            next = self.changed.wait(next).unwrap_or_else(|p| p.into_inner());
-        }
-    }
-
-    fn pass(&self) {
-        *self.next.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        self.changed.notify_all();
-    }
 }
 
 /// Runs `workload` of `world` on its `devices` (the explored one first) and checks it.
@@ -156,45 +138,38 @@ fn drive<D: Device>(
         .map(|peer| peer.memory_usage())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("memory_usage of a peer before the workload: {e}"))?;
+    let on_stream = |id: u64| {
+        let mut c = client.clone();
+        c.set_stream(StreamId(id));
+        c
+    };
     let run = Run {
         world,
         peers,
-        pinned: (0..world.streams)
-            .map(|i| {
-                let mut c = client.clone();
-                c.set_stream(StreamId(i as u64));
-                c
-            })
+        pinned: (0..world.streams as u64).map(on_stream).collect(),
+        own: (0..workload.threads.len() as u64)
+            .map(|t| on_stream(FIRST_OWN_STREAM + t))
             .collect(),
-        base: client,
+        base: client.clone(),
         kernels: world.kernels.iter().map(Formula::kernel).collect(),
         overrun: overrun(),
-        state: Mutex::new(State {
-            model: Model::new(world.faults.allocation_failure > 0.0),
-            slots: (0..SLOTS).map(|_| None).collect(),
-            tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
-            lazies: VecDeque::new(),
-            graph: None,
-            failure: None,
-        }),
     };
-    let turns = Turns::default();
-    std::thread::scope(|scope| {
-        for (t, steps) in workload.threads.iter().enumerate() {
-            let positions: Vec<usize> = (0..workload.schedule.len())
-                .filter(|&n| workload.schedule[n] == t)
-                .collect();
-            let (run, turns) = (&run, &turns);
-            scope.spawn(move || {
-                for (step, turn) in steps.iter().zip(positions) {
-                    turns.take(turn);
-                    run.perform(turn, step);
-                    turns.pass();
-                }
-            });
+    let mut state = State {
+        model: Model::new(world.faults.allocation_failure > 0.0),
+        slots: (0..SLOTS).map(|_| None).collect(),
+        tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
+        lazies: VecDeque::new(),
+        graph: None,
+        failure: None,
+    };
+    // The host threads are logical: they take turns on this one OS thread, in the schedule's
+    // order, exactly as the device would see real threads that act strictly in turn.
+    for (turn, (thread, step)) in workload.in_order().enumerate() {
+        if state.failure.is_some() {
+            break;
         }
-    });
-    let state = run.state.into_inner().unwrap_or_else(|p| p.into_inner());
+        run.perform(&mut state, turn, thread, step);
+    }
     finish(world, &run.base, state, baseline, execution, seen)
         .and_then(|()| finish_peers(&run.peers, &peer_baselines))
 }
@@ -387,13 +362,9 @@ impl Seen {
 }
 
 impl<D: Device> Run<'_, D> {
-    fn perform(&self, turn: usize, step: &Step) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if state.failure.is_some() {
-            return;
-        }
-        let result =
-            catch_unwind(AssertUnwindSafe(|| self.act(&mut state, step))).unwrap_or_else(|panic| {
+    fn perform(&self, state: &mut State<D>, turn: usize, thread: usize, step: &Step) {
+        let result = catch_unwind(AssertUnwindSafe(|| self.act(state, thread, step)))
+            .unwrap_or_else(|panic| {
                 let message = panic
                     .downcast_ref::<String>()
                     .cloned()
@@ -406,10 +377,10 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    fn client(&self, on: On) -> &ComputeClient<D> {
+    fn client(&self, on: On, thread: usize) -> &ComputeClient<D> {
         match on {
             On::Pinned(i) => &self.pinned[i],
-            On::Thread => &self.base,
+            On::Thread => &self.own[thread],
         }
     }
 
@@ -435,8 +406,8 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    fn act(&self, state: &mut State<D>, step: &Step) -> Result<(), String> {
-        let client = self.client(step.on);
+    fn act(&self, state: &mut State<D>, thread: usize, step: &Step) -> Result<(), String> {
+        let client = self.client(step.on, thread);
         let s = client.stream_id();
         let lost = state.model.lost;
         let allocated = || {

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use lockstep::{ComputeClient, Device};
+use lockstep::{ComputeClient, Device, ServerOptions};
 use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 
 pub use driver::Execution;
@@ -70,7 +70,7 @@ fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::
     let probes = devices.iter().map(SimDevice::probe).collect();
     let clients = devices
         .into_iter()
-        .map(|device| ComputeClient::new(opener.open(device)))
+        .map(|device| ComputeClient::inline(opener.open(device), ServerOptions::default()))
         .collect();
     Devices { clients, probes }
 }
