@@ -469,8 +469,8 @@ impl SimDevice {
         match self.memory.get_mut(dst.buffer, "write") {
             Ok(alloc) => {
                 let (start, len) = (dst.offset as usize, dst.len as usize);
-                alloc.bytes[start..start + len].copy_from_slice(data);
-                alloc.mark_written(start, len);
+                debug_assert_eq!(len, data.len(), "a write carries its range's bytes");
+                alloc.write(start, data);
                 ""
             }
             Err(report) => {
@@ -497,7 +497,7 @@ impl SimDevice {
         match self.memory.get_mut(src.buffer, "read") {
             Ok(alloc) => {
                 let (start, len) = (src.offset as usize, src.len as usize);
-                let bytes = alloc.bytes[start..start + len].to_vec();
+                let bytes = alloc.read(start, len);
                 if !alloc.all_written(start, len) {
                     self.report(SanitizerReport::UninitializedRead {
                         operation: "read".to_owned(),
@@ -549,12 +549,7 @@ impl SimDevice {
             Count::Dynamic(range) => match self.memory.get_mut(range.buffer, &operation) {
                 Ok(alloc) => {
                     let at = range.offset as usize;
-                    let word = |i: usize| {
-                        u32::from_le_bytes(
-                            alloc.bytes[at + 4 * i..at + 4 * i + 4].try_into().unwrap(),
-                        )
-                    };
-                    [word(0), word(1), word(2)]
+                    [0, 1, 2].map(|i| alloc.read_word(at + 4 * i))
                 }
                 Err(report) => {
                     self.fault_use_after_free(stream, &operation, report);
@@ -622,11 +617,10 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
     let words = (range.len / 4) as usize;
     let start = range.offset as usize;
     BindingData {
-        words: (0..words)
-            .map(|i| {
-                let at = start + 4 * i;
-                u32::from_le_bytes(alloc.bytes[at..at + 4].try_into().unwrap())
-            })
+        words: alloc
+            .read(start, 4 * words)
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect(),
         initialized: (0..words)
             .map(|i| alloc.all_written(start + 4 * i, 4))
@@ -639,9 +633,7 @@ fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &Bindin
     let start = range.offset as usize;
     for (i, (&word, &dirty)) in data.words.iter().zip(&data.dirty).enumerate() {
         if dirty {
-            let at = start + 4 * i;
-            alloc.bytes[at..at + 4].copy_from_slice(&word.to_le_bytes());
-            alloc.mark_written(at, 4);
+            alloc.write(start + 4 * i, &word.to_le_bytes());
         }
     }
 }

@@ -70,32 +70,135 @@ impl std::fmt::Display for SanitizerReport {
     }
 }
 
+/// Bytes per chunk of simulated memory. A chunk is materialised at its first write, so an
+/// allocation costs nothing until it is used: pools reserve pages of up to hundreds of MiB and
+/// use a few KiB of them, and filling whole pages with poison cost more than the simulated work.
+const CHUNK_BYTES: usize = 4096;
+
+/// One materialised chunk: its bytes (poisoned until written) and one bit per byte written.
+#[derive(Debug)]
+struct Chunk {
+    bytes: [u8; CHUNK_BYTES],
+    written: [u64; CHUNK_BYTES / 64],
+}
+
+impl Chunk {
+    fn fresh() -> Box<Chunk> {
+        Box::new(Chunk {
+            bytes: [POISON_FRESH; CHUNK_BYTES],
+            written: [0; CHUNK_BYTES / 64],
+        })
+    }
+}
+
+/// One device allocation. Bytes never written read as [`POISON_FRESH`], whether or not their
+/// chunk is materialised; the written-bit of a byte is set exactly when a write covered it.
 #[derive(Debug)]
 pub(crate) struct Allocation {
-    pub bytes: Vec<u8>,
-    /// One bit per byte: set once the byte has been written.
-    written: Vec<u64>,
+    size: usize,
+    chunks: Vec<Option<Box<Chunk>>>,
     pub freed: bool,
+}
+
+/// The pieces of `offset..offset + len` that fall in each chunk: (chunk, start in chunk, length).
+fn pieces(offset: usize, len: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let end = offset + len;
+    let mut at = offset;
+    std::iter::from_fn(move || {
+        (at < end).then(|| {
+            let (chunk, within) = (at / CHUNK_BYTES, at % CHUNK_BYTES);
+            let n = (CHUNK_BYTES - within).min(end - at);
+            at += n;
+            (chunk, within, n)
+        })
+    })
+}
+
+/// Sets bits `from..from + n` of `words`.
+fn set_bits(words: &mut [u64], from: usize, n: usize) {
+    let mut bit = from;
+    while bit < from + n {
+        let take = (64 - bit % 64).min(from + n - bit);
+        words[bit / 64] |= mask(bit % 64, take);
+        bit += take;
+    }
+}
+
+/// Whether bits `from..from + n` of `words` are all set.
+fn all_bits(words: &[u64], from: usize, n: usize) -> bool {
+    let mut bit = from;
+    while bit < from + n {
+        let take = (64 - bit % 64).min(from + n - bit);
+        let m = mask(bit % 64, take);
+        if words[bit / 64] & m != m {
+            return false;
+        }
+        bit += take;
+    }
+    true
+}
+
+/// `n` set bits from bit `shift` (`shift + n <= 64`).
+fn mask(shift: usize, n: usize) -> u64 {
+    (u64::MAX >> (64 - n)) << shift
 }
 
 impl Allocation {
     fn new(size: usize) -> Self {
         Self {
-            bytes: vec![POISON_FRESH; size],
-            written: vec![0; size.div_ceil(64)],
+            size,
+            chunks: std::iter::repeat_with(|| None)
+                .take(size.div_ceil(CHUNK_BYTES))
+                .collect(),
             freed: false,
         }
     }
 
-    pub fn mark_written(&mut self, offset: usize, len: usize) {
-        for bit in offset..offset + len {
-            self.written[bit / 64] |= 1 << (bit % 64);
+    /// Copies `data` in at `offset` and marks those bytes written.
+    pub fn write(&mut self, offset: usize, data: &[u8]) {
+        assert!(
+            offset + data.len() <= self.size,
+            "the runtime writes inside its buffers"
+        );
+        let mut data = data;
+        for (index, within, n) in pieces(offset, data.len()) {
+            let chunk = self.chunks[index].get_or_insert_with(Chunk::fresh);
+            chunk.bytes[within..within + n].copy_from_slice(&data[..n]);
+            set_bits(&mut chunk.written, within, n);
+            data = &data[n..];
         }
+    }
+
+    /// The bytes at `offset..offset + len`, poison where never written.
+    pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
+        assert!(
+            offset + len <= self.size,
+            "the runtime reads inside its buffers"
+        );
+        let mut out = vec![POISON_FRESH; len];
+        let mut at = 0;
+        for (index, within, n) in pieces(offset, len) {
+            if let Some(chunk) = &self.chunks[index] {
+                out[at..at + n].copy_from_slice(&chunk.bytes[within..within + n]);
+            }
+            at += n;
+        }
+        out
+    }
+
+    /// The little-endian word at `offset`.
+    pub fn read_word(&self, offset: usize) -> u32 {
+        let bytes = self.read(offset, 4);
+        u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
     }
 
     /// Whether every byte of the range was written at some point.
     pub fn all_written(&self, offset: usize, len: usize) -> bool {
-        (offset..offset + len).all(|bit| self.written[bit / 64] & (1 << (bit % 64)) != 0)
+        pieces(offset, len).all(|(index, within, n)| {
+            self.chunks[index]
+                .as_ref()
+                .is_some_and(|chunk| all_bits(&chunk.written, within, n))
+        })
     }
 }
 
@@ -125,10 +228,9 @@ impl SimMemory {
             .expect("the runtime frees only buffers this device allocated");
         assert!(!alloc.freed, "buffer {id} freed twice");
         alloc.freed = true;
-        self.bytes_live -= alloc.bytes.len() as u64;
+        self.bytes_live -= alloc.size as u64;
         // Retire the storage; keep the tombstone for use-after-free detection.
-        alloc.bytes = Vec::new();
-        alloc.written = Vec::new();
+        alloc.chunks = Vec::new();
     }
 
     /// The live allocation `id`, or a use-after-free report naming `operation`.
@@ -144,5 +246,48 @@ impl SimMemory {
                 buffer: id,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwritten_bytes_read_as_poison_and_writes_across_chunks_read_back() {
+        let mut alloc = Allocation::new(3 * CHUNK_BYTES + 10);
+        assert_eq!(alloc.read(0, 8), vec![POISON_FRESH; 8]);
+        assert!(!alloc.all_written(0, 1));
+        // A write straddling two chunk boundaries, starting at an odd offset.
+        let at = CHUNK_BYTES - 3;
+        let data: Vec<u8> = (0..CHUNK_BYTES as u32 + 7).map(|i| i as u8).collect();
+        alloc.write(at, &data);
+        assert_eq!(alloc.read(at, data.len()), data);
+        assert!(alloc.all_written(at, data.len()));
+        assert!(
+            !alloc.all_written(at - 1, 2),
+            "the byte before was never written"
+        );
+        assert!(!alloc.all_written(at, data.len() + 1), "nor the byte after");
+        let mut around = vec![POISON_FRESH];
+        around.extend_from_slice(&data);
+        around.push(POISON_FRESH);
+        assert_eq!(alloc.read(at - 1, data.len() + 2), around);
+        // The last, partial chunk.
+        alloc.write(3 * CHUNK_BYTES + 6, &7u32.to_le_bytes());
+        assert_eq!(alloc.read_word(3 * CHUNK_BYTES + 6), 7);
+        assert!(alloc.all_written(3 * CHUNK_BYTES + 6, 4));
+    }
+
+    #[test]
+    fn bit_ranges_cover_exactly_what_was_set() {
+        let mut words = [0u64; 4];
+        set_bits(&mut words, 60, 70);
+        assert!(all_bits(&words, 60, 70));
+        assert!(!all_bits(&words, 59, 2));
+        assert!(!all_bits(&words, 129, 2));
+        assert_eq!(words, [0xF << 60, u64::MAX, 0x3, 0]);
+        set_bits(&mut words, 192, 64);
+        assert_eq!(words[3], u64::MAX);
     }
 }

@@ -614,7 +614,7 @@ impl SimDevice {
         match self.memory.get_mut(src.buffer, operation) {
             Ok(alloc) => {
                 let (start, len) = (src.offset as usize, src.len as usize);
-                let bytes = alloc.bytes[start..start + len].to_vec();
+                let bytes = alloc.read(start, len);
                 if !alloc.all_written(start, len) {
                     self.report(SanitizerReport::UninitializedRead {
                         operation: operation.to_owned(),
@@ -636,8 +636,7 @@ impl SimDevice {
         match self.memory.get_mut(dst.buffer, operation) {
             Ok(alloc) => {
                 let start = dst.offset as usize;
-                alloc.bytes[start..start + bytes.len()].copy_from_slice(bytes);
-                alloc.mark_written(start, bytes.len());
+                alloc.write(start, bytes);
             }
             Err(report) => self.fault_use_after_free(stream, operation, report),
         }
