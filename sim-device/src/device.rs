@@ -629,12 +629,25 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
     }
 }
 
+/// Stores the words a launch wrote back into device memory, a run of consecutive words at a
+/// time; words it did not store keep their bytes (and their written-bits).
 fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &BindingData) {
     let start = range.offset as usize;
-    for (i, (&word, &dirty)) in data.words.iter().zip(&data.dirty).enumerate() {
-        if dirty {
-            alloc.write(start + 4 * i, &word.to_le_bytes());
+    let mut i = 0;
+    while i < data.words.len() {
+        if !data.dirty[i] {
+            i += 1;
+            continue;
         }
+        let end = (i..data.words.len())
+            .find(|&j| !data.dirty[j])
+            .unwrap_or(data.words.len());
+        let bytes: Vec<u8> = data.words[i..end]
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        alloc.write(start + 4 * i, &bytes);
+        i = end;
     }
 }
 

@@ -321,13 +321,34 @@ impl<'a, 'l> Batch<'a, 'l> {
         }
     }
 
-    /// `f` applied to each active lane's operands.
+    /// `f` applied to each active lane's operands. Lanes are ascending; when they are all the
+    /// lanes up to the last (the common case: no branch has split them), a plain loop serves.
     fn map<T: Clone>(lanes: &[u32], fill: T, mut f: impl FnMut(usize) -> T) -> Vec<T> {
-        let mut out = vec![fill; lanes.last().map_or(0, |&l| l as usize + 1)];
+        let len = lanes.last().map_or(0, |&l| l as usize + 1);
+        if lanes.len() == len {
+            return (0..len).map(f).collect();
+        }
+        let mut out = vec![fill; len];
         for &l in lanes {
             out[l as usize] = f(l as usize);
         }
         out
+    }
+
+    /// `op` on every lane. The validator gives both columns one type; for `u32`, the type is
+    /// matched once for the column, so the per-lane work is the operation itself.
+    fn binary(op: BinOp, l: &[Scalar], r: &[Scalar], lanes: &[u32]) -> Vec<Scalar> {
+        let u32s = |i: usize| match (l[i], r[i]) {
+            (Scalar::U32(a), Scalar::U32(b)) => (a, b),
+            other => unreachable!("a u32 column holds {other:?}"),
+        };
+        match lanes.first().map(|&f| l[f as usize]) {
+            Some(Scalar::U32(_)) => Self::map(lanes, Scalar::U32(0), |i| {
+                let (a, b) = u32s(i);
+                semantics::binary(op, Scalar::U32(a), Scalar::U32(b))
+            }),
+            _ => Self::map(lanes, Scalar::U32(0), |i| semantics::binary(op, l[i], r[i])),
+        }
     }
 
     fn eval(&mut self, expr: &Expr, lanes: &[u32]) -> Column {
@@ -367,9 +388,7 @@ impl<'a, 'l> Batch<'a, 'l> {
                     self.eval(lhs, lanes).scalars(),
                     self.eval(rhs, lanes).scalars(),
                 );
-                Column::Scalars(Self::map(lanes, ZERO, |i| {
-                    semantics::binary(*op, l[i], r[i])
-                }))
+                Column::Scalars(Self::binary(*op, &l, &r, lanes))
             }
             Expr::Cmp { op, lhs, rhs } => {
                 let (l, r) = (

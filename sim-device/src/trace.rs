@@ -39,6 +39,27 @@ pub struct Observations {
     pub entries: Vec<TraceEntry>,
 }
 
+/// A digest of an operation's content (e.g. every byte a write stored) for the trace hash:
+/// FNV-1a's multiply-xor over little-endian 8-byte words in four independent lanes, folded.
+/// Hashing byte by byte was a fifth of the explorer's time; this is as deterministic.
+fn digest(content: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0100_0000_01b3;
+    let mut lanes = [0xcbf2_9ce4_8422_2325u64; 4];
+    let mut blocks = content.chunks_exact(32);
+    for block in &mut blocks {
+        for (lane, word) in lanes.iter_mut().zip(block.chunks_exact(8)) {
+            let word = u64::from_le_bytes(word.try_into().expect("8-byte chunk"));
+            *lane = (*lane ^ word).wrapping_mul(PRIME);
+        }
+    }
+    let mut folded = Fnv1a::default();
+    for lane in lanes {
+        folded.write_u64(lane);
+    }
+    folded.write_bytes(blocks.remainder());
+    folded.0
+}
+
 #[derive(Debug)]
 pub(crate) struct Trace {
     hash: Fnv1a,
@@ -59,7 +80,8 @@ impl Trace {
         self.hash.write_u64(entry.stream as u64);
         self.hash.write_bytes(entry.op.as_bytes());
         self.hash.write_bytes(entry.detail.as_bytes());
-        self.hash.write_bytes(content);
+        self.hash.write_u64(content.len() as u64);
+        self.hash.write_u64(digest(content));
         obs.trace_hash = self.hash.0;
         obs.ops_executed += 1;
         obs.virtual_time_ns = entry.start_ns + entry.duration_ns;

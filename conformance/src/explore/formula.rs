@@ -57,34 +57,37 @@ impl Term {
         )
     }
 
-    fn eval(&self, dst: u32, src: u32, k: u32) -> u32 {
+    /// `f` at every element: `dst[i]` and the gathered `src[i]`, evaluated a node at a time over
+    /// the whole buffer (per element, the tree walk cost more than the simulated kernel).
+    fn eval(&self, dst: &[u32], src: &[u32], k: u32) -> Vec<u32> {
+        let combine = |a: Vec<u32>, b: Vec<u32>, f: &dyn Fn(u32, u32) -> u32| {
+            a.iter().zip(&b).map(|(&a, &b)| f(a, b)).collect()
+        };
         match self {
-            Term::Dst => dst,
-            Term::Src => src,
-            Term::K => k,
-            Term::Lit(v) => *v,
+            Term::Dst => dst.to_vec(),
+            Term::Src => src.to_vec(),
+            Term::K => vec![k; dst.len()],
+            Term::Lit(v) => vec![*v; dst.len()],
             Term::Op(op, a, b) => {
                 let (a, b) = (a.eval(dst, src, k), b.eval(dst, src, k));
                 match op {
-                    BinOp::Add => a.wrapping_add(b),
-                    BinOp::Sub => a.wrapping_sub(b),
-                    BinOp::Mul => a.wrapping_mul(b),
-                    BinOp::Min => a.min(b),
-                    BinOp::Max => a.max(b),
-                    BinOp::BitAnd => a & b,
-                    BinOp::BitOr => a | b,
-                    BinOp::BitXor => a ^ b,
-                    BinOp::Shr => a >> (b % 32),
+                    BinOp::Add => combine(a, b, &u32::wrapping_add),
+                    BinOp::Sub => combine(a, b, &u32::wrapping_sub),
+                    BinOp::Mul => combine(a, b, &u32::wrapping_mul),
+                    BinOp::Min => combine(a, b, &u32::min),
+                    BinOp::Max => combine(a, b, &u32::max),
+                    BinOp::BitAnd => combine(a, b, &|a, b| a & b),
+                    BinOp::BitOr => combine(a, b, &|a, b| a | b),
+                    BinOp::BitXor => combine(a, b, &|a, b| a ^ b),
+                    BinOp::Shr => combine(a, b, &|a, b| a >> (b % 32)),
                     other => unreachable!("{other:?} is never drawn"),
                 }
             }
             Term::SelectLt(t) => {
-                let [a, b, c, d] = &**t;
-                if a.eval(dst, src, k) < b.eval(dst, src, k) {
-                    c.eval(dst, src, k)
-                } else {
-                    d.eval(dst, src, k)
-                }
+                let [a, b, c, d] = t.each_ref().map(|t| t.eval(dst, src, k));
+                (0..dst.len())
+                    .map(|i| if a[i] < b[i] { c[i] } else { d[i] })
+                    .collect()
             }
         }
     }
@@ -155,11 +158,13 @@ impl Formula {
 
     /// What the kernel must compute, on host copies. `src` is never empty.
     pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
-        let old = dst.to_vec();
-        for (i, d) in dst.iter_mut().enumerate() {
-            let j = (i as u64 * self.stride as u64 + self.shift as u64) % src.len() as u64;
-            *d = self.f.eval(old[i], src[j as usize], k);
-        }
+        let gathered: Vec<u32> = (0..dst.len() as u64)
+            .map(|i| {
+                src[((i * self.stride as u64 + self.shift as u64) % src.len() as u64) as usize]
+            })
+            .collect();
+        let new = self.f.eval(dst, &gathered, k);
+        dst.copy_from_slice(&new);
     }
 }
 

@@ -8,6 +8,7 @@ use super::ir::{BinOp, CmpOp, ElemType, Scalar};
 /// # Panics
 /// If the operands differ in type or a bitwise operation gets floats: the validator rejects
 /// such kernels, so reaching this is a bug in the caller.
+#[inline]
 pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
     use Scalar::*;
     match (lhs, rhs) {
@@ -58,6 +59,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
 }
 
 /// Compares two values of the same type.
+#[inline]
 pub fn compare(op: CmpOp, lhs: Scalar, rhs: Scalar) -> bool {
     use Scalar::*;
     let ordering = match (lhs, rhs) {
@@ -81,6 +83,7 @@ pub fn compare(op: CmpOp, lhs: Scalar, rhs: Scalar) -> bool {
 }
 
 /// Arithmetic negation; wraps for `i32`.
+#[inline]
 pub fn negate(value: Scalar) -> Scalar {
     match value {
         Scalar::I32(v) => Scalar::I32(v.wrapping_neg()),
@@ -91,6 +94,7 @@ pub fn negate(value: Scalar) -> Scalar {
 
 /// Numeric conversion; float to integer saturates and maps NaN to zero, integer to integer
 /// reinterprets the bits.
+#[inline]
 pub fn cast(value: Scalar, to: ElemType) -> Scalar {
     use Scalar::*;
     match (value, to) {
@@ -107,6 +111,7 @@ pub fn cast(value: Scalar, to: ElemType) -> Scalar {
 }
 
 /// Zero of a type: the initial value of every local.
+#[inline]
 pub fn zero(elem: ElemType) -> Scalar {
     Scalar::from_bits(elem, 0)
 }
