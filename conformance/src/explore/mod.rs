@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use lockstep::{ComputeClient, Device};
+use lockstep::{ComputeClient, Device, ServerOptions};
 use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 
 pub use driver::Execution;
@@ -30,10 +30,15 @@ pub use workload::Workload;
 pub use world::World;
 
 /// How an explored device is made from a simulated one. The explorer runs on the simulator;
-/// tests wrap it (e.g. in a device that misbehaves on purpose).
+/// tests wrap it (e.g. in a device that misbehaves on purpose) or turn a runtime knob off.
 pub trait Opener: Sync {
     type Device: Device;
     fn open(&self, device: SimDevice) -> Self::Device;
+
+    /// The runtime's options for every client of the world.
+    fn options(&self) -> ServerOptions {
+        ServerOptions::default()
+    }
 }
 
 /// The plain simulator.
@@ -70,7 +75,7 @@ fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::
     let probes = devices.iter().map(SimDevice::probe).collect();
     let clients = devices
         .into_iter()
-        .map(|device| ComputeClient::new(opener.open(device)))
+        .map(|device| ComputeClient::with_options(opener.open(device), opener.options()))
         .collect();
     Devices { clients, probes }
 }
