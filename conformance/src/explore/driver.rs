@@ -1075,6 +1075,8 @@ impl<D: Device> Run<'_, D> {
         s: StreamId,
         prepare: bool,
     ) -> Result<(), String> {
+        // start_capture may write the stream's fault record, whose failure surfaces later.
+        state.model.uses(s);
         if prepare {
             if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
                 return Ok(());
