@@ -9,7 +9,7 @@ use std::sync::Arc;
 use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, ReduceOperation};
+use lockstep::{Device, DeviceError, DeviceProperties, ReduceOperation, ServerOptions};
 use lockstep_conformance::explore::{Opener, run_seed};
 use lockstep_sim::SimDevice;
 
@@ -349,6 +349,73 @@ fn a_swallowed_error_is_caught() {
     // Caught as a fault that never surfaced, or as a read the swallowed fault spoiled, which
     // the model then holds against a window that seemed clean.
     seeds_to_detection(Misbehaviour::SwallowError, true);
+}
+
+/// The simulator under a runtime with one of its test-only knobs turned off, which
+/// re-introduces a defect the explorer once missed.
+struct Knob(ServerOptions);
+
+impl Opener for Knob {
+    type Device = SimDevice;
+
+    fn open(&self, device: SimDevice) -> SimDevice {
+        device
+    }
+
+    fn options(&self) -> ServerOptions {
+        self.0
+    }
+}
+
+/// Seeds the explorer gets to refind a re-introduced runtime defect.
+const DEFECT_BUDGET: u64 = 1_000;
+
+/// Explores from seed 0 until the first failure under `options`, and returns its offset.
+fn defect_found(defect: &str, options: ServerOptions, faults: bool) -> u64 {
+    let opener = Knob(options);
+    for n in 0..DEFECT_BUDGET {
+        if let Some(why) = run_seed(&opener, n, faults).failure {
+            println!("defect {defect}: found at seed offset {n}: {why}");
+            return n;
+        }
+    }
+    panic!("defect {defect} went unnoticed for {DEFECT_BUDGET} seeds");
+}
+
+#[test]
+fn an_overflowing_allocation_size_that_is_served_is_caught() {
+    let options = ServerOptions {
+        checked_slot_sizes: false,
+        ..ServerOptions::default()
+    };
+    defect_found("served overflowing size", options, false);
+}
+
+#[test]
+fn a_refused_stop_capture_that_changes_state_is_caught() {
+    let options = ServerOptions {
+        refused_stop_capture_keeps_state: false,
+        ..ServerOptions::default()
+    };
+    defect_found("refused stop_capture resets the stream", options, false);
+}
+
+#[test]
+fn an_event_recorded_into_a_capturing_stream_is_caught() {
+    let options = ServerOptions {
+        capture_aware_events: false,
+        ..ServerOptions::default()
+    };
+    defect_found("event recorded into a capture", options, false);
+}
+
+#[test]
+fn a_launch_that_ignores_view_offsets_is_caught() {
+    let options = ServerOptions {
+        launch_view_offsets: false,
+        ..ServerOptions::default()
+    };
+    defect_found("launch ignores view offsets", options, false);
 }
 
 /// A short exploration of the plain simulator from `$LOCKSTEP_SEED` (default 0), so `cargo

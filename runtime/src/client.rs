@@ -361,11 +361,15 @@ impl<D: Device> ComputeClient<D> {
         let properties = &self.shared.properties;
         let row_alignment = properties.max_load_width_bytes as usize;
         let mut placed = Vec::with_capacity(descriptors.len());
+        // A sum that overflows saturates: no device serves `u64::MAX` bytes, so the server
+        // refuses it as out of memory, like any request too large for the device.
         let mut total = 0u64;
         for desc in descriptors {
             let plan = plan(desc, row_alignment)?;
-            let offset = total.next_multiple_of(properties.alignment_bytes);
-            total = offset + plan.bytes;
+            let offset = total
+                .checked_next_multiple_of(properties.alignment_bytes)
+                .unwrap_or(u64::MAX);
+            total = offset.saturating_add(plan.bytes);
             placed.push((offset, plan));
         }
         if let Some(data) = &data {

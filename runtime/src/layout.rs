@@ -44,6 +44,7 @@ impl MemoryLayoutDescriptor {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct TensorPlan {
     pub strides: Vec<usize>,
+    /// `u64::MAX` when the padding overflows (the strides are then meaningless).
     pub bytes: u64,
 }
 
@@ -72,23 +73,25 @@ pub(crate) fn plan(
             bytes: dense_bytes as u64,
         });
     }
+    // Padding that overflows saturates: the plan then asks for `u64::MAX` bytes, which no
+    // device serves, so the allocation is refused as out of memory before any stride is used.
     let n = shape.len();
     let unit = row_alignment / gcd(row_alignment, elem_size) * elem_size;
     let row_bytes = shape[n - 1] * elem_size;
-    let pitch_elems = row_bytes.next_multiple_of(unit) / elem_size;
+    let pitch_elems = row_bytes
+        .checked_next_multiple_of(unit)
+        .unwrap_or(usize::MAX)
+        / elem_size;
     let mut strides = vec![1; n];
     strides[n - 2] = pitch_elems;
     for i in (0..n - 2).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     let bytes = shape[0]
         .checked_mul(strides[0])
         .and_then(|e| e.checked_mul(elem_size))
-        .ok_or_else(|| invalid(format!("pitched shape {shape:?} overflows")))?;
-    Ok(TensorPlan {
-        strides,
-        bytes: bytes as u64,
-    })
+        .map_or(u64::MAX, |bytes| bytes as u64);
+    Ok(TensorPlan { strides, bytes })
 }
 
 /// Copies dense row-major `src` into `dst` laid out with `strides` (the inverse of [`gather`]).

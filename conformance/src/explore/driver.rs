@@ -2,15 +2,15 @@
 //! operation is judged against the [`Model`], and the run ends by draining every stream and
 //! checking memory, faults and the simulator's observations.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use lockstep::kernel::{ElemType, Fnv1a, Scalar};
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
+    Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
     InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
     MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, ProfileError,
-    ReduceOperation, ServerError, StreamId, block_on,
+    ReduceOperation, ServerError, StreamId, block_on, contiguous_strides,
 };
 use lockstep_sim::{FaultKind, SanitizerReport};
 
@@ -42,7 +42,7 @@ pub struct Execution {
 /// A captured graph and the launches it replays, on model buffers.
 struct Captured<D: Device> {
     graph: Graph<D>,
-    launches: Vec<(usize, u64, u64, u32)>,
+    launches: Vec<ModelLaunch>,
 }
 
 /// Host thread `t`'s own stream is `StreamId(FIRST_OWN_STREAM + t)`: host threads are logical
@@ -53,6 +53,26 @@ const FIRST_OWN_STREAM: u64 = 1 << 16;
 /// A tensor of a group: its layout, shape and model buffer.
 type Tensor = (MemoryLayout, Vec<usize>, u64);
 
+/// A launch on model buffers: kernel, destination, source, parameter.
+type ModelLaunch = (usize, u64, u64, u32);
+
+/// The capture still open while other threads act.
+struct OpenCapture {
+    stream: StreamId,
+    /// The launches recorded so far.
+    launches: Vec<ModelLaunch>,
+    /// A write was enqueued on the stream in the window: `stop_capture` must refuse.
+    refused_write: bool,
+}
+
+/// Graph-capture state of the run's streams, as the driver knows it.
+#[derive(Default)]
+struct Captures {
+    open: Option<OpenCapture>,
+    /// Streams `graph_prepare`d whose capture has not started.
+    prepared: BTreeSet<StreamId>,
+}
+
 /// Everything the host threads share.
 struct State<D: Device> {
     model: Model,
@@ -61,6 +81,7 @@ struct State<D: Device> {
     /// Lazy reads not accessed yet, oldest first: the bytes, their buffer and stream.
     lazies: VecDeque<(Bytes, u64, StreamId)>,
     graph: Option<Captured<D>>,
+    captures: Captures,
     failure: Option<String>,
 }
 
@@ -160,6 +181,7 @@ fn drive<D: Device>(
         tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
         lazies: VecDeque::new(),
         graph: None,
+        captures: Captures::default(),
         failure: None,
     };
     // The host threads are logical: they take turns on this one OS thread, in the schedule's
@@ -384,9 +406,18 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// An allocation call failed: only injected failures and a lost device may do that.
-    fn refused(&self, state: &mut State<D>, err: ServerError) -> Result<(), String> {
+    /// An allocating call on the explored device failed (create, empty, tensors, `to_client`
+    /// into it): the one rule for all of them. A request no device serves (`oversized`) must
+    /// be refused as out of memory; otherwise only a capped pool, an injected failure and a
+    /// lost device may refuse.
+    fn refused(
+        &self,
+        state: &mut State<D>,
+        err: ServerError,
+        oversized: bool,
+    ) -> Result<(), String> {
         match err {
+            ServerError::OutOfMemory(_) if oversized => Ok(()),
             // An installed pool layout caps what a size class may reserve: a legal refusal.
             ServerError::OutOfMemory(oom)
                 if matches!(self.world.pools, Some(MemoryPoolsConfig::Pools(_)))
@@ -409,6 +440,11 @@ impl<D: Device> Run<'_, D> {
     fn act(&self, state: &mut State<D>, thread: usize, step: &Step) -> Result<(), String> {
         let client = self.client(step.on, thread);
         let s = client.stream_id();
+        if state.captures.open.as_ref().is_some_and(|c| c.stream == s)
+            && let Some(result) = self.in_capture(state, client, s, &step.action)
+        {
+            return result;
+        }
         let lost = state.model.lost;
         let allocated = || {
             if lost {
@@ -426,7 +462,7 @@ impl<D: Device> Run<'_, D> {
                         let buf = state.model.create(s, values);
                         state.slots[*slot] = Some((handle, buf));
                     }
-                    Err(err) => self.refused(state, err)?,
+                    Err(err) => self.refused(state, err, false)?,
                 }
             }
             Action::EmptyThenFill { slot, len, fill } => match client.empty(len * 4) {
@@ -439,7 +475,7 @@ impl<D: Device> Run<'_, D> {
                     let buf = state.model.create(s, values);
                     state.slots[*slot] = Some((handle, buf));
                 }
-                Err(err) => self.refused(state, err)?,
+                Err(err) => self.refused(state, err, false)?,
             },
             Action::Write {
                 slot,
@@ -459,7 +495,9 @@ impl<D: Device> Run<'_, D> {
                 let buf = *buf;
                 state.model.write(s, buf, offset, &values);
             }
-            Action::Launch(spec) => self.launch(state, client, s, spec, true)?,
+            Action::Launch(spec) => {
+                self.launch(state, client, s, spec, true)?;
+            }
             Action::Read { slot } => {
                 let Some((handle, buf)) = &state.slots[*slot] else {
                     return Ok(());
@@ -514,7 +552,7 @@ impl<D: Device> Run<'_, D> {
                             .collect();
                         state.tensors[*slot] = Some(group);
                     }
-                    Err(err) => self.refused(state, err)?,
+                    Err(err) => self.refused(state, err, false)?,
                 }
             }
             Action::ReadTensors { slot } => {
@@ -551,6 +589,13 @@ impl<D: Device> Run<'_, D> {
                     return Ok(());
                 };
                 let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+                if state.captures.open.as_ref().is_some_and(|c| c.stream == s) {
+                    let refusal = CaptureError::Refused {
+                        operation: "read",
+                        stream: s,
+                    };
+                    return expect_refusal(state, "lazy read", result.map(drop), refusal);
+                }
                 self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
             }
             Action::Profile(spec) => {
@@ -601,7 +646,35 @@ impl<D: Device> Run<'_, D> {
                     },
                 );
             }
-            Action::Capture { launches } => self.capture(state, client, s, launches)?,
+            Action::BeginCapture { launches } => self.begin_capture(state, client, s, launches)?,
+            Action::EndCapture => self.end_capture(state)?,
+            Action::CaptureOutOfOrder { prepare } => {
+                self.capture_out_of_order(state, client, s, *prepare)?
+            }
+            Action::Oversized { tensors, below } => {
+                self.oversized(state, client, *tensors, *below)?
+            }
+            Action::LaunchView {
+                kernel,
+                group,
+                index,
+                src,
+                k,
+            } => {
+                let (Some(group), Some((src, src_buf))) =
+                    (&state.tensors[*group], &state.slots[*src])
+                else {
+                    return Ok(());
+                };
+                let (layout, shape, dst_buf) = &group[index % group.len()];
+                // The model holds dense values: tensors with padded rows are not launched on.
+                if layout.strides != contiguous_strides(shape) {
+                    return Ok(());
+                }
+                let dst = (layout.memory.clone(), *dst_buf);
+                let src = (src.clone(), *src_buf);
+                self.launch_on(state, client, s, (*kernel, *k), dst, src, true)?;
+            }
             Action::Replay => {
                 if let Some(captured) = &state.graph {
                     captured.graph.replay();
@@ -647,11 +720,15 @@ impl<D: Device> Run<'_, D> {
                 let src = peer
                     .create(Bytes::from_elems(&values))
                     .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
-                let handle = peer
-                    .to_client(src, client, ElemType::U32)
-                    .map_err(|e| format!("to_client from a peer: {e}"))?;
-                let buf = state.model.create(s, values);
-                state.slots[*slot] = Some((handle, buf));
+                match peer.to_client(src, client, ElemType::U32) {
+                    Ok(handle) => {
+                        let buf = state.model.create(s, values);
+                        state.slots[*slot] = Some((handle, buf));
+                    }
+                    Err(err) => self
+                        .refused(state, err, false)
+                        .map_err(|why| format!("to_client from a peer: {why}"))?,
+                }
             }
             Action::Install => {
                 match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
@@ -711,7 +788,7 @@ impl<D: Device> Run<'_, D> {
     }
 
     /// Launches `spec` on `s`; with `model`, applies it to the model too (without, the launch is
-    /// being captured).
+    /// being captured). Returns the model buffers it launched on, if it did.
     fn launch(
         &self,
         state: &mut State<D>,
@@ -719,35 +796,58 @@ impl<D: Device> Run<'_, D> {
         s: StreamId,
         spec: &LaunchSpec,
         model: bool,
-    ) -> Result<(), String> {
+    ) -> Result<Option<(u64, u64)>, String> {
         let (Some((dst, dst_buf)), Some((src, src_buf))) =
             (&state.slots[spec.dst], &state.slots[spec.src])
         else {
-            return Ok(());
+            return Ok(None);
         };
-        let args = KernelArguments::new()
-            .binding(dst)
-            .binding(src)
-            .param(Scalar::U32(spec.k));
-        let count = CubeCount::Static(Formula::workgroups(state.model.len(*dst_buf)), 1, 1);
-        let result = client.launch(&self.kernels[spec.kernel], count, args);
         if spec.dst == spec.src {
-            return match result {
-                Err(IoError::InvalidLaunch { .. }) => Ok(()),
+            let args = KernelArguments::new()
+                .binding(dst)
+                .binding(src)
+                .param(Scalar::U32(spec.k));
+            let count = CubeCount::Static(Formula::workgroups(state.model.len(*dst_buf)), 1, 1);
+            return match client.launch(&self.kernels[spec.kernel], count, args) {
+                Err(IoError::InvalidLaunch { .. }) => Ok(None),
                 other => Err(format!(
                     "a launch binding one handle twice, once writable, must be refused; got {other:?}"
                 )),
             };
         }
-        result.map_err(|e| format!("launch refused: {e}"))?;
+        let dst = (dst.clone(), *dst_buf);
+        let src = (src.clone(), *src_buf);
+        self.launch_on(state, client, s, (spec.kernel, spec.k), dst, src, model)
+    }
+
+    /// Launches kernel `kernel` with parameter `k` on two handles of distinct allocations (and
+    /// their model buffers); with `model`, applies it to the model too.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_on(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        s: StreamId,
+        (kernel, k): (usize, u32),
+        (dst, dst_buf): (Handle, u64),
+        (src, src_buf): (Handle, u64),
+        model: bool,
+    ) -> Result<Option<(u64, u64)>, String> {
+        let args = KernelArguments::new()
+            .binding(&dst)
+            .binding(&src)
+            .param(Scalar::U32(k));
+        let count = CubeCount::Static(Formula::workgroups(state.model.len(dst_buf)), 1, 1);
+        client
+            .launch(&self.kernels[kernel], count, args)
+            .map_err(|e| format!("launch refused: {e}"))?;
         if model {
-            let (dst, src) = (*dst_buf, *src_buf);
-            let formula = &self.world.kernels[spec.kernel];
+            let formula = &self.world.kernels[kernel];
             state
                 .model
-                .launch(s, dst, src, |d, s| formula.apply(d, s, spec.k));
+                .launch(s, dst_buf, src_buf, |d, s| formula.apply(d, s, k));
         }
-        Ok(())
+        Ok(Some((dst_buf, src_buf)))
     }
 
     /// An in-place all-reduce of `slot` with a fresh buffer on every peer; each peer's result
@@ -810,8 +910,9 @@ impl<D: Device> Run<'_, D> {
         Ok(())
     }
 
-    /// `graph_prepare`, a warm-up run of `launches`, then their capture into the world's graph.
-    fn capture(
+    /// `graph_prepare`, a warm-up run of `launches`, then `start_capture` and their capture; the
+    /// capture stays open until [`Action::EndCapture`].
+    fn begin_capture(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
@@ -824,45 +925,217 @@ impl<D: Device> Run<'_, D> {
                 l.dst != l.src && state.slots[l.dst].is_some() && state.slots[l.src].is_some()
             })
             .collect();
-        if state.graph.is_some() || launches.is_empty() {
+        if state.graph.is_some() || state.captures.open.is_some() || launches.is_empty() {
             return Ok(());
         }
-        // Capture calls return the stream's pending failures, as flush does; the capture is
-        // then abandoned.
-        let capture_call =
-            |state: &mut State<D>, what: &str, result: Result<(), ServerError>| match result {
-                Ok(()) => Ok(true),
-                Err(err) => state
-                    .model
-                    .blocking(s, Err(&err), false)
-                    .map(|()| false)
-                    .map_err(|why| format!("{what}: {why}")),
-            };
-        if !capture_call(state, "graph_prepare", client.graph_prepare())? {
+        if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
             return Ok(());
         }
+        state.captures.prepared.insert(s);
         for l in &launches {
             self.launch(state, client, s, l, true)?;
         }
-        if !capture_call(state, "start_capture", client.start_capture())? {
+        if !capture_call(state, s, "start_capture", client.start_capture())? {
             return Ok(());
         }
+        state.captures.prepared.remove(&s);
+        let mut recorded = Vec::new();
         for l in &launches {
-            self.launch(state, client, s, l, false)?;
+            if let Some((dst, src)) = self.launch(state, client, s, l, false)? {
+                recorded.push((l.kernel, dst, src, l.k));
+            }
         }
+        state.captures.open = Some(OpenCapture {
+            stream: s,
+            launches: recorded,
+            refused_write: false,
+        });
+        Ok(())
+    }
+
+    /// `stop_capture` of the open capture: the world's graph, or the refusal of a window that
+    /// held a write.
+    fn end_capture(&self, state: &mut State<D>) -> Result<(), String> {
+        let Some(open) = state.captures.open.take() else {
+            return Ok(());
+        };
+        let mut client = self.base.clone();
+        client.set_stream(open.stream);
         match client.stop_capture() {
-            Ok(graph) => {
-                let launches = launches
-                    .iter()
-                    .map(|l| {
-                        let buf = |slot: usize| state.slots[slot].as_ref().expect("checked").1;
-                        (l.kernel, buf(l.dst), buf(l.src), l.k)
-                    })
-                    .collect();
-                state.graph = Some(Captured { graph, launches });
+            Ok(graph) if !open.refused_write => {
+                state.graph = Some(Captured {
+                    graph,
+                    launches: open.launches,
+                });
                 Ok(())
             }
-            Err(err) => capture_call(state, "stop_capture", Err(err)).map(|_| ()),
+            Ok(_) => Err("stop_capture accepted a window that held a write".to_owned()),
+            Err(err) if open.refused_write => {
+                let refusal = CaptureError::WriteInCapture {
+                    stream: open.stream,
+                };
+                expect_refusal(state, "stop_capture", Err(err), refusal)
+            }
+            Err(err) => state
+                .model
+                .blocking(open.stream, Err(&err), false)
+                .map_err(|why| format!("stop_capture: {why}")),
         }
+    }
+
+    /// A step on the stream the open capture records: launches are recorded, a write is
+    /// refused late (by `stop_capture`), reads, flushes and syncs are refused at once. Steps that
+    /// leave the stream alone act as usual (`None`); the others are not explored in a window.
+    fn in_capture(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        s: StreamId,
+        action: &Action,
+    ) -> Option<Result<(), String>> {
+        let refused = |operation| CaptureError::Refused {
+            operation,
+            stream: s,
+        };
+        let handle = |slot: usize| state.slots[slot].as_ref().map(|(h, _)| h.clone());
+        Some(match action {
+            Action::Launch(spec) => self.launch(state, client, s, spec, false).map(|launched| {
+                let open = state.captures.open.as_mut().expect("a capture is open");
+                if let Some((dst, src)) = launched {
+                    open.launches.push((spec.kernel, dst, src, spec.k));
+                }
+            }),
+            Action::Write { slot, .. } => match handle(*slot) {
+                Some(handle) => client
+                    .write(&handle, Bytes::from_elems(&[0u32]))
+                    .map(|()| {
+                        let open = state.captures.open.as_mut().expect("a capture is open");
+                        open.refused_write = true;
+                    })
+                    .map_err(|e| format!("write: {e}")),
+                None => Ok(()),
+            },
+            Action::Read { slot } | Action::ReadPair { a: slot, .. } => match handle(*slot) {
+                Some(handle) => {
+                    let result = client.read_one(handle).map(drop);
+                    expect_refusal(state, "read", result, refused("read"))
+                }
+                None => Ok(()),
+            },
+            Action::Flush => expect_refusal(state, "flush", client.flush(), refused("flush")),
+            Action::Sync => expect_refusal(state, "sync", client.sync(), refused("sync")),
+            Action::Release { .. }
+            | Action::ReleaseTensors { .. }
+            | Action::EndCapture
+            | Action::Replay
+            | Action::DropGraph
+            | Action::ReadLazy { .. }
+            | Action::Cleanup
+            | Action::Usage => return None,
+            _ => Ok(()),
+        })
+    }
+
+    /// `stop_capture` on a stream that is not capturing, then `start_capture` (after
+    /// `graph_prepare` if `prepare`): each refused or accepted exactly as the stream's state
+    /// says, so a refusal that changed the state is caught by the next call.
+    fn capture_out_of_order(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        s: StreamId,
+        prepare: bool,
+    ) -> Result<(), String> {
+        // start_capture may write the stream's fault record, whose failure surfaces later.
+        state.model.uses(s);
+        if prepare {
+            if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
+                return Ok(());
+            }
+            state.captures.prepared.insert(s);
+        }
+        let stopped = client.stop_capture().map(drop);
+        let refusal = CaptureError::NotCapturing { stream: s };
+        expect_refusal(state, "stop_capture without a capture", stopped, refusal)?;
+        if !state.captures.prepared.contains(&s) {
+            let refusal = CaptureError::NotPrepared { stream: s };
+            let started = client.start_capture();
+            return expect_refusal(state, "start_capture unprepared", started, refusal);
+        }
+        if !capture_call(state, s, "start_capture", client.start_capture())? {
+            return Ok(());
+        }
+        state.captures.prepared.remove(&s);
+        match client.stop_capture() {
+            Ok(_) => Ok(()),
+            Err(err) => state
+                .model
+                .blocking(s, Err(&err), false)
+                .map_err(|why| format!("stop_capture of an empty capture: {why}")),
+        }
+    }
+
+    /// An allocation no device serves: `empty` of `usize::MAX - below` bytes, or two packed
+    /// tensors of 2^63 and 2^63 - `below` bytes. It must be refused as out of memory.
+    fn oversized(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        tensors: bool,
+        below: usize,
+    ) -> Result<(), String> {
+        let half = 1usize << (usize::BITS - 1);
+        let result = if tensors {
+            let tensor = |bytes| {
+                MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Contiguous, vec![bytes], 1)
+            };
+            client
+                .empty_tensors(vec![tensor(half), tensor(half - below)])
+                .map(drop)
+        } else {
+            client.empty(usize::MAX - below).map(drop)
+        };
+        match result {
+            Ok(()) => Err(format!(
+                "an allocation of about 2^64 - {below} bytes (tensors: {tensors}) was served"
+            )),
+            Err(err) => self.refused(state, err, true),
+        }
+    }
+}
+
+/// A capture call that may return the stream's pending failures, as flush does; the capture
+/// is then abandoned. Returns whether it succeeded.
+fn capture_call<D: Device>(
+    state: &mut State<D>,
+    s: StreamId,
+    what: &str,
+    result: Result<(), ServerError>,
+) -> Result<bool, String> {
+    match result {
+        Ok(()) => Ok(true),
+        Err(err) => state
+            .model
+            .blocking(s, Err(&err), false)
+            .map(|()| false)
+            .map_err(|why| format!("{what}: {why}")),
+    }
+}
+
+/// A call that must be refused with exactly `expected` (or fail on a lost device), changing
+/// nothing.
+fn expect_refusal<D: Device>(
+    state: &mut State<D>,
+    what: &str,
+    result: Result<(), ServerError>,
+    expected: CaptureError,
+) -> Result<(), String> {
+    match result {
+        Err(ServerError::Capture(err)) if err == expected => Ok(()),
+        Err(ServerError::DeviceLost { .. }) => {
+            state.model.lost = true;
+            Ok(())
+        }
+        other => Err(format!("{what}: expected {expected}, got {other:?}")),
     }
 }

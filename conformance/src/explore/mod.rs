@@ -30,10 +30,15 @@ pub use workload::Workload;
 pub use world::World;
 
 /// How an explored device is made from a simulated one. The explorer runs on the simulator;
-/// tests wrap it (e.g. in a device that misbehaves on purpose).
+/// tests wrap it (e.g. in a device that misbehaves on purpose) or turn a runtime knob off.
 pub trait Opener: Sync {
     type Device: Device;
     fn open(&self, device: SimDevice) -> Self::Device;
+
+    /// The runtime's options for every client of the world.
+    fn options(&self) -> ServerOptions {
+        ServerOptions::default()
+    }
 }
 
 /// The plain simulator.
@@ -70,7 +75,7 @@ fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::
     let probes = devices.iter().map(SimDevice::probe).collect();
     let clients = devices
         .into_iter()
-        .map(|device| ComputeClient::inline(opener.open(device), ServerOptions::default()))
+        .map(|device| ComputeClient::inline(opener.open(device), opener.options()))
         .collect();
     Devices { clients, probes }
 }

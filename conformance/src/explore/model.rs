@@ -100,6 +100,12 @@ impl Model {
         self.streams.entry(s).or_default()
     }
 
+    /// Notes that `s` may hold work (e.g. the runtime's own, for a capture) that no model
+    /// operation names: the final drain syncs it too.
+    pub fn uses(&mut self, s: StreamId) {
+        self.stream(s);
+    }
+
     /// Every stream the workload used.
     pub fn streams(&self) -> Vec<StreamId> {
         self.streams.keys().copied().collect()

@@ -96,9 +96,35 @@ pub enum Action {
         slot: usize,
         past_end: u32,
     },
-    /// `graph_prepare`, a warm-up of the launches, then capture of the same launches.
-    Capture {
+    /// `graph_prepare`, a warm-up of the launches, then `start_capture` and the same launches,
+    /// recorded. The capture stays open while other threads act (their work on the capturing
+    /// stream is recorded or refused) until [`Action::EndCapture`].
+    BeginCapture {
         launches: Vec<LaunchSpec>,
+    },
+    /// `stop_capture` of the open capture, whichever thread acts: the world's graph.
+    EndCapture,
+    /// Capture calls out of order on a stream that is not capturing: `stop_capture`, then
+    /// `start_capture` (after `graph_prepare` if `prepare`), each refused or accepted as the
+    /// stream's state says; a refusal changes nothing.
+    CaptureOutOfOrder {
+        prepare: bool,
+    },
+    /// An allocation no device serves, whose size may overflow when rounded to whole
+    /// alignment units: `empty` of `usize::MAX - below` bytes, or packed tensors whose sizes
+    /// (or padded rows) pass `u64::MAX`. It must be refused as out of memory.
+    Oversized {
+        tensors: bool,
+        below: usize,
+    },
+    /// A launch whose destination is tensor `index` (modulo its group's size) of tensor group
+    /// `group`: a view at a non-zero offset of its allocation unless it is the first.
+    LaunchView {
+        kernel: usize,
+        group: usize,
+        index: usize,
+        src: usize,
+        k: u32,
     },
     Replay,
     DropGraph,
@@ -152,6 +178,7 @@ impl Workload {
                     .collect()
             })
             .collect();
+        let mut threads = threads;
         let mut remaining: Vec<usize> = threads.iter().map(Vec::len).collect();
         let mut schedule = Vec::with_capacity(remaining.iter().sum());
         loop {
@@ -161,6 +188,14 @@ impl Workload {
             };
             remaining[t] -= 1;
             schedule.push(t);
+        }
+        // No capture outlives the workload: the last operation ends any still open.
+        if world.graphs {
+            threads[0].push(Step {
+                on: On::Pinned(0),
+                action: Action::EndCapture,
+            });
+            schedule.push(0);
         }
         Workload { threads, schedule }
     }
@@ -201,7 +236,109 @@ fn launch(world: &World, rng: &mut impl Rng) -> LaunchSpec {
     }
 }
 
-fn draw_step(world: &World, rng: &mut impl Rng) -> Step {
+/// What a drawn action may use of the world.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Nothing,
+    /// Only in fault-free worlds (the action expects one exact error).
+    NoFaults,
+    Graphs,
+}
+
+/// Draws an action, given the step's slot and fill.
+type DrawAction = fn(&World, &mut ChaCha8Rng, usize, u64) -> Action;
+
+/// Every action of a single-device step with its weight: an action is drawn with probability
+/// its weight over the total weight of the actions the world allows.
+const ACTIONS: &[(u32, Needs, DrawAction)] = &[
+    (12, Needs::Nothing, |_, rng, slot, fill| Action::Create {
+        slot,
+        len: elems(rng),
+        fill,
+    }),
+    (4, Needs::Nothing, |_, rng, slot, fill| {
+        Action::EmptyThenFill {
+            slot,
+            len: elems(rng),
+            fill,
+        }
+    }),
+    (10, Needs::Nothing, |_, rng, slot, fill| Action::Write {
+        slot,
+        offset: rng.random_range(0..MAX_ELEMS),
+        len: rng.random_range(1..256),
+        fill,
+    }),
+    (20, Needs::Nothing, |world, rng, _, _| {
+        Action::Launch(launch(world, rng))
+    }),
+    (10, Needs::Nothing, |_, _, slot, _| Action::Read { slot }),
+    (3, Needs::Nothing, |_, rng, slot, _| Action::ReadPair {
+        a: slot,
+        b: rng.random_range(0..SLOTS),
+    }),
+    (3, Needs::Nothing, |_, rng, _, fill| Action::CreateTensors {
+        slot: rng.random_range(0..TENSOR_SLOTS),
+        shapes: (0..rng.random_range(1..=3))
+            .map(|_| {
+                (0..rng.random_range(1..=3))
+                    .map(|_| rng.random_range(1..=24))
+                    .collect()
+            })
+            .collect(),
+        fill,
+    }),
+    (3, Needs::Nothing, |_, rng, _, _| Action::ReadTensors {
+        slot: rng.random_range(0..TENSOR_SLOTS),
+    }),
+    (7, Needs::Nothing, |_, _, slot, _| Action::Release { slot }),
+    (2, Needs::Nothing, |_, rng, _, _| Action::ReleaseTensors {
+        slot: rng.random_range(0..TENSOR_SLOTS),
+    }),
+    (3, Needs::Nothing, |_, _, _, _| Action::Flush),
+    (5, Needs::Nothing, |_, _, _, _| Action::Sync),
+    (2, Needs::NoFaults, |_, rng, slot, _| Action::Overrun {
+        slot,
+        past_end: rng.random_range(0..8),
+    }),
+    (2, Needs::Graphs, |world, rng, _, _| Action::BeginCapture {
+        launches: (0..rng.random_range(1..=4))
+            .map(|_| launch(world, rng))
+            .collect(),
+    }),
+    (2, Needs::Graphs, |_, _, _, _| Action::EndCapture),
+    (1, Needs::Graphs, |_, rng, _, _| Action::CaptureOutOfOrder {
+        prepare: rng.random(),
+    }),
+    (5, Needs::Graphs, |_, _, _, _| Action::Replay),
+    (1, Needs::Graphs, |_, _, _, _| Action::DropGraph),
+    (2, Needs::Nothing, |_, _, _, _| Action::Install),
+    (3, Needs::Nothing, |_, _, _, _| Action::Cleanup),
+    (3, Needs::Nothing, |_, _, _, _| Action::Usage),
+    (3, Needs::Nothing, |_, _, slot, _| Action::ReadLazy { slot }),
+    (3, Needs::Nothing, |_, _, _, _| Action::Materialize),
+    (3, Needs::Nothing, |world, rng, _, _| {
+        Action::Profile(launch(world, rng))
+    }),
+    (3, Needs::Nothing, |world, rng, _, _| {
+        Action::DryRun(launch(world, rng))
+    }),
+    (1, Needs::Nothing, |_, rng, _, _| Action::Oversized {
+        tensors: rng.random(),
+        below: rng.random_range(0..512),
+    }),
+    (3, Needs::Nothing, |world, rng, slot, _| {
+        Action::LaunchView {
+            kernel: rng.random_range(0..world.kernels.len()),
+            group: rng.random_range(0..TENSOR_SLOTS),
+            index: rng.random_range(0..3),
+            src: slot,
+            k: rng.random(),
+        }
+    }),
+];
+
+fn draw_step(world: &World, rng: &mut ChaCha8Rng) -> Step {
     let on = if rng.random_ratio(1, 5) {
         On::Thread
     } else {
@@ -232,73 +369,25 @@ fn draw_step(world: &World, rng: &mut impl Rng) -> Step {
         };
         return Step { on, action };
     }
-    let action = loop {
-        let action = match rng.random_range(0..112) {
-            0..12 => Action::Create {
-                slot,
-                len: elems(rng),
-                fill,
-            },
-            12..16 => Action::EmptyThenFill {
-                slot,
-                len: elems(rng),
-                fill,
-            },
-            16..26 => Action::Write {
-                slot,
-                offset: rng.random_range(0..MAX_ELEMS),
-                len: rng.random_range(1..256),
-                fill,
-            },
-            26..46 => Action::Launch(launch(world, rng)),
-            46..56 => Action::Read { slot },
-            56..59 => Action::ReadPair {
-                a: slot,
-                b: rng.random_range(0..SLOTS),
-            },
-            59..62 => Action::CreateTensors {
-                slot: rng.random_range(0..TENSOR_SLOTS),
-                shapes: (0..rng.random_range(1..=3))
-                    .map(|_| {
-                        (0..rng.random_range(1..=3))
-                            .map(|_| rng.random_range(1..=24))
-                            .collect()
-                    })
-                    .collect(),
-                fill,
-            },
-            62..65 => Action::ReadTensors {
-                slot: rng.random_range(0..TENSOR_SLOTS),
-            },
-            65..72 => Action::Release { slot },
-            72..74 => Action::ReleaseTensors {
-                slot: rng.random_range(0..TENSOR_SLOTS),
-            },
-            74..77 => Action::Flush,
-            77..82 => Action::Sync,
-            82..84 if !world.injects_faults() => Action::Overrun {
-                slot,
-                past_end: rng.random_range(0..8),
-            },
-            84..86 if world.graphs => Action::Capture {
-                launches: (0..rng.random_range(1..=4))
-                    .map(|_| launch(world, rng))
-                    .collect(),
-            },
-            86..91 if world.graphs => Action::Replay,
-            91..92 if world.graphs => Action::DropGraph,
-            92..94 => Action::Install,
-            94..97 => Action::Cleanup,
-            97..100 => Action::Usage,
-            100..103 => Action::ReadLazy { slot },
-            103..106 => Action::Materialize,
-            106..109 => Action::Profile(launch(world, rng)),
-            109..112 => Action::DryRun(launch(world, rng)),
-            _ => continue,
-        };
-        break action;
+    let allowed = |needs: Needs| match needs {
+        Needs::Nothing => true,
+        Needs::NoFaults => !world.injects_faults(),
+        Needs::Graphs => world.graphs,
     };
-    Step { on, action }
+    let actions: Vec<&(u32, Needs, DrawAction)> = ACTIONS
+        .iter()
+        .filter(|(_, needs, _)| allowed(*needs))
+        .collect();
+    let total: u32 = actions.iter().map(|(weight, ..)| weight).sum();
+    let mut pick = rng.random_range(0..total);
+    for (weight, _, draw) in actions {
+        if pick < *weight {
+            let action = draw(world, rng, slot, fill);
+            return Step { on, action };
+        }
+        pick -= weight;
+    }
+    unreachable!("the pick is below the total weight")
 }
 
 /// `len` elements drawn from `fill`.

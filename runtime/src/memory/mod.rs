@@ -91,8 +91,9 @@ impl DeviceMemory {
     }
 
     /// The bytes a request of `bytes` occupies: at least one alignment unit, whole units.
-    pub fn slot_bytes(&self, bytes: u64) -> u64 {
-        bytes.max(1).next_multiple_of(self.alignment_bytes)
+    /// `None` when rounding up to whole units overflows: no device can serve such a request.
+    pub fn slot_bytes(&self, bytes: u64) -> Option<u64> {
+        bytes.max(1).checked_next_multiple_of(self.alignment_bytes)
     }
 
     /// Sets the stream's mode, closing any open persistent windows.

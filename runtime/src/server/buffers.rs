@@ -1,6 +1,7 @@
 //! Slices the server hands out as buffers, who touched them last, and slices waiting for the
 //! work that used them to complete before they return to their pool.
 
+use super::streams::AfterStreams;
 use crate::device::Device;
 use crate::memory::SliceLocation;
 use crate::stream::StreamId;
@@ -74,9 +75,9 @@ impl BufferState {
     }
 }
 
-/// A released slice that returns to its pool once `events` (recorded on `streams`) complete.
+/// A released slice that returns to its pool once the work of every stream that used it has
+/// completed.
 pub(crate) struct PendingFree<D: Device> {
     pub slice: SliceLocation,
-    pub streams: Vec<StreamId>,
-    pub events: Vec<D::Event>,
+    pub after: AfterStreams<D>,
 }

@@ -68,6 +68,23 @@ pub struct ServerOptions {
     /// Return a released slice that other streams used only after their work completed. Only
     /// the conformance suite's self-test turns this off, to prove the sanitizer notices.
     pub deferred_frees: bool,
+    /// Refuse, as out of memory, a request whose rounding to whole alignment units overflows.
+    /// Off, the rounded size wraps to zero and the request is served. Only the explorer's
+    /// self-test turns this off, to prove the explorer notices.
+    pub checked_slot_sizes: bool,
+    /// A refused `stop_capture` (the stream is not capturing) leaves the stream as it was.
+    /// Off, it resets the stream to idle and leaves its persistent window open. Only the
+    /// explorer's self-test turns this off, to prove the explorer notices.
+    pub refused_stop_capture_keeps_state: bool,
+    /// Never record an event into a capturing stream: use the event recorded when its capture
+    /// started, or record once the capture ends. Off, cross-stream waits and deferred frees
+    /// record into the capture, which the device refuses. Only the explorer's self-test turns
+    /// this off, to prove the explorer notices.
+    pub capture_aware_events: bool,
+    /// Bind a view (a tensor of a packed group) at its offset in its allocation. Off, launches
+    /// bind every view at offset 0. Only the explorer's self-test turns this off, to prove the
+    /// explorer notices.
+    pub launch_view_offsets: bool,
 }
 
 impl Default for ServerOptions {
@@ -76,6 +93,10 @@ impl Default for ServerOptions {
             checked_kernels: true,
             cross_stream_ordering: true,
             deferred_frees: true,
+            checked_slot_sizes: true,
+            refused_stop_capture_keeps_state: true,
+            capture_aware_events: true,
+            launch_view_offsets: true,
         }
     }
 }
@@ -324,14 +345,22 @@ impl<D: Device> Server<D> {
             return Ok(());
         }
         let conflicts = self.buffers[&buffer].conflicts(write);
+        let raw = self.streams[&stream].raw;
         for dep in conflicts {
             if dep.stream == stream || self.streams[&stream].ordered_after(dep.stream, dep.seq) {
                 continue;
             }
             let other = &self.streams[&dep.stream];
-            let (other_raw, other_seq) = (other.raw, other.seq);
-            let event = self.device.record_event(other_raw)?;
-            self.device.wait_event(self.streams[&stream].raw, &event)?;
+            let other_seq = other.seq;
+            match &other.capture_start {
+                Some(start) if self.options.capture_aware_events => {
+                    self.device.wait_event(raw, start)?;
+                }
+                _ => {
+                    let event = self.device.record_event(other.raw)?;
+                    self.device.wait_event(raw, &event)?;
+                }
+            }
             self.streams
                 .get_mut(&stream)
                 .expect("stream exists")
@@ -344,6 +373,10 @@ impl<D: Device> Server<D> {
     /// Notes that the operation just enqueued on `stream` accessed `buffer`.
     fn after_access(&mut self, stream: StreamId, buffers: &[(BufferId, bool)]) {
         let state = self.streams.get_mut(&stream).expect("stream exists");
+        debug_assert!(
+            !state.capturing(),
+            "captured work is ordered at replay, never in the access history"
+        );
         state.seq += 1;
         let access = Access {
             stream,
@@ -389,7 +422,15 @@ impl<D: Device> Server<D> {
         stream: StreamId,
         size_bytes: u64,
     ) -> Result<SliceLocation, ServerError> {
-        let size = self.memory.slot_bytes(size_bytes);
+        let size = match self.memory.slot_bytes(size_bytes) {
+            Some(size) => size,
+            // The knob reproduces the unchecked rounding, which wrapped to zero.
+            None if !self.options.checked_slot_sizes => 0,
+            None => {
+                let reason = "its size rounded up to whole alignment units overflows 64 bits";
+                return Err(self.out_of_memory(stream, size_bytes, reason.to_owned()));
+            }
+        };
         let mut refusal = String::new();
         for attempt in 0..2 {
             let need = match self.memory.try_alloc(stream, size) {
@@ -417,14 +458,19 @@ impl<D: Device> Server<D> {
                 self.reclaim_all();
             }
         }
+        Err(self.out_of_memory(stream, size_bytes, refusal))
+    }
+
+    /// The refusal of a request of `requested_bytes` on `stream`, with the pools' usage.
+    fn out_of_memory(&self, stream: StreamId, requested_bytes: u64, reason: String) -> ServerError {
         let usage = self.memory.usage();
-        Err(ServerError::OutOfMemory(OutOfMemoryError {
-            requested_bytes: size_bytes,
+        ServerError::OutOfMemory(OutOfMemoryError {
+            requested_bytes,
             stream,
-            reason: refusal,
+            reason,
             bytes_reserved: usage.bytes_reserved,
             bytes_in_use: usage.bytes_in_use,
-        }))
+        })
     }
 
     /// The last handle to `buffer` is gone: return its slice once no work can still use it.
@@ -448,18 +494,10 @@ impl<D: Device> Server<D> {
             self.memory.free(state.slice);
             return;
         }
-        let mut events = Vec::new();
-        for &user in &users {
-            let raw = self.streams[&user].raw;
-            match self.device.record_event(raw) {
-                Ok(event) => events.push(event),
-                Err(err) => self.push_device_error(user, err),
-            }
-        }
+        let after = self.events_after(users);
         self.pending_frees.push(PendingFree {
             slice: state.slice,
-            streams: users,
-            events,
+            after,
         });
         self.reclaim();
     }
@@ -470,13 +508,7 @@ impl<D: Device> Server<D> {
         let lost = self.lost.is_some();
         let mut index = 0;
         while index < self.pending_frees.len() {
-            let done = lost || {
-                let device = &mut self.device;
-                self.pending_frees[index]
-                    .events
-                    .iter()
-                    .all(|e| device.event_complete(e))
-            };
+            let done = lost || self.pending_frees[index].after.complete(&mut self.device);
             if done {
                 let free = self.pending_frees.swap_remove(index);
                 self.memory.free(free.slice);
@@ -486,29 +518,17 @@ impl<D: Device> Server<D> {
         }
         let mut index = 0;
         while index < self.pending_graph_destroys.len() {
-            let done = lost || {
-                let device = &mut self.device;
-                self.pending_graph_destroys[index]
-                    .event
-                    .as_ref()
-                    .is_none_or(|e| device.event_complete(e))
-            };
+            let done = lost
+                || self.pending_graph_destroys[index]
+                    .after
+                    .complete(&mut self.device);
             if !done {
                 index += 1;
                 continue;
             }
             let destroy = self.pending_graph_destroys.swap_remove(index);
             self.device.destroy_graph(destroy.raw);
-            for buffer in destroy.buffers {
-                let state = self
-                    .buffers
-                    .get_mut(&buffer)
-                    .expect("graphs keep their buffers");
-                state.graph_refs -= 1;
-                if state.graph_refs == 0 && state.released {
-                    self.release(buffer);
-                }
-            }
+            self.unref_graph_buffers(destroy.buffers);
         }
     }
 
@@ -527,8 +547,9 @@ impl<D: Device> Server<D> {
             let mut waiting: Vec<StreamId> = self
                 .pending_frees
                 .iter()
-                .flat_map(|f| f.streams.iter().copied())
-                .chain(self.pending_graph_destroys.iter().map(|g| g.stream))
+                .map(|f| &f.after)
+                .chain(self.pending_graph_destroys.iter().map(|g| &g.after))
+                .flat_map(|after| after.streams.iter().copied())
                 .collect();
             waiting.sort();
             waiting.dedup();
@@ -743,7 +764,17 @@ impl<D: Device> Server<D> {
                 .get_or_compile(&mut server.device, kernel, checked)?;
             let state = &server.streams[&stream];
             let slice = |range: &BufferRange| raw_slice(&server.buffers, &server.pages, range);
-            let mut slices: Vec<_> = bindings.iter().map(slice).collect();
+            let view_offsets = server.options.launch_view_offsets;
+            let mut slices: Vec<_> = bindings
+                .iter()
+                .map(|range| match view_offsets {
+                    true => slice(range),
+                    false => slice(&BufferRange {
+                        offset: 0,
+                        ..*range
+                    }),
+                })
+                .collect();
             if let Some(record) = state.fault_record.as_ref().filter(|_| checked) {
                 slices.push(BufferSlice {
                     buffer: record,
@@ -766,10 +797,22 @@ impl<D: Device> Server<D> {
             ..
         } = &mut state.capture
         {
+            let mut captured = Vec::new();
             for &(buffer, write) in &accessed {
-                *buffers.entry(buffer).or_default() |= write;
+                let entry = buffers.entry(buffer);
+                if matches!(entry, std::collections::btree_map::Entry::Vacant(_)) {
+                    captured.push(buffer);
+                }
+                *entry.or_default() |= write;
             }
             *graph_checked |= checked;
+            // The capture keeps what it recorded alive, as its graph will.
+            for buffer in captured {
+                self.buffers
+                    .get_mut(&buffer)
+                    .expect("a launch's buffers are alive")
+                    .graph_refs += 1;
+            }
             return;
         }
         if launched.is_some() && checked {
@@ -842,12 +885,14 @@ impl<D: Device> Server<D> {
             return self.surface_errors(stream, None);
         }
         let raw = self.streams[&stream].raw;
+        // Recorded while it still can be: other streams order after this stream with it.
+        let start = self.device.record_event(raw);
+        let start = self.noted(start)?;
         let begun = self.device.begin_capture(raw);
         self.noted(begun)?;
-        self.streams
-            .get_mut(&stream)
-            .expect("stream exists")
-            .capture = CaptureState::Capturing {
+        let state = self.streams.get_mut(&stream).expect("stream exists");
+        state.capture_start = Some(start);
+        state.capture = CaptureState::Capturing {
             buffers: BTreeMap::new(),
             refused_write: false,
             allocated: false,
@@ -859,7 +904,15 @@ impl<D: Device> Server<D> {
     /// Ends the capture of `stream` and keeps the graph; the stream is idle again either way.
     pub fn stop_capture(&mut self, stream: StreamId) -> Result<GraphId, ServerError> {
         self.check_alive()?;
+        let keep_state = self.options.refused_stop_capture_keeps_state;
         let state = self.stream(stream)?;
+        // A refusal changes nothing: a prepared stream stays prepared, its window open.
+        if !matches!(state.capture, CaptureState::Capturing { .. }) {
+            if !keep_state {
+                state.capture = CaptureState::Idle;
+            }
+            return Err(CaptureError::NotCapturing { stream }.into());
+        }
         let CaptureState::Capturing {
             buffers,
             refused_write,
@@ -867,12 +920,21 @@ impl<D: Device> Server<D> {
             checked,
         } = std::mem::take(&mut state.capture)
         else {
-            return Err(CaptureError::NotCapturing { stream }.into());
+            unreachable!("the stream was capturing a moment ago");
         };
         let raw_stream = state.raw;
+        state.capture_start = None;
         self.memory.persistent_window(stream, false);
         let ended = self.device.end_capture(raw_stream);
-        let raw = self.noted(ended)?;
+        self.record_events_awaiting_capture(stream);
+        let buffers: Vec<(BufferId, bool)> = buffers.into_iter().collect();
+        let raw = match self.noted(ended) {
+            Ok(raw) => raw,
+            Err(err) => {
+                self.unref_graph_buffers(buffers.into_iter().map(|(b, _)| b));
+                return Err(err.into());
+            }
+        };
         let hardware = self.device.properties().features.graphs == GraphSupport::Hardware;
         let refusal = if refused_write {
             Some(CaptureError::WriteInCapture { stream })
@@ -883,15 +945,10 @@ impl<D: Device> Server<D> {
         };
         if let Some(refusal) = refusal {
             self.device.destroy_graph(raw);
+            self.unref_graph_buffers(buffers.into_iter().map(|(b, _)| b));
             return Err(refusal.into());
         }
-        let buffers: Vec<(BufferId, bool)> = buffers.into_iter().collect();
-        for (buffer, _) in &buffers {
-            self.buffers
-                .get_mut(buffer)
-                .expect("a captured launch's buffers are alive")
-                .graph_refs += 1;
-        }
+        // The capture's references to its buffers become the graph's.
         let id = GraphId(self.next_graph);
         self.next_graph += 1;
         self.graphs.insert(
@@ -942,22 +999,11 @@ impl<D: Device> Server<D> {
         let Some(state) = self.graphs.remove(&graph) else {
             return;
         };
-        let event = if self.lost.is_none() {
-            let raw = self.streams[&state.stream].raw;
-            match self.device.record_event(raw) {
-                Ok(event) => Some(event),
-                Err(err) => {
-                    self.push_device_error(state.stream, err);
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        // On a lost device recording fails, and `reclaim` destroys the graph at once.
+        let after = self.events_after(vec![state.stream]);
         self.pending_graph_destroys.push(PendingGraphDestroy {
             raw: state.raw,
-            stream: state.stream,
-            event,
+            after,
             buffers: state.buffers.into_iter().map(|(b, _)| b).collect(),
         });
         self.reclaim();

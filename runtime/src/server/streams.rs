@@ -22,6 +22,10 @@ pub(crate) struct StreamState<D: Device> {
     /// A checked kernel ran since the fault record was last inspected.
     pub fault_record_dirty: bool,
     pub capture: super::capture::CaptureState,
+    /// While capturing: an event recorded just before the capture began. Every access of this
+    /// stream that the access history names precedes it (captured launches are not in the
+    /// history), so other streams wait on it instead of recording into the capture.
+    pub capture_start: Option<D::Event>,
 }
 
 impl<D: Device> StreamState<D> {
@@ -34,12 +38,36 @@ impl<D: Device> StreamState<D> {
             fault_record: None,
             fault_record_dirty: false,
             capture: super::capture::CaptureState::Idle,
+            capture_start: None,
         }
+    }
+
+    pub fn capturing(&self) -> bool {
+        matches!(self.capture, super::capture::CaptureState::Capturing { .. })
     }
 
     /// Whether work enqueued on this stream from now on is already ordered after operation
     /// `seq` of stream `other`.
     pub fn ordered_after(&self, other: StreamId, seq: u64) -> bool {
         self.waited.get(&other).is_some_and(|&waited| waited >= seq)
+    }
+}
+
+/// Events that complete once the work the listed streams had enqueued at one point has. A
+/// stream that was capturing at that point gets its event when its capture ends: nothing may be
+/// recorded into a capture, and captured work runs only at replays, which are ordered then.
+pub(crate) struct AfterStreams<D: Device> {
+    /// Every stream followed, recorded or awaiting its capture's end.
+    pub streams: Vec<StreamId>,
+    pub events: Vec<D::Event>,
+    /// Capturing streams whose event is recorded when their capture ends.
+    pub awaiting_capture: Vec<StreamId>,
+}
+
+impl<D: Device> AfterStreams<D> {
+    /// Whether the work followed has completed. A stream whose event could not be recorded
+    /// (its failure was queued on it) is not waited for.
+    pub fn complete(&self, device: &mut D) -> bool {
+        self.awaiting_capture.is_empty() && self.events.iter().all(|e| device.event_complete(e))
     }
 }
