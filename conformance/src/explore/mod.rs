@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use lockstep::{ComputeClient, Device};
+use lockstep::{ComputeClient, Device, ServerOptions};
 use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 
 pub use driver::Execution;
@@ -34,6 +34,11 @@ pub use world::World;
 pub trait Opener: Sync {
     type Device: Device;
     fn open(&self, device: SimDevice) -> Self::Device;
+
+    /// The options every client of the world runs with; tests knock out a runtime defence here.
+    fn options(&self) -> ServerOptions {
+        ServerOptions::default()
+    }
 }
 
 /// The plain simulator.
@@ -70,7 +75,7 @@ fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::
     let probes = devices.iter().map(SimDevice::probe).collect();
     let clients = devices
         .into_iter()
-        .map(|device| ComputeClient::new(opener.open(device)))
+        .map(|device| ComputeClient::with_options(opener.open(device), opener.options()))
         .collect();
     Devices { clients, probes }
 }
@@ -90,10 +95,19 @@ pub fn run_world<O: Opener>(
     world: &World,
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
-    let workload = Workload::draw(world);
+    run_workload(opener, world, &Workload::draw(world), record_trace)
+}
+
+/// Runs `workload` (drawn for `world`, or a part of that, as the shrinker tries) in `world`.
+pub fn run_workload<O: Opener>(
+    opener: &O,
+    world: &World,
+    workload: &Workload,
+    record_trace: bool,
+) -> (Execution, Vec<TraceEntry>) {
     let devices = open(opener, world, record_trace);
     let probes = devices.probes.clone();
-    let execution = driver::execute(world, &workload, devices);
+    let execution = driver::execute(world, workload, devices);
     // The explored device's operations; its peers' only count in the trace hash.
     let trace = std::mem::take(&mut probes[0].observations().entries);
     (execution, trace)
