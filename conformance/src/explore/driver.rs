@@ -36,6 +36,9 @@ pub struct Execution {
     /// Checked-kernel faults (out-of-range stores) returned where the model expected them.
     pub kernel_faults: u64,
     pub device_lost: bool,
+    /// Allocations an installed pool's cap refused (legal; the shrinker's printer cannot
+    /// predict them).
+    pub capped_refusals: u64,
     /// Why the run failed; `None` when every check held.
     pub failure: Option<String>,
 }
@@ -288,6 +291,7 @@ fn finish<D: Device>(
     execution.faults_surfaced = model.faults_surfaced;
     execution.kernel_faults = model.kernel_faults;
     execution.device_lost = model.lost;
+    execution.capped_refusals = model.capped_refusals;
     seen.surfaced = std::mem::take(&mut model.surfaced);
     seen.refused_allocations = model.refused_allocations;
     result
@@ -421,6 +425,7 @@ impl<D: Device> Run<'_, D> {
                 if matches!(self.world.pools, Some(MemoryPoolsConfig::Pools(_)))
                     && oom.reason.contains("reached its cap") =>
             {
+                state.model.capped_refusals += 1;
                 Ok(())
             }
             ServerError::OutOfMemory(_) if self.world.faults.allocation_failure > 0.0 => {
