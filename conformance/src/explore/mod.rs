@@ -13,6 +13,7 @@
 mod driver;
 mod formula;
 pub mod model;
+pub mod rust_test;
 pub mod shrink;
 mod workload;
 mod world;

@@ -181,6 +181,11 @@ impl Model {
         self.stream(s).expected_fault.get_or_insert(fault);
     }
 
+    /// The checked-kernel fault the next blocking call on `s` must return, if one is expected.
+    pub fn expected_fault(&self, s: StreamId) -> Option<&ServerError> {
+        self.streams.get(&s)?.expected_fault.as_ref()
+    }
+
     /// Whether `s` may be in an error state now.
     pub fn may_have_failed(&self, s: StreamId, faults_injected: bool) -> bool {
         faults_injected
