@@ -1,6 +1,6 @@
 /// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 6 in 298 runs.
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: false, deferred_frees: true }`,
-/// it failed in a `AllReduce` operation: all_reduce (Max) on peer #:# differs from the reference
+/// it failed in operation `AllReduce`: all_reduce (Max) on peer #:# differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, CubeCount, Kernel, KernelArguments, MemoryPoolsConfig, PoolPreset, ReduceOperation, StreamId};
     use lockstep::kernel::{Access, Axis, ElemType, Expr, KernelBuilder, Scalar};
@@ -8,18 +8,18 @@ pub fn seed_35(options: lockstep::ServerOptions) {
 
     let devices = SimCluster::from_configs(vec![
         SimConfig {
-        memory_bytes: 1073741824,
-        max_allocation_bytes: 8388608,
-        max_background_steps: 2,
-        watchdog_ns: 1000000000,
-        ..SimConfig::new(35)
+            memory_bytes: 1073741824,
+            max_allocation_bytes: 8388608,
+            max_background_steps: 2,
+            watchdog_ns: 1000000000,
+            ..SimConfig::new(35)
         },
         SimConfig {
-        memory_bytes: 1073741824,
-        max_allocation_bytes: 8388608,
-        max_background_steps: 2,
-        watchdog_ns: 1000000000,
-        ..SimConfig::new(11400714819323198520)
+            memory_bytes: 1073741824,
+            max_allocation_bytes: 8388608,
+            max_background_steps: 2,
+            watchdog_ns: 1000000000,
+            ..SimConfig::new(11400714819323198520)
         },
     ])
     .into_devices();

@@ -107,7 +107,7 @@ fn render(
         at = class
             .action
             .map_or("after the workload".to_owned(), |a| format!(
-                "in a `{a}` operation"
+                "in operation `{a}`"
             )),
         check = class.check,
     );
@@ -116,7 +116,10 @@ fn render(
         modules.entry(module).or_default().push(name);
     }
     for (module, names) in modules {
-        out += &format!("    use {module}::{{{}}};\n", names.join(", "));
+        out += &match &names[..] {
+            [name] => format!("    use {module}::{name};\n"),
+            names => format!("    use {module}::{{{}}};\n", names.join(", ")),
+        };
     }
     out += "\n";
     for line in code.lines {
@@ -218,7 +221,7 @@ impl<'w> Printer<'w> {
         if configs.len() == 1 {
             self.code
                 .line("let devices = vec![SimDevice::new(SimConfig {");
-            config_fields(&mut self.code, &configs[0]);
+            config_fields(&mut self.code, "    ", &configs[0]);
             self.code.line("})];");
         } else {
             self.code.uses("lockstep_sim", &["SimCluster"]);
@@ -226,7 +229,7 @@ impl<'w> Printer<'w> {
                 .line("let devices = SimCluster::from_configs(vec![");
             for config in &configs {
                 self.code.line("    SimConfig {");
-                config_fields(&mut self.code, config);
+                config_fields(&mut self.code, "        ", config);
                 self.code.line("    },");
             }
             self.code.line("])");
@@ -348,19 +351,19 @@ impl<'w> Printer<'w> {
     }
 }
 
-/// The fields of `config` that differ from `SimConfig::new(seed)`'s, and the rest from it.
-fn config_fields(code: &mut Code, config: &SimConfig) {
-    code.line(format!("    memory_bytes: {},", config.memory_bytes));
-    code.line(format!(
-        "    max_allocation_bytes: {},",
-        config.max_allocation_bytes
-    ));
-    code.line(format!(
-        "    max_background_steps: {},",
-        config.max_background_steps
-    ));
-    code.line(format!("    watchdog_ns: {},", config.watchdog_ns));
-    code.line(format!("    ..SimConfig::new({})", config.seed));
+/// The fields of `config` that a world sets, the rest from `SimConfig::new(seed)`, each line
+/// indented by `indent`.
+fn config_fields(code: &mut Code, indent: &str, config: &SimConfig) {
+    let fields = [
+        format!("memory_bytes: {},", config.memory_bytes),
+        format!("max_allocation_bytes: {},", config.max_allocation_bytes),
+        format!("max_background_steps: {},", config.max_background_steps),
+        format!("watchdog_ns: {},", config.watchdog_ns),
+        format!("..SimConfig::new({})", config.seed),
+    ];
+    for field in fields {
+        code.line(format!("{indent}{field}"));
+    }
 }
 
 fn pools_code(code: &mut Code, pools: &MemoryPoolsConfig) -> String {
