@@ -78,6 +78,10 @@ enum Command {
         /// Print every operation of the workload, in the order the threads perform them.
         #[arg(long)]
         steps: bool,
+        /// Shrink the failing workload to the fewest operations that fail the same way, and print
+        /// them as a Rust test against the public API.
+        #[arg(long)]
+        shrink: bool,
     },
 }
 
@@ -129,7 +133,14 @@ fn main() -> ExitCode {
             faults,
             trace,
             steps,
+            shrink: false,
         } => replay(seed, faults, trace.as_deref(), steps),
+        Command::Replay {
+            seed,
+            faults,
+            shrink: true,
+            ..
+        } => shrink(seed, faults),
     }
 }
 
@@ -306,6 +317,41 @@ fn init_tracing() {
         .with_span_events(FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+/// Shrinks a failing seed and prints the program as Rust: what is not code is a `//` comment,
+/// so the whole output pastes into a test file.
+fn shrink(seed: u64, faults: bool) -> ExitCode {
+    let world = explore::World::draw(seed, faults);
+    println!("// seed {seed}: {}", world.to_string().replace('\n', "; "));
+    let shrunk = match explore::shrink::shrink(&explore::Simulator, &world) {
+        Ok(shrunk) => shrunk,
+        Err(err) => {
+            println!("// {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "// shrunk {} operations to {} in {} runs; it fails with: {}",
+        shrunk.original_len,
+        shrunk.workload.len(),
+        shrunk.runs,
+        shrunk.failure
+    );
+    for (n, (thread, step)) in shrunk.workload.in_order().enumerate() {
+        println!("//   #{n} thread {thread}: {:?} {:?}", step.on, step.action);
+    }
+    let options = explore::Opener::options(&explore::Simulator);
+    match explore::rust_test::print(&world, faults, &shrunk, &options) {
+        Ok(program) => {
+            print!("{program}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            println!("// cannot print a Rust test: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn replay(seed: u64, faults: bool, trace: Option<&std::path::Path>, steps: bool) -> ExitCode {

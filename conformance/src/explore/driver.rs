@@ -35,6 +35,9 @@ pub struct Execution {
     /// Checked-kernel faults (out-of-range stores) returned where the model expected them.
     pub kernel_faults: u64,
     pub device_lost: bool,
+    /// Allocations an installed pool's cap refused (legal; the shrinker's printer cannot
+    /// predict them).
+    pub capped_refusals: u64,
     /// Why the run failed; `None` when every check held.
     pub failure: Option<String>,
 }
@@ -47,8 +50,11 @@ struct Captured<D: Device> {
 
 /// Host thread `t`'s own stream is `StreamId(FIRST_OWN_STREAM + t)`: host threads are logical
 /// (they take turns on one OS thread), so their streams are named here rather than by
-/// [`StreamId::current`], far above the pinned streams.
-const FIRST_OWN_STREAM: u64 = 1 << 16;
+/// [`StreamId::current`], above the pinned streams and the driver's own.
+pub(super) const FIRST_OWN_STREAM: u64 = 1 << 16;
+
+/// The stream of the driver's own calls (setup, cleanup, memory baselines).
+pub(super) const HOST_STREAM: u64 = 100;
 
 /// A tensor of a group: its layout, shape and model buffer.
 type Tensor = (MemoryLayout, Vec<usize>, u64);
@@ -145,7 +151,8 @@ fn drive<D: Device>(
     execution: &mut Execution,
     seen: &mut Seen,
 ) -> Result<(), String> {
-    let client = clients.remove(0);
+    let mut client = clients.remove(0);
+    client.set_stream(StreamId(HOST_STREAM));
     let peers: Vec<ComputeClient<D>> = clients
         .into_iter()
         .map(|mut peer| {
@@ -285,6 +292,7 @@ fn finish<D: Device>(
     execution.faults_surfaced = model.faults_surfaced;
     execution.kernel_faults = model.kernel_faults;
     execution.device_lost = model.lost;
+    execution.capped_refusals = model.capped_refusals;
     seen.surfaced = std::mem::take(&mut model.surfaced);
     seen.refused_allocations = model.refused_allocations;
     result
@@ -423,6 +431,7 @@ impl<D: Device> Run<'_, D> {
                 if matches!(self.world.pools, Some(MemoryPoolsConfig::Pools(_)))
                     && oom.reason.contains("reached its cap") =>
             {
+                state.model.capped_refusals += 1;
                 Ok(())
             }
             ServerError::OutOfMemory(_) if self.world.faults.allocation_failure > 0.0 => {

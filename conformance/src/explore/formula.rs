@@ -57,6 +57,19 @@ impl Term {
         )
     }
 
+    /// Calls `f` on this term and every term inside it.
+    pub fn visit(&self, f: &mut impl FnMut(&Term)) {
+        f(self);
+        match self {
+            Term::Op(_, a, b) => {
+                a.visit(f);
+                b.visit(f);
+            }
+            Term::SelectLt(t) => t.iter().for_each(|t| t.visit(f)),
+            Term::Dst | Term::Src | Term::K | Term::Lit(_) => {}
+        }
+    }
+
     /// `f` at every element: `dst[i]` and the gathered `src[i]`, evaluated a node at a time over
     /// the whole buffer (per element, the tree walk cost more than the simulated kernel).
     fn eval(&self, dst: &[u32], src: &[u32], k: u32) -> Vec<u32> {

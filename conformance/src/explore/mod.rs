@@ -13,6 +13,8 @@
 mod driver;
 mod formula;
 pub mod model;
+pub mod rust_test;
+pub mod shrink;
 mod workload;
 mod world;
 
@@ -35,7 +37,7 @@ pub trait Opener: Sync {
     type Device: Device;
     fn open(&self, device: SimDevice) -> Self::Device;
 
-    /// The runtime's options for every client of the world.
+    /// The options every client of the world runs with; tests knock out a runtime defence here.
     fn options(&self) -> ServerOptions {
         ServerOptions::default()
     }
@@ -95,10 +97,19 @@ pub fn run_world<O: Opener>(
     world: &World,
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
-    let workload = Workload::draw(world);
+    run_workload(opener, world, &Workload::draw(world), record_trace)
+}
+
+/// Runs `workload` (drawn for `world`, or a part of that, as the shrinker tries) in `world`.
+pub fn run_workload<O: Opener>(
+    opener: &O,
+    world: &World,
+    workload: &Workload,
+    record_trace: bool,
+) -> (Execution, Vec<TraceEntry>) {
     let devices = open(opener, world, record_trace);
     let probes = devices.probes.clone();
-    let execution = driver::execute(world, &workload, devices);
+    let execution = driver::execute(world, workload, devices);
     // The explored device's operations; its peers' only count in the trace hash.
     let trace = std::mem::take(&mut probes[0].observations().entries);
     (execution, trace)

@@ -72,6 +72,8 @@ pub struct Model {
     pub surfaced: BTreeMap<u64, StreamId>,
     /// Allocations refused with out-of-memory.
     pub refused_allocations: u64,
+    /// Allocations an installed pool's cap refused (legal, not injected).
+    pub capped_refusals: u64,
     pub reads_checked: u64,
     /// Injected faults returned by some call.
     pub faults_surfaced: u64,
@@ -183,6 +185,11 @@ impl Model {
     /// Expects the next blocking call on `s` to return `fault` (the first since the last one).
     pub fn expect_fault(&mut self, s: StreamId, fault: ServerError) {
         self.stream(s).expected_fault.get_or_insert(fault);
+    }
+
+    /// The checked-kernel fault the next blocking call on `s` must return, if one is expected.
+    pub fn expected_fault(&self, s: StreamId) -> Option<&ServerError> {
+        self.streams.get(&s)?.expected_fault.as_ref()
     }
 
     /// Whether `s` may be in an error state now.

@@ -1,0 +1,128 @@
+//! The world's kernels as `KernelBuilder` code that builds the same IR as
+//! [`Formula::kernel`] and [`crate::kernels::overrun`].
+
+use lockstep::kernel::BinOp;
+
+use super::Code;
+use crate::explore::formula::{Formula, Term};
+use crate::kernels::WORKGROUP;
+
+/// `let {var} = { .. };` building `formula`'s kernel.
+pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
+    code.uses("lockstep", &["Kernel"]);
+    code.uses(
+        "lockstep::kernel",
+        &["Access", "Axis", "ElemType", "KernelBuilder"],
+    );
+    let (mut dst, mut src, mut k) = (false, false, false);
+    formula.f.visit(&mut |t| match t {
+        Term::Dst => dst = true,
+        Term::Src => src = true,
+        Term::K => k = true,
+        _ => {}
+    });
+    let value = term(code, &formula.f).0;
+    code.line(format!("let {var} = {{"));
+    code.line(format!(
+        "    let mut b = KernelBuilder::new({:?}, [{WORKGROUP}, 1, 1]);",
+        formula.name
+    ));
+    code.line("    let dst = b.binding(ElemType::U32, Access::ReadWrite);");
+    code.line(if src {
+        "    let src = b.binding(ElemType::U32, Access::Read);"
+    } else {
+        "    let _src = b.binding(ElemType::U32, Access::Read);"
+    });
+    code.line(if k {
+        "    let k = b.param(ElemType::U32);"
+    } else {
+        "    b.param(ElemType::U32);"
+    });
+    code.line("    let i = b.global_id(Axis::X);");
+    code.line("    b.if_(i.clone().lt(dst.len()), |b| {");
+    if dst {
+        code.line("        let d = dst.load(i.clone());");
+    }
+    if src {
+        code.line(format!(
+            "        let s = src.load((i.clone() * {}u32 + {}u32) % src.len());",
+            formula.stride, formula.shift
+        ));
+    }
+    code.line(format!("        b.store(dst, i, {value});"));
+    code.line("    });");
+    code.line("    Kernel::new(b.build().unwrap()).unwrap()");
+    code.line("};");
+}
+
+/// `f` as an `Expr` over `d` (`dst[i]`), `s` (`src[j]`) and `k`, and whether it is an
+/// infix operation (which needs parentheses as an operand or a receiver).
+fn term(code: &mut Code, t: &Term) -> (String, bool) {
+    match t {
+        Term::Dst => ("d.clone()".into(), false),
+        Term::Src => ("s.clone()".into(), false),
+        Term::K => ("k.clone()".into(), false),
+        Term::Lit(v) => {
+            code.uses("lockstep::kernel", &["Expr"]);
+            (format!("Expr::from({v}u32)"), false)
+        }
+        Term::Op(op, a, b) => binary(*op, &grouped(code, a), &operand(code, b, true)),
+        Term::SelectLt(t) => {
+            let [a, b, c, d] = &**t;
+            let a = grouped(code, a);
+            let b = operand(code, b, false);
+            let (c, d) = (operand(code, c, false), operand(code, d, false));
+            (format!("{a}.lt({b}).select({c}, {d})"), false)
+        }
+    }
+}
+
+/// `t` in parentheses if it is an infix operation.
+fn grouped(code: &mut Code, t: &Term) -> String {
+    match term(code, t) {
+        (text, true) => format!("({text})"),
+        (text, false) => text,
+    }
+}
+
+/// An argument (of an operator when `infix`, else of a method): a literal converts itself
+/// (`impl Into<Expr>`).
+fn operand(code: &mut Code, t: &Term, infix: bool) -> String {
+    match t {
+        Term::Lit(v) => format!("{v}u32"),
+        t if infix => grouped(code, t),
+        t => term(code, t).0,
+    }
+}
+
+/// `a op b` with the builder's operator or method for `op`; whether it is infix.
+fn binary(op: BinOp, a: &str, b: &str) -> (String, bool) {
+    let infix = |symbol: &str| (format!("{a} {symbol} {b}"), true);
+    match op {
+        BinOp::Add => infix("+"),
+        BinOp::Sub => infix("-"),
+        BinOp::Mul => infix("*"),
+        BinOp::Div => infix("/"),
+        BinOp::Rem => infix("%"),
+        BinOp::BitAnd => infix("&"),
+        BinOp::BitOr => infix("|"),
+        BinOp::BitXor => infix("^"),
+        BinOp::Shl => infix("<<"),
+        BinOp::Shr => infix(">>"),
+        BinOp::Min => (format!("{a}.min({b})"), false),
+        BinOp::Max => (format!("{a}.max({b})"), false),
+    }
+}
+
+/// `let overrun = { .. };`: the checked kernel that stores one element past the end.
+pub fn overrun(code: &mut Code) {
+    code.uses("lockstep", &["Kernel"]);
+    code.uses("lockstep::kernel", &["Access", "ElemType", "KernelBuilder"]);
+    code.line("let overrun = {");
+    code.line("    let mut b = KernelBuilder::new(\"overrun\", [1, 1, 1]);");
+    code.line("    let data = b.binding(ElemType::U32, Access::ReadWrite);");
+    code.line("    let past_end = b.param(ElemType::U32);");
+    code.line("    b.store(data, data.len() + past_end, 1u32);");
+    code.line("    Kernel::new(b.build().unwrap()).unwrap()");
+    code.line("};");
+}

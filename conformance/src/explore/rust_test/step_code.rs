@@ -1,0 +1,545 @@
+//! Each workload operation as the client calls the driver makes for it, with the model's
+//! expectations as assertions (`driver.rs`'s `act`, operation by operation).
+
+use lockstep::{MemoryLayoutStrategy, ReduceOperation, StreamId};
+
+use super::{
+    FIRST_OWN_STREAM, Group, Lazy, Printer, Slot, Unprintable, bytes, error_code, kernel_code,
+    model_refuses, vec_of,
+};
+use crate::explore::formula::Formula;
+use crate::explore::workload::{Action, LaunchSpec, On, Step, data};
+
+/// A launch's call expression, and whether it binds one handle twice (refused at the call).
+struct LaunchCall {
+    call: String,
+    refused: bool,
+}
+
+impl Printer<'_> {
+    /// The client variable of `on` for `thread`, defined at first use, and its stream.
+    fn client(&mut self, thread: usize, on: On) -> (String, StreamId) {
+        let (name, s) = match on {
+            On::Pinned(i) => (format!("s{i}"), StreamId(i as u64)),
+            On::Thread => {
+                let s = self.thread_streams[&thread];
+                (format!("t{}", s.0 - FIRST_OWN_STREAM), s)
+            }
+        };
+        if !self.clients.contains_key(&s) {
+            self.code.line(format!("let mut {name} = client.clone();"));
+            self.code
+                .line(format!("{name}.set_stream(StreamId({}));", s.0));
+            self.clients.insert(s, name.clone());
+        }
+        (name, s)
+    }
+
+    /// Prints operation `step` of `thread`.
+    pub(super) fn step(&mut self, thread: usize, step: &Step) -> Result<(), Unprintable> {
+        let (c, s) = self.client(thread, step.on);
+        match &step.action {
+            Action::Create { slot, len, fill } => {
+                let values = data(*fill, *len);
+                let var = self.var("h");
+                let data = bytes(&mut self.code, &values);
+                self.code
+                    .line(format!("let {var} = {c}.create({data}).unwrap();"));
+                let buf = self.model.create(s, values);
+                self.fill_slot(*slot, Slot { var, buf });
+            }
+            Action::EmptyThenFill { slot, len, fill } => {
+                let values = data(*fill, *len);
+                let var = self.var("h");
+                let data = bytes(&mut self.code, &values);
+                self.code
+                    .line(format!("let {var} = {c}.empty({}).unwrap();", len * 4));
+                self.code
+                    .line(format!("{c}.write(&{var}, {data}).unwrap();"));
+                let buf = self.model.create(s, values);
+                self.fill_slot(*slot, Slot { var, buf });
+            }
+            Action::Write {
+                slot,
+                offset,
+                len,
+                fill,
+            } => {
+                let Some(Slot { var, buf }) = &self.slots[*slot] else {
+                    return Ok(());
+                };
+                let (var, buf) = (var.clone(), *buf);
+                let n = self.model.len(buf);
+                let offset = offset % n;
+                let values = data(*fill, (*len).min(n - offset));
+                let data = bytes(&mut self.code, &values);
+                self.code.line(format!(
+                    "{c}.write_at(&{var}, {}, {data}).unwrap();",
+                    offset * 4
+                ));
+                self.model.write(s, buf, offset, &values);
+            }
+            Action::Launch(spec) => self.launch(&c, s, spec, true),
+            Action::Read { slot } => {
+                let Some(Slot { var, buf }) = &self.slots[*slot] else {
+                    return Ok(());
+                };
+                let (call, buf) = (format!("{c}.read_one({var}.clone())"), *buf);
+                self.read(s, &call, false, &[buf])?;
+            }
+            Action::ReadPair { a, b } => {
+                let (Some(a), Some(b)) = (&self.slots[*a], &self.slots[*b]) else {
+                    return Ok(());
+                };
+                self.code.uses("lockstep", &["block_on"]);
+                let call = format!(
+                    "block_on({c}.read_async(vec![{}.clone(), {}.clone()]))",
+                    a.var, b.var
+                );
+                let bufs = [a.buf, b.buf];
+                self.read(s, &call, true, &bufs)?;
+            }
+            Action::CreateTensors { slot, shapes, fill } => {
+                self.create_tensors(&c, s, *slot, shapes, *fill)
+            }
+            Action::ReadTensors { slot } => {
+                let Some(group) = &self.tensors[*slot] else {
+                    return Ok(());
+                };
+                self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
+                let descriptors: Vec<String> = group
+                    .shapes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, shape)| {
+                        format!(
+                            "CopyDescriptor::new({v}[{i}].memory.clone(), vec!{shape:?}, {v}[{i}].strides.clone(), 4)",
+                            v = group.var
+                        )
+                    })
+                    .collect();
+                let call = format!(
+                    "block_on({c}.read_tensor_async(vec![{}]))",
+                    descriptors.join(", ")
+                );
+                let bufs = group.bufs.clone();
+                self.read(s, &call, true, &bufs)?;
+            }
+            Action::ReadLazy { slot } => {
+                let Some(Slot { var, buf }) = &self.slots[*slot] else {
+                    return Ok(());
+                };
+                let (handle, buf) = (var.clone(), *buf);
+                let len = self.model.len(buf);
+                let var = self.var("lazy");
+                self.code.uses("lockstep", &["CopyDescriptor"]);
+                self.code.line(format!(
+                    "let {var} = {c}.read_lazy(CopyDescriptor::new({handle}.clone(), vec![{len}], vec![1], 4));"
+                ));
+                self.lazies.push_back(Lazy {
+                    var,
+                    buf,
+                    stream: s,
+                });
+            }
+            Action::Materialize => {
+                let Some(lazy) = self.lazies.pop_front() else {
+                    return Ok(());
+                };
+                self.code.uses("lockstep", &["Bytes"]);
+                let call = format!(
+                    "{}.materialize().map(|b| Bytes::from(b.to_vec()))",
+                    lazy.var
+                );
+                self.read(lazy.stream, &call, false, &[lazy.buf])?;
+                self.code.line(format!("drop({});", lazy.var));
+            }
+            Action::Profile(spec) => self.profile(&c, s, spec),
+            Action::DryRun(spec) => {
+                if let Some(LaunchCall { call, refused }) = self.launch_call(&c, spec) {
+                    let call = format!("lockstep::dry_run(|| {call})");
+                    self.launch_statement(&call, refused);
+                }
+            }
+            Action::Release { slot } => {
+                if let Some(Slot { var, .. }) = self.slots[*slot].take() {
+                    self.code.line(format!("drop({var});"));
+                }
+            }
+            Action::ReleaseTensors { slot } => {
+                if let Some(Group { var, .. }) = self.tensors[*slot].take() {
+                    self.code.line(format!("drop({var});"));
+                }
+            }
+            Action::Flush => {
+                self.code.line(format!("{c}.flush().unwrap();"));
+                self.blocking(s, false)?;
+            }
+            Action::Sync => {
+                let expected = self.expected(s)?;
+                self.code
+                    .line(format!("assert_eq!({c}.sync(), {expected});"));
+                self.blocking(s, true)?;
+            }
+            Action::Overrun { slot, past_end } => self.overrun(&c, s, *slot, *past_end),
+            Action::BeginCapture { .. }
+            | Action::EndCapture
+            | Action::CaptureOutOfOrder { .. }
+            | Action::Oversized { .. }
+            | Action::LaunchView { .. } => {
+                return Err(Unprintable::Unsupported(format!(
+                    "the printer does not yet print {:?}",
+                    step.action
+                )));
+            }
+            Action::Replay => {
+                if let Some(graph) = &self.graph {
+                    self.code.line(format!("{}.replay();", graph.var));
+                    for &(kernel, dst, src, k) in &graph.launches {
+                        let formula = &self.world.kernels[kernel];
+                        self.model
+                            .launch(graph.stream, dst, src, |d, s| formula.apply(d, s, k));
+                    }
+                }
+            }
+            Action::DropGraph => {
+                if let Some(graph) = self.graph.take() {
+                    self.code.line(format!("drop({});", graph.var));
+                }
+            }
+            Action::AllReduce { slot, op, fill } => self.all_reduce(&c, s, *slot, *op, *fill)?,
+            Action::ToPeer { slot, peer } => {
+                let Some(Slot { var, buf }) = &self.slots[*slot] else {
+                    return Ok(());
+                };
+                let (var, buf) = (var.clone(), *buf);
+                self.code.uses("lockstep::kernel", &["ElemType"]);
+                let copy = self.var("copy");
+                self.code.line(format!(
+                    "let {copy} = {c}.to_client({var}.clone(), &peer{peer}, ElemType::U32).unwrap();"
+                ));
+                let expected = vec_of(self.model.values(buf));
+                self.code.line(format!(
+                    "assert_eq!(peer{peer}.read_one({copy}).unwrap().to_elems::<u32>(), {expected});"
+                ));
+            }
+            Action::FromPeer {
+                slot,
+                peer,
+                len,
+                fill,
+            } => {
+                let values = data(*fill, *len);
+                let (src, var) = (self.var("part"), self.var("h"));
+                self.code.uses("lockstep::kernel", &["ElemType"]);
+                let data = bytes(&mut self.code, &values);
+                self.code
+                    .line(format!("let {src} = peer{peer}.create({data}).unwrap();"));
+                self.code.line(format!(
+                    "let {var} = peer{peer}.to_client({src}, &{c}, ElemType::U32).unwrap();"
+                ));
+                let buf = self.model.create(s, values);
+                self.fill_slot(*slot, Slot { var, buf });
+            }
+            Action::Install => {
+                self.code.uses(
+                    "lockstep",
+                    &["InstallMemoryPoolsError", "MemoryPoolsConfig", "PoolPreset"],
+                );
+                let unavailable = if self.model.may_have_failed(s, false) {
+                    " | Err(InstallMemoryPoolsError::StreamUnavailable)"
+                } else {
+                    ""
+                };
+                self.code.line(format!(
+                    "assert!(matches!({c}.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)), Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse {{ .. }}){unavailable}));"
+                ));
+            }
+            Action::Cleanup => self.code.line(format!("{c}.memory_cleanup();")),
+            Action::Usage => self.code.line(format!("{c}.memory_usage().unwrap();")),
+        }
+        Ok(())
+    }
+
+    /// Puts a new buffer in `slot`; the handle it replaces drops after the new one exists.
+    fn fill_slot(&mut self, slot: usize, new: Slot) {
+        if let Some(old) = self.slots[slot].replace(new) {
+            self.code.line(format!("drop({});", old.var));
+        }
+    }
+
+    /// `Ok(())` or the kernel fault the next blocking call on `s` must return.
+    fn expected(&mut self, s: StreamId) -> Result<String, Unprintable> {
+        match self.model.expected_fault(s).cloned() {
+            Some(fault) => Ok(format!("Err({})", error_code(&mut self.code, &fault)?)),
+            None => Ok("Ok(())".to_owned()),
+        }
+    }
+
+    /// Tells the model that a blocking call on `s` returned what it expected.
+    fn blocking(&mut self, s: StreamId, waited: bool) -> Result<(), Unprintable> {
+        let expected = match self.model.expected_fault(s) {
+            Some(fault) if waited => Some(fault.clone()),
+            _ => None,
+        };
+        let result = match &expected {
+            Some(fault) => Err(fault),
+            None => Ok(()),
+        };
+        self.model
+            .blocking(s, result, waited)
+            .map_err(model_refuses)
+    }
+
+    /// A read on `s` by `call`, of `bufs`: the stream's owed fault, or every buffer's values
+    /// (`many`: the call returns a `Vec` of them).
+    fn read(
+        &mut self,
+        s: StreamId,
+        call: &str,
+        many: bool,
+        bufs: &[u64],
+    ) -> Result<(), Unprintable> {
+        if let Some(fault) = self.model.expected_fault(s).cloned() {
+            let expected = error_code(&mut self.code, &fault)?;
+            self.code
+                .line(format!("assert_eq!({call}.err(), Some({expected}));"));
+            return self.blocking(s, true);
+        }
+        self.blocking(s, true)?;
+        if !many {
+            let expected = vec_of(self.model.values(bufs[0]));
+            self.code.line(format!(
+                "assert_eq!({call}.unwrap().to_elems::<u32>(), {expected});"
+            ));
+            return Ok(());
+        }
+        let read = self.var("read");
+        self.code.line(format!("let {read} = {call}.unwrap();"));
+        for (i, &buf) in bufs.iter().enumerate() {
+            let expected = vec_of(self.model.values(buf));
+            self.code.line(format!(
+                "assert_eq!({read}[{i}].to_elems::<u32>(), {expected});"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The kernel variable of the world's kernel `index`, defined at first use.
+    fn kernel(&mut self, index: usize) -> String {
+        let var = self.world.kernels[index].name.clone();
+        if self.kernels.insert(index) {
+            kernel_code::formula(&mut self.code, &var, &self.world.kernels[index]);
+        }
+        var
+    }
+
+    /// The call launching `spec` on client `c`; `None` when a slot is empty (the driver skips
+    /// the launch).
+    fn launch_call(&mut self, c: &str, spec: &LaunchSpec) -> Option<LaunchCall> {
+        let (Some(dst), Some(src)) = (&self.slots[spec.dst], &self.slots[spec.src]) else {
+            return None;
+        };
+        let groups = Formula::workgroups(self.model.len(dst.buf));
+        let (dst, src) = (dst.var.clone(), src.var.clone());
+        let kernel = self.kernel(spec.kernel);
+        self.code
+            .uses("lockstep", &["CubeCount", "KernelArguments"]);
+        self.code.uses("lockstep::kernel", &["Scalar"]);
+        Some(LaunchCall {
+            call: format!(
+                "{c}.launch(&{kernel}, CubeCount::Static({groups}, 1, 1), KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({})))",
+                spec.k
+            ),
+            refused: spec.dst == spec.src,
+        })
+    }
+
+    /// `call;` that must succeed, or be refused when it binds one handle twice.
+    fn launch_statement(&mut self, call: &str, refused: bool) {
+        if refused {
+            self.code.uses("lockstep", &["IoError"]);
+            self.code.line(format!(
+                "assert!(matches!({call}, Err(IoError::InvalidLaunch {{ .. }})));"
+            ));
+        } else {
+            self.code.line(format!("{call}.unwrap();"));
+        }
+    }
+
+    /// A launch of `spec` on `s`; with `model`, applied to the model (without, it is captured).
+    fn launch(&mut self, c: &str, s: StreamId, spec: &LaunchSpec, model: bool) {
+        let Some(LaunchCall { call, refused }) = self.launch_call(c, spec) else {
+            return;
+        };
+        self.launch_statement(&call, refused);
+        if model && !refused {
+            self.model_launch(s, spec);
+        }
+    }
+
+    fn model_launch(&mut self, s: StreamId, spec: &LaunchSpec) {
+        let bufs = |slot: usize| self.slots[slot].as_ref().map(|slot| slot.buf);
+        let (Some(dst), Some(src)) = (bufs(spec.dst), bufs(spec.src)) else {
+            return;
+        };
+        let formula = &self.world.kernels[spec.kernel];
+        self.model
+            .launch(s, dst, src, |d, s| formula.apply(d, s, spec.k));
+    }
+
+    /// A launch inside `profile`, whose duration must resolve (the marks are taken even when
+    /// the launch is skipped).
+    fn profile(&mut self, c: &str, s: StreamId, spec: &LaunchSpec) {
+        let duration = self.var("duration");
+        match self.launch_call(c, spec) {
+            None => self.code.line(format!(
+                "let ((), {duration}) = {c}.profile(|| (), \"explore\").unwrap();"
+            )),
+            Some(LaunchCall { call, refused }) => {
+                let launched = self.var("launched");
+                self.code.line(format!(
+                    "let ({launched}, {duration}) = {c}.profile(|| {call}, \"explore\").unwrap();"
+                ));
+                self.launch_statement(&launched, refused);
+                if !refused {
+                    self.model_launch(s, spec);
+                }
+            }
+        }
+        self.code
+            .line(format!("{duration}.resolve_blocking().unwrap();"));
+    }
+
+    /// The checked overrun kernel on `slot`: the stream's next blocking call owes its fault.
+    fn overrun(&mut self, c: &str, s: StreamId, slot: usize, past_end: u32) {
+        let Some(Slot { var, buf }) = &self.slots[slot] else {
+            return;
+        };
+        let (var, buf) = (var.clone(), *buf);
+        if !std::mem::replace(&mut self.overrun, true) {
+            kernel_code::overrun(&mut self.code);
+        }
+        self.code
+            .uses("lockstep", &["CubeCount", "KernelArguments"]);
+        self.code.uses("lockstep::kernel", &["Scalar"]);
+        self.code.line(format!(
+            "{c}.launch(&overrun, CubeCount::Static(1, 1, 1), KernelArguments::new().binding(&{var}).param(Scalar::U32({past_end}))).unwrap();"
+        ));
+        let index = self.model.len(buf) as u32 + past_end;
+        self.model.expect_fault(
+            s,
+            lockstep::ServerError::KernelFault {
+                kernel: "overrun".to_owned(),
+                binding: 0,
+                index,
+            },
+        );
+    }
+
+    /// `create_tensors` of `shapes` into tensor `slot`, alternating optimized and contiguous
+    /// layouts.
+    fn create_tensors(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        slot: usize,
+        shapes: &[Vec<usize>],
+        fill: u64,
+    ) {
+        self.code.uses(
+            "lockstep",
+            &["MemoryLayoutDescriptor", "MemoryLayoutStrategy"],
+        );
+        let var = self.var("tensors");
+        self.code
+            .line(format!("let {var} = {c}.create_tensors(vec!["));
+        let mut bufs = Vec::with_capacity(shapes.len());
+        for (i, shape) in shapes.iter().enumerate() {
+            let values = data(fill.wrapping_add(i as u64), shape.iter().product());
+            let strategy = if i % 2 == 0 {
+                MemoryLayoutStrategy::Optimized
+            } else {
+                MemoryLayoutStrategy::Contiguous
+            };
+            let data = bytes(&mut self.code, &values);
+            self.code.line(format!(
+                "    (MemoryLayoutDescriptor::new(MemoryLayoutStrategy::{strategy:?}, vec!{shape:?}, 4), {data}),"
+            ));
+            bufs.push(self.model.create(s, values));
+        }
+        self.code.line("]).unwrap();");
+        let group = Group {
+            var,
+            shapes: shapes.to_vec(),
+            bufs,
+        };
+        if let Some(old) = self.tensors[slot].replace(group) {
+            self.code.line(format!("drop({});", old.var));
+        }
+    }
+
+    /// An in-place all-reduce of `slot` with a fresh buffer on every peer; each peer's result
+    /// must be the reduction, which the slot then holds.
+    fn all_reduce(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        slot: usize,
+        op: ReduceOperation,
+        fill: u64,
+    ) -> Result<(), Unprintable> {
+        let Some(Slot { var, buf }) = &self.slots[slot] else {
+            return Ok(());
+        };
+        let (var, buf) = (var.clone(), *buf);
+        self.code.uses("lockstep", &["ReduceOperation"]);
+        self.code.uses("lockstep::kernel", &["ElemType"]);
+        let devices = self.var("devices");
+        let peers: Vec<String> = (0..self.world.peers)
+            .map(|p| format!("peer{p}.peer_id()"))
+            .collect();
+        self.code.line(format!(
+            "let {devices} = vec![{c}.peer_id(), {}];",
+            peers.join(", ")
+        ));
+        let reduce = |on: &str, h: &str| {
+            format!(
+                "{on}.all_reduce({h}.clone(), {h}.clone(), ElemType::U32, {devices}.clone(), ReduceOperation::{op:?}).unwrap();"
+            )
+        };
+        self.code.line(reduce(c, &var));
+        let mut expected = self.model.values(buf).to_vec();
+        let mut parts = Vec::with_capacity(self.world.peers);
+        for k in 0..self.world.peers {
+            let values = data(fill.wrapping_add(k as u64), expected.len());
+            let part = self.var("part");
+            let data = bytes(&mut self.code, &values);
+            self.code
+                .line(format!("let {part} = peer{k}.create({data}).unwrap();"));
+            self.code.line(reduce(&format!("peer{k}"), &part));
+            for (e, v) in expected.iter_mut().zip(&values) {
+                *e = match op {
+                    ReduceOperation::Sum => e.wrapping_add(*v),
+                    ReduceOperation::Min => (*e).min(*v),
+                    ReduceOperation::Max => (*e).max(*v),
+                    other => {
+                        return Err(Unprintable::Unsupported(format!(
+                            "no reference for an all-reduce by {other:?}"
+                        )));
+                    }
+                };
+            }
+            parts.push(part);
+        }
+        for (k, part) in parts.iter().enumerate() {
+            self.code.line(format!(
+                "assert_eq!(peer{k}.read_one({part}).unwrap().to_elems::<u32>(), {});",
+                vec_of(&expected)
+            ));
+        }
+        self.model
+            .launch(s, buf, buf, |d, _| d.copy_from_slice(&expected));
+        Ok(())
+    }
+}
