@@ -53,10 +53,10 @@ fn kernels_compute_on_the_simulator() {
 fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
     // The second transfer to execute is stream 1's write of [7]; the first is stream 0's.
     let c = client(
-        SimConfig::new(3).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::TransferFailure,
-            nth: 2,
-        }])),
+        SimConfig::new(3).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::TransferFailure,
+            2,
+        )])),
     );
     let a = pinned(&c, 0);
     let b = pinned(&c, 1);
@@ -83,10 +83,10 @@ fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
 #[test]
 fn injected_kernel_fault_leaves_data_and_other_streams_intact() {
     let c = client(
-        SimConfig::new(4).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::KernelFault,
-            nth: 1,
-        }])),
+        SimConfig::new(4).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::KernelFault,
+            1,
+        )])),
     );
     let h = c.create(Bytes::from_elems(&[10u32, 20])).unwrap();
     launch_add_one(&c, &h, 2);
@@ -139,10 +139,10 @@ fn out_of_memory_reclaims_free_pages_and_retries() {
 #[test]
 fn device_loss_fails_every_stream_without_hanging() {
     let c = client(
-        SimConfig::new(6).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::DeviceLoss,
-            nth: 3,
-        }])),
+        SimConfig::new(6).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::DeviceLoss,
+            3,
+        )])),
     );
     let a = pinned(&c, 0);
     let b = pinned(&c, 1);
