@@ -81,6 +81,25 @@ fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
 }
 
 #[test]
+fn a_failed_read_returns_an_older_failure_of_its_stream_first() {
+    // Transfers 1 and 2 are the create's write and the read: both fail, the write first.
+    let c = client(
+        SimConfig::new(5).with_faults(FaultPlan::scripted([ScriptedFault::window(
+            FaultKind::TransferFailure,
+            1,
+            2,
+        )])),
+    );
+    let h = c.create(Bytes::from_elems(&[1u32])).unwrap();
+    let message = |err: ServerError| err.to_string();
+    let first = message(c.read_one(h).unwrap_err());
+    assert!(first.contains("writing") && first.contains("#0]"), "{first}");
+    let second = message(c.sync().unwrap_err());
+    assert!(second.contains("reading") && second.contains("#1]"), "{second}");
+    c.sync().expect("each failure is returned once");
+}
+
+#[test]
 fn injected_kernel_fault_leaves_data_and_other_streams_intact() {
     let c = client(
         SimConfig::new(4).with_faults(FaultPlan::scripted([ScriptedFault::at(
