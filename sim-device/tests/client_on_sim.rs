@@ -93,9 +93,15 @@ fn a_failed_read_returns_an_older_failure_of_its_stream_first() {
     let h = c.create(Bytes::from_elems(&[1u32])).unwrap();
     let message = |err: ServerError| err.to_string();
     let first = message(c.read_one(h).unwrap_err());
-    assert!(first.contains("writing") && first.contains("#0]"), "{first}");
+    assert!(
+        first.contains("writing") && first.contains("#0]"),
+        "{first}"
+    );
     let second = message(c.sync().unwrap_err());
-    assert!(second.contains("reading") && second.contains("#1]"), "{second}");
+    assert!(
+        second.contains("reading") && second.contains("#1]"),
+        "{second}"
+    );
     c.sync().expect("each failure is returned once");
 }
 
