@@ -190,15 +190,19 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
 
     println!("{:<24} {:>6}  {:<6}  seed", "property", "cases", "result");
     for r in &results {
-        let result = if r.outcome.is_ok() { "ok" } else { "FAILED" };
         println!(
             "{:<24} {:>6}  {:<6}  {}",
-            r.name, r.cases, result, config.seed
+            r.name,
+            r.cases,
+            r.outcome.label(),
+            config.seed
         );
     }
-    let failed: Vec<_> = results.iter().filter(|r| r.outcome.is_err()).collect();
-    for r in &failed {
-        let failure = r.outcome.as_ref().expect_err("filtered on failures");
+    let failed: Vec<_> = results
+        .iter()
+        .filter_map(|r| r.outcome.failure().map(|f| (r, f)))
+        .collect();
+    for (r, failure) in &failed {
         println!("\n{} FAILED ({})", r.name, r.summary);
         println!("  why: {}", failure.message);
         println!("  smallest failing case: {}", failure.minimal_case);
@@ -207,11 +211,19 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
             suite::replay_command(factory.name(), r.name, config)
         );
     }
-    println!(
-        "\n{} passed, {} failed",
-        results.len() - failed.len(),
-        failed.len()
-    );
+    let not_applicable = results
+        .iter()
+        .filter(|r| r.outcome == suite::Outcome::NotApplicable)
+        .count();
+    let passed = results.len() - failed.len() - not_applicable;
+    if not_applicable == 0 {
+        println!("\n{passed} passed, {} failed", failed.len());
+    } else {
+        println!(
+            "\n{passed} passed, {} failed, {not_applicable} not applicable",
+            failed.len()
+        );
+    }
     if failed.is_empty() {
         ExitCode::SUCCESS
     } else {

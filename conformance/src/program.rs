@@ -5,6 +5,8 @@
 //! work on one stream runs in order, and work on different streams that touches the same buffer
 //! is ordered by the server's event waits, so every read must see the model's bytes.
 
+use std::collections::BTreeSet;
+
 use lockstep::kernel::Scalar;
 use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, Handle, IoError, KernelArguments, ServerError,
@@ -13,12 +15,17 @@ use lockstep::{
 use proptest::collection::vec;
 use proptest::prelude::*;
 
+use crate::audit::{Blocking, FaultAudit, WindowId};
+use crate::factory::Observer;
 use crate::kernels::{KernelKind, overrun};
 
 /// Buffer slots a program can refer to.
 pub const SLOTS: usize = 4;
 /// Most elements a created buffer holds.
 pub const MAX_ELEMS: usize = 48;
+/// Most failing syncs a stream may return at the end of an audited program before one
+/// succeeds (bounded by the faults a plan injects).
+const MAX_FINAL_SYNCS: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -47,6 +54,7 @@ pub enum Step {
         slot: usize,
     },
     Sync,
+    Flush,
     /// Launches a kernel that stores out of range: a `KernelFault` for this stream.
     Fault {
         slot: usize,
@@ -90,6 +98,7 @@ fn step(with_faults: bool) -> BoxedStrategy<Step> {
         3 => slot().prop_map(|slot| Step::Read { slot }),
         3 => slot().prop_map(|slot| Step::Release { slot }),
         1 => Just(Step::Sync),
+        1 => Just(Step::Flush),
         fault_weight => (slot(), 0u32..8).prop_map(|(slot, past_end)| Step::Fault { slot, past_end }),
     ]
     .boxed()
@@ -127,19 +136,25 @@ pub fn program(max_streams: usize, max_ops: usize, with_faults: bool) -> BoxedSt
 struct Slot {
     handle: Handle,
     model: Vec<u32>,
+    /// With injected faults: the windows whose failure could make the buffer differ from
+    /// `model` (see [`FaultAudit`]).
+    taint: BTreeSet<WindowId>,
 }
 
 /// Runs programs against a client and the reference model, step by step.
-pub struct Executor<D: Device> {
+pub struct Executor<'a, D: Device> {
     clients: Vec<ComputeClient<D>>,
     slots: Vec<Option<Slot>>,
     /// Per stream: the fault its next blocking call must return (the first since the last one).
     pending_fault: Vec<Option<ServerError>>,
+    /// On a device that injects faults, what judges errors and reads instead of
+    /// `pending_fault` and exact comparison.
+    pub audit: Option<FaultAudit<'a>>,
     pub reads_checked: usize,
     pub faults_surfaced: usize,
 }
 
-impl<D: Device> Executor<D> {
+impl<'a, D: Device> Executor<'a, D> {
     /// With `pin`, stream `i` of the program is `StreamId(i)`; without, the program must have one
     /// stream and runs on the calling thread's own stream.
     pub fn new(client: &ComputeClient<D>, streams: usize, pin: bool) -> Self {
@@ -156,9 +171,27 @@ impl<D: Device> Executor<D> {
             clients,
             slots: (0..SLOTS).map(|_| None).collect(),
             pending_fault: vec![None; streams],
+            audit: None,
             reads_checked: 0,
             faults_surfaced: 0,
         }
+    }
+
+    /// An executor on pinned streams of a device that injects faults, which `observer` lists;
+    /// the program must contain no [`Step::Fault`]. Flushes every stream once, in order, so that
+    /// program stream `i` is the device's stream `i` ([`FaultAudit`]'s invariant).
+    pub fn with_faults(
+        client: &ComputeClient<D>,
+        streams: usize,
+        observer: &'a dyn Observer,
+    ) -> Result<Self, String> {
+        let mut executor = Self::new(client, streams, true);
+        for (i, c) in executor.clients.iter().enumerate() {
+            c.flush()
+                .map_err(|e| format!("first flush of stream {i} failed: {e}"))?;
+        }
+        executor.audit = Some(FaultAudit::new(observer, streams));
+        Ok(executor)
     }
 
     /// Runs every op; the first disagreement with the model is returned as a description.
@@ -172,6 +205,9 @@ impl<D: Device> Executor<D> {
 
     /// Syncs every stream, expecting each pending fault exactly once, then a clean sync.
     pub fn finish(&mut self) -> Result<(), String> {
+        if self.audit.is_some() {
+            return self.finish_audited();
+        }
         for stream in 0..self.clients.len() {
             let first = self.clients[stream].sync();
             self.expect_blocking(stream, first.map(|_| ()))
@@ -183,9 +219,67 @@ impl<D: Device> Executor<D> {
         Ok(())
     }
 
+    /// Syncs every stream until it returns `Ok` with no injected fault left to surface, each
+    /// result judged by the audit, then has the audit judge the whole run.
+    fn finish_audited(&mut self) -> Result<(), String> {
+        for stream in 0..self.clients.len() {
+            let mut syncs = 0;
+            loop {
+                self.begin_call(stream)?;
+                let result = self.clients[stream].sync();
+                let ok = result.is_ok();
+                self.blocking(stream, Blocking::Sync, result)
+                    .map_err(|why| format!("final sync of stream {stream}: {why}"))?;
+                // A sync can enqueue work of its own (clearing the fault record), whose
+                // failure the next one returns.
+                if ok && !self.audit.as_ref().is_some_and(|a| a.pending(stream)) {
+                    break;
+                }
+                syncs += 1;
+                if syncs > MAX_FINAL_SYNCS {
+                    return Err(format!("stream {stream} still fails after {syncs} syncs"));
+                }
+            }
+        }
+        self.audit.as_mut().map_or(Ok(()), FaultAudit::finish)
+    }
+
     /// Drops every handle the program still holds.
     pub fn release_all(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = None);
+    }
+
+    /// Judges a blocking call's result: by the audit where faults are injected, else against
+    /// the stream's pending fault (which only `sync` and reads report: they read the fault
+    /// record).
+    fn blocking(
+        &mut self,
+        stream: usize,
+        call: Blocking,
+        result: Result<(), ServerError>,
+    ) -> Result<(), String> {
+        match (&mut self.audit, call) {
+            (Some(audit), _) => audit.blocking(stream, call, result),
+            (None, Blocking::Flush) => result.map_err(|e| format!("flush failed: {e}")),
+            (None, _) => self.expect_blocking(stream, result),
+        }
+    }
+
+    /// Marks the start of a blocking call on `stream` for the audit, if there is one.
+    fn begin_call(&mut self, stream: usize) -> Result<(), String> {
+        if let Some(audit) = &mut self.audit {
+            // A round trip through the actor, so that every earlier call reached the device.
+            self.clients[stream]
+                .memory_usage()
+                .map_err(|e| format!("memory_usage failed: {e}"))?;
+            audit.begin_call();
+        }
+        Ok(())
+    }
+
+    /// The window an operation of `stream` belongs to, where faults are injected.
+    fn taint_of(&self, stream: usize) -> BTreeSet<WindowId> {
+        self.audit.iter().map(|a| a.window(stream)).collect()
     }
 
     /// Checks a blocking call's result against the stream's pending fault, consuming it.
@@ -208,12 +302,17 @@ impl<D: Device> Executor<D> {
         let client = &self.clients[op.stream];
         match &op.step {
             Step::Create { slot, data } => {
-                let handle = client
-                    .create(Bytes::from_elems(data))
-                    .map_err(|e| format!("create failed: {e}"))?;
+                let result = client.create(Bytes::from_elems(data));
+                if let Some(audit) = &mut self.audit
+                    && !audit.allocation(&result)?
+                {
+                    return Ok(());
+                }
+                let handle = result.map_err(|e| format!("create failed: {e}"))?;
                 self.slots[*slot] = Some(Slot {
                     handle,
                     model: data.clone(),
+                    taint: self.taint_of(op.stream),
                 });
             }
             Step::Write { slot, offset, data } => {
@@ -227,6 +326,12 @@ impl<D: Device> Executor<D> {
                     .write_at(&s.handle, (offset * 4) as u64, Bytes::from_elems(patch))
                     .map_err(|e| format!("write failed: {e}"))?;
                 s.model[offset..offset + len].copy_from_slice(patch);
+                let taint = self.taint_of(op.stream);
+                self.slots[*slot]
+                    .as_mut()
+                    .expect("matched above")
+                    .taint
+                    .extend(taint);
             }
             Step::Launch {
                 kernel,
@@ -238,24 +343,38 @@ impl<D: Device> Executor<D> {
                 let Some(s) = &self.slots[*slot] else {
                     return Ok(());
                 };
-                let result = client.read_one(s.handle.clone());
-                let expected = s.model.clone();
+                let handle = s.handle.clone();
+                self.begin_call(op.stream)?;
+                let result = self.clients[op.stream].read_one(handle);
+                let s = self.slots[*slot].as_ref().expect("matched above");
+                let (expected, taint) = (s.model.clone(), s.taint.clone());
                 match result {
                     Ok(bytes) => {
-                        self.expect_blocking(op.stream, Ok(()))?;
+                        self.blocking(op.stream, Blocking::Read, Ok(()))?;
                         let actual = bytes.to_elems::<u32>();
-                        if actual != expected {
-                            return Err(format!("read {actual:?}, model holds {expected:?}"));
+                        if actual == expected {
+                            self.reads_checked += 1;
+                            return Ok(());
                         }
-                        self.reads_checked += 1;
+                        let what = format!("read {actual:?}, model holds {expected:?}");
+                        match &mut self.audit {
+                            Some(audit) => audit.mismatch(format!("{op:?}: {what}"), &taint)?,
+                            None => return Err(what),
+                        }
                     }
-                    Err(err) => self.expect_blocking(op.stream, Err(err))?,
+                    Err(err) => self.blocking(op.stream, Blocking::Read, Err(err))?,
                 }
             }
             Step::Release { slot } => self.slots[*slot] = None,
             Step::Sync => {
-                let result = client.sync();
-                self.expect_blocking(op.stream, result)?;
+                self.begin_call(op.stream)?;
+                let result = self.clients[op.stream].sync();
+                self.blocking(op.stream, Blocking::Sync, result)?;
+            }
+            Step::Flush => {
+                self.begin_call(op.stream)?;
+                let result = self.clients[op.stream].flush();
+                self.blocking(op.stream, Blocking::Flush, result)?;
             }
             Step::Fault { slot, past_end } => {
                 let Some(s) = &self.slots[*slot] else {
@@ -320,8 +439,13 @@ impl<D: Device> Executor<D> {
         } else {
             Vec::new()
         };
+        let mut taint = self.taint_of(stream);
+        if kind.has_src() {
+            taint.extend(&self.slots[src].as_ref().expect("checked above").taint);
+        }
         let d = self.slots[dst].as_mut().expect("checked above");
         kind.reference(&mut d.model, &src_model, k);
+        d.taint.extend(taint);
         Ok(())
     }
 }

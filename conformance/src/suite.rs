@@ -9,11 +9,38 @@ pub struct PropertyResult {
     pub name: &'static str,
     pub summary: &'static str,
     pub cases: u32,
-    pub outcome: Result<(), Failure>,
+    pub outcome: Outcome,
 }
 
-/// Runs every property (or only `only`) on `factory`'s device. `on_start` is called with each
-/// property's name before it runs.
+/// A property's verdict on one device.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    Failed(Failure),
+    /// The device cannot run the property (e.g. it cannot inject faults): nothing was checked.
+    NotApplicable,
+}
+
+impl Outcome {
+    pub fn failure(&self) -> Option<&Failure> {
+        match self {
+            Outcome::Failed(failure) => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// The word the report's table shows.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Passed => "ok",
+            Outcome::Failed(_) => "FAILED",
+            Outcome::NotApplicable => "n/a",
+        }
+    }
+}
+
+/// Runs every property (or only `only`) on `factory`'s device, those it cannot run reported
+/// [`Outcome::NotApplicable`]. `on_start` is called with each property's name before it runs.
 pub fn check<F: DeviceFactory>(
     factory: &F,
     config: RunConfig,
@@ -25,11 +52,19 @@ pub fn check<F: DeviceFactory>(
         .filter(|p| only.is_none_or(|name| name == p.name))
         .map(|p| {
             on_start(p.name);
+            let outcome = if !(p.applies)(factory) {
+                Outcome::NotApplicable
+            } else {
+                match (p.check)(factory, config) {
+                    Ok(()) => Outcome::Passed,
+                    Err(failure) => Outcome::Failed(failure),
+                }
+            };
             PropertyResult {
                 name: p.name,
                 summary: p.summary,
                 cases: config.cases,
-                outcome: (p.check)(factory, config),
+                outcome,
             }
         })
         .collect()

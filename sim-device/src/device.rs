@@ -65,8 +65,9 @@ pub struct SimGraph {
 
 #[derive(Debug, Default)]
 struct StreamState {
-    /// Operations in order, each with the host's clock when it was enqueued.
-    queue: VecDeque<(Op, Clock)>,
+    /// Operations in order, each with the host's clock when it was enqueued and its device-wide
+    /// enqueue number.
+    queue: VecDeque<(Op, Clock, u64)>,
     /// Asynchronous failures not yet taken by the runtime.
     errors: Vec<DeviceError>,
     /// Launches recorded while capturing.
@@ -109,6 +110,8 @@ pub struct SimDevice {
     /// Inside a call that waits for the device (`run_until`): only then may a collective wait
     /// for its peers (see `ops::Phase`).
     host_waits: bool,
+    /// The enqueue number of the operation executing now, if one is.
+    executing: Option<u64>,
 }
 
 /// Per-byte cost of transfers in virtual time: 32 bytes per nanosecond.
@@ -152,6 +155,7 @@ impl SimDevice {
             lost: None,
             cluster: collective::ClusterMember::alone(),
             host_waits: false,
+            executing: None,
         }
     }
 
@@ -183,6 +187,7 @@ impl SimDevice {
             id: obs.faults.len() as u64,
             kind,
             stream,
+            op: self.executing,
         };
         obs.faults.push(fault);
         Some(fault.tag())
@@ -219,7 +224,14 @@ impl SimDevice {
             };
         }
         let enqueued = self.sanitizer.host_clock();
-        self.stream_mut(stream).queue.push_back((op, enqueued));
+        let number = {
+            let mut obs = self.observe();
+            obs.ops_enqueued += 1;
+            obs.ops_enqueued - 1
+        };
+        self.stream_mut(stream)
+            .queue
+            .push_back((op, enqueued, number));
         self.background();
         Ok(())
     }
@@ -244,8 +256,8 @@ impl SimDevice {
     fn ready(&self, state: &StreamState) -> bool {
         match state.queue.front() {
             None => false,
-            Some((Op::Wait(marker), _)) => self.markers[*marker as usize].is_some(),
-            Some((Op::Collective(c), _)) if c.phase == Phase::Complete => self.host_waits,
+            Some((Op::Wait(marker), ..)) => self.markers[*marker as usize].is_some(),
+            Some((Op::Collective(c), ..)) if c.phase == Phase::Complete => self.host_waits,
             Some(_) => true,
         }
     }
@@ -263,11 +275,13 @@ impl SimDevice {
             return false;
         }
         let index = ready[self.rng.random_range(0..ready.len())];
-        let (op, enqueued) = self.streams[index]
+        let (op, enqueued, number) = self.streams[index]
             .queue
             .pop_front()
             .expect("a ready stream has an operation");
+        self.executing = Some(number);
         self.execute(index as u32, op, &enqueued);
+        self.executing = None;
         true
     }
 
@@ -711,7 +725,7 @@ impl Device for SimDevice {
         if self
             .streams
             .iter()
-            .any(|s| s.queue.iter().any(|(op, _)| op.touches(buffer.id)))
+            .any(|s| s.queue.iter().any(|(op, ..)| op.touches(buffer.id)))
         {
             self.report(SanitizerReport::FreeWhileInUse { buffer: buffer.id });
         }

@@ -20,14 +20,35 @@ pub enum FaultKind {
     PeerAbsent,
 }
 
-/// Faults at fixed points: the `nth` (counting from 1) occurrence of the kind's trigger —
-/// allocations for `AllocationFailure`, executed transfers for `TransferFailure`, executed
-/// launches for `KernelFault`, any executed operation for `DeviceLoss`, executed collectives
-/// (all-reduces, sends, receives) for `PeerAbsent`.
+/// Faults at fixed points: `count` consecutive occurrences of the kind's trigger, from the
+/// `nth` (counting from 1) — allocations for `AllocationFailure`, executed transfers for
+/// `TransferFailure`, executed launches for `KernelFault`, any executed operation for
+/// `DeviceLoss`, executed collectives (all-reduces, sends, receives) for `PeerAbsent`.
+///
+/// A window of two or more allocation failures refuses an allocation and the runtime's retry
+/// after reclaiming: the refusal reaches the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScriptedFault {
     pub kind: FaultKind,
     pub nth: u64,
+    /// How many consecutive triggers fault, from the `nth`; zero faults none.
+    pub count: u64,
+}
+
+impl ScriptedFault {
+    /// The `nth` trigger of `kind` faults.
+    pub fn at(kind: FaultKind, nth: u64) -> Self {
+        Self::window(kind, nth, 1)
+    }
+
+    /// Triggers `nth..nth + count` of `kind` fault.
+    pub fn window(kind: FaultKind, nth: u64, count: u64) -> Self {
+        Self { kind, nth, count }
+    }
+
+    fn covers(&self, kind: FaultKind, n: u64) -> bool {
+        self.kind == kind && n >= self.nth && n - self.nth < self.count
+    }
 }
 
 /// Per-trigger probabilities of each fault kind.
@@ -64,6 +85,10 @@ pub struct InjectedFault {
     pub kind: FaultKind,
     /// The stream whose operation faulted; `None` for allocations, which belong to no stream.
     pub stream: Option<u32>,
+    /// The enqueue number of the operation that faulted (see
+    /// [`Observations::ops_enqueued`](crate::Observations::ops_enqueued)); `None` for
+    /// allocations, which are not enqueued.
+    pub op: Option<u64>,
 }
 
 const TAG_PREFIX: &str = "[injected fault #";
@@ -106,11 +131,7 @@ impl FaultInjector {
         let slot = kind as usize;
         self.counts[slot] += 1;
         let n = self.counts[slot];
-        let scripted = self
-            .plan
-            .scripted
-            .iter()
-            .any(|f| f.kind == kind && f.nth == n);
+        let scripted = self.plan.scripted.iter().any(|f| f.covers(kind, n));
         let rate = match kind {
             FaultKind::AllocationFailure => self.plan.rates.allocation_failure,
             FaultKind::TransferFailure => self.plan.rates.transfer_failure,
@@ -134,9 +155,27 @@ mod tests {
             id: 42,
             kind: FaultKind::KernelFault,
             stream: Some(1),
+            op: Some(3),
         };
         let message = format!("kernel failed {} (seed 7)", fault.tag());
         assert_eq!(InjectedFault::id_in(&message), Some(42));
         assert_eq!(InjectedFault::id_in("kernel failed (seed 7)"), None);
+    }
+
+    #[test]
+    fn a_window_faults_its_consecutive_triggers_only() {
+        let plan = FaultPlan::scripted([
+            ScriptedFault::window(FaultKind::AllocationFailure, 3, 2),
+            ScriptedFault::at(FaultKind::KernelFault, 2),
+        ]);
+        let mut injector = FaultInjector::new(plan, rand::SeedableRng::seed_from_u64(0));
+        let allocations: Vec<bool> = (0..6)
+            .map(|_| injector.fires(FaultKind::AllocationFailure))
+            .collect();
+        assert_eq!(allocations, [false, false, true, true, false, false]);
+        let launches: Vec<bool> = (0..3)
+            .map(|_| injector.fires(FaultKind::KernelFault))
+            .collect();
+        assert_eq!(launches, [false, true, false]);
     }
 }

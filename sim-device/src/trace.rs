@@ -28,6 +28,9 @@ pub struct Observations {
     /// equal programs give equal hashes, on every machine.
     pub trace_hash: u64,
     pub ops_executed: u64,
+    /// Operations enqueued on the device's streams so far; each is numbered from 0 in enqueue
+    /// order ([`InjectedFault::op`](crate::InjectedFault::op)).
+    pub ops_enqueued: u64,
     pub virtual_time_ns: u64,
     pub reports: Vec<crate::SanitizerReport>,
     /// Every fault the device injected, in injection order.

@@ -53,10 +53,10 @@ fn kernels_compute_on_the_simulator() {
 fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
     // The second transfer to execute is stream 1's write of [7]; the first is stream 0's.
     let c = client(
-        SimConfig::new(3).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::TransferFailure,
-            nth: 2,
-        }])),
+        SimConfig::new(3).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::TransferFailure,
+            2,
+        )])),
     );
     let a = pinned(&c, 0);
     let b = pinned(&c, 1);
@@ -81,12 +81,37 @@ fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
 }
 
 #[test]
+fn a_failed_read_returns_an_older_failure_of_its_stream_first() {
+    // Transfers 1 and 2 are the create's write and the read: both fail, the write first.
+    let c = client(
+        SimConfig::new(5).with_faults(FaultPlan::scripted([ScriptedFault::window(
+            FaultKind::TransferFailure,
+            1,
+            2,
+        )])),
+    );
+    let h = c.create(Bytes::from_elems(&[1u32])).unwrap();
+    let message = |err: ServerError| err.to_string();
+    let first = message(c.read_one(h).unwrap_err());
+    assert!(
+        first.contains("writing") && first.contains("#0]"),
+        "{first}"
+    );
+    let second = message(c.sync().unwrap_err());
+    assert!(
+        second.contains("reading") && second.contains("#1]"),
+        "{second}"
+    );
+    c.sync().expect("each failure is returned once");
+}
+
+#[test]
 fn injected_kernel_fault_leaves_data_and_other_streams_intact() {
     let c = client(
-        SimConfig::new(4).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::KernelFault,
-            nth: 1,
-        }])),
+        SimConfig::new(4).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::KernelFault,
+            1,
+        )])),
     );
     let h = c.create(Bytes::from_elems(&[10u32, 20])).unwrap();
     launch_add_one(&c, &h, 2);
@@ -139,10 +164,10 @@ fn out_of_memory_reclaims_free_pages_and_retries() {
 #[test]
 fn device_loss_fails_every_stream_without_hanging() {
     let c = client(
-        SimConfig::new(6).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::DeviceLoss,
-            nth: 3,
-        }])),
+        SimConfig::new(6).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::DeviceLoss,
+            3,
+        )])),
     );
     let a = pinned(&c, 0);
     let b = pinned(&c, 1);

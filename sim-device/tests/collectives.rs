@@ -161,10 +161,7 @@ fn to_client_tensor_gathers_a_pitched_tensor() {
 
 #[test]
 fn a_peer_that_never_arrives_times_out_on_virtual_time() {
-    let absent = FaultPlan::scripted([ScriptedFault {
-        kind: FaultKind::PeerAbsent,
-        nth: 1,
-    }]);
+    let absent = FaultPlan::scripted([ScriptedFault::at(FaultKind::PeerAbsent, 1)]);
     let configs = vec![SimConfig::new(12), SimConfig::new(13).with_faults(absent)];
     let cluster = SimCluster::from_configs(configs);
     let probe: SimProbe = cluster_probe(&cluster, 0);
@@ -372,10 +369,7 @@ fn the_sanitizer_checks_collectives_like_any_access() {
 /// produce the error.
 #[test]
 fn collective_errors_say_what_went_wrong() {
-    let absent = FaultPlan::scripted([ScriptedFault {
-        kind: FaultKind::PeerAbsent,
-        nth: 1,
-    }]);
+    let absent = FaultPlan::scripted([ScriptedFault::at(FaultKind::PeerAbsent, 1)]);
     let cluster = SimCluster::from_configs(vec![
         SimConfig::new(40),
         SimConfig::new(41).with_faults(absent),
@@ -496,10 +490,7 @@ fn a_collective_inside_a_capture_window_is_refused_once_the_window_closes() {
 
 #[test]
 fn a_sender_that_never_sends_fails_the_receiving_read() {
-    let absent = FaultPlan::scripted([ScriptedFault {
-        kind: FaultKind::PeerAbsent,
-        nth: 1,
-    }]);
+    let absent = FaultPlan::scripted([ScriptedFault::at(FaultKind::PeerAbsent, 1)]);
     let configs = vec![SimConfig::new(70).with_faults(absent), SimConfig::new(71)];
     let clients = clients(SimCluster::from_configs(configs));
     let (a, b) = (&clients[0], &clients[1]);

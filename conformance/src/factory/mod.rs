@@ -1,6 +1,7 @@
 //! How the suite gets a device: one factory per backend, each opening a fresh client per case.
 
 use lockstep::{ComputeClient, Device};
+use lockstep_sim::{FaultPlan, InjectedFault};
 
 mod cuda;
 mod sim;
@@ -12,8 +13,15 @@ pub use wgpu::WgpuFactory;
 
 /// What a device can tell the suite beyond the client API (the simulator's sanitizer).
 pub trait Observer {
-    /// Problems the device noticed (use after free, reads of unwritten memory, …).
-    fn sanitizer_reports(&self) -> Vec<String>;
+    /// Problems the device noticed (use after free, reads of unwritten memory, …). With
+    /// `excuse_unwritten`, reads of never-written bytes are left out: where a write was made to
+    /// fail on purpose, reading what it would have written is expected.
+    fn sanitizer_reports(&self, excuse_unwritten: bool) -> Vec<String>;
+    /// Every fault the device injected so far, in injection order (none where it injects none).
+    fn injected_faults(&self) -> Vec<InjectedFault>;
+    /// How many operations the device's streams have been given so far (the numbering of
+    /// [`InjectedFault::op`]).
+    fn ops_enqueued(&self) -> u64;
     /// A hash of everything the device executed, where the device is deterministic.
     fn trace_hash(&self) -> Option<u64>;
     /// Every operation the device executed, where it records them (the simulator with
@@ -28,11 +36,11 @@ pub struct Session<D: Device> {
 }
 
 impl<D: Device> Session<D> {
-    /// Sanitizer reports so far, as readable lines.
-    pub fn reports(&self) -> Vec<String> {
+    /// Sanitizer reports so far, as readable lines (see [`Observer::sanitizer_reports`]).
+    pub fn reports(&self, excuse_unwritten: bool) -> Vec<String> {
         self.observer
             .as_ref()
-            .map(|o| o.sanitizer_reports())
+            .map(|o| o.sanitizer_reports(excuse_unwritten))
             .unwrap_or_default()
     }
 }
@@ -46,6 +54,18 @@ pub trait DeviceFactory: Sync {
 
     /// Opens a fresh device. `seed` drives a deterministic device; others ignore it.
     fn open(&self, seed: u64) -> Session<Self::Device>;
+
+    /// Opens a fresh device that injects the faults of `plan`, with an observer that lists
+    /// them; `None` where the backend cannot inject faults (real hardware, the default).
+    fn open_with_faults(&self, seed: u64, plan: &FaultPlan) -> Option<Session<Self::Device>> {
+        let _ = (seed, plan);
+        None
+    }
+
+    /// Whether [`open_with_faults`](Self::open_with_faults) opens devices.
+    fn injects_faults(&self) -> bool {
+        false
+    }
 
     /// Whether equal seeds give equal executions (only then is a trace hash meaningful).
     fn deterministic(&self) -> bool;

@@ -1,7 +1,9 @@
 //! The simulator as a conformance device.
 
 use lockstep::{ComputeClient, ServerOptions};
-use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe};
+use lockstep_sim::{
+    FaultPlan, InjectedFault, SanitizerReport, SimCluster, SimConfig, SimDevice, SimProbe,
+};
 
 use super::{DeviceFactory, Observer, Session};
 
@@ -25,12 +27,23 @@ impl SimFactory {
 }
 
 impl Observer for SimProbe {
-    fn sanitizer_reports(&self) -> Vec<String> {
+    fn sanitizer_reports(&self, excuse_unwritten: bool) -> Vec<String> {
         self.observations()
             .reports
             .iter()
+            .filter(|r| {
+                !(excuse_unwritten && matches!(r, SanitizerReport::UninitializedRead { .. }))
+            })
             .map(|r| r.to_string())
             .collect()
+    }
+
+    fn injected_faults(&self) -> Vec<InjectedFault> {
+        self.observations().faults.clone()
+    }
+
+    fn ops_enqueued(&self) -> u64 {
+        self.observations().ops_enqueued
     }
 
     fn trace_hash(&self) -> Option<u64> {
@@ -51,6 +64,15 @@ impl DeviceFactory for SimFactory {
 
     fn open(&self, seed: u64) -> Session<SimDevice> {
         self.session(SimDevice::new(self.config(seed)))
+    }
+
+    fn open_with_faults(&self, seed: u64, plan: &FaultPlan) -> Option<Session<SimDevice>> {
+        let config = self.config(seed).with_faults(plan.clone());
+        Some(self.session(SimDevice::new(config)))
+    }
+
+    fn injects_faults(&self) -> bool {
+        true
     }
 
     fn deterministic(&self) -> bool {

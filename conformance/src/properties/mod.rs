@@ -3,6 +3,7 @@
 mod collectives;
 mod data;
 mod errors;
+pub mod faults;
 mod graphs;
 mod memory;
 mod ordering;
@@ -33,6 +34,19 @@ pub struct Property<F: DeviceFactory> {
     pub name: &'static str,
     pub summary: &'static str,
     pub check: fn(&F, RunConfig) -> Result<(), Failure>,
+    /// Whether the property can run on the factory's devices; one that cannot is reported not
+    /// applicable, never passed.
+    pub applies: fn(&F) -> bool,
+}
+
+/// Every device can run the property.
+fn everywhere<F: DeviceFactory>(_: &F) -> bool {
+    true
+}
+
+/// Only devices that inject faults can run the property.
+fn with_fault_injection<F: DeviceFactory>(factory: &F) -> bool {
+    factory.injects_faults()
 }
 
 /// Every property, in the order the suite runs them.
@@ -42,86 +56,115 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "round_trip",
             summary: "write then read returns the bytes, for random sizes, offsets and tensor shapes",
             check: data::round_trip,
+            applies: everywhere,
         },
         Property {
             name: "invalid_input",
             summary: "bad sizes, ranges, shapes, launches and foreign handles are typed errors; the stream stays usable",
             check: data::invalid_input,
+            applies: everywhere,
         },
         Property {
             name: "packed_tensors",
             summary: "tensors created together (pitched or dense) read back independently; writing one never changes another",
             check: memory::packed_tensors,
+            applies: everywhere,
         },
         Property {
             name: "pool_installation",
             summary: "install is refused while a slice is live, applies to new streams, then rebuilds the idle stream and resets its marks",
             check: memory::pool_installation,
+            applies: everywhere,
         },
         Property {
             name: "stream_ordering",
             summary: "random multi-stream programs read exactly what a sequential reference model holds",
             check: ordering::stream_ordering,
+            applies: everywhere,
         },
         Property {
             name: "concurrent_submitters",
             summary: "several OS threads submitting at once lose nothing and do not deadlock",
             check: ordering::concurrent_submitters,
+            applies: everywhere,
         },
         Property {
             name: "graph_replay",
             summary: "a captured decode loop replays like eager launches, with fresh inputs, dropped handles and other streams' work between replays",
             check: graphs::graph_replay,
+            applies: everywhere,
         },
         Property {
             name: "capture_refusals",
             summary: "a write in the capture window fails stop_capture, as an allocation does on hardware graphs; buffer and stream stay as they were",
             check: graphs::capture_refusals,
+            applies: everywhere,
         },
         Property {
             name: "error_surfacing",
             summary: "a kernel fault surfaces once, on its stream, at the next blocking call; nothing else changes",
             check: errors::error_surfacing,
+            applies: everywhere,
+        },
+        Property {
+            name: "injected_faults",
+            summary: "injected transfer and kernel failures (several per batch, on several streams) each surface once, oldest first, on their stream; untouched data keeps the reference",
+            check: faults::injected_faults,
+            applies: with_fault_injection,
+        },
+        Property {
+            name: "allocation_refusals",
+            summary: "allocations the device refuses after the runtime's reclaim and retry are OutOfMemory at the call; the program goes on computing the reference",
+            check: faults::allocation_refusals,
+            applies: with_fault_injection,
         },
         Property {
             name: "all_reduce",
             summary: "devices enumerate themselves; an all-reduce over 1..=4 devices equals the reference reduction for random inputs, lengths, ops and types",
             check: collectives::all_reduce,
+            applies: everywhere,
         },
         Property {
             name: "to_client",
             summary: "a copy to another client (peer or read-then-write) holds the source's bytes in stream order, on any stream",
             check: collectives::to_client,
+            applies: everywhere,
         },
         Property {
             name: "profiling",
             summary: "profile times launches (longer for more work in virtual time), levels register every launch, capture refuses profiling",
             check: profiling::profiling,
+            applies: everywhere,
         },
         Property {
             name: "lazy_reads",
             summary: "read_lazy equals read_tensor and sees the device as it is at first access",
             check: profiling::lazy_reads,
+            applies: everywhere,
         },
         Property {
             name: "staging",
             summary: "staged bytes keep their contents and round-trip through create and write",
             check: profiling::staging,
+            applies: everywhere,
         },
         Property {
             name: "dry_runs",
             summary: "launches in a dry run are validated but change no memory; the same launches then compute the reference",
             check: profiling::dry_runs,
+            applies: everywhere,
         },
         Property {
             name: "resources",
             summary: "get_resource waits for earlier work and its guard keeps the memory alive after every handle dropped",
             check: profiling::resources,
+            applies: everywhere,
         },
         Property {
             name: "throughput_cache",
             summary: "measure_throughput launches once per device and key, then answers from its cache; vector sizes fit the load width",
             check: profiling::throughput_cache,
+            applies: everywhere,
         },
     ]
 }
@@ -199,7 +242,7 @@ fn expect_baseline<D: lockstep::Device>(
 
 /// Fails if the device's sanitizer reported anything.
 fn expect_clean<D: lockstep::Device>(session: &Session<D>) -> Result<(), String> {
-    let reports = session.reports();
+    let reports = session.reports(false);
     if reports.is_empty() {
         Ok(())
     } else {

@@ -254,11 +254,7 @@ impl<D: Device> Server<D> {
         fault_read: Option<D::PendingRead>,
     ) -> Result<(), ServerError> {
         self.check_alive()?;
-        let raw = self.stream(stream)?.raw;
-        let observed = self.device.take_errors(raw);
-        for err in observed {
-            self.push_device_error(stream, err);
-        }
+        self.take_device_errors(stream)?;
         if let Some(pending) = fault_read {
             match self.device.wait_read(pending) {
                 Ok(bytes) => self.inspect_fault_record(stream, &bytes),
@@ -270,6 +266,15 @@ impl<D: Device> Server<D> {
             Some(err) => Err(err),
             None => Ok(()),
         }
+    }
+
+    /// Moves the failures the device observed on `stream` into its queue.
+    fn take_device_errors(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        let raw = self.stream(stream)?.raw;
+        for err in self.device.take_errors(raw) {
+            self.push_device_error(stream, err);
+        }
+        Ok(())
     }
 
     fn inspect_fault_record(&mut self, stream: StreamId, bytes: &[u8]) {
@@ -684,15 +689,21 @@ impl<D: Device> Server<D> {
         }
         let fault_read = self.enqueue_fault_check(stream);
         let mut results = Vec::with_capacity(pending.len());
+        let mut failed = Vec::new();
         for read in pending {
             let bytes = read.and_then(|read| match self.device.wait_read(read) {
                 Ok(bytes) => Some(bytes),
                 Err(err) => {
-                    self.push_device_error(stream, err);
+                    failed.push(err);
                     None
                 }
             });
             results.push(bytes);
+        }
+        // Earlier work of the stream ran before these reads: its failures are older.
+        self.take_device_errors(stream)?;
+        for err in failed {
+            self.push_device_error(stream, err);
         }
         self.surface_errors(stream, fault_read)?;
         self.reclaim();

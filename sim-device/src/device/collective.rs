@@ -420,7 +420,7 @@ impl SimDevice {
         if phases[0] == Phase::Arrive {
             let index = stream.0 as usize;
             self.run_until("a collective's arrival", |dev| {
-                !dev.streams[index].queue.iter().any(|(op, _)| {
+                !dev.streams[index].queue.iter().any(|(op, ..)| {
                     matches!(op, Op::Collective(c) if c.id == id && c.phase == Phase::Arrive)
                 })
             });

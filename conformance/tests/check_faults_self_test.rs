@@ -1,0 +1,318 @@
+//! Self-test of `check`'s fault properties: a simulator that mishandles failures on purpose, one
+//! way at a time, must fail the property named for it within `check`'s default budget; the
+//! honest wrapper passes the same seeds, so what is caught is the misbehaviour.
+//!
+//! Run with `--nocapture` to see the cases-to-detection and the message of each.
+
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
+use lockstep::{ComputeClient, Device, DeviceError, DeviceProperties};
+use lockstep_conformance::properties::RunConfig;
+use lockstep_conformance::properties::faults::coverage;
+use lockstep_conformance::suite::{self, Outcome};
+use lockstep_conformance::{DeviceFactory, Session, SimFactory};
+use lockstep_sim::{FaultPlan, SimConfig, SimDevice};
+
+/// `lockstep check`'s default number of cases per property.
+const DEFAULT_CASES: u32 = 128;
+const SEEDS: u64 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Misbehaviour {
+    /// `take_errors` returning several failures drops the second.
+    DropOneOfSeveral,
+    /// `take_errors` holds a stream's failures back and returns them for the next other stream
+    /// that asks.
+    WrongStream,
+    /// An allocation the device refuses panics instead of returning `OutOfMemory`.
+    PanicOnRefusal,
+}
+
+#[derive(Debug)]
+struct Misbehaving<D: Device> {
+    inner: D,
+    kind: Option<Misbehaviour>,
+    /// Failures held back, with the stream they happened on.
+    held: Vec<(D::Stream, DeviceError)>,
+}
+
+impl<D: Device> Misbehaving<D> {
+    fn take_errors_misrouted(&mut self, stream: D::Stream) -> Vec<DeviceError> {
+        let (others, own): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(origin, _)| *origin != stream);
+        self.held = own;
+        let errors = self.inner.take_errors(stream);
+        self.held.extend(errors.into_iter().map(|e| (stream, e)));
+        others.into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+impl<D: Device> Device for Misbehaving<D> {
+    type Buffer = D::Buffer;
+    type Stream = D::Stream;
+    type Event = D::Event;
+    type Kernel = D::Kernel;
+    type PendingRead = D::PendingRead;
+    type Graph = D::Graph;
+    type Timestamp = D::Timestamp;
+    const TYPE_ID: u16 = D::TYPE_ID;
+
+    fn properties(&self) -> &DeviceProperties {
+        self.inner.properties()
+    }
+    fn create_stream(&mut self) -> Result<D::Stream, DeviceError> {
+        self.inner.create_stream()
+    }
+    fn allocate(&mut self, bytes: u64) -> Result<D::Buffer, DeviceError> {
+        match self.inner.allocate(bytes) {
+            Err(err @ DeviceError::OutOfMemory { .. })
+                if self.kind == Some(Misbehaviour::PanicOnRefusal) =>
+            {
+                panic!("allocation refused: {err}")
+            }
+            other => other,
+        }
+    }
+    fn free(&mut self, buffer: D::Buffer) {
+        self.inner.free(buffer)
+    }
+    fn write(
+        &mut self,
+        stream: D::Stream,
+        dst: &D::Buffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        self.inner.write(stream, dst, offset, data)
+    }
+    fn read(
+        &mut self,
+        stream: D::Stream,
+        src: &D::Buffer,
+        offset: u64,
+        len: u64,
+    ) -> Result<D::PendingRead, DeviceError> {
+        self.inner.read(stream, src, offset, len)
+    }
+    fn wait_read(&mut self, read: D::PendingRead) -> Result<Vec<u8>, DeviceError> {
+        self.inner.wait_read(read)
+    }
+    fn copy(
+        &mut self,
+        stream: D::Stream,
+        src: BufferSlice<'_, D::Buffer>,
+        dst: &D::Buffer,
+        dst_offset: u64,
+    ) -> Result<(), DeviceError> {
+        self.inner.copy(stream, src, dst, dst_offset)
+    }
+    fn compile(
+        &mut self,
+        kernel: &KernelDef,
+        options: CompileOptions,
+    ) -> Result<D::Kernel, DeviceError> {
+        self.inner.compile(kernel, options)
+    }
+    fn launch(
+        &mut self,
+        stream: D::Stream,
+        kernel: &D::Kernel,
+        count: LaunchCount<'_, D::Buffer>,
+        bindings: &[BufferSlice<'_, D::Buffer>],
+        params: &[Scalar],
+    ) -> Result<(), DeviceError> {
+        self.inner.launch(stream, kernel, count, bindings, params)
+    }
+    fn record_event(&mut self, stream: D::Stream) -> Result<D::Event, DeviceError> {
+        self.inner.record_event(stream)
+    }
+    fn wait_event(&mut self, stream: D::Stream, event: &D::Event) -> Result<(), DeviceError> {
+        self.inner.wait_event(stream, event)
+    }
+    fn event_complete(&mut self, event: &D::Event) -> bool {
+        self.inner.event_complete(event)
+    }
+    fn flush(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
+        self.inner.flush(stream)
+    }
+    fn synchronize(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
+        self.inner.synchronize(stream)
+    }
+    fn take_errors(&mut self, stream: D::Stream) -> Vec<DeviceError> {
+        match self.kind {
+            Some(Misbehaviour::DropOneOfSeveral) => {
+                let mut errors = self.inner.take_errors(stream);
+                if errors.len() >= 2 {
+                    errors.remove(1);
+                }
+                errors
+            }
+            Some(Misbehaviour::WrongStream) => self.take_errors_misrouted(stream),
+            _ => self.inner.take_errors(stream),
+        }
+    }
+    fn record_timestamp(&mut self, stream: D::Stream) -> Result<D::Timestamp, DeviceError> {
+        self.inner.record_timestamp(stream)
+    }
+    fn elapsed_ns(&mut self, start: &D::Timestamp, end: &D::Timestamp) -> Result<u64, DeviceError> {
+        self.inner.elapsed_ns(start, end)
+    }
+    fn begin_capture(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
+        self.inner.begin_capture(stream)
+    }
+    fn end_capture(&mut self, stream: D::Stream) -> Result<D::Graph, DeviceError> {
+        self.inner.end_capture(stream)
+    }
+    fn replay(&mut self, stream: D::Stream, graph: &D::Graph) -> Result<(), DeviceError> {
+        self.inner.replay(stream, graph)
+    }
+    fn destroy_graph(&mut self, graph: D::Graph) {
+        self.inner.destroy_graph(graph)
+    }
+}
+
+/// The simulator behind [`Misbehaving`]; `faults: false` opens no faulty devices, like a GPU.
+struct Factory {
+    kind: Option<Misbehaviour>,
+    faults: bool,
+}
+
+impl Factory {
+    fn session(&self, config: SimConfig) -> Session<Misbehaving<SimDevice>> {
+        let device = SimDevice::new(config);
+        let probe = device.probe();
+        let device = Misbehaving {
+            inner: device,
+            kind: self.kind,
+            held: Vec::new(),
+        };
+        Session {
+            client: ComputeClient::new(device),
+            observer: Some(Box::new(probe)),
+        }
+    }
+}
+
+impl DeviceFactory for Factory {
+    type Device = Misbehaving<SimDevice>;
+
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+    fn open(&self, seed: u64) -> Session<Self::Device> {
+        self.session(SimFactory::default().config(seed))
+    }
+    fn open_with_faults(&self, seed: u64, plan: &FaultPlan) -> Option<Session<Self::Device>> {
+        let config = SimFactory::default().config(seed).with_faults(plan.clone());
+        self.faults.then(|| self.session(config))
+    }
+    fn injects_faults(&self) -> bool {
+        self.faults
+    }
+    fn deterministic(&self) -> bool {
+        true
+    }
+}
+
+fn outcome(factory: &Factory, property: &str, cases: u32, seed: u64) -> Outcome {
+    let config = RunConfig { cases, seed };
+    let mut results = suite::check(factory, config, Some(property), |_| {});
+    results.remove(0).outcome
+}
+
+/// The smallest case count at which `property` fails (a runner draws the same cases in the
+/// same order whatever its total) and the failure's message; `None` if it passes the budget.
+fn cases_to_failure(factory: &Factory, property: &str, seed: u64) -> Option<(u32, String)> {
+    let Outcome::Failed(failure) = outcome(factory, property, DEFAULT_CASES, seed) else {
+        return None;
+    };
+    let (mut passing, mut failing) = (0, DEFAULT_CASES);
+    while failing - passing > 1 {
+        let mid = (passing + failing) / 2;
+        match outcome(factory, property, mid, seed) {
+            Outcome::Failed(_) => failing = mid,
+            _ => passing = mid,
+        }
+    }
+    Some((failing, failure.message))
+}
+
+/// Asserts that `property` fails on every seed with `kind`, printing cases and messages.
+fn caught(kind: Misbehaviour, property: &str) {
+    let factory = Factory {
+        kind: Some(kind),
+        faults: true,
+    };
+    for seed in 0..SEEDS {
+        let found = cases_to_failure(&factory, property, seed);
+        let Some((cases, message)) = found else {
+            panic!("seed {seed}: {property} passed {DEFAULT_CASES} cases with {kind:?}");
+        };
+        println!("{kind:?}, seed {seed}: {property} fails at case {cases}: {message}");
+    }
+}
+
+#[test]
+fn dropping_one_of_several_errors_fails_injected_faults() {
+    caught(Misbehaviour::DropOneOfSeveral, "injected_faults");
+}
+
+#[test]
+fn errors_on_the_wrong_stream_fail_injected_faults() {
+    caught(Misbehaviour::WrongStream, "injected_faults");
+}
+
+#[test]
+fn a_panic_on_out_of_memory_fails_allocation_refusals() {
+    caught(Misbehaviour::PanicOnRefusal, "allocation_refusals");
+}
+
+#[test]
+fn the_honest_wrapper_passes_the_fault_properties() {
+    let factory = Factory {
+        kind: None,
+        faults: true,
+    };
+    for seed in 0..SEEDS {
+        for property in ["injected_faults", "allocation_refusals"] {
+            let outcome = outcome(&factory, property, DEFAULT_CASES, seed);
+            assert_eq!(outcome, Outcome::Passed, "seed {seed}: {property}");
+        }
+    }
+}
+
+#[test]
+fn a_device_without_fault_injection_reports_them_not_applicable() {
+    let factory = Factory {
+        kind: None,
+        faults: false,
+    };
+    for property in ["injected_faults", "allocation_refusals"] {
+        assert_eq!(outcome(&factory, property, 4, 1), Outcome::NotApplicable);
+    }
+    assert_eq!(outcome(&factory, "stream_ordering", 4, 1), Outcome::Passed);
+}
+
+/// The fault properties reach what they exist for: several failures returned from one batch,
+/// failures pending on two streams at once, creates refused after the retry.
+#[test]
+fn the_fault_properties_reach_batches_two_streams_and_refusals() {
+    let sim = SimFactory::default();
+    for seed in 0..SEEDS {
+        let config = RunConfig {
+            cases: DEFAULT_CASES,
+            seed,
+        };
+        let faults = coverage(&sim, config, "injected_faults")
+            .expect("a fault property")
+            .expect("passes");
+        let refusals = coverage(&sim, config, "allocation_refusals")
+            .expect("a fault property")
+            .expect("passes");
+        println!("seed {seed}: injected_faults {faults:?}; allocation_refusals {refusals:?}");
+        assert!(faults.batched > 0, "seed {seed}: {faults:?}");
+        assert!(faults.two_streams_pending > 0, "seed {seed}: {faults:?}");
+        assert!(refusals.refused_creates > 0, "seed {seed}: {refusals:?}");
+    }
+}
