@@ -2,16 +2,43 @@
 //! that `cargo test` replays the checked-in corpus on stable.
 //!
 //! Every call must return the right bytes or a typed error that the reference model predicts:
-//! never a panic, never a hang, never a wrong byte.
+//! never a panic, never a hang, never a wrong byte. Sizes reach the classes where allocation
+//! goes wrong ([`Size`]): empty, one byte, slice and page boundaries ±1, and sizes whose
+//! rounding overflows. The client runs inline ([`ComputeClient::inline`]): one input is a few
+//! dozen calls, and an actor thread per input cost more than the calls.
 
 use arbitrary::{Arbitrary, Unstructured};
 use lockstep::{
     Bytes, ComputeClient, CopyDescriptor, Handle, IoError, MemoryLayoutDescriptor,
-    MemoryLayoutStrategy, ServerError, StreamId,
+    MemoryLayoutStrategy, ServerError, ServerOptions, StreamId,
 };
 use lockstep_sim::{SimConfig, SimDevice};
 
 const SLOTS: usize = 4;
+
+/// An allocation size.
+#[derive(Arbitrary, Debug)]
+pub enum Size {
+    /// Up to 64 KiB: empty, one byte, and everything between.
+    Small(u16),
+    /// `2^(8 + shift % 13) + delta % 2`: a power of two from 256 B to 1 MiB, or one byte either
+    /// side of it, where slices, pool classes and pages begin and end.
+    Boundary { shift: u8, delta: i8 },
+    /// `usize::MAX - below`: a size whose rounding to the allocation unit overflows.
+    Overflowing { below: u16 },
+}
+
+impl Size {
+    fn bytes(&self) -> usize {
+        match self {
+            Size::Small(n) => *n as usize,
+            Size::Boundary { shift, delta } => {
+                (1usize << (8 + shift % 13)).saturating_add_signed((delta % 2) as isize)
+            }
+            Size::Overflowing { below } => usize::MAX - *below as usize,
+        }
+    }
+}
 
 #[derive(Arbitrary, Debug)]
 pub enum IoOp {
@@ -22,7 +49,7 @@ pub enum IoOp {
     },
     Empty {
         slot: u8,
-        len: u16,
+        size: Size,
     },
     Write {
         slot: u8,
@@ -74,7 +101,10 @@ pub fn run(data: &[u8]) {
     let Ok(ops) = Vec::<IoOp>::arbitrary(&mut u) else {
         return;
     };
-    let client = ComputeClient::new(SimDevice::new(SimConfig::new(seed)));
+    let client = ComputeClient::inline(
+        SimDevice::new(SimConfig::new(seed)),
+        ServerOptions::default(),
+    );
     let streams: Vec<_> = (0..2)
         .map(|i| {
             let mut c = client.clone();
@@ -148,13 +178,18 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
                 bytes: data.into_iter().map(Some).collect(),
             });
         }
-        IoOp::Empty { slot, len } => {
-            let handle = c.empty(*len as usize).map_err(|e| format!("empty: {e}"))?;
-            slots[slot_of(*slot)] = Some(Slot {
-                handle,
-                bytes: vec![None; *len as usize],
-            });
-        }
+        IoOp::Empty { slot, size } => match (c.empty(size.bytes()), size) {
+            (Ok(handle), Size::Small(_) | Size::Boundary { .. }) => {
+                slots[slot_of(*slot)] = Some(Slot {
+                    handle,
+                    bytes: vec![None; size.bytes()],
+                });
+            }
+            (Err(ServerError::OutOfMemory(_)), Size::Overflowing { .. }) => {}
+            (result, _) => {
+                return Err(format!("empty({}): got {result:?}", size.bytes()));
+            }
+        },
         IoOp::Write {
             slot,
             offset,

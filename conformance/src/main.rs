@@ -63,6 +63,10 @@ enum Command {
         /// Seeds explored in parallel.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
+        /// Operations per seed, instead of the drawn 8–48 per host thread (e.g. 1000 for long
+        /// workloads).
+        #[arg(long)]
+        ops: Option<usize>,
     },
     /// Rerun one explored seed, twice (the traces must be identical); prints the world it drew
     /// and its trace hash last.
@@ -72,6 +76,9 @@ enum Command {
         /// The seed was explored with `--faults`.
         #[arg(long)]
         faults: bool,
+        /// The seed was explored with `--ops N`.
+        #[arg(long)]
+        ops: Option<usize>,
         /// Write the run as a Chrome/Perfetto trace (open it in ui.perfetto.dev).
         #[arg(long)]
         trace: Option<std::path::PathBuf>,
@@ -121,26 +128,34 @@ fn main() -> ExitCode {
             seed,
             faults,
             jobs,
+            ops,
         } => explore(ExploreConfig {
             first_seed: seed.unwrap_or_else(default_seed),
             seeds,
             faults,
+            ops,
             jobs,
             backstop: Duration::from_secs(120),
         }),
         Command::Replay {
             seed,
             faults,
+            ops,
             trace,
             steps,
             shrink: false,
-        } => replay(seed, faults, trace.as_deref(), steps),
+        } => replay(
+            &explore::World::draw(seed, faults).with_ops(ops),
+            trace.as_deref(),
+            steps,
+        ),
         Command::Replay {
             seed,
             faults,
+            ops,
             shrink: true,
             ..
-        } => shrink(seed, faults),
+        } => shrink(&explore::World::draw(seed, faults).with_ops(ops), faults),
     }
 }
 
@@ -231,9 +246,12 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
     }
 }
 
-fn replay_line(seed: u64, faults: bool) -> String {
-    let faults = if faults { " --faults" } else { "" };
-    format!("lockstep replay --seed {seed}{faults}")
+fn replay_line(seed: u64, config: &ExploreConfig) -> String {
+    let faults = if config.faults { " --faults" } else { "" };
+    let ops = config
+        .ops
+        .map_or(String::new(), |ops| format!(" --ops {ops}"));
+    format!("lockstep replay --seed {seed}{faults}{ops}")
 }
 
 fn explore(config: ExploreConfig) -> ExitCode {
@@ -259,7 +277,7 @@ fn explore(config: ExploreConfig) -> ExitCode {
             failed += 1;
             bar.suspend(|| {
                 println!("seed {} FAILED: {why}", report.seed);
-                println!("  {}", replay_line(report.seed, config.faults));
+                println!("  {}", replay_line(report.seed, &config));
             });
         }
         bar.set_message(format!("{failed} failed"));
@@ -298,7 +316,7 @@ fn explore(config: ExploreConfig) -> ExitCode {
             "seed {seed} HUNG: no seed finished in {} s of wall time",
             config.backstop.as_secs()
         );
-        println!("  {}", replay_line(*seed, config.faults));
+        println!("  {}", replay_line(*seed, &config));
     }
     println!(
         "{} passed, {} failed",
@@ -333,10 +351,13 @@ fn init_tracing() {
 
 /// Shrinks a failing seed and prints the program as Rust: what is not code is a `//` comment,
 /// so the whole output pastes into a test file.
-fn shrink(seed: u64, faults: bool) -> ExitCode {
-    let world = explore::World::draw(seed, faults);
-    println!("// seed {seed}: {}", world.to_string().replace('\n', "; "));
-    let shrunk = match explore::shrink::shrink(&explore::Simulator, &world) {
+fn shrink(world: &explore::World, faults: bool) -> ExitCode {
+    println!(
+        "// seed {}: {}",
+        world.seed,
+        world.to_string().replace('\n', "; ")
+    );
+    let shrunk = match explore::shrink::shrink(&explore::Simulator, world) {
         Ok(shrunk) => shrunk,
         Err(err) => {
             println!("// {err}");
@@ -354,7 +375,7 @@ fn shrink(seed: u64, faults: bool) -> ExitCode {
         println!("//   #{n} thread {thread}: {:?} {:?}", step.on, step.action);
     }
     let options = explore::Opener::options(&explore::Simulator);
-    match explore::rust_test::print(&world, faults, &shrunk, &options) {
+    match explore::rust_test::print(world, faults, &shrunk, &options) {
         Ok(program) => {
             print!("{program}");
             ExitCode::SUCCESS
@@ -366,10 +387,9 @@ fn shrink(seed: u64, faults: bool) -> ExitCode {
     }
 }
 
-fn replay(seed: u64, faults: bool, trace: Option<&std::path::Path>, steps: bool) -> ExitCode {
-    let world = explore::World::draw(seed, faults);
-    let workload = explore::Workload::draw(&world);
-    println!("seed: {seed}");
+fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) -> ExitCode {
+    let workload = explore::Workload::draw(world);
+    println!("seed: {}", world.seed);
     println!("{world}");
     println!(
         "workload: {} operations on {} threads",
@@ -382,8 +402,8 @@ fn replay(seed: u64, faults: bool, trace: Option<&std::path::Path>, steps: bool)
         }
     }
     let opener = explore::Simulator;
-    let (first, entries) = explore::run_world(&opener, &world, true);
-    let (second, _) = explore::run_world(&opener, &world, false);
+    let (first, entries) = explore::run_world(&opener, world, true);
+    let (second, _) = explore::run_world(&opener, world, false);
     println!(
         "executed: {} device operations, {} reads checked, {} faults injected, {} surfaced{}",
         first.device_ops,

@@ -102,8 +102,5 @@ fn seed_11_reads_stale_bytes_without_cross_stream_ordering() {
 fn seed_35_all_reduces_stale_bytes_without_cross_stream_ordering() {
     // The explorer: "all_reduce (Sum) on peer 0:1 differs from the reference".
     let message = panic_message(|| seed_35::seed_35(knocked_out()));
-    assert!(
-        message.contains("right: [1822010947]"),
-        "{message}"
-    );
+    assert!(message.contains("right: [1822010947]"), "{message}");
 }

@@ -565,7 +565,7 @@ fn the_conformance_suite_passes_on_the_gpu() {
     let failed: Vec<String> = results
         .iter()
         .filter_map(|r| {
-            r.outcome.as_ref().err().map(|f| {
+            r.outcome.failure().map(|f| {
                 format!(
                     "{}: {} (case {}; replay: {})",
                     r.name,

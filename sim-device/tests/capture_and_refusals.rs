@@ -61,10 +61,10 @@ fn assert_sanitizer_quiet(probe: &SimProbe) {
 fn sizes_whose_rounding_overflows_are_refused_as_out_of_memory_and_disturb_nothing() {
     // The first transfer (the create's write) fails: an older failure queued on the stream.
     let (c, _) = client(
-        SimConfig::new(5).with_faults(FaultPlan::scripted([ScriptedFault {
-            kind: FaultKind::TransferFailure,
-            nth: 1,
-        }])),
+        SimConfig::new(5).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::TransferFailure,
+            1,
+        )])),
     );
     let h = c.create(Bytes::from_elems(&[1u32, 2, 3, 4])).unwrap();
     let usage = c.memory_usage().unwrap();

@@ -118,18 +118,22 @@ pub fn run_workload<O: Opener>(
 /// Runs a seed, then runs it again and compares the trace hashes; a mismatch reruns both with
 /// full traces to name the first diverging operation.
 pub fn run_seed<O: Opener>(opener: &O, seed: u64, faults: bool) -> SeedReport {
-    let world = World::draw(seed, faults);
-    let (first, _) = run_world(opener, &world, false);
+    run_drawn(opener, &World::draw(seed, faults))
+}
+
+/// [`run_seed`] for a drawn (and possibly adjusted, e.g. [`World::with_ops`]) world.
+pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
+    let (first, _) = run_world(opener, world, false);
     let failure = match &first.failure {
         Some(why) => Some(why.clone()),
         None => {
-            let (second, _) = run_world(opener, &world, false);
+            let (second, _) = run_world(opener, world, false);
             (second.trace_hash != first.trace_hash)
-                .then(|| divergence(opener, &world, first.trace_hash, second.trace_hash))
+                .then(|| divergence(opener, world, first.trace_hash, second.trace_hash))
         }
     };
     SeedReport {
-        seed,
+        seed: world.seed,
         execution: first,
         failure,
     }
@@ -157,6 +161,9 @@ pub struct ExploreConfig {
     pub first_seed: u64,
     pub seeds: u64,
     pub faults: bool,
+    /// Operations of each seed's workload, instead of the drawn number (see
+    /// [`World::with_ops`]).
+    pub ops: Option<usize>,
     pub jobs: usize,
     /// How long no seed may finish before the run is declared hung (wall clock).
     pub backstop: Duration,
@@ -226,7 +233,8 @@ pub fn explore<O: Opener + Send + 'static>(
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(seed);
-                let report = run_seed(&*opener, seed, config.faults);
+                let world = World::draw(seed, config.faults).with_ops(config.ops);
+                let report = run_drawn(&*opener, &world);
                 in_flight
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())

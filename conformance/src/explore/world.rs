@@ -99,6 +99,19 @@ impl World {
         world
     }
 
+    /// The world with `ops` operations in all (split evenly over its threads) instead of the
+    /// drawn number, for long workloads (`lockstep explore --ops N`); `None` keeps the draw.
+    /// Everything else the seed drew stays.
+    pub fn with_ops(self, ops: Option<usize>) -> World {
+        match ops {
+            Some(ops) => World {
+                ops_per_thread: ops.div_ceil(self.threads).max(1),
+                ..self
+            },
+            None => self,
+        }
+    }
+
     /// Whether any fault can be injected.
     pub fn injects_faults(&self) -> bool {
         self.faults != FaultRates::default()
