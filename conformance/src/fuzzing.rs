@@ -21,8 +21,8 @@ const SLOTS: usize = 4;
 pub enum Size {
     /// Up to 64 KiB: empty, one byte, and everything between.
     Small(u16),
-    /// `2^(8 + shift % 13) + delta % 2`: a power of two from 256 B to 1 MiB, or one byte either
-    /// side of it, where slices, pool classes and pages begin and end.
+    /// `2^(8 + shift % 11) + delta % 2`: a power of two from 256 B to 256 KiB, or one byte
+    /// either side of it, where the default pools' slice classes (4 KiB, 256 KiB) end.
     Boundary { shift: u8, delta: i8 },
     /// `usize::MAX - below`: a size whose rounding to the allocation unit overflows.
     Overflowing { below: u16 },
@@ -33,7 +33,7 @@ impl Size {
         match self {
             Size::Small(n) => *n as usize,
             Size::Boundary { shift, delta } => {
-                (1usize << (8 + shift % 13)).saturating_add_signed((delta % 2) as isize)
+                (1usize << (8 + shift % 11)).saturating_add_signed((delta % 2) as isize)
             }
             Size::Overflowing { below } => usize::MAX - *below as usize,
         }

@@ -636,9 +636,7 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect(),
-        initialized: (0..words)
-            .map(|i| alloc.all_written(start + 4 * i, 4))
-            .collect(),
+        initialized: alloc.words_written(start, words),
         dirty: vec![false; words],
     }
 }

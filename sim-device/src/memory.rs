@@ -192,6 +192,29 @@ impl Allocation {
         u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
     }
 
+    /// For each of the `words` 4-byte words from `offset`: whether all its bytes were written.
+    /// The same as [`all_written`](Self::all_written) per word, a chunk at a time.
+    pub fn words_written(&self, offset: usize, words: usize) -> Vec<bool> {
+        if offset % 4 != 0 {
+            return (0..words)
+                .map(|i| self.all_written(offset + 4 * i, 4))
+                .collect();
+        }
+        let mut out = Vec::with_capacity(words);
+        // Chunks hold whole words when `offset` is 4-aligned (CHUNK_BYTES is a multiple of 4).
+        for (index, within, n) in pieces(offset, 4 * words) {
+            match &self.chunks[index] {
+                None => out.extend(std::iter::repeat_n(false, n / 4)),
+                Some(chunk) => out.extend(
+                    (within..within + n)
+                        .step_by(4)
+                        .map(|at| chunk.written[at / 64] >> (at % 64) & 0xF == 0xF),
+                ),
+            }
+        }
+        out
+    }
+
     /// Whether every byte of the range was written at some point.
     pub fn all_written(&self, offset: usize, len: usize) -> bool {
         pieces(offset, len).all(|(index, within, n)| {
@@ -277,6 +300,18 @@ mod tests {
         alloc.write(3 * CHUNK_BYTES + 6, &7u32.to_le_bytes());
         assert_eq!(alloc.read_word(3 * CHUNK_BYTES + 6), 7);
         assert!(alloc.all_written(3 * CHUNK_BYTES + 6, 4));
+        // Word by word, aligned and not, across the chunk boundary written above.
+        for start in [CHUNK_BYTES - 8, CHUNK_BYTES - 7] {
+            let expected: Vec<bool> = (0..8)
+                .map(|i| alloc.all_written(start + 4 * i, 4))
+                .collect();
+            assert_eq!(alloc.words_written(start, 8), expected);
+        }
+        // The write began 3 bytes before the boundary: the word before it is partly unwritten.
+        assert_eq!(
+            alloc.words_written(CHUNK_BYTES - 8, 4),
+            vec![false, false, true, true]
+        );
     }
 
     #[test]

@@ -8,7 +8,9 @@ use super::ir::{BinOp, CmpOp, ElemType, Scalar};
 /// # Panics
 /// If the operands differ in type or a bitwise operation gets floats: the validator rejects
 /// such kernels, so reaching this is a bug in the caller.
-#[inline]
+// Always inlined: the simulator's interpreter applies it to whole columns of one type, and
+// inlined at such a call the type match folds away.
+#[inline(always)]
 pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
     use Scalar::*;
     match (lhs, rhs) {
@@ -59,7 +61,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
 }
 
 /// Compares two values of the same type.
-#[inline]
+#[inline(always)]
 pub fn compare(op: CmpOp, lhs: Scalar, rhs: Scalar) -> bool {
     use Scalar::*;
     let ordering = match (lhs, rhs) {
