@@ -195,7 +195,7 @@ impl Allocation {
     /// For each of the `words` 4-byte words from `offset`: whether all its bytes were written.
     /// The same as [`all_written`](Self::all_written) per word, a chunk at a time.
     pub fn words_written(&self, offset: usize, words: usize) -> Vec<bool> {
-        if offset % 4 != 0 {
+        if !offset.is_multiple_of(4) {
             return (0..words)
                 .map(|i| self.all_written(offset + 4 * i, 4))
                 .collect();
