@@ -425,7 +425,7 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
     } else {
         println!(
             "{}",
-            explore::divergence(&opener, &world, first.trace_hash, second.trace_hash)
+            explore::divergence(&opener, world, first.trace_hash, second.trace_hash)
         );
         ok = false;
     }
