@@ -17,8 +17,7 @@ executable() {
 }
 
 echo "== building (release)"
-cargo build --release -p lockstep-conformance --bin lockstep
-cp target/release/lockstep "$out/lockstep"
+cp "$(cargo build --release -p lockstep-conformance --bin lockstep --message-format=json | executable)" "$out/lockstep"
 tests=$(cargo test --release -p lockstep-cuda --test gpu --no-run --message-format=json | executable)
 cp "$tests" "$out/cuda_tests"
 bench=$(cargo bench -p lockstep-cuda --bench runtime_vs_raw --no-run --message-format=json | executable)

@@ -4,7 +4,7 @@
 # and the decode_loop example, stripped into .gpu/, and fetches Debian's Vulkan loader into .gl/
 # (the H200 machine has the NVIDIA ICD but no loader). Then, with the device tool (kind
 # nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
-# scripts/gpu/run-h200.sh there.
+# scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .gpu
@@ -19,8 +19,7 @@ cp "$(cargo bench -p lockstep-cuda --bench collectives --no-run --message-format
 cp "$(cargo bench -p lockstep-cuda --bench staging --no-run --message-format=json | executable staging)" .gpu/staging_bench
 cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
-cargo build --release -p lockstep-conformance --example decode_loop
-cp target/release/examples/decode_loop .gpu/decode_loop
+cp "$(cargo build --release -p lockstep-conformance --example decode_loop --message-format=json | executable decode_loop)" .gpu/decode_loop
 strip .gpu/*
 du -sh .gpu
 

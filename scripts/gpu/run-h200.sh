@@ -2,7 +2,7 @@
 # Runs on the H200 machine (no Rust there) from the repository root, with .gpu/ and .gl/ carried
 # from scripts/gpu/h200.sh: the whole conformance suite on CUDA (every GPU present: the
 # collective properties use two) and on Vulkan (wgpu), the CUDA device and collective tests, the
-# example, every benchmark, and the explorer's scaling with --jobs on the host's cores. Each step
+# example and every benchmark (the explorer's runs on the host's cores: explore-h200.sh). Each step
 # is bounded in time; logs go to $OUT when set. CASES sets the cases per property (default 64).
 set -uo pipefail
 out=${OUT:-/tmp}
@@ -41,7 +41,4 @@ run 60 .gpu/collectives_bench
 run 40 .gpu/wgpu_bench
 run 40 .gpu/graph_bench cuda 2000
 run 40 .gpu/graph_bench wgpu 500
-run 120 .gpu/lockstep explore --seeds 2000 --seed 11 --faults --jobs 1
-run 60 .gpu/lockstep explore --seeds 2000 --seed 11 --faults --jobs 8
-run 60 .gpu/lockstep explore --seeds 2000 --seed 11 --faults --jobs 32
 exit $status

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs on a GPU host's CPU cores (no Rust there) from the repository root, with .gpu/ carried
+# from scripts/gpu/h200.sh: the explorer's rate on one core, beside a build of an earlier commit
+# when one is carried as .gpu/lockstep-baseline (same machine, same run: simulated operations
+# per second compare, since seeds of two builds may draw different workloads), then the
+# ensemble on every core, with coverage. Logs go to $OUT when set.
+#
+# A baseline, built here before carrying:
+#   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p lockstep-conformance --bin lockstep)
+#   cp /tmp/base/target/release/lockstep .gpu/lockstep-baseline && strip .gpu/lockstep-baseline
+set -uo pipefail
+out=${OUT:-/tmp}
+status=0
+run() {
+  local limit=$1
+  shift
+  echo "== $*"
+  timeout "$limit" "$@" 2>&1 | tail -n 12 | tee -a "$out/explore.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+}
+nproc
+for faults in --faults ""; do
+  run 200 .gpu/lockstep explore --seeds 4000 --seed 11 $faults --jobs 1
+  if [ -x .gpu/lockstep-baseline ]; then
+    run 200 .gpu/lockstep-baseline explore --seeds 2000 --seed 11 $faults --jobs 1
+  fi
+done
+jobs=$(nproc)
+run 300 .gpu/lockstep explore --seeds 100000 --seed 1000000 --faults --jobs "$jobs" --coverage
+run 300 .gpu/lockstep explore --seeds 50000 --seed 2000000 --jobs "$jobs" --coverage
+run 300 .gpu/lockstep explore --seeds 2000 --seed 3000000 --ops 1000 --faults --jobs "$jobs"
+exit $status
