@@ -17,7 +17,9 @@ use lockstep_sim::{FaultKind, SanitizerReport};
 use super::Devices;
 use super::formula::Formula;
 use super::model::Model;
-use super::workload::{Action, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, data};
+use super::workload::{
+    Action, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, data, tensor_strategy, view_target,
+};
 use super::world::World;
 use crate::kernels::overrun;
 
@@ -63,20 +65,131 @@ type Tensor = (MemoryLayout, Vec<usize>, u64);
 type ModelLaunch = (usize, u64, u64, u32);
 
 /// The capture still open while other threads act.
-struct OpenCapture {
-    stream: StreamId,
+pub(super) struct OpenCapture {
+    pub stream: StreamId,
     /// The launches recorded so far.
-    launches: Vec<ModelLaunch>,
+    pub launches: Vec<ModelLaunch>,
     /// A write was enqueued on the stream in the window: `stop_capture` must refuse.
-    refused_write: bool,
+    pub refused_write: bool,
 }
 
-/// Graph-capture state of the run's streams, as the driver knows it.
+/// Graph-capture state of the run's streams, as the driver (and the printer) knows it.
 #[derive(Default)]
-struct Captures {
-    open: Option<OpenCapture>,
+pub(super) struct Captures {
+    pub open: Option<OpenCapture>,
     /// Streams `graph_prepare`d whose capture has not started.
-    prepared: BTreeSet<StreamId>,
+    pub prepared: BTreeSet<StreamId>,
+}
+
+impl Captures {
+    /// Whether the open capture records `s`.
+    pub fn records(&self, s: StreamId) -> bool {
+        self.open.as_ref().is_some_and(|c| c.stream == s)
+    }
+}
+
+/// What a step does on the stream the open capture records. The driver judges by it and the
+/// printer prints by it, so both agree on what a capturing stream refuses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InCapture<'a> {
+    /// A launch, recorded into the graph instead of run.
+    Recorded(&'a LaunchSpec),
+    /// A write of one zero element to `slot`: enqueued, and refused late, by `stop_capture`
+    /// failing with `WriteInCapture`.
+    WrittenInWindow { slot: usize },
+    /// A call refused at once with `CaptureError::Refused`.
+    Refused(Refused),
+    /// A step that leaves the stream alone: it acts as outside a capture.
+    AsUsual,
+    /// A step not explored in a capture window: it does nothing.
+    Skipped,
+}
+
+/// A call a capturing stream refuses at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// `read_one` of `slot`.
+    Read {
+        slot: usize,
+    },
+    Flush,
+    Sync,
+}
+
+impl Refused {
+    /// The operation the refusal names.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Refused::Read { .. } => READ,
+            Refused::Flush => "flush",
+            Refused::Sync => "sync",
+        }
+    }
+}
+
+/// The operation a refused read names; the first access of a lazy read is one.
+pub(super) const READ: &str = "read";
+
+/// What capturing stream `s` returns for `operation`.
+pub(super) fn refusal(operation: &'static str, s: StreamId) -> CaptureError {
+    CaptureError::Refused {
+        operation,
+        stream: s,
+    }
+}
+
+/// What `action` does on the stream the open capture records.
+pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
+    match action {
+        Action::Launch(spec) => InCapture::Recorded(spec),
+        Action::Write { slot, .. } => InCapture::WrittenInWindow { slot: *slot },
+        Action::Read { slot } | Action::ReadPair { a: slot, .. } => {
+            InCapture::Refused(Refused::Read { slot: *slot })
+        }
+        Action::Flush => InCapture::Refused(Refused::Flush),
+        Action::Sync => InCapture::Refused(Refused::Sync),
+        Action::Release { .. }
+        | Action::ReleaseTensors { .. }
+        | Action::EndCapture
+        | Action::Replay
+        | Action::DropGraph
+        | Action::ReadLazy { .. }
+        | Action::Cleanup
+        | Action::Usage => InCapture::AsUsual,
+        _ => InCapture::Skipped,
+    }
+}
+
+/// The launches of [`Action::BeginCapture`] that run: those on two distinct slots that are
+/// both `filled`. The capture begins only if there are some.
+pub(super) fn capture_launches(
+    launches: &[LaunchSpec],
+    filled: impl Fn(usize) -> bool,
+) -> Vec<&LaunchSpec> {
+    launches
+        .iter()
+        .filter(|l| l.dst != l.src && filled(l.dst) && filled(l.src))
+        .collect()
+}
+
+/// The request of [`Action::Oversized`], which no device serves: `empty` of
+/// `usize::MAX - below` bytes, or two packed byte tensors of 2^63 and 2^63 - `below` bytes,
+/// whose sum passes `u64::MAX`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum OversizedRequest {
+    Empty(usize),
+    Tensors([usize; 2]),
+}
+
+impl OversizedRequest {
+    pub fn of(tensors: bool, below: usize) -> OversizedRequest {
+        let half = 1usize << (usize::BITS - 1);
+        if tensors {
+            OversizedRequest::Tensors([half, half - below])
+        } else {
+            OversizedRequest::Empty(usize::MAX - below)
+        }
+    }
 }
 
 /// Everything the host threads share.
@@ -198,6 +311,13 @@ fn drive<D: Device>(
             break;
         }
         run.perform(&mut state, turn, thread, step);
+    }
+    // No capture outlives the workload: one still open ends before the drain, so any part of
+    // a workload (as the shrinker tries) is a whole run.
+    if state.failure.is_none()
+        && let Err(why) = run.end_capture(&mut state)
+    {
+        state.failure = Some(format!("stop_capture after the workload: {why}"));
     }
     finish(world, &run.base, state, baseline, execution, seen)
         .and_then(|()| finish_peers(&run.peers, &peer_baselines))
@@ -449,7 +569,7 @@ impl<D: Device> Run<'_, D> {
     fn act(&self, state: &mut State<D>, thread: usize, step: &Step) -> Result<(), String> {
         let client = self.client(step.on, thread);
         let s = client.stream_id();
-        if state.captures.open.as_ref().is_some_and(|c| c.stream == s)
+        if state.captures.records(s)
             && let Some(result) = self.in_capture(state, client, s, &step.action)
         {
             return result;
@@ -538,13 +658,8 @@ impl<D: Device> Run<'_, D> {
                     .iter()
                     .enumerate()
                     .map(|(i, (shape, values))| {
-                        let strategy = if i % 2 == 0 {
-                            MemoryLayoutStrategy::Optimized
-                        } else {
-                            MemoryLayoutStrategy::Contiguous
-                        };
                         (
-                            MemoryLayoutDescriptor::new(strategy, shape.clone(), 4),
+                            MemoryLayoutDescriptor::new(tensor_strategy(i), shape.clone(), 4),
                             Bytes::from_elems(values),
                         )
                     })
@@ -598,12 +713,9 @@ impl<D: Device> Run<'_, D> {
                     return Ok(());
                 };
                 let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
-                if state.captures.open.as_ref().is_some_and(|c| c.stream == s) {
-                    let refusal = CaptureError::Refused {
-                        operation: "read",
-                        stream: s,
-                    };
-                    return expect_refusal(state, "lazy read", result.map(drop), refusal);
+                if state.captures.records(s) {
+                    let refused = refusal(READ, s);
+                    return expect_refusal(state, "lazy read", result.map(drop), refused);
                 }
                 self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
             }
@@ -675,10 +787,16 @@ impl<D: Device> Run<'_, D> {
                 else {
                     return Ok(());
                 };
-                let (layout, shape, dst_buf) = &group[index % group.len()];
-                // The model holds dense values: tensors with padded rows are not launched on.
-                if layout.strides != contiguous_strides(shape) {
+                let dims: Vec<usize> = group.iter().map(|(_, shape, _)| shape.len()).collect();
+                let Some(i) = view_target(&dims, *index) else {
                     return Ok(());
+                };
+                let (layout, shape, dst_buf) = &group[i];
+                if layout.strides != contiguous_strides(shape) {
+                    return Err(format!(
+                        "tensor {i} of shape {shape:?}, requested dense, has strides {:?}",
+                        layout.strides
+                    ));
                 }
                 let dst = (layout.memory.clone(), *dst_buf);
                 let src = (src.clone(), *src_buf);
@@ -928,12 +1046,7 @@ impl<D: Device> Run<'_, D> {
         s: StreamId,
         launches: &[LaunchSpec],
     ) -> Result<(), String> {
-        let launches: Vec<&LaunchSpec> = launches
-            .iter()
-            .filter(|l| {
-                l.dst != l.src && state.slots[l.dst].is_some() && state.slots[l.src].is_some()
-            })
-            .collect();
+        let launches = capture_launches(launches, |slot| state.slots[slot].is_some());
         if state.graph.is_some() || state.captures.open.is_some() || launches.is_empty() {
             return Ok(());
         }
@@ -992,9 +1105,9 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// A step on the stream the open capture records: launches are recorded, a write is
-    /// refused late (by `stop_capture`), reads, flushes and syncs are refused at once. Steps that
-    /// leave the stream alone act as usual (`None`); the others are not explored in a window.
+    /// A step on the stream the open capture records, judged by [`in_capture`]: launches are
+    /// recorded, a write is refused late (by `stop_capture`), reads, flushes and syncs are
+    /// refused at once. Steps that leave the stream alone act as usual (`None`).
     fn in_capture(
         &self,
         state: &mut State<D>,
@@ -1002,19 +1115,17 @@ impl<D: Device> Run<'_, D> {
         s: StreamId,
         action: &Action,
     ) -> Option<Result<(), String>> {
-        let refused = |operation| CaptureError::Refused {
-            operation,
-            stream: s,
-        };
         let handle = |slot: usize| state.slots[slot].as_ref().map(|(h, _)| h.clone());
-        Some(match action {
-            Action::Launch(spec) => self.launch(state, client, s, spec, false).map(|launched| {
-                let open = state.captures.open.as_mut().expect("a capture is open");
-                if let Some((dst, src)) = launched {
-                    open.launches.push((spec.kernel, dst, src, spec.k));
-                }
-            }),
-            Action::Write { slot, .. } => match handle(*slot) {
+        Some(match in_capture(action) {
+            InCapture::Recorded(spec) => {
+                self.launch(state, client, s, spec, false).map(|launched| {
+                    let open = state.captures.open.as_mut().expect("a capture is open");
+                    if let Some((dst, src)) = launched {
+                        open.launches.push((spec.kernel, dst, src, spec.k));
+                    }
+                })
+            }
+            InCapture::WrittenInWindow { slot } => match handle(slot) {
                 Some(handle) => client
                     .write(&handle, Bytes::from_elems(&[0u32]))
                     .map(|()| {
@@ -1024,24 +1135,20 @@ impl<D: Device> Run<'_, D> {
                     .map_err(|e| format!("write: {e}")),
                 None => Ok(()),
             },
-            Action::Read { slot } | Action::ReadPair { a: slot, .. } => match handle(*slot) {
-                Some(handle) => {
-                    let result = client.read_one(handle).map(drop);
-                    expect_refusal(state, "read", result, refused("read"))
-                }
-                None => Ok(()),
-            },
-            Action::Flush => expect_refusal(state, "flush", client.flush(), refused("flush")),
-            Action::Sync => expect_refusal(state, "sync", client.sync(), refused("sync")),
-            Action::Release { .. }
-            | Action::ReleaseTensors { .. }
-            | Action::EndCapture
-            | Action::Replay
-            | Action::DropGraph
-            | Action::ReadLazy { .. }
-            | Action::Cleanup
-            | Action::Usage => return None,
-            _ => Ok(()),
+            InCapture::Refused(call) => {
+                let result = match call {
+                    Refused::Read { slot } => match handle(slot) {
+                        Some(handle) => client.read_one(handle).map(drop),
+                        None => return Some(Ok(())),
+                    },
+                    Refused::Flush => client.flush(),
+                    Refused::Sync => client.sync(),
+                };
+                let operation = call.operation();
+                expect_refusal(state, operation, result, refusal(operation, s))
+            }
+            InCapture::AsUsual => return None,
+            InCapture::Skipped => Ok(()),
         })
     }
 
@@ -1084,8 +1191,8 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// An allocation no device serves: `empty` of `usize::MAX - below` bytes, or two packed
-    /// tensors of 2^63 and 2^63 - `below` bytes. It must be refused as out of memory.
+    /// An allocation no device serves ([`OversizedRequest`]): it must be refused as out of
+    /// memory.
     fn oversized(
         &self,
         state: &mut State<D>,
@@ -1093,16 +1200,14 @@ impl<D: Device> Run<'_, D> {
         tensors: bool,
         below: usize,
     ) -> Result<(), String> {
-        let half = 1usize << (usize::BITS - 1);
-        let result = if tensors {
-            let tensor = |bytes| {
-                MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Contiguous, vec![bytes], 1)
-            };
-            client
-                .empty_tensors(vec![tensor(half), tensor(half - below)])
-                .map(drop)
-        } else {
-            client.empty(usize::MAX - below).map(drop)
+        let result = match OversizedRequest::of(tensors, below) {
+            OversizedRequest::Tensors(sizes) => {
+                let tensor = |bytes| {
+                    MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Contiguous, vec![bytes], 1)
+                };
+                client.empty_tensors(sizes.map(tensor).to_vec()).map(drop)
+            }
+            OversizedRequest::Empty(bytes) => client.empty(bytes).map(drop),
         };
         match result {
             Ok(()) => Err(format!(

@@ -1,7 +1,7 @@
 //! A world's workload: what each host thread does, and the deterministic order in which the
 //! threads take turns.
 
-use lockstep::ReduceOperation;
+use lockstep::{MemoryLayoutStrategy, ReduceOperation};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -102,7 +102,8 @@ pub enum Action {
     BeginCapture {
         launches: Vec<LaunchSpec>,
     },
-    /// `stop_capture` of the open capture, whichever thread acts: the world's graph.
+    /// `stop_capture` of the open capture, whichever thread acts: the world's graph. The
+    /// driver ends a capture still open after the workload the same way.
     EndCapture,
     /// Capture calls out of order on a stream that is not capturing: `stop_capture`, then
     /// `start_capture` (after `graph_prepare` if `prepare`), each refused or accepted as the
@@ -118,7 +119,8 @@ pub enum Action {
         below: usize,
     },
     /// A launch whose destination is tensor `index` (modulo its group's size) of tensor group
-    /// `group`: a view at a non-zero offset of its allocation unless it is the first.
+    /// `group`, if its request makes it dense ([`view_target`]): a view at a non-zero offset
+    /// of its allocation unless it is the first.
     LaunchView {
         kernel: usize,
         group: usize,
@@ -178,7 +180,6 @@ impl Workload {
                     .collect()
             })
             .collect();
-        let mut threads = threads;
         let mut remaining: Vec<usize> = threads.iter().map(Vec::len).collect();
         let mut schedule = Vec::with_capacity(remaining.iter().sum());
         loop {
@@ -188,14 +189,6 @@ impl Workload {
             };
             remaining[t] -= 1;
             schedule.push(t);
-        }
-        // No capture outlives the workload: the last operation ends any still open.
-        if world.graphs {
-            threads[0].push(Step {
-                on: On::Pinned(0),
-                action: Action::EndCapture,
-            });
-            schedule.push(0);
         }
         Workload { threads, schedule }
     }
@@ -388,6 +381,25 @@ fn draw_step(world: &World, rng: &mut ChaCha8Rng) -> Step {
         pick -= weight;
     }
     unreachable!("the pick is below the total weight")
+}
+
+/// The layout strategy of tensor `i` of an [`Action::CreateTensors`] group: optimized and
+/// contiguous alternate.
+pub fn tensor_strategy(i: usize) -> MemoryLayoutStrategy {
+    if i.is_multiple_of(2) {
+        MemoryLayoutStrategy::Optimized
+    } else {
+        MemoryLayoutStrategy::Contiguous
+    }
+}
+
+/// The tensor that [`Action::LaunchView`] with `index` launches on, of a group whose tensors
+/// have `dims` dimensions each: tensor `index` modulo the group's size, if its request makes it
+/// dense. The model holds dense values, so a tensor whose rows the runtime may pad (optimized,
+/// of two or more dimensions) is not launched on.
+pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
+    let i = index % dims.len();
+    (tensor_strategy(i) == MemoryLayoutStrategy::Contiguous || dims[i] < 2).then_some(i)
 }
 
 /// `len` elements drawn from `fill`.

@@ -1,4 +1,4 @@
-/// `lockstep replay --seed 35 --shrink`: 139 operations shrunk to 4 in 121 runs.
+/// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 4 in 121 runs.
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true }`,
 /// it failed in operation `AllReduce`: all_reduce (Sum) on peer #:# differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {

@@ -66,7 +66,11 @@ fn term(code: &mut Code, t: &Term) -> (String, bool) {
             code.uses("lockstep::kernel", &["Expr"]);
             (format!("Expr::from({v}u32)"), false)
         }
-        Term::Op(op, a, b) => binary(*op, &grouped(code, a), &operand(code, b, true)),
+        Term::Op(op, a, b) => {
+            // `min` and `max` are methods: their argument needs no parentheses.
+            let infix = !matches!(op, BinOp::Min | BinOp::Max);
+            binary(*op, &grouped(code, a), &operand(code, b, infix))
+        }
         Term::SelectLt(t) => {
             let [a, b, c, d] = &**t;
             let a = grouped(code, a);

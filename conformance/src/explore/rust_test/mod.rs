@@ -4,7 +4,7 @@
 //!
 //! **Invariant:** the printed program makes the client calls the driver makes for that
 //! workload, on the same streams and in the same order — the world's setup, every operation, the
-//! final drain of every stream, the releases, the memory baseline, then the simulator's
+//! end of a capture still open, the final drain of every stream, the releases, the memory baseline, then the simulator's
 //! watchdog and sanitizer — so the simulated device executes the same operations as the
 //! explorer's run and the program fails at the check the explorer's run failed (a read the
 //! driver judged only at the end fails at the read). Host threads become named clients on the
@@ -12,12 +12,13 @@
 //! driver's own calls go to `StreamId(HOST_STREAM)`. The expectations are exact only where no fault is injected and every allocation
 //! succeeds; [`print`] refuses other runs.
 
+mod capture_code;
 mod kernel_code;
 mod step_code;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use lockstep::{MemoryPoolsConfig, ServerError, ServerOptions, StreamId};
+use lockstep::{CaptureError, MemoryPoolsConfig, ServerError, ServerOptions, StreamId};
 use lockstep_sim::SimConfig;
 
 use super::model::Model;
@@ -25,7 +26,7 @@ use super::shrink::{FailureClass, Shrunk};
 use super::workload::{On, SLOTS, TENSOR_SLOTS, Workload};
 use super::world::World;
 
-use super::driver::{FIRST_OWN_STREAM, HOST_STREAM};
+use super::driver::{Captures, FIRST_OWN_STREAM, HOST_STREAM};
 
 /// Why a shrunk run has no printed form.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -169,6 +170,7 @@ struct Printer<'w> {
     tensors: Vec<Option<Group>>,
     lazies: VecDeque<Lazy>,
     graph: Option<Captured>,
+    captures: Captures,
     /// The client variable of each stream used so far.
     clients: BTreeMap<StreamId, String>,
     /// The stream of each thread that acts on its own stream.
@@ -194,6 +196,7 @@ impl<'w> Printer<'w> {
             tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
             lazies: VecDeque::new(),
             graph: None,
+            captures: Captures::default(),
             clients: BTreeMap::new(),
             thread_streams,
             kernels: BTreeSet::new(),
@@ -264,9 +267,14 @@ impl<'w> Printer<'w> {
         }
     }
 
-    /// The driver's end of a run: every stream drained, everything released, memory back to
+    /// The driver's end of a run: the open capture ended, every stream drained, everything released, memory back to
     /// its baseline, the peers clean, then the simulator's own checks.
     fn teardown(&mut self) -> Result<(), Unprintable> {
+        if self.captures.open.is_some() {
+            self.code.line("");
+            self.code.line("// No capture outlives the workload.");
+            self.end_capture();
+        }
         self.code.line("");
         self.code
             .line("// Every stream drains; everything is released.");
@@ -408,6 +416,12 @@ fn error_code(code: &mut Code, err: &ServerError) -> Result<String, Unprintable>
             "no printed form for the expected error {other}"
         ))),
     }
+}
+
+/// `Some(err)` of a refused capture call, as an expression.
+fn refusal_code(code: &mut Code, err: &CaptureError) -> String {
+    code.uses("lockstep", &["CaptureError", "ServerError"]);
+    format!("Some(ServerError::Capture(CaptureError::{err:?}))")
 }
 
 /// `[a, b, ..]`, eight to a line after the first when long.

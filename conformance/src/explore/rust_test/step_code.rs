@@ -1,19 +1,22 @@
 //! Each workload operation as the client calls the driver makes for it, with the model's
 //! expectations as assertions (`driver.rs`'s `act`, operation by operation).
 
-use lockstep::{MemoryLayoutStrategy, ReduceOperation, StreamId};
+use lockstep::{ReduceOperation, StreamId};
 
 use super::{
     FIRST_OWN_STREAM, Group, Lazy, Printer, Slot, Unprintable, bytes, error_code, kernel_code,
-    model_refuses, vec_of,
+    model_refuses, refusal_code, vec_of,
 };
+use crate::explore::driver::{InCapture, OversizedRequest, READ, in_capture, refusal};
 use crate::explore::formula::Formula;
-use crate::explore::workload::{Action, LaunchSpec, On, Step, data};
+use crate::explore::workload::{Action, LaunchSpec, On, Step, data, tensor_strategy, view_target};
 
-/// A launch's call expression, and whether it binds one handle twice (refused at the call).
+/// A launch's call expression, whether it binds one handle twice (refused at the call), and
+/// its destination and source model buffers.
 struct LaunchCall {
     call: String,
     refused: bool,
+    bufs: (u64, u64),
 }
 
 impl Printer<'_> {
@@ -38,6 +41,15 @@ impl Printer<'_> {
     /// Prints operation `step` of `thread`.
     pub(super) fn step(&mut self, thread: usize, step: &Step) -> Result<(), Unprintable> {
         let (c, s) = self.client(thread, step.on);
+        if self.captures.records(s) {
+            match in_capture(&step.action) {
+                InCapture::AsUsual => {}
+                in_window => {
+                    self.in_capture(&c, s, in_window);
+                    return Ok(());
+                }
+            }
+        }
         match &step.action {
             Action::Create { slot, len, fill } => {
                 let values = data(*fill, *len);
@@ -79,7 +91,9 @@ impl Printer<'_> {
                 ));
                 self.model.write(s, buf, offset, &values);
             }
-            Action::Launch(spec) => self.launch(&c, s, spec, true),
+            Action::Launch(spec) => {
+                self.launch(&c, s, spec, true);
+            }
             Action::Read { slot } => {
                 let Some(Slot { var, buf }) = &self.slots[*slot] else {
                     return Ok(());
@@ -151,12 +165,18 @@ impl Printer<'_> {
                     "{}.materialize().map(|b| Bytes::from(b.to_vec()))",
                     lazy.var
                 );
-                self.read(lazy.stream, &call, false, &[lazy.buf])?;
+                if self.captures.records(lazy.stream) {
+                    let expected = refusal_code(&mut self.code, &refusal(READ, lazy.stream));
+                    self.code
+                        .line(format!("assert_eq!({call}.err(), {expected});"));
+                } else {
+                    self.read(lazy.stream, &call, false, &[lazy.buf])?;
+                }
                 self.code.line(format!("drop({});", lazy.var));
             }
             Action::Profile(spec) => self.profile(&c, s, spec),
             Action::DryRun(spec) => {
-                if let Some(LaunchCall { call, refused }) = self.launch_call(&c, spec) {
+                if let Some(LaunchCall { call, refused, .. }) = self.launch_call(&c, spec) {
                     let call = format!("lockstep::dry_run(|| {call})");
                     self.launch_statement(&call, refused);
                 }
@@ -182,16 +202,17 @@ impl Printer<'_> {
                 self.blocking(s, true)?;
             }
             Action::Overrun { slot, past_end } => self.overrun(&c, s, *slot, *past_end),
-            Action::BeginCapture { .. }
-            | Action::EndCapture
-            | Action::CaptureOutOfOrder { .. }
-            | Action::Oversized { .. }
-            | Action::LaunchView { .. } => {
-                return Err(Unprintable::Unsupported(format!(
-                    "the printer does not yet print {:?}",
-                    step.action
-                )));
-            }
+            Action::BeginCapture { launches } => self.begin_capture(&c, s, launches),
+            Action::EndCapture => self.end_capture(),
+            Action::CaptureOutOfOrder { prepare } => self.capture_out_of_order(&c, s, *prepare),
+            Action::Oversized { tensors, below } => self.oversized(&c, *tensors, *below),
+            Action::LaunchView {
+                kernel,
+                group,
+                index,
+                src,
+                k,
+            } => self.launch_view(&c, s, (*kernel, *k), (*group, *index), *src),
             Action::Replay => {
                 if let Some(graph) = &self.graph {
                     self.code.line(format!("{}.replay();", graph.var));
@@ -340,19 +361,32 @@ impl Printer<'_> {
         let (Some(dst), Some(src)) = (&self.slots[spec.dst], &self.slots[spec.src]) else {
             return None;
         };
-        let groups = Formula::workgroups(self.model.len(dst.buf));
+        let bufs = (dst.buf, src.buf);
         let (dst, src) = (dst.var.clone(), src.var.clone());
-        let kernel = self.kernel(spec.kernel);
+        Some(LaunchCall {
+            call: self.launch_code(c, (spec.kernel, spec.k), (&dst, bufs.0), &src),
+            refused: spec.dst == spec.src,
+            bufs,
+        })
+    }
+
+    /// The call launching the world's kernel `kernel` with parameter `k` on client `c`, on the
+    /// handle expression `dst` (of model buffer `dst_buf`) and `src`.
+    fn launch_code(
+        &mut self,
+        c: &str,
+        (kernel, k): (usize, u32),
+        (dst, dst_buf): (&str, u64),
+        src: &str,
+    ) -> String {
+        let groups = Formula::workgroups(self.model.len(dst_buf));
+        let kernel = self.kernel(kernel);
         self.code
             .uses("lockstep", &["CubeCount", "KernelArguments"]);
         self.code.uses("lockstep::kernel", &["Scalar"]);
-        Some(LaunchCall {
-            call: format!(
-                "{c}.launch(&{kernel}, CubeCount::Static({groups}, 1, 1), KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({})))",
-                spec.k
-            ),
-            refused: spec.dst == spec.src,
-        })
+        format!(
+            "{c}.launch(&{kernel}, CubeCount::Static({groups}, 1, 1), KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({k})))"
+        )
     }
 
     /// `call;` that must succeed, or be refused when it binds one handle twice.
@@ -368,24 +402,34 @@ impl Printer<'_> {
     }
 
     /// A launch of `spec` on `s`; with `model`, applied to the model (without, it is captured).
-    fn launch(&mut self, c: &str, s: StreamId, spec: &LaunchSpec, model: bool) {
-        let Some(LaunchCall { call, refused }) = self.launch_call(c, spec) else {
-            return;
-        };
+    /// Returns the model buffers it launched on, if it did.
+    pub(super) fn launch(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        spec: &LaunchSpec,
+        model: bool,
+    ) -> Option<(u64, u64)> {
+        let LaunchCall {
+            call,
+            refused,
+            bufs,
+        } = self.launch_call(c, spec)?;
         self.launch_statement(&call, refused);
-        if model && !refused {
-            self.model_launch(s, spec);
+        if refused {
+            return None;
         }
+        if model {
+            self.model_launch(s, (spec.kernel, spec.k), bufs);
+        }
+        Some(bufs)
     }
 
-    fn model_launch(&mut self, s: StreamId, spec: &LaunchSpec) {
-        let bufs = |slot: usize| self.slots[slot].as_ref().map(|slot| slot.buf);
-        let (Some(dst), Some(src)) = (bufs(spec.dst), bufs(spec.src)) else {
-            return;
-        };
-        let formula = &self.world.kernels[spec.kernel];
+    /// The world's kernel `kernel` with parameter `k`, run on model buffers `dst` and `src`.
+    fn model_launch(&mut self, s: StreamId, (kernel, k): (usize, u32), (dst, src): (u64, u64)) {
+        let formula = &self.world.kernels[kernel];
         self.model
-            .launch(s, dst, src, |d, s| formula.apply(d, s, spec.k));
+            .launch(s, dst, src, |d, s| formula.apply(d, s, k));
     }
 
     /// A launch inside `profile`, whose duration must resolve (the marks are taken even when
@@ -396,14 +440,18 @@ impl Printer<'_> {
             None => self.code.line(format!(
                 "let ((), {duration}) = {c}.profile(|| (), \"explore\").unwrap();"
             )),
-            Some(LaunchCall { call, refused }) => {
+            Some(LaunchCall {
+                call,
+                refused,
+                bufs,
+            }) => {
                 let launched = self.var("launched");
                 self.code.line(format!(
                     "let ({launched}, {duration}) = {c}.profile(|| {call}, \"explore\").unwrap();"
                 ));
                 self.launch_statement(&launched, refused);
                 if !refused {
-                    self.model_launch(s, spec);
+                    self.model_launch(s, (spec.kernel, spec.k), bufs);
                 }
             }
         }
@@ -457,11 +505,7 @@ impl Printer<'_> {
         let mut bufs = Vec::with_capacity(shapes.len());
         for (i, shape) in shapes.iter().enumerate() {
             let values = data(fill.wrapping_add(i as u64), shape.iter().product());
-            let strategy = if i % 2 == 0 {
-                MemoryLayoutStrategy::Optimized
-            } else {
-                MemoryLayoutStrategy::Contiguous
-            };
+            let strategy = tensor_strategy(i);
             let data = bytes(&mut self.code, &values);
             self.code.line(format!(
                 "    (MemoryLayoutDescriptor::new(MemoryLayoutStrategy::{strategy:?}, vec!{shape:?}, 4), {data}),"
@@ -477,6 +521,58 @@ impl Printer<'_> {
         if let Some(old) = self.tensors[slot].replace(group) {
             self.code.line(format!("drop({});", old.var));
         }
+    }
+
+    /// A launch whose destination is a tensor of group `group` ([`view_target`]), a view at a
+    /// non-zero offset of its allocation unless it is the first.
+    fn launch_view(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        launch: (usize, u32),
+        (group, index): (usize, usize),
+        src: usize,
+    ) {
+        let (Some(group), Some(src)) = (&self.tensors[group], &self.slots[src]) else {
+            return;
+        };
+        let dims: Vec<usize> = group.shapes.iter().map(Vec::len).collect();
+        let Some(i) = view_target(&dims, index) else {
+            return;
+        };
+        let dst = format!("{}[{i}].memory", group.var);
+        let bufs = (group.bufs[i], src.buf);
+        let src = src.var.clone();
+        let call = self.launch_code(c, launch, (&dst, bufs.0), &src);
+        self.code.line(format!("{call}.unwrap();"));
+        self.model_launch(s, launch, bufs);
+    }
+
+    /// An allocation no device serves ([`OversizedRequest`]), refused as out of memory.
+    fn oversized(&mut self, c: &str, tensors: bool, below: usize) {
+        self.code.uses("lockstep", &["ServerError"]);
+        let call = match OversizedRequest::of(tensors, below) {
+            OversizedRequest::Empty(bytes) => format!("{c}.empty({})", size_code(bytes)),
+            OversizedRequest::Tensors(sizes) => {
+                self.code.uses(
+                    "lockstep",
+                    &["MemoryLayoutDescriptor", "MemoryLayoutStrategy"],
+                );
+                let tensors: Vec<String> = sizes
+                    .iter()
+                    .map(|&bytes| {
+                        format!(
+                            "MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Contiguous, vec![{}], 1)",
+                            size_code(bytes)
+                        )
+                    })
+                    .collect();
+                format!("{c}.empty_tensors(vec![{}])", tensors.join(", "))
+            }
+        };
+        self.code.line(format!(
+            "assert!(matches!({call}, Err(ServerError::OutOfMemory(_))));"
+        ));
     }
 
     /// An in-place all-reduce of `slot` with a fresh buffer on every peer; each peer's result
@@ -541,5 +637,16 @@ impl Printer<'_> {
         self.model
             .launch(s, buf, buf, |d, _| d.copy_from_slice(&expected));
         Ok(())
+    }
+}
+
+/// A size near the top of `usize` as code: `usize::MAX - d`, or `(1 << 63) - d`.
+fn size_code(bytes: usize) -> String {
+    let top = usize::BITS - 1;
+    match (usize::MAX - bytes, (1usize << top).checked_sub(bytes)) {
+        (d, _) if d < 1 << 32 => format!("usize::MAX - {d}"),
+        (_, Some(0)) => format!("1 << {top}"),
+        (_, Some(d)) if d < 1 << 32 => format!("(1 << {top}) - {d}"),
+        _ => bytes.to_string(),
     }
 }
