@@ -49,16 +49,17 @@ pub(crate) struct LaunchOutcome {
 /// Most invocations run together (whole workgroups; a larger workgroup runs alone).
 const BATCH_LANES: usize = 1024;
 
-/// One expression's value on every lane of a batch (inactive lanes hold leftovers).
+/// One expression's value on every lane of a batch (inactive lanes hold leftovers): scalars as
+/// the bits of their type (the IR is typed, so a column has one), or booleans.
 enum Column {
-    Scalars(Vec<Scalar>),
+    Words(ElemType, Vec<u32>),
     Bools(Vec<bool>),
 }
 
 impl Column {
-    fn scalars(self) -> Vec<Scalar> {
+    fn words(self) -> (ElemType, Vec<u32>) {
         match self {
-            Column::Scalars(v) => v,
+            Column::Words(elem, bits) => (elem, bits),
             Column::Bools(_) => panic!("validated kernels use booleans only as conditions"),
         }
     }
@@ -66,15 +67,33 @@ impl Column {
     fn bools(self) -> Vec<bool> {
         match self {
             Column::Bools(v) => v,
-            Column::Scalars(_) => panic!("validated kernels use only booleans as conditions"),
+            Column::Words(..) => panic!("validated kernels use only booleans as conditions"),
         }
+    }
+
+    /// A column of indices: `u32`.
+    fn indices(self) -> Vec<u32> {
+        let (elem, bits) = self.words();
+        assert_eq!(elem, ElemType::U32, "validated kernels index with u32");
+        bits
     }
 }
 
-fn index(value: Scalar) -> u32 {
-    match value {
-        Scalar::U32(i) => i,
-        other => panic!("validated kernels index with u32, got {other:?}"),
+/// `f` over every lane's scalars, the type matched once for the column: `lift` is a
+/// constructor of one type, so once `f` is inlined the per-lane work is the operation itself.
+fn typed<T>(
+    elem: ElemType,
+    lanes: &[u32],
+    fill: T,
+    f: impl Fn(&dyn Fn(u32) -> Scalar, usize) -> T,
+) -> Vec<T>
+where
+    T: Clone,
+{
+    match elem {
+        ElemType::U32 => Batch::map(lanes, fill, |l| f(&Scalar::U32, l)),
+        ElemType::I32 => Batch::map(lanes, fill, |l| f(&|b| Scalar::I32(b as i32), l)),
+        ElemType::F32 => Batch::map(lanes, fill, |l| f(&|b| Scalar::F32(f32::from_bits(b)), l)),
     }
 }
 
@@ -105,8 +124,8 @@ struct Batch<'a, 'l> {
     first_invocation: u64,
     local_id: Vec<[u32; 3]>,
     workgroup_id: Vec<[u32; 3]>,
-    /// Per local variable, its value on every lane.
-    locals: Vec<Vec<Scalar>>,
+    /// Per local variable, its value's bits on every lane.
+    locals: Vec<Vec<u32>>,
     /// Lanes that trapped (unchecked mode): they run no further statement.
     trapped: Vec<bool>,
     any_trapped: bool,
@@ -203,9 +222,8 @@ impl<'a, 'l> Batch<'a, 'l> {
             outcome,
             violation,
             first_invocation: 0,
-            locals: (launch.def.locals.iter())
-                .map(|&t| vec![semantics::zero(t); lanes])
-                .collect(),
+            // Zero of every type is all-zero bits.
+            locals: vec![vec![0; lanes]; launch.def.locals.len()],
             trapped: vec![false; lanes],
             any_trapped: false,
             local_id,
@@ -234,7 +252,7 @@ impl<'a, 'l> Batch<'a, 'l> {
         }
         match stmt {
             Stmt::Assign { var, value } => {
-                let v = self.eval(value, lanes).scalars();
+                let (_, v) = self.eval(value, lanes).words();
                 let local = &mut self.locals[var.0 as usize];
                 for &l in lanes {
                     local[l as usize] = v[l as usize];
@@ -245,12 +263,12 @@ impl<'a, 'l> Batch<'a, 'l> {
                 index: at,
                 value,
             } => {
-                let at = self.eval(at, lanes).scalars();
-                let value = self.eval(value, lanes).scalars();
+                let at = self.eval(at, lanes).indices();
+                let (_, value) = self.eval(value, lanes).words();
                 for &l in lanes {
-                    let i = index(at[l as usize]);
+                    let i = at[l as usize];
                     if self.in_bounds(l, *binding, i) {
-                        self.store_word(*binding, i, value[l as usize].to_bits());
+                        self.store_word(*binding, i, value[l as usize]);
                     }
                 }
             }
@@ -259,14 +277,14 @@ impl<'a, 'l> Batch<'a, 'l> {
                 index: at,
                 value,
             } => {
-                let at = self.eval(at, lanes).scalars();
-                let value = self.eval(value, lanes).scalars();
-                let elem = self.launch.def.bindings[binding.0 as usize].elem;
+                let at = self.eval(at, lanes).indices();
+                let (elem, value) = self.eval(value, lanes).words();
                 for &l in lanes {
-                    let i = index(at[l as usize]);
+                    let i = at[l as usize];
                     if self.in_bounds(l, *binding, i) {
-                        let old = self.load_word(*binding, i, elem);
-                        let sum = semantics::binary(BinOp::Add, old, value[l as usize]);
+                        let old = Scalar::from_bits(elem, self.load_word(*binding, i));
+                        let add = Scalar::from_bits(elem, value[l as usize]);
+                        let sum = semantics::binary(BinOp::Add, old, add);
                         self.store_word(*binding, i, sum.to_bits());
                     }
                 }
@@ -294,10 +312,19 @@ impl<'a, 'l> Batch<'a, 'l> {
     /// Each lane loops from its `start` to its `end`; the counter is the lane's own, so the
     /// body's assignments to `var` do not change the trip count.
     fn for_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt], lanes: &[u32]) {
-        let mut counter = self.eval(start, lanes).scalars();
-        let end = self.eval(end, lanes).scalars();
-        let below = |counter: &[Scalar], l: u32| {
-            semantics::compare(CmpOp::Lt, counter[l as usize], end[l as usize])
+        let (elem, mut counter) = self.eval(start, lanes).words();
+        let (_, end) = self.eval(end, lanes).words();
+        let scalar = |bits: u32| Scalar::from_bits(elem, bits);
+        let below = |counter: &[u32], l: u32| {
+            semantics::compare(
+                CmpOp::Lt,
+                scalar(counter[l as usize]),
+                scalar(end[l as usize]),
+            )
+        };
+        let one = match elem {
+            ElemType::I32 => Scalar::I32(1),
+            _ => Scalar::U32(1),
         };
         let mut active: Vec<u32> = lanes
             .iter()
@@ -310,12 +337,8 @@ impl<'a, 'l> Batch<'a, 'l> {
             }
             self.block(body, &active);
             for &l in &active {
-                let i = counter[l as usize];
-                let one = match i {
-                    Scalar::I32(_) => Scalar::I32(1),
-                    _ => Scalar::U32(1),
-                };
-                counter[l as usize] = semantics::binary(BinOp::Add, i, one);
+                let i = scalar(counter[l as usize]);
+                counter[l as usize] = semantics::binary(BinOp::Add, i, one).to_bits();
             }
             active.retain(|&l| !self.trapped[l as usize] && below(&counter, l));
         }
@@ -335,68 +358,50 @@ impl<'a, 'l> Batch<'a, 'l> {
         out
     }
 
-    /// `op` on every lane. The validator gives both columns one type; for `u32`, the type is
-    /// matched once for the column, so the per-lane work is the operation itself.
-    fn binary(op: BinOp, l: &[Scalar], r: &[Scalar], lanes: &[u32]) -> Vec<Scalar> {
-        let u32s = |i: usize| match (l[i], r[i]) {
-            (Scalar::U32(a), Scalar::U32(b)) => (a, b),
-            other => unreachable!("a u32 column holds {other:?}"),
-        };
-        match lanes.first().map(|&f| l[f as usize]) {
-            Some(Scalar::U32(_)) => Self::map(lanes, Scalar::U32(0), |i| {
-                let (a, b) = u32s(i);
-                semantics::binary(op, Scalar::U32(a), Scalar::U32(b))
-            }),
-            _ => Self::map(lanes, Scalar::U32(0), |i| semantics::binary(op, l[i], r[i])),
-        }
-    }
-
     fn eval(&mut self, expr: &Expr, lanes: &[u32]) -> Column {
-        const ZERO: Scalar = Scalar::U32(0);
         match expr {
-            Expr::Lit(s) => Column::Scalars(Self::map(lanes, ZERO, |_| *s)),
+            Expr::Lit(s) => self.constant(s.elem_type(), s.to_bits(), lanes),
             Expr::Bool(b) => Column::Bools(Self::map(lanes, false, |_| *b)),
             Expr::Builtin(b) => {
-                Column::Scalars(Self::map(lanes, ZERO, |l| Scalar::U32(self.builtin(*b, l))))
+                Column::Words(ElemType::U32, Self::map(lanes, 0, |l| self.builtin(*b, l)))
             }
             Expr::Param(p) => {
                 let v = self.launch.params[*p as usize];
-                Column::Scalars(Self::map(lanes, ZERO, |_| v))
+                self.constant(v.elem_type(), v.to_bits(), lanes)
             }
             Expr::Var(v) => {
                 let local = &self.locals[v.0 as usize];
-                Column::Scalars(Self::map(lanes, ZERO, |l| local[l]))
+                let elem = self.launch.def.locals[v.0 as usize];
+                Column::Words(elem, Self::map(lanes, 0, |l| local[l]))
             }
-            Expr::Len(b) => {
-                let len = Scalar::U32(self.len(*b));
-                Column::Scalars(Self::map(lanes, ZERO, |_| len))
-            }
-            Expr::Load { binding, index: at } => {
-                let at = self.eval(at, lanes).scalars();
+            Expr::Len(b) => self.constant(ElemType::U32, self.len(*b), lanes),
+            Expr::Load { binding, index } => {
+                let at = self.eval(index, lanes).indices();
                 let elem = self.launch.def.bindings[binding.0 as usize].elem;
-                Column::Scalars(Self::map(lanes, ZERO, |l| {
-                    let i = index(at[l]);
+                // Out of range yields zero, whose bits are zero in every type.
+                let bits = Self::map(lanes, 0, |l| {
+                    let i = at[l];
                     if self.in_bounds(l as u32, *binding, i) {
-                        self.load_word(*binding, i, elem)
+                        self.load_word(*binding, i)
                     } else {
-                        semantics::zero(elem)
+                        0
                     }
-                }))
+                });
+                Column::Words(elem, bits)
             }
             Expr::Binary { op, lhs, rhs } => {
-                let (l, r) = (
-                    self.eval(lhs, lanes).scalars(),
-                    self.eval(rhs, lanes).scalars(),
-                );
-                Column::Scalars(Self::binary(*op, &l, &r, lanes))
+                let (elem, l) = self.eval(lhs, lanes).words();
+                let (_, r) = self.eval(rhs, lanes).words();
+                let bits = typed(elem, lanes, 0, |lift, i| {
+                    semantics::binary(*op, lift(l[i]), lift(r[i])).to_bits()
+                });
+                Column::Words(elem, bits)
             }
             Expr::Cmp { op, lhs, rhs } => {
-                let (l, r) = (
-                    self.eval(lhs, lanes).scalars(),
-                    self.eval(rhs, lanes).scalars(),
-                );
-                Column::Bools(Self::map(lanes, false, |i| {
-                    semantics::compare(*op, l[i], r[i])
+                let (elem, l) = self.eval(lhs, lanes).words();
+                let (_, r) = self.eval(rhs, lanes).words();
+                Column::Bools(typed(elem, lanes, false, |lift, i| {
+                    semantics::compare(*op, lift(l[i]), lift(r[i]))
                 }))
             }
             Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs, lanes),
@@ -405,8 +410,11 @@ impl<'a, 'l> Batch<'a, 'l> {
                 Column::Bools(Self::map(lanes, false, |l| !v[l]))
             }
             Expr::Neg(e) => {
-                let v = self.eval(e, lanes).scalars();
-                Column::Scalars(Self::map(lanes, ZERO, |l| semantics::negate(v[l])))
+                let (elem, v) = self.eval(e, lanes).words();
+                let bits = typed(elem, lanes, 0, |lift, l| {
+                    semantics::negate(lift(v[l])).to_bits()
+                });
+                Column::Words(elem, bits)
             }
             Expr::Select {
                 cond,
@@ -414,10 +422,18 @@ impl<'a, 'l> Batch<'a, 'l> {
                 if_false,
             } => self.select(cond, if_true, if_false, lanes),
             Expr::Cast { to, value } => {
-                let v = self.eval(value, lanes).scalars();
-                Column::Scalars(Self::map(lanes, ZERO, |l| semantics::cast(v[l], *to)))
+                let (elem, v) = self.eval(value, lanes).words();
+                let bits = typed(elem, lanes, 0, |lift, l| {
+                    semantics::cast(lift(v[l]), *to).to_bits()
+                });
+                Column::Words(*to, bits)
             }
         }
+    }
+
+    /// The same value on every lane.
+    fn constant(&self, elem: ElemType, bits: u32, lanes: &[u32]) -> Column {
+        Column::Words(elem, Self::map(lanes, 0, |_| bits))
     }
 
     /// Short-circuits, as WGSL's `&&`/`||` and C's do: the right side runs only on the lanes
@@ -442,11 +458,10 @@ impl<'a, 'l> Batch<'a, 'l> {
     fn select(&mut self, cond: &Expr, t: &Expr, f: &Expr, lanes: &[u32]) -> Column {
         let c = self.eval(cond, lanes).bools();
         match (self.eval(t, lanes), self.eval(f, lanes)) {
-            (Column::Scalars(t), Column::Scalars(f)) => {
-                Column::Scalars(Self::map(lanes, Scalar::U32(0), |l| {
-                    if c[l] { t[l] } else { f[l] }
-                }))
-            }
+            (Column::Words(elem, t), Column::Words(_, f)) => Column::Words(
+                elem,
+                Self::map(lanes, 0, |l| if c[l] { t[l] } else { f[l] }),
+            ),
             (Column::Bools(t), Column::Bools(f)) => {
                 Column::Bools(Self::map(lanes, false, |l| if c[l] { t[l] } else { f[l] }))
             }
@@ -476,6 +491,7 @@ impl<'a, 'l> Batch<'a, 'l> {
     /// Whether `index` is inside `binding` for `lane`. A violation is kept if it is the
     /// launch's first (lowest invocation; a lane's own violations come in program order, so
     /// its first is kept); in unchecked mode the lane also stops (it trapped).
+    #[inline]
     fn in_bounds(&mut self, lane: u32, binding: BindingId, index: u32) -> bool {
         if index < self.len(binding) {
             return true;
@@ -495,14 +511,15 @@ impl<'a, 'l> Batch<'a, 'l> {
         false
     }
 
-    fn load_word(&mut self, binding: BindingId, index: u32, elem: ElemType) -> Scalar {
+    #[inline]
+    fn load_word(&mut self, binding: BindingId, index: u32) -> u32 {
         let data = &self.bindings[binding.0 as usize];
         if !data.initialized[index as usize]
             && !self.outcome.uninitialized_loads.contains(&binding.0)
         {
             self.outcome.uninitialized_loads.push(binding.0);
         }
-        Scalar::from_bits(elem, data.words[index as usize])
+        data.words[index as usize]
     }
 
     fn store_word(&mut self, binding: BindingId, index: u32, bits: u32) {
