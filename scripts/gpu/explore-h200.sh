@@ -3,7 +3,7 @@
 # from scripts/gpu/h200.sh: the explorer's rate on one core, beside a build of an earlier commit
 # when one is carried as .gpu/lockstep-baseline (same machine, same run: simulated operations
 # per second compare, since seeds of two builds may draw different workloads), then the
-# ensemble on every core, with coverage. Logs go to $OUT when set.
+# ensemble on every core. Logs go to $OUT when set.
 #
 # A baseline, built here before carrying:
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p lockstep-conformance --bin lockstep)
@@ -26,7 +26,7 @@ for faults in --faults ""; do
   fi
 done
 jobs=$(nproc)
-run 300 .gpu/lockstep explore --seeds 100000 --seed 1000000 --faults --jobs "$jobs" --coverage
-run 300 .gpu/lockstep explore --seeds 50000 --seed 2000000 --jobs "$jobs" --coverage
+run 300 .gpu/lockstep explore --seeds 100000 --seed 1000000 --faults --jobs "$jobs"
+run 300 .gpu/lockstep explore --seeds 50000 --seed 2000000 --jobs "$jobs"
 run 300 .gpu/lockstep explore --seeds 2000 --seed 3000000 --ops 1000 --faults --jobs "$jobs"
 exit $status
