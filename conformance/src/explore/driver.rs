@@ -441,6 +441,15 @@ fn drain<D: Device>(
     Ok(())
 }
 
+/// An allocation call succeeded: only wrong once the device is lost.
+fn allocated<D: Device>(state: &State<D>) -> Result<(), String> {
+    if state.model.lost {
+        Err("an allocation succeeded after the device was lost".to_owned())
+    } else {
+        Ok(())
+    }
+}
+
 /// Checks the simulator's own verdicts: its watchdog and its sanitizer.
 fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), String> {
     if observed.watchdog_fired {
@@ -575,19 +584,12 @@ impl<D: Device> Run<'_, D> {
             return result;
         }
         let lost = state.model.lost;
-        let allocated = || {
-            if lost {
-                Err("an allocation succeeded after the device was lost".to_owned())
-            } else {
-                Ok(())
-            }
-        };
         match &step.action {
             Action::Create { slot, len, fill } => {
                 let values = data(*fill, *len);
                 match client.create(Bytes::from_elems(&values)) {
                     Ok(handle) => {
-                        allocated()?;
+                        allocated(state)?;
                         let buf = state.model.create(s, values);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -596,7 +598,7 @@ impl<D: Device> Run<'_, D> {
             }
             Action::EmptyThenFill { slot, len, fill } => match client.empty(len * 4) {
                 Ok(handle) => {
-                    allocated()?;
+                    allocated(state)?;
                     let values = data(*fill, *len);
                     client
                         .write(&handle, Bytes::from_elems(&values))
@@ -611,19 +613,7 @@ impl<D: Device> Run<'_, D> {
                 offset,
                 len,
                 fill,
-            } => {
-                let Some((handle, buf)) = &state.slots[*slot] else {
-                    return Ok(());
-                };
-                let n = state.model.len(*buf);
-                let offset = offset % n;
-                let values = data(*fill, (*len).min(n - offset));
-                client
-                    .write_at(handle, (offset * 4) as u64, Bytes::from_elems(&values))
-                    .map_err(|e| format!("write_at: {e}"))?;
-                let buf = *buf;
-                state.model.write(s, buf, offset, &values);
-            }
+            } => self.write_at(state, client, *slot, *offset, *len, *fill)?,
             Action::Launch(spec) => {
                 self.launch(state, client, s, spec, true)?;
             }
@@ -644,60 +634,9 @@ impl<D: Device> Run<'_, D> {
                 self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
             }
             Action::CreateTensors { slot, shapes, fill } => {
-                let tensors: Vec<(Vec<usize>, Vec<u32>)> = shapes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, shape)| {
-                        (
-                            shape.clone(),
-                            data(fill.wrapping_add(i as u64), shape.iter().product()),
-                        )
-                    })
-                    .collect();
-                let request = tensors
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (shape, values))| {
-                        (
-                            MemoryLayoutDescriptor::new(tensor_strategy(i), shape.clone(), 4),
-                            Bytes::from_elems(values),
-                        )
-                    })
-                    .collect();
-                match client.create_tensors(request) {
-                    Ok(layouts) => {
-                        allocated()?;
-                        let group = layouts
-                            .into_iter()
-                            .zip(tensors)
-                            .map(|(layout, (shape, values))| {
-                                (layout, shape, state.model.create(s, values))
-                            })
-                            .collect();
-                        state.tensors[*slot] = Some(group);
-                    }
-                    Err(err) => self.refused(state, err, false)?,
-                }
+                self.create_tensors(state, client, *slot, shapes, *fill)?
             }
-            Action::ReadTensors { slot } => {
-                let Some(group) = &state.tensors[*slot] else {
-                    return Ok(());
-                };
-                let descriptors = group
-                    .iter()
-                    .map(|(layout, shape, _)| {
-                        CopyDescriptor::new(
-                            layout.memory.clone(),
-                            shape.clone(),
-                            layout.strides.clone(),
-                            4,
-                        )
-                    })
-                    .collect();
-                let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
-                let result = block_on(client.read_tensor_async(descriptors));
-                self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
-            }
+            Action::ReadTensors { slot } => self.read_tensors(state, client, *slot)?,
             Action::ReadLazy { slot } => {
                 let Some((handle, buf)) = &state.slots[*slot] else {
                     return Ok(());
@@ -747,26 +686,7 @@ impl<D: Device> Run<'_, D> {
                 let result = client.sync();
                 state.model.blocking(s, result.as_ref().map(|_| ()), true)?;
             }
-            Action::Overrun { slot, past_end } => {
-                let Some((handle, buf)) = &state.slots[*slot] else {
-                    return Ok(());
-                };
-                let args = KernelArguments::new()
-                    .binding(handle)
-                    .param(Scalar::U32(*past_end));
-                client
-                    .launch(&self.overrun, CubeCount::Static(1, 1, 1), args)
-                    .map_err(|e| format!("overrun refused at the call: {e}"))?;
-                let index = state.model.len(*buf) as u32 + past_end;
-                state.model.expect_fault(
-                    s,
-                    ServerError::KernelFault {
-                        kernel: "overrun".to_owned(),
-                        binding: 0,
-                        index,
-                    },
-                );
-            }
+            Action::Overrun { slot, past_end } => self.overrun(state, client, *slot, *past_end)?,
             Action::BeginCapture { launches } => self.begin_capture(state, client, s, launches)?,
             Action::EndCapture => self.end_capture(state)?,
             Action::CaptureOutOfOrder { prepare } => {
@@ -781,27 +701,7 @@ impl<D: Device> Run<'_, D> {
                 index,
                 src,
                 k,
-            } => {
-                let (Some(group), Some((src, src_buf))) =
-                    (&state.tensors[*group], &state.slots[*src])
-                else {
-                    return Ok(());
-                };
-                let dims: Vec<usize> = group.iter().map(|(_, shape, _)| shape.len()).collect();
-                let Some(i) = view_target(&dims, *index) else {
-                    return Ok(());
-                };
-                let (layout, shape, dst_buf) = &group[i];
-                if layout.strides != contiguous_strides(shape) {
-                    return Err(format!(
-                        "tensor {i} of shape {shape:?}, requested dense, has strides {:?}",
-                        layout.strides
-                    ));
-                }
-                let dst = (layout.memory.clone(), *dst_buf);
-                let src = (src.clone(), *src_buf);
-                self.launch_on(state, client, s, (*kernel, *k), dst, src, true)?;
-            }
+            } => self.launch_view(state, client, (*kernel, *k), *group, *index, *src)?,
             Action::Replay => {
                 if let Some(captured) = &state.graph {
                     captured.graph.replay();
@@ -818,45 +718,13 @@ impl<D: Device> Run<'_, D> {
             Action::AllReduce { slot, op, fill } => {
                 self.all_reduce(state, client, s, *slot, *op, *fill)?
             }
-            Action::ToPeer { slot, peer } => {
-                let Some((handle, buf)) = &state.slots[*slot] else {
-                    return Ok(());
-                };
-                let peer = &self.peers[*peer];
-                let copy = client
-                    .to_client(handle.clone(), peer, ElemType::U32)
-                    .map_err(|e| format!("to_client: {e}"))?;
-                let read = peer
-                    .read_one(copy)
-                    .map_err(|e| format!("read on peer {}: {e}", peer.peer_id()))?;
-                let buf = *buf;
-                state.model.check_read(
-                    "to_client, read on the peer",
-                    buf,
-                    &read.to_elems::<u32>(),
-                )?;
-            }
+            Action::ToPeer { slot, peer } => self.to_peer(state, client, *slot, *peer)?,
             Action::FromPeer {
                 slot,
                 peer,
                 len,
                 fill,
-            } => {
-                let values = data(*fill, *len);
-                let peer = &self.peers[*peer];
-                let src = peer
-                    .create(Bytes::from_elems(&values))
-                    .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
-                match peer.to_client(src, client, ElemType::U32) {
-                    Ok(handle) => {
-                        let buf = state.model.create(s, values);
-                        state.slots[*slot] = Some((handle, buf));
-                    }
-                    Err(err) => self
-                        .refused(state, err, false)
-                        .map_err(|why| format!("to_client from a peer: {why}"))?,
-                }
-            }
+            } => self.copy_from_peer(state, client, *slot, *peer, *len, *fill)?,
             Action::Install => {
                 match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
                     Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => {}
@@ -873,6 +741,215 @@ impl<D: Device> Run<'_, D> {
             }
         }
         Ok(())
+    }
+
+    /// `write_at` of `len` elements at element `offset`, both clipped to the slot's buffer.
+    fn write_at(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        offset: usize,
+        len: usize,
+        fill: u64,
+    ) -> Result<(), String> {
+        let Some((handle, buf)) = &state.slots[slot] else {
+            return Ok(());
+        };
+        let n = state.model.len(*buf);
+        let offset = offset % n;
+        let values = data(fill, len.min(n - offset));
+        client
+            .write_at(handle, (offset * 4) as u64, Bytes::from_elems(&values))
+            .map_err(|e| format!("write_at: {e}"))?;
+        let buf = *buf;
+        state.model.write(client.stream_id(), buf, offset, &values);
+        Ok(())
+    }
+
+    /// `create_tensors` of `shapes`, packed into one allocation, into tensor slot `slot`.
+    fn create_tensors(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        shapes: &[Vec<usize>],
+        fill: u64,
+    ) -> Result<(), String> {
+        let tensors: Vec<(Vec<usize>, Vec<u32>)> = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                (
+                    shape.clone(),
+                    data(fill.wrapping_add(i as u64), shape.iter().product()),
+                )
+            })
+            .collect();
+        let request = tensors
+            .iter()
+            .enumerate()
+            .map(|(i, (shape, values))| {
+                (
+                    MemoryLayoutDescriptor::new(tensor_strategy(i), shape.clone(), 4),
+                    Bytes::from_elems(values),
+                )
+            })
+            .collect();
+        match client.create_tensors(request) {
+            Ok(layouts) => {
+                allocated(state)?;
+                let s = client.stream_id();
+                let group = layouts
+                    .into_iter()
+                    .zip(tensors)
+                    .map(|(layout, (shape, values))| (layout, shape, state.model.create(s, values)))
+                    .collect();
+                state.tensors[slot] = Some(group);
+                Ok(())
+            }
+            Err(err) => self.refused(state, err, false),
+        }
+    }
+
+    /// `read_tensor` of every tensor of the group in tensor slot `slot`.
+    fn read_tensors(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+    ) -> Result<(), String> {
+        let Some(group) = &state.tensors[slot] else {
+            return Ok(());
+        };
+        let descriptors = group
+            .iter()
+            .map(|(layout, shape, _)| {
+                CopyDescriptor::new(
+                    layout.memory.clone(),
+                    shape.clone(),
+                    layout.strides.clone(),
+                    4,
+                )
+            })
+            .collect();
+        let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
+        let result = block_on(client.read_tensor_async(descriptors));
+        let s = client.stream_id();
+        self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+    }
+
+    /// A checked kernel that stores `past_end` elements past the slot's end: the stream must
+    /// report that `KernelFault` at its next blocking call.
+    fn overrun(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        past_end: u32,
+    ) -> Result<(), String> {
+        let Some((handle, buf)) = &state.slots[slot] else {
+            return Ok(());
+        };
+        let args = KernelArguments::new()
+            .binding(handle)
+            .param(Scalar::U32(past_end));
+        client
+            .launch(&self.overrun, CubeCount::Static(1, 1, 1), args)
+            .map_err(|e| format!("overrun refused at the call: {e}"))?;
+        let index = state.model.len(*buf) as u32 + past_end;
+        state.model.expect_fault(
+            client.stream_id(),
+            ServerError::KernelFault {
+                kernel: "overrun".to_owned(),
+                binding: 0,
+                index,
+            },
+        );
+        Ok(())
+    }
+
+    /// A launch of `(kernel, k)` whose destination is a tensor of the group in tensor slot
+    /// `group` (see [`view_target`]), at a non-zero offset unless it is the first.
+    fn launch_view(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        (kernel, k): (usize, u32),
+        group: usize,
+        index: usize,
+        src: usize,
+    ) -> Result<(), String> {
+        let (Some(group), Some((src, src_buf))) = (&state.tensors[group], &state.slots[src]) else {
+            return Ok(());
+        };
+        let dims: Vec<usize> = group.iter().map(|(_, shape, _)| shape.len()).collect();
+        let Some(i) = view_target(&dims, index) else {
+            return Ok(());
+        };
+        let (layout, shape, dst_buf) = &group[i];
+        if layout.strides != contiguous_strides(shape) {
+            return Err(format!(
+                "tensor {i} of shape {shape:?}, requested dense, has strides {:?}",
+                layout.strides
+            ));
+        }
+        let dst = (layout.memory.clone(), *dst_buf);
+        let src = (src.clone(), *src_buf);
+        let s = client.stream_id();
+        self.launch_on(state, client, s, (kernel, k), dst, src, true)
+            .map(drop)
+    }
+
+    /// `to_client` of the slot to peer `peer`, read back there.
+    fn to_peer(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        peer: usize,
+    ) -> Result<(), String> {
+        let Some((handle, buf)) = &state.slots[slot] else {
+            return Ok(());
+        };
+        let peer = &self.peers[peer];
+        let copy = client
+            .to_client(handle.clone(), peer, ElemType::U32)
+            .map_err(|e| format!("to_client: {e}"))?;
+        let read = peer
+            .read_one(copy)
+            .map_err(|e| format!("read on peer {}: {e}", peer.peer_id()))?;
+        let buf = *buf;
+        state
+            .model
+            .check_read("to_client, read on the peer", buf, &read.to_elems::<u32>())
+    }
+
+    /// `to_client` of a fresh buffer of peer `peer` into `slot`.
+    fn copy_from_peer(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        peer: usize,
+        len: usize,
+        fill: u64,
+    ) -> Result<(), String> {
+        let values = data(fill, len);
+        let peer = &self.peers[peer];
+        let src = peer
+            .create(Bytes::from_elems(&values))
+            .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
+        match peer.to_client(src, client, ElemType::U32) {
+            Ok(handle) => {
+                let buf = state.model.create(client.stream_id(), values);
+                state.slots[slot] = Some((handle, buf));
+                Ok(())
+            }
+            Err(err) => self
+                .refused(state, err, false)
+                .map_err(|why| format!("to_client from a peer: {why}")),
+        }
     }
 
     /// Profiling refuses only what every call refuses (a lost device) and returns the stream's
