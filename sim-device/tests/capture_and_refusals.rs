@@ -1,33 +1,19 @@
 //! Refusals that must change nothing, and graph captures that other streams work beside: the
 //! programs of issue 12, each with what a user expects of it.
 
-use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder};
 use lockstep::{
-    Bytes, CaptureError, ComputeClient, CubeCount, DeviceError, Handle, Kernel, KernelArguments,
+    Bytes, CaptureError, ComputeClient, CubeCount, DeviceError, Handle, KernelArguments,
     MemoryLayoutDescriptor, MemoryLayoutStrategy, PoolKind, ServerError, StreamId,
 };
 use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault, SimConfig, SimDevice, SimProbe};
+
+mod common;
+use common::{add_one, pinned};
 
 fn client(config: SimConfig) -> (ComputeClient<SimDevice>, SimProbe) {
     let device = SimDevice::new(config);
     let probe = device.probe();
     (ComputeClient::new(device), probe)
-}
-
-fn pinned(client: &ComputeClient<SimDevice>, stream: u64) -> ComputeClient<SimDevice> {
-    let mut c = client.clone();
-    c.set_stream(StreamId(stream));
-    c
-}
-
-fn add_one() -> Kernel {
-    let mut k = KernelBuilder::new("add_one", [4, 1, 1]);
-    let data = k.binding(ElemType::U32, Access::ReadWrite);
-    let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(data.len()), |k| {
-        k.store(data, i.clone(), data.load(i) + 1u32);
-    });
-    Kernel::new(k.build().unwrap()).unwrap()
 }
 
 /// Adds one to each of the four `u32`s of `handle`.

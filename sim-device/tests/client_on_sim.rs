@@ -4,28 +4,15 @@
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
 use lockstep::{
-    Bytes, ComputeClient, CubeCount, DeviceError, Kernel, KernelArguments, ServerError, StreamId,
+    Bytes, ComputeClient, CubeCount, DeviceError, Kernel, KernelArguments, ServerError,
 };
 use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault, SimConfig, SimDevice};
 
+mod common;
+use common::{add_one, pinned};
+
 fn client(config: SimConfig) -> ComputeClient<SimDevice> {
     ComputeClient::new(SimDevice::new(config))
-}
-
-fn pinned(client: &ComputeClient<SimDevice>, stream: u64) -> ComputeClient<SimDevice> {
-    let mut c = client.clone();
-    c.set_stream(StreamId(stream));
-    c
-}
-
-fn add_one() -> Kernel {
-    let mut k = KernelBuilder::new("add_one", [4, 1, 1]);
-    let data = k.binding(ElemType::U32, Access::ReadWrite);
-    let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(data.len()), |k| {
-        k.store(data, i.clone(), data.load(i) + 1u32);
-    });
-    Kernel::new(k.build().unwrap()).unwrap()
 }
 
 fn launch_add_one(client: &ComputeClient<SimDevice>, handle: &lockstep::Handle, elems: u32) {
