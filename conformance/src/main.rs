@@ -63,6 +63,9 @@ enum Command {
         /// Seeds explored in parallel.
         #[arg(long, default_value_t = 1)]
         jobs: usize,
+        /// Print hits per coverage cell and the reachable cells never hit; fail if one remains.
+        #[arg(long)]
+        coverage: bool,
     },
     /// Rerun one explored seed, twice (the traces must be identical); prints the world it drew
     /// and its trace hash last.
@@ -121,13 +124,17 @@ fn main() -> ExitCode {
             seed,
             faults,
             jobs,
-        } => explore(ExploreConfig {
-            first_seed: seed.unwrap_or_else(default_seed),
-            seeds,
-            faults,
-            jobs,
-            backstop: Duration::from_secs(120),
-        }),
+            coverage,
+        } => explore(
+            ExploreConfig {
+                first_seed: seed.unwrap_or_else(default_seed),
+                seeds,
+                faults,
+                jobs,
+                backstop: Duration::from_secs(120),
+            },
+            coverage,
+        ),
         Command::Replay {
             seed,
             faults,
@@ -236,7 +243,7 @@ fn replay_line(seed: u64, faults: bool) -> String {
     format!("lockstep replay --seed {seed}{faults}")
 }
 
-fn explore(config: ExploreConfig) -> ExitCode {
+fn explore(config: ExploreConfig, coverage: bool) -> ExitCode {
     println!(
         "explore: {} seeds from {} ({}), {} jobs",
         config.seeds,
@@ -305,7 +312,12 @@ fn explore(config: ExploreConfig) -> ExitCode {
         summary.seeds as usize - summary.failures.len(),
         summary.failures.len() + summary.hung.len()
     );
-    if summary.passed() {
+    let covered = !coverage || {
+        let report = explore::coverage::Report::new(&summary.coverage);
+        print!("{report}");
+        report.passed()
+    };
+    if summary.passed() && covered {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -89,21 +89,21 @@ fn knocked_out() -> ServerOptions {
 
 #[test]
 fn seed_11_reads_stale_bytes_without_cross_stream_ordering() {
-    // The explorer: a read returns never-written bytes (poison, 0xA5A5A5A5 = 2779096485) where
-    // the model holds what another stream wrote.
+    // The explorer: a read returns what one stream wrote first (3020914628) where the model
+    // holds what another stream wrote after it.
     let message = panic_message(|| seed_11::seed_11(knocked_out()));
     assert!(
-        message.contains("left: [2779096485]\n right: [2344025335]"),
+        message.contains("left: [3020914628]\n right: [1429331802]"),
         "{message}"
     );
 }
 
 #[test]
 fn seed_35_all_reduces_stale_bytes_without_cross_stream_ordering() {
-    // The explorer: "all_reduce (Sum) on peer 0:1 differs from the reference".
+    // The explorer: "all_reduce (Min) on peer 0:1 differs from the reference".
     let message = panic_message(|| seed_35::seed_35(knocked_out()));
     assert!(
-        message.contains("right: [1822010947]"),
+        message.contains("right: [914628834, 1205981163]"),
         "{message}"
     );
 }

@@ -186,7 +186,9 @@ impl Printer<'_> {
             | Action::EndCapture
             | Action::CaptureOutOfOrder { .. }
             | Action::Oversized { .. }
-            | Action::LaunchView { .. } => {
+            | Action::LaunchView { .. }
+            | Action::Prepare
+            | Action::Edge(_) => {
                 return Err(Unprintable::Unsupported(format!(
                     "the printer does not yet print {:?}",
                     step.action
