@@ -67,6 +67,9 @@ enum Command {
         /// workloads).
         #[arg(long)]
         ops: Option<usize>,
+        /// Print hits per coverage cell and the reachable cells never hit; fail if one remains.
+        #[arg(long)]
+        coverage: bool,
     },
     /// Rerun one explored seed, twice (the traces must be identical); prints the world it drew
     /// and its trace hash last.
@@ -129,14 +132,18 @@ fn main() -> ExitCode {
             faults,
             jobs,
             ops,
-        } => explore(ExploreConfig {
-            first_seed: seed.unwrap_or_else(default_seed),
-            seeds,
-            faults,
-            ops,
-            jobs,
-            backstop: Duration::from_secs(120),
-        }),
+            coverage,
+        } => explore(
+            ExploreConfig {
+                first_seed: seed.unwrap_or_else(default_seed),
+                seeds,
+                faults,
+                ops,
+                jobs,
+                backstop: Duration::from_secs(120),
+            },
+            coverage,
+        ),
         Command::Replay {
             seed,
             faults,
@@ -254,7 +261,7 @@ fn replay_line(seed: u64, config: &ExploreConfig) -> String {
     format!("lockstep replay --seed {seed}{faults}{ops}")
 }
 
-fn explore(config: ExploreConfig) -> ExitCode {
+fn explore(config: ExploreConfig, coverage: bool) -> ExitCode {
     println!(
         "explore: {} seeds from {} ({}), {} jobs",
         config.seeds,
@@ -323,7 +330,12 @@ fn explore(config: ExploreConfig) -> ExitCode {
         summary.seeds as usize - summary.failures.len(),
         summary.failures.len() + summary.hung.len()
     );
-    if summary.passed() {
+    let covered = !coverage || {
+        let report = explore::coverage::Report::new(&summary.coverage);
+        print!("{report}");
+        report.passed()
+    };
+    if summary.passed() && covered {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -14,7 +14,13 @@ use lockstep::{
 };
 use lockstep_sim::{FaultKind, SanitizerReport};
 
+mod edge;
+mod reach;
+
+pub(super) use edge::{misaligned_write, write_misaligned};
+
 use super::Devices;
+use super::coverage::{Arg, Hits, Method, Recorder, StreamState};
 use super::formula::Formula;
 use super::model::Model;
 use super::workload::{
@@ -40,6 +46,8 @@ pub struct Execution {
     /// Allocations an installed pool's cap refused (legal; the shrinker's printer cannot
     /// predict them).
     pub capped_refusals: u64,
+    /// The coverage cells this run's calls hit.
+    pub coverage: Hits,
     /// Why the run failed; `None` when every check held.
     pub failure: Option<String>,
 }
@@ -94,8 +102,8 @@ impl Captures {
 pub(super) enum InCapture<'a> {
     /// A launch, recorded into the graph instead of run.
     Recorded(&'a LaunchSpec),
-    /// A write of one zero element to `slot`: enqueued, and refused late, by `stop_capture`
-    /// failing with `WriteInCapture`.
+    /// A `write_at` of one zero element at the start of `slot`: enqueued, and refused late, by
+    /// `stop_capture` failing with `WriteInCapture`.
     WrittenInWindow { slot: usize },
     /// A call refused at once with `CaptureError::Refused`.
     Refused(Refused),
@@ -114,15 +122,26 @@ pub(super) enum Refused {
     },
     Flush,
     Sync,
+    /// `graph_prepare`, refused as `AlreadyCapturing`.
+    Prepare,
 }
 
 impl Refused {
-    /// The operation the refusal names.
+    /// The call refused.
     pub fn operation(self) -> &'static str {
         match self {
             Refused::Read { .. } => READ,
             Refused::Flush => "flush",
             Refused::Sync => "sync",
+            Refused::Prepare => "graph_prepare",
+        }
+    }
+
+    /// What capturing stream `s` returns for the call.
+    pub fn expected(self, s: StreamId) -> CaptureError {
+        match self {
+            Refused::Prepare => CaptureError::AlreadyCapturing { stream: s },
+            call => refusal(call.operation(), s),
         }
     }
 }
@@ -148,6 +167,7 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         }
         Action::Flush => InCapture::Refused(Refused::Flush),
         Action::Sync => InCapture::Refused(Refused::Sync),
+        Action::Prepare => InCapture::Refused(Refused::Prepare),
         Action::Release { .. }
         | Action::ReleaseTensors { .. }
         | Action::EndCapture
@@ -202,6 +222,7 @@ struct State<D: Device> {
     graph: Option<Captured<D>>,
     captures: Captures,
     failure: Option<String>,
+    reach: Recorder,
 }
 
 struct Run<'w, D: Device> {
@@ -303,6 +324,7 @@ fn drive<D: Device>(
         graph: None,
         captures: Captures::default(),
         failure: None,
+        reach: Recorder::default(),
     };
     // The host threads are logical: they take turns on this one OS thread, in the schedule's
     // order, exactly as the device would see real threads that act strictly in turn.
@@ -372,6 +394,7 @@ fn finish<D: Device>(
     seen: &mut Seen,
 ) -> Result<(), String> {
     if let Some(failure) = state.failure.take() {
+        execution.coverage = std::mem::take(&mut state.reach.hits);
         return Err(failure);
     }
     let bound = execution.host_ops * 4 + 16;
@@ -380,7 +403,16 @@ fn finish<D: Device>(
         drain(base, model, bound, "at the end of the workload")?;
         model.expected_faults_met()?;
         model.judge_suspects()?;
-        drop(state.graph.take());
+        if let Some(captured) = state.graph.take() {
+            // Drained: the graph's stream is idle, unless the device was lost.
+            let drained = if model.lost {
+                StreamState::Lost
+            } else {
+                StreamState::Idle
+            };
+            let at = (drained, captured.graph.stream());
+            state.reach.call(Method::DropGraph, at, Arg::Any, &[]);
+        }
         state.slots.clear();
         state.tensors.clear();
         state.lazies.clear();
@@ -408,6 +440,7 @@ fn finish<D: Device>(
         }
         Ok(())
     })();
+    execution.coverage = std::mem::take(&mut state.reach.hits);
     execution.reads_checked = model.reads_checked;
     execution.faults_surfaced = model.faults_surfaced;
     execution.kernel_faults = model.kernel_faults;
@@ -587,27 +620,34 @@ impl<D: Device> Run<'_, D> {
         match &step.action {
             Action::Create { slot, len, fill } => {
                 let values = data(*fill, *len);
+                state.hit(Method::Create, s, self.size_class(*len), &[]);
                 match client.create(Bytes::from_elems(&values)) {
                     Ok(handle) => {
                         allocated(state)?;
                         let buf = state.model.create(s, values);
+                        state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
                     Err(err) => self.refused(state, err, false)?,
                 }
             }
-            Action::EmptyThenFill { slot, len, fill } => match client.empty(len * 4) {
-                Ok(handle) => {
-                    allocated(state)?;
-                    let values = data(*fill, *len);
-                    client
-                        .write(&handle, Bytes::from_elems(&values))
-                        .map_err(|e| format!("write: {e}"))?;
-                    let buf = state.model.create(s, values);
-                    state.slots[*slot] = Some((handle, buf));
+            Action::EmptyThenFill { slot, len, fill } => {
+                state.hit(Method::Empty, s, self.size_class(*len), &[]);
+                match client.empty(len * 4) {
+                    Ok(handle) => {
+                        allocated(state)?;
+                        let values = data(*fill, *len);
+                        state.hit(Method::Write, s, Arg::Ordinary, &[]);
+                        client
+                            .write(&handle, Bytes::from_elems(&values))
+                            .map_err(|e| format!("write: {e}"))?;
+                        let buf = state.model.create(s, values);
+                        state.reach.created(buf, s);
+                        state.slots[*slot] = Some((handle, buf));
+                    }
+                    Err(err) => self.refused(state, err, false)?,
                 }
-                Err(err) => self.refused(state, err, false)?,
-            },
+            }
             Action::Write {
                 slot,
                 offset,
@@ -621,8 +661,9 @@ impl<D: Device> Run<'_, D> {
                 let Some((handle, buf)) = &state.slots[*slot] else {
                     return Ok(());
                 };
-                let buf = *buf;
-                let result = client.read_one(handle.clone());
+                let (handle, buf) = (handle.clone(), *buf);
+                state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
+                let result = client.read_one(handle);
                 self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
             }
             Action::ReadPair { a, b } => {
@@ -630,7 +671,9 @@ impl<D: Device> Run<'_, D> {
                     return Ok(());
                 };
                 let bufs = [*ba, *bb];
-                let result = block_on(client.read_async(vec![ha.clone(), hb.clone()]));
+                let handles = vec![ha.clone(), hb.clone()];
+                state.hit(Method::ReadAsync, s, Arg::Ordinary, &bufs);
+                let result = block_on(client.read_async(handles));
                 self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
             }
             Action::CreateTensors { slot, shapes, fill } => {
@@ -643,14 +686,16 @@ impl<D: Device> Run<'_, D> {
                 };
                 let len = state.model.len(*buf);
                 let descriptor = CopyDescriptor::new(handle.clone(), vec![len], vec![1], 4);
-                let lazy = client.read_lazy(descriptor);
                 let buf = *buf;
+                state.hit(Method::ReadLazy, s, Arg::Ordinary, &[buf]);
+                let lazy = client.read_lazy(descriptor);
                 state.lazies.push_back((lazy, buf, s));
             }
             Action::Materialize => {
                 let Some((lazy, buf, s)) = state.lazies.pop_front() else {
                     return Ok(());
                 };
+                state.hit(Method::Materialize, s, Arg::Any, &[]);
                 let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
                 if state.captures.records(s) {
                     let refused = refusal(READ, s);
@@ -659,11 +704,13 @@ impl<D: Device> Run<'_, D> {
                 self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
             }
             Action::Profile(spec) => {
+                state.hit(Method::Profile, s, Arg::Any, &[]);
                 let result =
                     client.profile(|| self.launch(state, client, s, spec, true), "explore");
                 match result {
                     Ok((launched, duration)) => {
                         launched?;
+                        state.hit(Method::ProfileResolve, s, Arg::Any, &[]);
                         if let Err(err) = duration.resolve_blocking() {
                             self.profile_failed(state, s, err)?;
                         }
@@ -672,17 +719,28 @@ impl<D: Device> Run<'_, D> {
                 }
             }
             Action::DryRun(spec) => {
+                state.hit(Method::DryRun, s, Arg::Any, &[]);
                 lockstep::dry_run(|| self.launch(state, client, s, spec, false))?;
             }
-            Action::Release { slot } => state.slots[*slot] = None,
-            Action::ReleaseTensors { slot } => state.tensors[*slot] = None,
+            Action::Release { slot } => {
+                if let Some((_, buf)) = state.slots[*slot].take() {
+                    state.hit_drop(buf);
+                }
+            }
+            Action::ReleaseTensors { slot } => {
+                if let Some(group) = state.tensors[*slot].take() {
+                    state.hit_drop(group[0].2);
+                }
+            }
             Action::Flush => {
+                state.hit(Method::Flush, s, Arg::Any, &[]);
                 let result = client.flush();
                 state
                     .model
                     .blocking(s, result.as_ref().map(|_| ()), false)?;
             }
             Action::Sync => {
+                state.hit(Method::Sync, s, Arg::Any, &[]);
                 let result = client.sync();
                 state.model.blocking(s, result.as_ref().map(|_| ()), true)?;
             }
@@ -703,9 +761,10 @@ impl<D: Device> Run<'_, D> {
                 k,
             } => self.launch_view(state, client, (*kernel, *k), *group, *index, *src)?,
             Action::Replay => {
-                if let Some(captured) = &state.graph {
+                if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
+                    state.hit(Method::Replay, gs, Arg::Any, &[]);
+                    let captured = state.graph.as_ref().expect("a graph is live");
                     captured.graph.replay();
-                    let gs = captured.graph.stream();
                     for &(kernel, dst, src, k) in &captured.launches {
                         let formula = &self.world.kernels[kernel];
                         state
@@ -714,7 +773,12 @@ impl<D: Device> Run<'_, D> {
                     }
                 }
             }
-            Action::DropGraph => state.graph = None,
+            Action::DropGraph => {
+                if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
+                    state.hit(Method::DropGraph, gs, Arg::Any, &[]);
+                    state.graph = None;
+                }
+            }
             Action::AllReduce { slot, op, fill } => {
                 self.all_reduce(state, client, s, *slot, *op, *fill)?
             }
@@ -726,6 +790,7 @@ impl<D: Device> Run<'_, D> {
                 fill,
             } => self.copy_from_peer(state, client, *slot, *peer, *len, *fill)?,
             Action::Install => {
+                state.hit(Method::InstallMemoryPools, s, Arg::Any, &[]);
                 match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
                     Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => {}
                     Err(InstallMemoryPoolsError::StreamUnavailable)
@@ -733,12 +798,27 @@ impl<D: Device> Run<'_, D> {
                     Err(other) => return Err(format!("install_memory_pools: {other}")),
                 }
             }
-            Action::Cleanup => client.memory_cleanup(),
+            Action::Cleanup => {
+                state.hit(Method::MemoryCleanup, s, Arg::Any, &[]);
+                client.memory_cleanup();
+            }
             Action::Usage => {
+                state.hit(Method::MemoryUsage, s, Arg::Any, &[]);
                 client
                     .memory_usage()
                     .map_err(|e| format!("memory_usage must always answer: {e}"))?;
+                state.hit(Method::MemoryReport, s, Arg::Any, &[]);
+                client
+                    .memory_report()
+                    .map_err(|e| format!("memory_report must always answer: {e}"))?;
             }
+            Action::Prepare => {
+                state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
+                if capture_call(state, s, "graph_prepare", client.graph_prepare())? {
+                    state.captures.prepared.insert(s);
+                }
+            }
+            Action::Edge(call) => self.edge(state, client, s, call)?,
         }
         Ok(())
     }
@@ -759,11 +839,18 @@ impl<D: Device> Run<'_, D> {
         let n = state.model.len(*buf);
         let offset = offset % n;
         let values = data(fill, len.min(n - offset));
+        let (handle, buf) = (handle.clone(), *buf);
+        let arg = if values.len() == 1 {
+            Arg::One
+        } else {
+            Arg::Ordinary
+        };
+        let s = client.stream_id();
+        state.hit(Method::WriteAt, s, arg, &[buf]);
         client
-            .write_at(handle, (offset * 4) as u64, Bytes::from_elems(&values))
+            .write_at(&handle, (offset * 4) as u64, Bytes::from_elems(&values))
             .map_err(|e| format!("write_at: {e}"))?;
-        let buf = *buf;
-        state.model.write(client.stream_id(), buf, offset, &values);
+        state.model.write(s, buf, offset, &values);
         Ok(())
     }
 
@@ -796,14 +883,19 @@ impl<D: Device> Run<'_, D> {
                 )
             })
             .collect();
+        let s = client.stream_id();
+        state.hit(Method::CreateTensors, s, Arg::Ordinary, &[]);
         match client.create_tensors(request) {
             Ok(layouts) => {
                 allocated(state)?;
-                let s = client.stream_id();
                 let group = layouts
                     .into_iter()
                     .zip(tensors)
-                    .map(|(layout, (shape, values))| (layout, shape, state.model.create(s, values)))
+                    .map(|(layout, (shape, values))| {
+                        let buf = state.model.create(s, values);
+                        state.reach.created(buf, s);
+                        (layout, shape, buf)
+                    })
                     .collect();
                 state.tensors[slot] = Some(group);
                 Ok(())
@@ -834,8 +926,14 @@ impl<D: Device> Run<'_, D> {
             })
             .collect();
         let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
-        let result = block_on(client.read_tensor_async(descriptors));
+        let arg = if bufs.len() > 1 {
+            Arg::View
+        } else {
+            Arg::Ordinary
+        };
         let s = client.stream_id();
+        state.hit(Method::ReadTensorAsync, s, arg, &bufs);
+        let result = block_on(client.read_tensor_async(descriptors));
         self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))
     }
 
@@ -851,13 +949,15 @@ impl<D: Device> Run<'_, D> {
         let Some((handle, buf)) = &state.slots[slot] else {
             return Ok(());
         };
+        let (handle, buf) = (handle.clone(), *buf);
+        state.hit(Method::Launch, client.stream_id(), Arg::Ordinary, &[buf]);
         let args = KernelArguments::new()
-            .binding(handle)
+            .binding(&handle)
             .param(Scalar::U32(past_end));
         client
             .launch(&self.overrun, CubeCount::Static(1, 1, 1), args)
             .map_err(|e| format!("overrun refused at the call: {e}"))?;
-        let index = state.model.len(*buf) as u32 + past_end;
+        let index = state.model.len(buf) as u32 + past_end;
         state.model.expect_fault(
             client.stream_id(),
             ServerError::KernelFault {
@@ -897,6 +997,7 @@ impl<D: Device> Run<'_, D> {
         let dst = (layout.memory.clone(), *dst_buf);
         let src = (src.clone(), *src_buf);
         let s = client.stream_id();
+        state.hit(Method::Launch, s, Arg::View, &[dst.1, src.1]);
         self.launch_on(state, client, s, (kernel, k), dst, src, true)
             .map(drop)
     }
@@ -913,13 +1014,14 @@ impl<D: Device> Run<'_, D> {
             return Ok(());
         };
         let peer = &self.peers[peer];
+        let (handle, buf) = (handle.clone(), *buf);
+        state.hit(Method::ToClient, client.stream_id(), Arg::Ordinary, &[buf]);
         let copy = client
-            .to_client(handle.clone(), peer, ElemType::U32)
+            .to_client(handle, peer, ElemType::U32)
             .map_err(|e| format!("to_client: {e}"))?;
         let read = peer
             .read_one(copy)
             .map_err(|e| format!("read on peer {}: {e}", peer.peer_id()))?;
-        let buf = *buf;
         state
             .model
             .check_read("to_client, read on the peer", buf, &read.to_elems::<u32>())
@@ -940,9 +1042,12 @@ impl<D: Device> Run<'_, D> {
         let src = peer
             .create(Bytes::from_elems(&values))
             .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
+        let s = client.stream_id();
+        state.hit(Method::ToClientInto, s, Arg::Ordinary, &[]);
         match peer.to_client(src, client, ElemType::U32) {
             Ok(handle) => {
-                let buf = state.model.create(client.stream_id(), values);
+                let buf = state.model.create(s, values);
+                state.reach.created(buf, s);
                 state.slots[slot] = Some((handle, buf));
                 Ok(())
             }
@@ -1002,16 +1107,17 @@ impl<D: Device> Run<'_, D> {
         model: bool,
     ) -> Result<Option<(u64, u64)>, String> {
         let (Some((dst, dst_buf)), Some((src, src_buf))) =
-            (&state.slots[spec.dst], &state.slots[spec.src])
+            (state.slots[spec.dst].clone(), state.slots[spec.src].clone())
         else {
             return Ok(None);
         };
         if spec.dst == spec.src {
+            state.hit(Method::Launch, s, Arg::Aliased, &[]);
             let args = KernelArguments::new()
-                .binding(dst)
-                .binding(src)
+                .binding(&dst)
+                .binding(&src)
                 .param(Scalar::U32(spec.k));
-            let count = CubeCount::Static(Formula::workgroups(state.model.len(*dst_buf)), 1, 1);
+            let count = CubeCount::Static(Formula::workgroups(state.model.len(dst_buf)), 1, 1);
             return match client.launch(&self.kernels[spec.kernel], count, args) {
                 Err(IoError::InvalidLaunch { .. }) => Ok(None),
                 other => Err(format!(
@@ -1019,8 +1125,8 @@ impl<D: Device> Run<'_, D> {
                 )),
             };
         }
-        let dst = (dst.clone(), *dst_buf);
-        let src = (src.clone(), *src_buf);
+        state.hit(Method::Launch, s, Arg::Ordinary, &[dst_buf, src_buf]);
+        let (dst, src) = ((dst, dst_buf), (src, src_buf));
         self.launch_on(state, client, s, (spec.kernel, spec.k), dst, src, model)
     }
 
@@ -1068,7 +1174,8 @@ impl<D: Device> Run<'_, D> {
         let Some((handle, buf)) = &state.slots[slot] else {
             return Ok(());
         };
-        let buf = *buf;
+        let (handle, buf) = (handle.clone(), *buf);
+        state.hit(Method::AllReduce, s, Arg::Ordinary, &[buf]);
         let devices: Vec<DeviceId> = std::iter::once(client.peer_id())
             .chain(self.peers.iter().map(ComputeClient::peer_id))
             .collect();
@@ -1077,7 +1184,7 @@ impl<D: Device> Run<'_, D> {
                 .map_err(|e| format!("all_reduce on {}: {e}", c.peer_id()))
         };
         // Every part is enqueued before anything waits: a wait would block on the parts after.
-        reduce(client, handle)?;
+        reduce(client, &handle)?;
         let len = state.model.len(buf);
         let mut expected = state.model.values(buf).to_vec();
         let mut parts = Vec::with_capacity(self.peers.len());
@@ -1127,6 +1234,7 @@ impl<D: Device> Run<'_, D> {
         if state.graph.is_some() || state.captures.open.is_some() || launches.is_empty() {
             return Ok(());
         }
+        state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
         if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
             return Ok(());
         }
@@ -1134,27 +1242,31 @@ impl<D: Device> Run<'_, D> {
         for l in &launches {
             self.launch(state, client, s, l, true)?;
         }
+        state.hit(Method::StartCapture, s, Arg::Any, &[]);
         if !capture_call(state, s, "start_capture", client.start_capture())? {
             return Ok(());
         }
         state.captures.prepared.remove(&s);
-        let mut recorded = Vec::new();
-        for l in &launches {
-            if let Some((dst, src)) = self.launch(state, client, s, l, false)? {
-                recorded.push((l.kernel, dst, src, l.k));
-            }
-        }
         state.captures.open = Some(OpenCapture {
             stream: s,
-            launches: recorded,
+            launches: Vec::new(),
             refused_write: false,
         });
+        for l in &launches {
+            if let Some((dst, src)) = self.launch(state, client, s, l, false)? {
+                let open = state.captures.open.as_mut().expect("a capture is open");
+                open.launches.push((l.kernel, dst, src, l.k));
+            }
+        }
         Ok(())
     }
 
     /// `stop_capture` of the open capture: the world's graph, or the refusal of a window that
     /// held a write.
     fn end_capture(&self, state: &mut State<D>) -> Result<(), String> {
+        if let Some(stream) = state.captures.open.as_ref().map(|open| open.stream) {
+            state.hit(Method::StopCapture, stream, Arg::Any, &[]);
+        }
         let Some(open) = state.captures.open.take() else {
             return Ok(());
         };
@@ -1192,7 +1304,7 @@ impl<D: Device> Run<'_, D> {
         s: StreamId,
         action: &Action,
     ) -> Option<Result<(), String>> {
-        let handle = |slot: usize| state.slots[slot].as_ref().map(|(h, _)| h.clone());
+        let slot = |state: &State<D>, slot: usize| state.slots[slot].clone();
         Some(match in_capture(action) {
             InCapture::Recorded(spec) => {
                 self.launch(state, client, s, spec, false).map(|launched| {
@@ -1202,27 +1314,42 @@ impl<D: Device> Run<'_, D> {
                     }
                 })
             }
-            InCapture::WrittenInWindow { slot } => match handle(slot) {
-                Some(handle) => client
-                    .write(&handle, Bytes::from_elems(&[0u32]))
-                    .map(|()| {
-                        let open = state.captures.open.as_mut().expect("a capture is open");
-                        open.refused_write = true;
-                    })
-                    .map_err(|e| format!("write: {e}")),
+            InCapture::WrittenInWindow { slot: i } => match slot(state, i) {
+                Some((handle, buf)) => {
+                    state.hit(Method::WriteAt, s, Arg::One, &[buf]);
+                    client
+                        .write_at(&handle, 0, Bytes::from_elems(&[0u32]))
+                        .map(|()| {
+                            let open = state.captures.open.as_mut().expect("a capture is open");
+                            open.refused_write = true;
+                        })
+                        .map_err(|e| format!("write: {e}"))
+                }
                 None => Ok(()),
             },
             InCapture::Refused(call) => {
                 let result = match call {
-                    Refused::Read { slot } => match handle(slot) {
-                        Some(handle) => client.read_one(handle).map(drop),
+                    Refused::Read { slot: i } => match slot(state, i) {
+                        Some((handle, buf)) => {
+                            state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
+                            client.read_one(handle).map(drop)
+                        }
                         None => return Some(Ok(())),
                     },
-                    Refused::Flush => client.flush(),
-                    Refused::Sync => client.sync(),
+                    Refused::Flush => {
+                        state.hit(Method::Flush, s, Arg::Any, &[]);
+                        client.flush()
+                    }
+                    Refused::Sync => {
+                        state.hit(Method::Sync, s, Arg::Any, &[]);
+                        client.sync()
+                    }
+                    Refused::Prepare => {
+                        state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
+                        client.graph_prepare()
+                    }
                 };
-                let operation = call.operation();
-                expect_refusal(state, operation, result, refusal(operation, s))
+                expect_refusal(state, call.operation(), result, call.expected(s))
             }
             InCapture::AsUsual => return None,
             InCapture::Skipped => Ok(()),
@@ -1242,14 +1369,17 @@ impl<D: Device> Run<'_, D> {
         // start_capture may write the stream's fault record, whose failure surfaces later.
         state.model.uses(s);
         if prepare {
+            state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
             if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
                 return Ok(());
             }
             state.captures.prepared.insert(s);
         }
+        state.hit(Method::StopCapture, s, Arg::Any, &[]);
         let stopped = client.stop_capture().map(drop);
         let refusal = CaptureError::NotCapturing { stream: s };
         expect_refusal(state, "stop_capture without a capture", stopped, refusal)?;
+        state.hit(Method::StartCapture, s, Arg::Any, &[]);
         if !state.captures.prepared.contains(&s) {
             let refusal = CaptureError::NotPrepared { stream: s };
             let started = client.start_capture();
@@ -1277,6 +1407,12 @@ impl<D: Device> Run<'_, D> {
         tensors: bool,
         below: usize,
     ) -> Result<(), String> {
+        let method = if tensors {
+            Method::EmptyTensors
+        } else {
+            Method::Empty
+        };
+        state.hit(method, client.stream_id(), Arg::Overflowing, &[]);
         let result = match OversizedRequest::of(tensors, below) {
             OversizedRequest::Tensors(sizes) => {
                 let tensor = |bytes| {

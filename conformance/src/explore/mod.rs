@@ -10,6 +10,7 @@
 //! reruns a failure exactly. Nothing here reads the clock except the throughput report and the
 //! wall-clock backstop that reports a host hang the simulator cannot see.
 
+pub mod coverage;
 mod driver;
 mod formula;
 pub mod model;
@@ -184,6 +185,8 @@ pub struct Summary {
     /// Seeds still running when the backstop fired.
     pub hung: Vec<u64>,
     pub elapsed: Duration,
+    /// The coverage cells the seeds' first executions hit.
+    pub coverage: coverage::Hits,
 }
 
 impl Summary {
@@ -197,6 +200,7 @@ impl Summary {
         self.faults_surfaced += e.faults_surfaced;
         self.kernel_faults += e.kernel_faults;
         self.devices_lost += e.device_lost as u64;
+        self.coverage.merge(&e.coverage);
         if let Some(why) = &report.failure {
             self.failures.push((report.seed, why.clone()));
         }

@@ -150,9 +150,48 @@ pub enum Action {
     },
     /// `install_memory_pools` with the default preset mid-run.
     Install,
+    /// `graph_prepare` alone: the stream stays prepared (allocating from the persistent pool)
+    /// across other threads' turns, until a capture starts on it.
+    Prepare,
+    /// A call at an edge of the API that no other action makes.
+    Edge(EdgeCall),
     Cleanup,
     /// `memory_usage` must answer.
     Usage,
+}
+
+/// Calls at the edges of the API, each judged exactly and leaving the model as it was (but for
+/// the bytes a misaligned write changes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EdgeCall {
+    /// `create` of no bytes (`empty(0)` if `uninit`), then a write of no bytes to it and its
+    /// read: a handle of no bytes, dropped at once.
+    EmptyBuffer { uninit: bool },
+    /// `write_at` of no bytes at the end of `slot`.
+    EmptyWrite { slot: usize },
+    /// `write_at` of `len` bytes (1–8) at a byte offset that is not a multiple of 4 (`offset`
+    /// taken modulo the buffer).
+    Misaligned {
+        slot: usize,
+        offset: usize,
+        len: usize,
+        fill: u64,
+    },
+    /// A fresh handle of peer `peer` given to this device's `write_at`, `read_one` or `launch`
+    /// (with `slot` as the source): refused with `WrongDevice`, nothing enqueued.
+    Foreign {
+        peer: usize,
+        call: ForeignCall,
+        slot: usize,
+    },
+}
+
+/// Which call an [`EdgeCall::Foreign`] makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ForeignCall {
+    Write,
+    Read,
+    Launch { kernel: usize },
 }
 
 /// An action and the stream it runs on.
@@ -173,10 +212,14 @@ pub struct Workload {
 impl Workload {
     pub fn draw(world: &World) -> Workload {
         let mut rng = ChaCha8Rng::seed_from_u64(world.seed.rotate_left(17) ^ 0xa5a5);
+        // Swarm testing: each seed leaves out half of the actions, so that combinations
+        // another action would interrupt (a pending failure until the next sync, a live graph
+        // until DropGraph) get room in some seeds.
+        let swarm: Vec<bool> = ACTIONS.iter().map(|_| rng.random_bool(0.5)).collect();
         let threads: Vec<Vec<Step>> = (0..world.threads)
             .map(|_| {
                 (0..world.ops_per_thread)
-                    .map(|_| draw_step(world, &mut rng))
+                    .map(|_| draw_step(world, &swarm, &mut rng))
                     .collect()
             })
             .collect();
@@ -211,11 +254,19 @@ impl Workload {
     }
 }
 
-fn elems(rng: &mut impl Rng) -> usize {
-    // Mostly small buffers, some of each larger pool size.
-    match rng.random_range(0..8) {
-        0 => rng.random_range(1024..=MAX_ELEMS),
-        1 | 2 => rng.random_range(64..1024),
+fn elems(world: &World, rng: &mut impl Rng) -> usize {
+    // One time in eight a size where allocations change pool: one element below, at or above.
+    if let Some(edge) = world.size_edges_bytes.choose(rng)
+        && rng.random_ratio(1, 8)
+    {
+        return (*edge / 4) as usize + rng.random_range(0..=2) - 1;
+    }
+    // Mostly small buffers, some of each larger pool size, and the smallest (its own
+    // argument class) one time in sixteen.
+    match rng.random_range(0..16) {
+        0 | 1 => rng.random_range(1024..=MAX_ELEMS),
+        2..=5 => rng.random_range(64..1024),
+        6 => 1,
         _ => rng.random_range(1..64),
     }
 }
@@ -236,6 +287,8 @@ enum Needs {
     /// Only in fault-free worlds (the action expects one exact error).
     NoFaults,
     Graphs,
+    /// Only in worlds with peer devices.
+    Peers,
 }
 
 /// Draws an action, given the step's slot and fill.
@@ -244,22 +297,29 @@ type DrawAction = fn(&World, &mut ChaCha8Rng, usize, u64) -> Action;
 /// Every action of a single-device step with its weight: an action is drawn with probability
 /// its weight over the total weight of the actions the world allows.
 const ACTIONS: &[(u32, Needs, DrawAction)] = &[
-    (12, Needs::Nothing, |_, rng, slot, fill| Action::Create {
-        slot,
-        len: elems(rng),
-        fill,
+    (12, Needs::Nothing, |world, rng, slot, fill| {
+        Action::Create {
+            slot,
+            len: elems(world, rng),
+            fill,
+        }
     }),
-    (4, Needs::Nothing, |_, rng, slot, fill| {
+    (4, Needs::Nothing, |world, rng, slot, fill| {
         Action::EmptyThenFill {
             slot,
-            len: elems(rng),
+            len: elems(world, rng),
             fill,
         }
     }),
     (10, Needs::Nothing, |_, rng, slot, fill| Action::Write {
         slot,
         offset: rng.random_range(0..MAX_ELEMS),
-        len: rng.random_range(1..256),
+        // One element a quarter of the time: the smallest write is its own argument class.
+        len: if rng.random_ratio(1, 4) {
+            1
+        } else {
+            rng.random_range(2..256)
+        },
         fill,
     }),
     (20, Needs::Nothing, |world, rng, _, _| {
@@ -290,7 +350,7 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
     }),
     (3, Needs::Nothing, |_, _, _, _| Action::Flush),
     (5, Needs::Nothing, |_, _, _, _| Action::Sync),
-    (2, Needs::NoFaults, |_, rng, slot, _| Action::Overrun {
+    (3, Needs::NoFaults, |_, rng, slot, _| Action::Overrun {
         slot,
         past_end: rng.random_range(0..8),
     }),
@@ -300,11 +360,12 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
             .collect(),
     }),
     (2, Needs::Graphs, |_, _, _, _| Action::EndCapture),
+    (1, Needs::Graphs, |_, _, _, _| Action::Prepare),
     (1, Needs::Graphs, |_, rng, _, _| Action::CaptureOutOfOrder {
         prepare: rng.random(),
     }),
     (5, Needs::Graphs, |_, _, _, _| Action::Replay),
-    (1, Needs::Graphs, |_, _, _, _| Action::DropGraph),
+    (3, Needs::Graphs, |_, _, _, _| Action::DropGraph),
     (2, Needs::Nothing, |_, _, _, _| Action::Install),
     (3, Needs::Nothing, |_, _, _, _| Action::Cleanup),
     (3, Needs::Nothing, |_, _, _, _| Action::Usage),
@@ -329,9 +390,40 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
             k: rng.random(),
         }
     }),
+    (1, Needs::Nothing, |_, rng, _, _| {
+        Action::Edge(EdgeCall::EmptyBuffer {
+            uninit: rng.random(),
+        })
+    }),
+    (1, Needs::Nothing, |_, _, slot, _| {
+        Action::Edge(EdgeCall::EmptyWrite { slot })
+    }),
+    (2, Needs::Nothing, |_, rng, slot, fill| {
+        Action::Edge(EdgeCall::Misaligned {
+            slot,
+            offset: rng.random_range(0..4 * MAX_ELEMS),
+            len: rng.random_range(1..=8),
+            fill,
+        })
+    }),
+    (3, Needs::Peers, |world, rng, slot, _| {
+        let call = match rng.random_range(0..3) {
+            0 => ForeignCall::Write,
+            1 => ForeignCall::Read,
+            _ => ForeignCall::Launch {
+                kernel: rng.random_range(0..world.kernels.len()),
+            },
+        };
+        Action::Edge(EdgeCall::Foreign {
+            peer: rng.random_range(0..world.peers),
+            call,
+            slot,
+        })
+    }),
 ];
 
-fn draw_step(world: &World, rng: &mut ChaCha8Rng) -> Step {
+/// Draws a step of `world` from the [`ACTIONS`] that `swarm` keeps (and the world allows).
+fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng) -> Step {
     let on = if rng.random_ratio(1, 5) {
         On::Thread
     } else {
@@ -356,7 +448,7 @@ fn draw_step(world: &World, rng: &mut ChaCha8Rng) -> Step {
             _ => Action::FromPeer {
                 slot,
                 peer,
-                len: elems(rng),
+                len: elems(world, rng),
                 fill,
             },
         };
@@ -366,12 +458,21 @@ fn draw_step(world: &World, rng: &mut ChaCha8Rng) -> Step {
         Needs::Nothing => true,
         Needs::NoFaults => !world.injects_faults(),
         Needs::Graphs => world.graphs,
+        Needs::Peers => world.peers > 0,
     };
     let actions: Vec<&(u32, Needs, DrawAction)> = ACTIONS
         .iter()
-        .filter(|(_, needs, _)| allowed(*needs))
+        .zip(swarm)
+        .filter(|((_, needs, _), kept)| **kept && allowed(*needs))
+        .map(|(action, _)| action)
         .collect();
     let total: u32 = actions.iter().map(|(weight, ..)| weight).sum();
+    if total == 0 {
+        return Step {
+            on,
+            action: Action::Sync,
+        };
+    }
     let mut pick = rng.random_range(0..total);
     for (weight, _, draw) in actions {
         if pick < *weight {

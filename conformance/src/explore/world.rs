@@ -3,14 +3,18 @@
 
 use std::fmt;
 
-use lockstep::{MemoryPoolsConfig, PoolLayout, PoolPreset};
-use lockstep_sim::{FaultPlan, FaultRates, SimConfig};
+use lockstep::{Device, MemoryConfiguration, MemoryPoolsConfig, PoolLayout, PoolPreset};
+use lockstep_sim::{FaultPlan, FaultRates, SimConfig, SimDevice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::formula::Formula;
 
 const MIB: u64 = 1 << 20;
+
+/// The largest pool edge buffers are drawn at: larger buffers cost the model more time than
+/// they reveal (the workload's own sizes stop at 256 KiB too).
+const MAX_EDGE_BYTES: u64 = 256 << 10;
 
 /// Virtual time a world may take before the simulator declares it hung. Workloads run a few
 /// hundred operations of microseconds each; a second of virtual time is far beyond any of them.
@@ -36,6 +40,10 @@ pub struct World {
     /// Fault-free simulated devices beside the explored one, in one cluster with it, for
     /// all-reduces and copies between clients.
     pub peers: usize,
+    /// Sizes at which an allocation changes pool in the world's layout: each sliced pool's
+    /// largest slice and its page, up to 256 KiB, ascending. Derived from `pools` and the
+    /// device, not drawn.
+    pub size_edges_bytes: Vec<u64>,
 }
 
 impl World {
@@ -69,7 +77,9 @@ impl World {
                 transfer_failure: rate(&[0.0, 0.002, 0.01, 0.05]),
                 kernel_fault: rate(&[0.0, 0.005, 0.02, 0.08]),
                 allocation_failure: rate(&[0.0, 0.0, 0.01, 0.05]),
-                device_loss: rate(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.002]),
+                // A quarter of the faulty worlds may lose the device, so that enough of them
+                // lose it while a graph lives (coverage's lost-stream cells of Graph::replay).
+                device_loss: rate(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.002, 0.002]),
             }
         } else {
             FaultRates::default()
@@ -90,12 +100,14 @@ impl World {
             graphs: rng.random_bool(0.5),
             kernels,
             peers: 0,
+            size_edges_bytes: Vec::new(),
         };
         // Drawn last, so that single-device worlds stay what they were. A peer never
         // arrives once a fault stops the explored device, so peers come in fault-free worlds.
         if !world.injects_faults() && rng.random_ratio(1, 3) {
             world.peers = rng.random_range(1..=2);
         }
+        world.size_edges_bytes = world.size_edges();
         world
     }
 
@@ -110,6 +122,27 @@ impl World {
             },
             None => self,
         }
+    }
+
+    /// The sizes at which the layout the explored device starts with (the world's pools, else
+    /// the device's default) changes pool; see [`World::size_edges_bytes`].
+    fn size_edges(&self) -> Vec<u64> {
+        let device = SimDevice::new(self.sim_config());
+        let pools = self
+            .pools
+            .clone()
+            .unwrap_or(MemoryPoolsConfig::Preset(PoolPreset::Default));
+        let layout = MemoryConfiguration::resolve(&pools, device.properties())
+            .expect("a world draws only layouts its device accepts");
+        let mut edges: Vec<u64> = layout
+            .pools
+            .iter()
+            .flat_map(|p| [p.max_slice_bytes, p.page_bytes])
+            .filter(|&bytes| bytes <= MAX_EDGE_BYTES)
+            .collect();
+        edges.sort_unstable();
+        edges.dedup();
+        edges
     }
 
     /// Whether any fault can be injected.

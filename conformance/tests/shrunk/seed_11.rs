@@ -1,8 +1,8 @@
-/// `lockstep replay --seed 11 --shrink`: 84 operations shrunk to 2 in 68 runs.
+/// `lockstep replay --seed 11 --shrink`: 84 operations shrunk to 4 in 68 runs.
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true }`,
 /// it failed after the workload: read on stream-#: read # elements, model holds #; first difference at element #
 pub fn seed_11(options: lockstep::ServerOptions) {
-    use lockstep::{Bytes, ComputeClient, MemoryPoolsConfig, PoolPreset, StreamId};
+    use lockstep::{Bytes, ComputeClient, MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, StreamId, block_on};
     use lockstep_sim::{SimConfig, SimDevice, SimProbe};
 
     let devices = vec![SimDevice::new(SimConfig {
@@ -21,25 +21,40 @@ pub fn seed_11(options: lockstep::ServerOptions) {
     client.set_stream(StreamId(100));
     client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)).unwrap();
     let baseline = client.memory_usage().unwrap();
-    let mut s0 = client.clone();
-    s0.set_stream(StreamId(0));
-    let h1 = s0.empty(4).unwrap();
-    s0.write(&h1, Bytes::from_elems::<u32>(&[2344025335])).unwrap();
+    let mut s1 = client.clone();
+    s1.set_stream(StreamId(1));
+    let h1 = s1.empty(4).unwrap();
+    s1.write(&h1, Bytes::from_elems::<u32>(&[3020914628])).unwrap();
+    let mut s2 = client.clone();
+    s2.set_stream(StreamId(2));
+    s2.write_at(&h1, 0, Bytes::from_elems::<u32>(&[1429331802])).unwrap();
     let mut s4 = client.clone();
     s4.set_stream(StreamId(4));
-    assert_eq!(s4.read_one(h1.clone()).unwrap().to_elems::<u32>(), vec![2344025335]);
+    let tensors2 = s4.create_tensors(vec![
+        (MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Optimized, vec![1], 4), Bytes::from_elems::<u32>(&[296843031])),
+    ]).unwrap();
+    let mut t1 = client.clone();
+    t1.set_stream(StreamId(65537));
+    let read3 = block_on(t1.read_async(vec![h1.clone(), h1.clone()])).unwrap();
+    assert_eq!(read3[0].to_elems::<u32>(), vec![1429331802]);
+    assert_eq!(read3[1].to_elems::<u32>(), vec![1429331802]);
 
     // Every stream drains; everything is released.
-    assert_eq!(s0.sync(), Ok(()));
+    assert_eq!(s1.sync(), Ok(()));
+    assert_eq!(s2.sync(), Ok(()));
     assert_eq!(s4.sync(), Ok(()));
+    assert_eq!(t1.sync(), Ok(()));
     drop(h1);
+    drop(tensors2);
     client.memory_cleanup();
-    assert_eq!(s0.sync(), Ok(()));
+    assert_eq!(s1.sync(), Ok(()));
+    assert_eq!(s2.sync(), Ok(()));
     assert_eq!(s4.sync(), Ok(()));
+    assert_eq!(t1.sync(), Ok(()));
     assert_eq!(client.memory_usage().unwrap(), baseline);
 
     // With every client gone, the simulator's verdicts: peers first.
-    drop((s0, s4, client));
+    drop((s1, s2, s4, client, t1));
     for probe in probes.iter().skip(1).chain(probes.first()) {
         let observed = probe.observations();
         assert!(!observed.watchdog_fired, "hang: virtual time passed the watchdog");

@@ -6,7 +6,7 @@
 use lockstep::{CaptureError, StreamId};
 
 use super::{Captured, Printer, refusal_code};
-use crate::explore::driver::{InCapture, OpenCapture, Refused, capture_launches, refusal};
+use crate::explore::driver::{InCapture, OpenCapture, Refused, capture_launches};
 use crate::explore::workload::LaunchSpec;
 
 impl Printer<'_> {
@@ -82,7 +82,7 @@ impl Printer<'_> {
                 };
                 let zero = super::bytes(&mut self.code, &[0]);
                 self.code
-                    .line(format!("{c}.write(&{var}, {zero}).unwrap();"));
+                    .line(format!("{c}.write_at(&{var}, 0, {zero}).unwrap();"));
                 let open = self.captures.open.as_mut().expect("a capture is open");
                 open.refused_write = true;
             }
@@ -94,8 +94,9 @@ impl Printer<'_> {
                     },
                     Refused::Flush => format!("{c}.flush()"),
                     Refused::Sync => format!("{c}.sync()"),
+                    Refused::Prepare => format!("{c}.graph_prepare()"),
                 };
-                let expected = refusal_code(&mut self.code, &refusal(call.operation(), s));
+                let expected = refusal_code(&mut self.code, &call.expected(s));
                 self.code
                     .line(format!("assert_eq!({call_code}.err(), {expected});"));
             }

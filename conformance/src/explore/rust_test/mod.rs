@@ -13,6 +13,7 @@
 //! succeeds; [`print`] refuses other runs.
 
 mod capture_code;
+mod edge_code;
 mod kernel_code;
 mod step_code;
 

@@ -213,6 +213,11 @@ impl Printer<'_> {
                 src,
                 k,
             } => self.launch_view(&c, s, (*kernel, *k), (*group, *index), *src),
+            Action::Prepare => {
+                self.code.line(format!("{c}.graph_prepare().unwrap();"));
+                self.captures.prepared.insert(s);
+            }
+            Action::Edge(call) => self.edge(&c, s, call)?,
             Action::Replay => {
                 if let Some(graph) = &self.graph {
                     self.code.line(format!("{}.replay();", graph.var));
@@ -298,7 +303,7 @@ impl Printer<'_> {
     }
 
     /// Tells the model that a blocking call on `s` returned what it expected.
-    fn blocking(&mut self, s: StreamId, waited: bool) -> Result<(), Unprintable> {
+    pub(super) fn blocking(&mut self, s: StreamId, waited: bool) -> Result<(), Unprintable> {
         let expected = match self.model.expected_fault(s) {
             Some(fault) if waited => Some(fault.clone()),
             _ => None,
@@ -347,7 +352,7 @@ impl Printer<'_> {
     }
 
     /// The kernel variable of the world's kernel `index`, defined at first use.
-    fn kernel(&mut self, index: usize) -> String {
+    pub(super) fn kernel(&mut self, index: usize) -> String {
         let var = self.world.kernels[index].name.clone();
         if self.kernels.insert(index) {
             kernel_code::formula(&mut self.code, &var, &self.world.kernels[index]);

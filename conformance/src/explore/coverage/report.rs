@@ -1,0 +1,140 @@
+//! `lockstep explore --coverage`'s report: hits per cell grouped by method and stream state,
+//! the reachable cells never hit, and the declarations.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::Hits;
+use super::space::{Arg, Cell, CellInfo, NOT_CALLED, Relation, Space, StreamState};
+
+/// The coverage of an exploration, judged: it passes when every reachable cell was hit, no
+/// cell declared unreachable was hit, and nothing was recorded outside the space.
+pub struct Report<'a> {
+    hits: &'a Hits,
+}
+
+impl<'a> Report<'a> {
+    pub fn new(hits: &'a Hits) -> Self {
+        Self { hits }
+    }
+
+    fn cells(&self) -> impl Iterator<Item = (&'static CellInfo, u64)> + '_ {
+        let cells = &Space::get().cells;
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, info)| (info, self.hits.count(i)))
+    }
+
+    /// Reachable cells never hit.
+    pub fn unhit(&self) -> Vec<Cell> {
+        self.cells()
+            .filter(|(info, n)| info.excluded.is_none() && *n == 0)
+            .map(|(info, _)| info.cell)
+            .collect()
+    }
+
+    /// Cells declared unreachable that were hit: a wrong declaration.
+    pub fn wrongly_declared(&self) -> Vec<(Cell, u64)> {
+        self.cells()
+            .filter(|(info, n)| info.excluded.is_some() && *n > 0)
+            .map(|(info, n)| (info.cell, n))
+            .collect()
+    }
+
+    pub fn passed(&self) -> bool {
+        self.unhit().is_empty()
+            && self.wrongly_declared().is_empty()
+            && self.hits.outside().is_empty()
+    }
+
+    fn write_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Keyed by method, then state in the order of `StreamState::ALL` (idle first).
+        let mut lines: BTreeMap<(usize, usize), Vec<String>> = BTreeMap::new();
+        for (info, n) in self.cells() {
+            if info.excluded.is_some() {
+                continue;
+            }
+            let c = info.cell;
+            let entry = match label(c) {
+                Some(label) => format!("{label} {n}"),
+                None => n.to_string(),
+            };
+            let state = StreamState::ALL.iter().position(|&s| s == c.state);
+            lines
+                .entry((c.method as usize, state.expect("a state of ALL")))
+                .or_default()
+                .push(entry);
+        }
+        let mut method = None;
+        for ((m, state), entries) in lines {
+            if method != Some(m) {
+                writeln!(f, "{}", super::Method::ALL[m].name())?;
+                method = Some(m);
+            }
+            let state = StreamState::ALL[state].name();
+            writeln!(f, "  {state:<10} {}", entries.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The argument class and relation of a cell, as printed; `None` when neither applies.
+fn label(c: Cell) -> Option<String> {
+    match (c.arg, c.relation) {
+        (Arg::Any, Relation::None) => None,
+        (arg, Relation::None) => Some(arg.name().to_owned()),
+        (Arg::Any, relation) => Some(relation.name().to_owned()),
+        (arg, relation) => Some(format!("{}/{}", arg.name(), relation.name())),
+    }
+}
+
+fn cell_name(c: Cell) -> String {
+    let label = label(c).map_or(String::new(), |l| format!(" {l}"));
+    format!("{} {}{label}", c.method.name(), c.state.name())
+}
+
+impl fmt::Display for Report<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = Space::get().cells.len();
+        let excluded = self.cells().filter(|(i, _)| i.excluded.is_some()).count();
+        let unhit = self.unhit();
+        writeln!(
+            f,
+            "coverage: {total} cells: {} reachable ({} hit, {} never hit), {excluded} declared unreachable",
+            total - excluded,
+            total - excluded - unhit.len(),
+            unhit.len()
+        )?;
+        self.write_table(f)?;
+        writeln!(f, "never hit ({}):", unhit.len())?;
+        for c in unhit {
+            writeln!(f, "  {}", cell_name(c))?;
+        }
+        let mut reasons: BTreeMap<&str, Vec<Cell>> = BTreeMap::new();
+        for (info, _) in self.cells() {
+            if let Some(reason) = info.excluded {
+                reasons.entry(reason).or_default().push(info.cell);
+            }
+        }
+        writeln!(f, "declared unreachable ({excluded} cells):")?;
+        for (reason, cells) in reasons {
+            writeln!(f, "  {} cells: {reason}", cells.len())?;
+        }
+        writeln!(f, "never called:")?;
+        for (methods, reason) in NOT_CALLED {
+            writeln!(f, "  {methods}: {reason}")?;
+        }
+        for (c, n) in self.wrongly_declared() {
+            writeln!(
+                f,
+                "DECLARED UNREACHABLE BUT HIT {n} times: {}",
+                cell_name(c)
+            )?;
+        }
+        for &c in self.hits.outside() {
+            writeln!(f, "RECORDED OUTSIDE THE SPACE: {}", cell_name(c))?;
+        }
+        Ok(())
+    }
+}
