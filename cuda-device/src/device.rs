@@ -13,10 +13,12 @@
 //! the driver or of a caller; a broken runtime contract (wrong binding count) is a typed error.
 
 mod nccl;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUresult};
@@ -167,6 +169,10 @@ pub struct CudaDevice {
     communicators: BTreeMap<CommunicatorId, nccl::Communicator>,
     /// Idle pinned blocks for `staging` (`pinned.rs`).
     pinned: Arc<PinnedCache>,
+    /// How long a collective may wait for its peers (`device/nccl.rs`).
+    collective_timeout: Duration,
+    /// Collective failures found by a host wait, for `take_errors` of their stream.
+    collective_errors: Vec<(CudaStream, DeviceError)>,
 }
 
 // SAFETY: the raw stream and event handles are opaque driver identifiers; the device is driven
@@ -219,7 +225,21 @@ impl CudaDevice {
             streams: Vec::new(),
             communicators: BTreeMap::new(),
             pinned: PinnedCache::new(ctx.0.clone()),
+            collective_timeout: Self::DEFAULT_COLLECTIVE_TIMEOUT,
+            collective_errors: Vec::new(),
         }
+    }
+
+    /// How long a collective waits for its peers by default: a minute, well past any
+    /// rendezvous of live peers.
+    pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// The device with collectives that wait at most `timeout` for their peers (joining a
+    /// communicator included): past it, the collective fails on its stream with
+    /// `CollectiveError::PeerTimeout` and its communicator is aborted (`device/nccl.rs`).
+    pub fn with_collective_timeout(mut self, timeout: Duration) -> Self {
+        self.collective_timeout = timeout;
+        self
     }
 
     fn stream(&self, stream: CudaStream) -> Result<&StreamState, DeviceError> {
@@ -383,6 +403,7 @@ impl Device for CudaDevice {
     }
 
     fn wait_read(&mut self, read: CudaRead) -> Result<Vec<u8>, DeviceError> {
+        self.wait_watching(|_| Ok(read.arrived()), |_| Ok(()))?;
         read.finish()
     }
 
@@ -582,20 +603,39 @@ impl Device for CudaDevice {
     fn synchronize(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
         self.ctx.bind()?;
         let state = self.stream(stream)?;
-        match state.capture {
+        let (raw, capture) = (state.raw, state.capture);
+        let done = |device: &Self| match capture {
+            Some(before) => Ok(device.ctx.event_done(before)),
+            // SAFETY: the stream belongs to this context.
+            None => match unsafe { sys::cuStreamQuery(raw) }.result() {
+                Ok(()) => Ok(true),
+                Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+                Err(e) => Err(device.ctx.fail("cuStreamQuery", e)),
+            },
+        };
+        let block = |device: &Self| match capture {
             // SAFETY: the event is from this context and was recorded before the capture.
             Some(before) => unsafe { result::event::synchronize(before) }
-                .map_err(|e| self.ctx.fail("cuEventSynchronize", e)),
+                .map_err(|e| device.ctx.fail("cuEventSynchronize", e)),
             // SAFETY: the stream belongs to this context.
-            None => unsafe { result::stream::synchronize(state.raw) }
-                .map_err(|e| self.ctx.fail("cuStreamSynchronize", e)),
-        }
+            None => unsafe { result::stream::synchronize(raw) }
+                .map_err(|e| device.ctx.fail("cuStreamSynchronize", e)),
+        };
+        self.wait_watching(done, block)
     }
 
-    fn take_errors(&mut self, _stream: CudaStream) -> Vec<DeviceError> {
+    fn take_errors(&mut self, stream: CudaStream) -> Vec<DeviceError> {
         // CUDA reports a failure of enqueued work only as a sticky error, returned by every
-        // later call; a loss that another device of the context noticed is reported here.
-        self.ctx.check_alive().err().into_iter().collect()
+        // later call; a loss that another device of the context noticed is reported here,
+        // after the collectives of this stream that a host wait found failed.
+        let (here, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.collective_errors)
+            .into_iter()
+            .partition(|(s, _)| *s == stream);
+        self.collective_errors = others;
+        here.into_iter()
+            .map(|(_, err)| err)
+            .chain(self.ctx.check_alive().err())
+            .collect()
     }
 
     fn record_timestamp(&mut self, stream: CudaStream) -> Result<CudaTimestamp, DeviceError> {
@@ -779,6 +819,11 @@ impl Drop for CudaDevice {
         // Errors are ignored: on a lost context the driver refuses everything and the
         // resources go with the process.
         let _ = self.ctx.bind();
+        // First every stream's work, so that a collective waiting for a peer that never
+        // arrives is aborted at its timeout instead of blocking the drop.
+        for stream in 0..self.streams.len() {
+            let _ = self.synchronize(CudaStream(stream as u32));
+        }
         for state in self.streams.drain(..) {
             if let Some(before) = state.capture {
                 // SAFETY: the stream is capturing; the graph is destroyed at once.

@@ -422,6 +422,14 @@ impl CudaRead {
     /// Waits for each chunk and copies it out, several chunks at a time on large reads: the
     /// first chunks are copied out (and the fresh output's pages faulted in) while the copy
     /// engine still fills the later ones.
+    /// Whether every chunk has arrived (never blocks).
+    pub(crate) fn arrived(&self) -> bool {
+        // The chunks are copied in order on one stream: the last event completes last.
+        self.chunks
+            .last()
+            .is_none_or(|chunk| self.ctx.event_done(chunk.event.0))
+    }
+
     pub(crate) fn finish(mut self) -> Result<Vec<u8>, DeviceError> {
         self.ctx.bind()?;
         let mut out = vec![0u8; self.len];

@@ -5,12 +5,17 @@
 //! `SKIPPED: ...` line (written past the test harness's output capture) and returns.
 
 use std::io::Write as _;
+use std::time::{Duration, Instant};
 
 use lockstep::kernel::ElemType;
-use lockstep::{Bytes, ComputeClient, DeviceId, ReduceOperation};
+use lockstep::{
+    Bytes, CollectiveError, ComputeClient, DeviceId, Handle, ReduceOperation, ServerError,
+};
 use lockstep_conformance::CudaFactory;
 use lockstep_conformance::properties::{RunConfig, all};
 use lockstep_cuda::CudaDevice;
+
+mod child;
 
 fn skip(test: &str, reason: &str) {
     // Straight to the process's stderr, in one write: libtest captures `println!` of passing
@@ -117,4 +122,118 @@ fn collective_properties_hold_on_every_gpu() {
             panic!("{}: {failure:?}", property.name);
         }
     }
+}
+
+const ABSENT_PEER_CHILD: &str = "LOCKSTEP_CUDA_ABSENT_PEER_CHILD";
+
+/// An all-reduce of `values[rank]` on each client in `clients` (over `devices`), read back.
+fn reduce_on(
+    clients: &[&ComputeClient<CudaDevice>],
+    devices: &[DeviceId],
+    values: &[u32],
+) -> Vec<Handle> {
+    clients
+        .iter()
+        .zip(values)
+        .map(|(c, &v)| {
+            let h = c.create(Bytes::from_elems(&[v])).unwrap();
+            c.all_reduce(
+                h.clone(),
+                h.clone(),
+                ElemType::U32,
+                devices.to_vec(),
+                ReduceOperation::Sum,
+            )
+            .unwrap();
+            h
+        })
+        .collect()
+}
+
+/// Run in a child process: the communicators it aborts, and a kernel that waited for a peer,
+/// must not outlive it.
+#[test]
+#[ignore = "aborts NCCL communicators; run by a_peer_that_never_arrives_times_out in a child process"]
+fn absent_peer_child() {
+    if !child::is_child(ABSENT_PEER_CHILD) {
+        return;
+    }
+    let timeout = Duration::from_secs(2);
+    let clients: Vec<_> = (0..2)
+        .map(|gpu| {
+            ComputeClient::new(
+                CudaDevice::new(gpu)
+                    .unwrap()
+                    .with_collective_timeout(timeout),
+            )
+        })
+        .collect();
+    let ids: Vec<DeviceId> = clients.iter().map(|c| c.peer_id()).collect();
+    let timed_out = |sequence, peer: DeviceId, devices: &[DeviceId]| {
+        Err(ServerError::Collective(CollectiveError::PeerTimeout {
+            devices: devices.to_vec(),
+            sequence,
+            peer,
+            timeout_ns: 2_000_000_000,
+        }))
+    };
+    let both = [&clients[0], &clients[1]];
+
+    // Both join and reduce once; then only GPU 0 enqueues the second: it fails on its stream
+    // at the timeout, naming GPU 1, instead of waiting forever.
+    for h in reduce_on(&both, &ids, &[1, 2]) {
+        assert_eq!(
+            clients[h.device().index as usize]
+                .read_one(h)
+                .unwrap()
+                .to_elems::<u32>(),
+            [3]
+        );
+    }
+    let started = Instant::now();
+    let lone = reduce_on(&both[..1], &ids, &[5]);
+    assert_eq!(clients[0].sync(), timed_out(1, ids[1], &ids));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(lone);
+
+    // The communicator was aborted: both meet again in a fresh one, and reduce exactly.
+    for h in reduce_on(&both, &ids, &[7, 8]) {
+        assert_eq!(
+            clients[h.device().index as usize]
+                .read_one(h)
+                .unwrap()
+                .to_elems::<u32>(),
+            [15]
+        );
+    }
+
+    // A peer that never joins a communicator at all: the rendezvous times out too.
+    let reversed = vec![ids[1], ids[0]];
+    let started = Instant::now();
+    let lone = reduce_on(&both[..1], &reversed, &[1]);
+    assert_eq!(clients[0].sync(), timed_out(0, ids[1], &reversed));
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(lone);
+    println!("child: absent peers timed out as expected");
+}
+
+#[test]
+fn a_peer_that_never_arrives_times_out() {
+    if two_gpus("a_peer_that_never_arrives_times_out").is_none() {
+        return;
+    }
+    child::run(
+        "absent_peer_child",
+        ABSENT_PEER_CHILD,
+        "child: absent peers timed out as expected",
+        Duration::from_secs(120),
+    );
 }

@@ -22,6 +22,8 @@ use lockstep_conformance::{CudaFactory, suite};
 use lockstep_cuda::{CudaContext, CudaDevice};
 use lockstep_sim::{SimConfig, SimDevice};
 
+mod child;
+
 /// The GPU's context, opened once for the whole test binary; `None` (after printing why) where
 /// there is no GPU.
 fn gpu(test: &str) -> Option<CudaContext> {
@@ -586,8 +588,7 @@ const POISON_CHILD: &str = "LOCKSTEP_CUDA_POISON_CHILD";
 #[test]
 #[ignore = "poisons the process's CUDA context; run by device_loss_is_sticky_typed_and_never_hangs in a child process"]
 fn poisoning_child() {
-    if std::env::var_os(POISON_CHILD).is_none() {
-        eprintln!("set {POISON_CHILD}=1 to run this test; it poisons the CUDA context");
+    if !child::is_child(POISON_CHILD) {
         return;
     }
     let ctx = CudaContext::new(0).expect("the parent saw a GPU");
@@ -636,29 +637,11 @@ fn device_loss_is_sticky_typed_and_never_hangs() {
     if gpu("device_loss_is_sticky_typed_and_never_hangs").is_none() {
         return;
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let mut child = std::process::Command::new(exe)
-        .args(["--exact", "poisoning_child", "--ignored", "--nocapture"])
-        .env(POISON_CHILD, "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn the child test");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().expect("poll the child").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the poisoned child hung for two minutes");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let output = child.wait_with_output().expect("the child's output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success() && stdout.contains("child: device lost as expected"),
-        "child failed ({}):\n{stdout}\n{stderr}",
-        output.status
+    child::run(
+        "poisoning_child",
+        POISON_CHILD,
+        "child: device lost as expected",
+        Duration::from_secs(120),
     );
 }
 

@@ -11,15 +11,26 @@
 //! Without `libnccl` the device reports no collectives: the runtime refuses them with a typed
 //! `Unsupported` error and copies between clients by read-then-write.
 //!
-//! **Not covered:** NCCL waits for a peer that never enqueues its part without a timeout, so a
-//! program that never calls a collective on one device leaves the others' streams waiting (the
-//! simulator turns that case into `PeerTimeout`). Mismatched peers (sizes, types) are not
-//! detected.
+//! **A peer that never arrives.** NCCL itself waits forever for a peer that never enqueues its
+//! part. Here ranks are nonblocking (`blocking = 0`): joining a communicator polls
+//! `ncclCommGetAsyncError` instead of blocking in `ncclCommInitRank`, and a collective records
+//! an event after itself (`device/watch.rs`), which every host wait of the device watches. A
+//! collective still incomplete after the device's collective timeout
+//! ([`CudaDevice::with_collective_timeout`]) has its rank aborted (`ncclCommAbort`, which ends
+//! its kernels) and fails on its stream with `CollectiveError::PeerTimeout`, naming the peer
+//! that enqueued the fewest collectives of the communicator, as the simulator does. The device
+//! list's generation is then bumped: every rank of the old communicator is aborted by its own
+//! device at its next collective, and the devices meet again in a fresh one.
+//!
+//! **Not covered:** mismatched peers (sizes, types) are not detected. A staged write larger
+//! than two staging chunks waits for its own earlier chunks, so behind a stuck collective it
+//! waits for the timeout of the next host wait that watches it.
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use cudarc::nccl::sys as nccl;
 use lockstep::collective::CommunicatorId;
@@ -42,6 +53,11 @@ pub(crate) fn nccl_present() -> bool {
 struct Ranks {
     ranks: BTreeMap<(Vec<u32>, u32), Rank>,
     ids: BTreeMap<Vec<u32>, nccl::ncclUniqueId>,
+    /// Per device list, bumped when a rank of its communicator is aborted: a rank made in an
+    /// older generation is stale, and its device aborts it before its next collective.
+    generations: BTreeMap<Vec<u32>, u64>,
+    /// Collectives each GPU enqueued on the list's communicator of the current generation.
+    progress: BTreeMap<(Vec<u32>, u32), u64>,
 }
 
 /// A communicator rank, never destroyed (see the module documentation).
@@ -59,8 +75,13 @@ fn ranks() -> &'static Mutex<Ranks> {
 /// This device's rank of a communicator.
 #[derive(Debug)]
 pub(crate) struct Communicator {
-    raw: nccl::ncclComm_t,
-    peers: Vec<u32>,
+    /// `None` once aborted; made again at the next collective.
+    pub(super) raw: Option<nccl::ncclComm_t>,
+    pub(super) peers: Vec<u32>,
+    /// The generation of the device list `raw` was made in.
+    generation: u64,
+    /// The oldest collective not yet seen complete, if any.
+    pub(super) pending: Option<super::watch::Pending>,
 }
 
 fn devices_of(peers: &[u32]) -> Vec<DeviceId> {
@@ -73,7 +94,7 @@ fn devices_of(peers: &[u32]) -> Vec<DeviceId> {
         .collect()
 }
 
-fn failed(peers: &[u32], call: &str, result: nccl::ncclResult_t) -> DeviceError {
+pub(super) fn failed(peers: &[u32], call: &str, result: nccl::ncclResult_t) -> DeviceError {
     DeviceError::Collective(CollectiveError::CommunicatorFailed {
         devices: devices_of(peers),
         reason: format!("{call} returned {result:?}"),
@@ -121,46 +142,99 @@ impl CudaDevice {
     ) -> Result<(), DeviceError> {
         self.ctx.bind()?;
         let ordinal = self.ctx.ordinal();
-        let position = peers.iter().position(|&p| p == ordinal).ok_or_else(|| {
-            DeviceError::ExecutionFault {
+        if !peers.contains(&ordinal) {
+            return Err(DeviceError::ExecutionFault {
                 operation: "create_communicator".to_owned(),
                 reason: format!(
                     "the runtime broke the contract: GPU {ordinal} is not in {peers:?}"
                 ),
-            }
-        })?;
-        let key = (peers.to_vec(), ordinal);
-        let known = lock(ranks()).ranks.get(&key).copied();
-        let rank = match known {
-            Some(rank) => rank,
-            None => {
-                let unique = Self::unique_id(peers)?;
-                let mut raw = MaybeUninit::uninit();
-                // SAFETY: blocks until every rank has called it with the same id; the context
-                // of this GPU is current, which is the device NCCL binds the rank to.
-                let result = unsafe {
-                    nccl::ncclCommInitRank(
-                        raw.as_mut_ptr(),
-                        peers.len() as i32,
-                        unique,
-                        position as i32,
-                    )
-                };
-                check(peers, "ncclCommInitRank", result)?;
-                // SAFETY: initialised by the successful call above.
-                let rank = Rank(unsafe { raw.assume_init() });
-                lock(ranks()).ranks.insert(key, rank);
-                rank
-            }
-        };
+            });
+        }
+        let (rank, generation) = self.join(peers)?;
         self.communicators.insert(
             id,
             Communicator {
-                raw: rank.0,
+                raw: Some(rank.0),
                 peers: peers.to_vec(),
+                generation,
+                pending: None,
             },
         );
         Ok(())
+    }
+
+    /// This GPU's rank of the current communicator of `peers` (made once per generation, in a
+    /// rendezvous bounded by the collective timeout), and that generation.
+    fn join(&self, peers: &[u32]) -> Result<(Rank, u64), DeviceError> {
+        let ordinal = self.ctx.ordinal();
+        let key = (peers.to_vec(), ordinal);
+        let (known, generation) = {
+            let table = lock(ranks());
+            let generation = table.generations.get(peers).copied().unwrap_or(0);
+            (table.ranks.get(&key).copied(), generation)
+        };
+        if let Some(rank) = known {
+            return Ok((rank, generation));
+        }
+        let unique = Self::unique_id(peers)?;
+        let position = peers
+            .iter()
+            .position(|&p| p == ordinal)
+            .expect("checked by the caller");
+        let raw = self.init_rank(peers, unique, position)?;
+        lock(ranks()).ranks.insert(key, Rank(raw));
+        Ok((Rank(raw), generation))
+    }
+
+    /// `ncclCommInitRankConfig` of a nonblocking rank, polled until every rank has joined; past
+    /// the collective timeout the rank is aborted and the join fails with `PeerTimeout`.
+    fn init_rank(
+        &self,
+        peers: &[u32],
+        unique: nccl::ncclUniqueId,
+        position: usize,
+    ) -> Result<nccl::ncclComm_t, DeviceError> {
+        let mut config = NonblockingConfig::new();
+        let mut raw = MaybeUninit::uninit();
+        // SAFETY: the context of this GPU is current (NCCL binds the rank to its device);
+        // `config` is a version 2.17 configuration whose `size` tells NCCL its layout, which
+        // every later NCCL reads; the call writes the rank into `raw` unless it fails.
+        let result = unsafe {
+            nccl::ncclCommInitRankConfig(
+                raw.as_mut_ptr(),
+                peers.len() as i32,
+                unique,
+                position as i32,
+                (&raw mut config).cast(),
+            )
+        };
+        if result != nccl::ncclResult_t::ncclInProgress {
+            check(peers, "ncclCommInitRankConfig", result)?;
+        }
+        // SAFETY: written by the call above, which did not fail.
+        let raw = unsafe { raw.assume_init() };
+        let since = Instant::now();
+        loop {
+            match async_error(raw) {
+                nccl::ncclResult_t::ncclSuccess => return Ok(raw),
+                nccl::ncclResult_t::ncclInProgress if since.elapsed() < self.collective_timeout => {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                nccl::ncclResult_t::ncclInProgress => {
+                    abort(raw);
+                    let own = self.ctx.ordinal();
+                    let err = self.peer_timeout(peers, own, enqueued_by(peers, own));
+                    // A peer that joins later meets the others under a fresh id.
+                    retire(peers);
+                    return Err(err);
+                }
+                other => {
+                    abort(raw);
+                    retire(peers);
+                    return Err(failed(peers, "ncclCommInitRankConfig", other));
+                }
+            }
+        }
     }
 
     /// The unique id every rank of `peers` joins, made by the first to ask.
@@ -179,22 +253,76 @@ impl CudaDevice {
         Ok(unique)
     }
 
-    /// The communicator and raw stream a collective runs on.
+    /// The rank and raw stream a collective runs on: the communicator's rank, made again if
+    /// it was aborted or is stale (another device aborted a rank of its generation).
     fn collective_on(
-        &self,
+        &mut self,
         stream: CudaStream,
         comm: CommunicatorId,
         operation: &str,
-    ) -> Result<(&Communicator, nccl::cudaStream_t), DeviceError> {
+    ) -> Result<(nccl::ncclComm_t, nccl::cudaStream_t), DeviceError> {
         let raw = self.uncaptured(stream, operation)?;
-        let communicator =
-            self.communicators
-                .get(&comm)
-                .ok_or_else(|| DeviceError::ExecutionFault {
-                    operation: operation.to_owned(),
-                    reason: format!("the runtime broke the contract: no communicator {comm:?}"),
-                })?;
-        Ok((communicator, raw.cast()))
+        let Some(communicator) = self.communicators.get(&comm) else {
+            return Err(DeviceError::ExecutionFault {
+                operation: operation.to_owned(),
+                reason: format!("the runtime broke the contract: no communicator {comm:?}"),
+            });
+        };
+        let peers = communicator.peers.clone();
+        let current = lock(ranks()).generations.get(&peers).copied().unwrap_or(0);
+        let rank = match communicator.raw {
+            Some(rank) if communicator.generation == current => rank,
+            stale => {
+                if let Some(rank) = stale {
+                    abort(rank);
+                }
+                let (rank, generation) = self.join(&peers)?;
+                let communicator = self.communicators.get_mut(&comm).expect("looked up above");
+                communicator.raw = Some(rank.0);
+                communicator.generation = generation;
+                rank.0
+            }
+        };
+        Ok((rank, raw.cast()))
+    }
+
+    /// Finishes the enqueue of a collective on `comm` that returned `result`: a nonblocking
+    /// rank may still be enqueuing (`ncclInProgress`); then the collective is counted and
+    /// watched until it completes.
+    fn enqueued(
+        &mut self,
+        stream: CudaStream,
+        comm: CommunicatorId,
+        call: &str,
+        result: nccl::ncclResult_t,
+    ) -> Result<(), DeviceError> {
+        let communicator = &self.communicators[&comm];
+        let (raw, peers) = (
+            communicator.raw.expect("made by collective_on"),
+            communicator.peers.clone(),
+        );
+        let since = Instant::now();
+        let mut result = result;
+        while result == nccl::ncclResult_t::ncclInProgress
+            && since.elapsed() < self.collective_timeout
+        {
+            std::thread::sleep(Duration::from_micros(20));
+            result = async_error(raw);
+        }
+        if result == nccl::ncclResult_t::ncclInProgress {
+            return Err(self.abort_communicator(comm));
+        }
+        check(&peers, call, result)?;
+        let sequence = {
+            let mut table = lock(ranks());
+            let count = table
+                .progress
+                .entry((peers, self.ctx.ordinal()))
+                .or_default();
+            *count += 1;
+            *count - 1
+        };
+        self.watch(stream, comm, sequence)
     }
 
     pub(super) fn nccl_all_reduce(
@@ -206,7 +334,7 @@ impl CudaDevice {
         elem: ElemType,
         op: ReduceOperation,
     ) -> Result<(), DeviceError> {
-        let (communicator, raw) = self.collective_on(stream, comm, "all_reduce")?;
+        let (rank, raw) = self.collective_on(stream, comm, "all_reduce")?;
         let count = (src.len / elem.size_bytes() as u64) as usize;
         // SAFETY: both ranges lie inside live allocations of this context (the runtime checks
         // them and keeps them alive until the stream passes this point).
@@ -217,11 +345,11 @@ impl CudaDevice {
                 count,
                 data_type(elem),
                 reduce_op(op),
-                communicator.raw,
+                rank,
                 raw,
             )
         };
-        check(&communicator.peers, "ncclAllReduce", result)
+        self.enqueued(stream, comm, "ncclAllReduce", result)
     }
 
     pub(super) fn nccl_send(
@@ -231,7 +359,7 @@ impl CudaDevice {
         src: BufferSlice<'_, CudaBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
-        let (communicator, raw) = self.collective_on(stream, comm, "send")?;
+        let (rank, raw) = self.collective_on(stream, comm, "send")?;
         // SAFETY: as for `ncclAllReduce`.
         let result = unsafe {
             nccl::ncclSend(
@@ -239,11 +367,11 @@ impl CudaDevice {
                 src.len as usize,
                 nccl::ncclDataType_t::ncclUint8,
                 peer as i32,
-                communicator.raw,
+                rank,
                 raw,
             )
         };
-        check(&communicator.peers, "ncclSend", result)
+        self.enqueued(stream, comm, "ncclSend", result)
     }
 
     pub(super) fn nccl_recv(
@@ -253,7 +381,7 @@ impl CudaDevice {
         dst: BufferSlice<'_, CudaBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
-        let (communicator, raw) = self.collective_on(stream, comm, "recv")?;
+        let (rank, raw) = self.collective_on(stream, comm, "recv")?;
         // SAFETY: as for `ncclAllReduce`.
         let result = unsafe {
             nccl::ncclRecv(
@@ -261,10 +389,98 @@ impl CudaDevice {
                 dst.len as usize,
                 nccl::ncclDataType_t::ncclUint8,
                 peer as i32,
-                communicator.raw,
+                rank,
                 raw,
             )
         };
-        check(&communicator.peers, "ncclRecv", result)
+        self.enqueued(stream, comm, "ncclRecv", result)
+    }
+}
+
+/// `ncclCommGetAsyncError` of `rank`: `ncclInProgress` while it is still joining or enqueuing.
+pub(super) fn async_error(rank: nccl::ncclComm_t) -> nccl::ncclResult_t {
+    let mut state = nccl::ncclResult_t::ncclSuccess;
+    // SAFETY: `rank` is a live rank of this process; the call writes its state into `state`.
+    let result = unsafe { nccl::ncclCommGetAsyncError(rank, &raw mut state) };
+    match result {
+        nccl::ncclResult_t::ncclSuccess => state,
+        failed => failed,
+    }
+}
+
+/// `ncclCommAbort` of `rank`: ends its kernels and frees it; its result is of no use (the rank
+/// is gone either way).
+pub(super) fn abort(rank: nccl::ncclComm_t) {
+    // SAFETY: `rank` is a live rank of this process, aborted once (its owner forgets it).
+    let _ = unsafe { nccl::ncclCommAbort(rank) };
+}
+
+/// Forgets the communicator of `peers` in this process after this device aborted its rank:
+/// the next collective of each device makes a fresh one (see the module documentation).
+pub(super) fn retire(peers: &[u32]) {
+    let mut table = lock(ranks());
+    *table.generations.entry(peers.to_vec()).or_default() += 1;
+    table.ranks.retain(|(list, _), _| list != peers);
+    table.ids.remove(peers);
+    table.progress.retain(|(list, _), _| list != peers);
+}
+
+/// The peer of `peers` (other than `own`) that enqueued the fewest collectives on their
+/// current communicator: the one a stuck collective waits for.
+pub(super) fn laggard(peers: &[u32], own: u32) -> u32 {
+    let table = lock(ranks());
+    peers
+        .iter()
+        .copied()
+        .filter(|&p| p != own)
+        .min_by_key(|&p| {
+            table
+                .progress
+                .get(&(peers.to_vec(), p))
+                .copied()
+                .unwrap_or(0)
+        })
+        .unwrap_or(own)
+}
+
+/// The collectives `gpu` enqueued on the current communicator of `peers`.
+pub(super) fn enqueued_by(peers: &[u32], gpu: u32) -> u64 {
+    lock(ranks())
+        .progress
+        .get(&(peers.to_vec(), gpu))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// NCCL's `ncclConfig_t` as of version 2.17 (`NCCL_CONFIG_INITIALIZER` with `blocking = 0`):
+/// later versions read its `size` and keep their defaults for the fields it lacks.
+#[repr(C)]
+struct NonblockingConfig {
+    size: usize,
+    magic: std::ffi::c_uint,
+    version: std::ffi::c_uint,
+    blocking: std::ffi::c_int,
+    cga_cluster_size: std::ffi::c_int,
+    min_ctas: std::ffi::c_int,
+    max_ctas: std::ffi::c_int,
+    net_name: *const std::ffi::c_char,
+    split_share: std::ffi::c_int,
+}
+
+impl NonblockingConfig {
+    fn new() -> Self {
+        /// `NCCL_CONFIG_UNDEF_INT`: NCCL's default.
+        const UNDEF: std::ffi::c_int = std::ffi::c_int::MIN;
+        NonblockingConfig {
+            size: std::mem::size_of::<Self>(),
+            magic: 0xcafe_beef,
+            version: 2_17_00,
+            blocking: 0,
+            cga_cluster_size: UNDEF,
+            min_ctas: UNDEF,
+            max_ctas: UNDEF,
+            net_name: std::ptr::null(),
+            split_share: UNDEF,
+        }
     }
 }
