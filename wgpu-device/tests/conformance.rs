@@ -1,10 +1,10 @@
 //! The conformance suite on the wgpu adapter here (lavapipe on CI), with a small case count.
-//! Without an adapter it prints a visible `SKIPPED` line and passes.
-
-use std::io::Write;
+//! Without an adapter it prints a visible `SKIPPED` line and passes, or fails under
+//! `LOCKSTEP_REQUIRE_GPU=1` or `LOCKSTEP_REQUIRE_WGPU=1`.
 
 use lockstep_conformance::WgpuFactory;
 use lockstep_conformance::properties::RunConfig;
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::suite;
 
 #[test]
@@ -12,8 +12,8 @@ fn every_property_passes_on_the_wgpu_adapter() {
     let factory = match WgpuFactory::from_env() {
         Ok(factory) => factory,
         Err(err) => {
-            // Written to the real stderr, past the test harness's capture, so it is seen.
-            let _ = writeln!(std::io::stderr(), "SKIPPED: no wgpu adapter ({err})");
+            let test = "every_property_passes_on_the_wgpu_adapter";
+            cannot_run(Need::WgpuAdapter, test, &err.to_string());
             return;
         }
     };
