@@ -1,7 +1,8 @@
 //! Self-test of `check`'s fault properties: a simulator that mishandles failures on purpose, one
 //! way at a time, must fail the property named for it within `check`'s default budget; the
-//! honest wrapper passes the same seeds, so what is caught is the misbehaviour. The wrapper can
-//! neither inject faults nor run collectives where asked: those properties read `n/a`.
+//! honest wrapper passes the same seeds, so what is caught is the misbehaviour. What a wrapper
+//! cannot run reads `n/a`: the fault properties where it injects none, `all_reduce` always (it
+//! has no collectives).
 //!
 //! Run with `--nocapture` to see the cases-to-detection and the message of each.
 
