@@ -11,6 +11,7 @@ pub mod kernels;
 pub mod perfetto;
 pub mod program;
 pub mod properties;
+pub mod requirement;
 pub mod suite;
 
 pub use factory::{CudaFactory, DeviceFactory, Observer, Session, SimFactory, WgpuFactory};

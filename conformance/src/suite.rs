@@ -8,6 +8,7 @@ use crate::properties::{self, Failure, RunConfig};
 pub struct PropertyResult {
     pub name: &'static str,
     pub summary: &'static str,
+    /// Cases run: none where the property is not applicable.
     pub cases: u32,
     pub outcome: Outcome,
 }
@@ -63,7 +64,11 @@ pub fn check<F: DeviceFactory>(
             PropertyResult {
                 name: p.name,
                 summary: p.summary,
-                cases: config.cases,
+                cases: if outcome == Outcome::NotApplicable {
+                    0
+                } else {
+                    config.cases
+                },
                 outcome,
             }
         })

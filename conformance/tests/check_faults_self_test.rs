@@ -1,6 +1,8 @@
 //! Self-test of `check`'s fault properties: a simulator that mishandles failures on purpose, one
 //! way at a time, must fail the property named for it within `check`'s default budget; the
-//! honest wrapper passes the same seeds, so what is caught is the misbehaviour.
+//! honest wrapper passes the same seeds, so what is caught is the misbehaviour. What a wrapper
+//! cannot run reads `n/a`: the fault properties where it injects none, `all_reduce` always (it
+//! has no collectives).
 //!
 //! Run with `--nocapture` to see the cases-to-detection and the message of each.
 
@@ -215,7 +217,7 @@ impl DeviceFactory for Factory {
     }
 }
 
-fn outcome(factory: &Factory, property: &str, cases: u32, seed: u64) -> Outcome {
+fn outcome<F: DeviceFactory>(factory: &F, property: &str, cases: u32, seed: u64) -> Outcome {
     let config = RunConfig { cases, seed };
     let mut results = suite::check(factory, config, Some(property), |_| {});
     results.remove(0).outcome
@@ -292,6 +294,25 @@ fn a_device_without_fault_injection_reports_them_not_applicable() {
         assert_eq!(outcome(&factory, property, 4, 1), Outcome::NotApplicable);
     }
     assert_eq!(outcome(&factory, "stream_ordering", 4, 1), Outcome::Passed);
+}
+
+/// The wrapper keeps the trait's default of no collectives: `all_reduce` is refused at every
+/// call, so it is reported not applicable, never passed; `to_client` copies through the host.
+#[test]
+fn a_device_without_collectives_reports_all_reduce_not_applicable() {
+    let factory = Factory {
+        kind: None,
+        faults: false,
+    };
+    assert_eq!(
+        outcome(&factory, "all_reduce", 4, 1),
+        Outcome::NotApplicable
+    );
+    assert_eq!(outcome(&factory, "to_client", 4, 1), Outcome::Passed);
+    assert_eq!(
+        outcome(&SimFactory::default(), "all_reduce", 4, 1),
+        Outcome::Passed
+    );
 }
 
 /// The fault properties reach what they exist for: several failures returned from one batch,

@@ -5,7 +5,7 @@
 //!
 //! Run: `NCCL_NVLS_ENABLE=0 cargo bench -p lockstep-cuda --bench collectives` on a machine with
 //! two GPUs and `libnccl.so.2` on the library path; otherwise it prints `SKIPPED: ...` and
-//! exits 0.
+//! exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`.
 //!
 //! Bandwidth is nccl-tests' "algbw": bytes of one device's buffer over the time per operation
 //! (for two devices its "busbw" is the same figure). Each figure is the median of `ROUNDS`
@@ -18,6 +18,7 @@ use cudarc::driver::{CudaContext as RawContext, CudaSlice, CudaStream as RawStre
 use cudarc::nccl::{Comm, ReduceOp, result as nccl};
 use lockstep::kernel::ElemType;
 use lockstep::{Bytes, ComputeClient, Device, DeviceId, Handle, ReduceOperation};
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::CudaDevice;
 
 const SIZES_BYTES: [usize; 3] = [1 << 20, 64 << 20, 256 << 20];
@@ -132,12 +133,20 @@ fn main() {
             devices.into_iter().map(ComputeClient::new).collect()
         }
         Err(err) => {
-            println!("SKIPPED: two CUDA GPUs are needed ({err})");
+            cannot_run(
+                Need::CudaGpu,
+                "collectives",
+                &format!("two are needed; {err}"),
+            );
             return;
         }
     };
     if !clients[0].supports_collectives() {
-        println!("SKIPPED: libnccl could not be loaded (set LD_LIBRARY_PATH to its directory)");
+        cannot_run(
+            Need::Nccl,
+            "collectives",
+            "libnccl could not be loaded (set LD_LIBRARY_PATH to its directory)",
+        );
         return;
     }
     let streams: Vec<Arc<RawStream>> = (0..2)

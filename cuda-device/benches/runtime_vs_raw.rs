@@ -2,7 +2,7 @@
 //! done with raw driver calls (cudarc) in the same process, and their ratio.
 //!
 //! Run: `cargo bench -p lockstep-cuda --bench runtime_vs_raw` (on a machine with a GPU; without
-//! one it prints `SKIPPED: ...` and exits 0).
+//! one it prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 //!
 //! Figures: (a) launches per second of an empty kernel; (b) `write`/`read` of 256 MiB against
 //! pinned copies; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
@@ -20,6 +20,7 @@ use lockstep::kernel::{
     Access, Axis, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelDef,
 };
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::{CudaContext, CudaDevice, lower};
 
 const LAUNCHES: u32 = 50_000;
@@ -593,7 +594,7 @@ fn main() {
                 DeviceError::Unavailable { reason } => reason,
                 other => other.to_string(),
             };
-            println!("SKIPPED: no CUDA driver ({reason})");
+            cannot_run(Need::CudaGpu, "runtime_vs_raw", &reason);
             return;
         }
     };

@@ -6,11 +6,12 @@
 //! one buffer each, as a loader would, so pinned blocks are reused after the first round.
 //!
 //! Run: `cargo bench -p lockstep-cuda --bench staging` (on a machine with a GPU; without one it
-//! prints `SKIPPED: ...` and exits 0).
+//! prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 
 use std::time::{Duration, Instant};
 
 use lockstep::{AllocationProperty, Bytes, ComputeClient};
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::CudaDevice;
 
 const BYTES: usize = 256 << 20;
@@ -47,7 +48,7 @@ fn main() {
     let device = match CudaDevice::new(0) {
         Ok(device) => device,
         Err(err) => {
-            println!("SKIPPED: no CUDA driver ({err})");
+            cannot_run(Need::CudaGpu, "staging", &err.to_string());
             return;
         }
     };

@@ -79,18 +79,28 @@ fn cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, result::NvrtcError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use lockstep::kernel::{Access, ElemType, KernelBuilder};
+    use lockstep_conformance::requirement::{Need, cannot_run};
 
     use super::*;
 
-    /// Needs only NVRTC (no GPU); prints a visible skip where it is missing.
+    /// Whether NVRTC loads; where it does not, [`cannot_run`] says so for `test`.
+    pub(crate) fn nvrtc_present(test: &str) -> bool {
+        // SAFETY: probing dlopens NVRTC, as compiling would.
+        let present = unsafe { sys::is_culib_present() };
+        if !present {
+            let reason = "libnvrtc could not be loaded; set LD_LIBRARY_PATH to its directory";
+            cannot_run(Need::Nvrtc, test, reason);
+        }
+        present
+    }
+
+    /// Needs only NVRTC (no GPU): a visible skip where it is missing, a failure under
+    /// `LOCKSTEP_REQUIRE_NVRTC=1` or `LOCKSTEP_REQUIRE_GPU=1`.
     #[test]
     fn compiler_failures_carry_the_log_and_the_kernel_source() {
-        // SAFETY: probing dlopens NVRTC, as compiling would.
-        if !unsafe { sys::is_culib_present() } {
-            let line = "SKIPPED: no NVRTC (libnvrtc.so could not be loaded): compile tests\n";
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        if !nvrtc_present("compiler_failures_carry_the_log_and_the_kernel_source") {
             return;
         }
         let mut k = KernelBuilder::new("tiny", [1, 1, 1]);

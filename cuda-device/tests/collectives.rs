@@ -2,40 +2,39 @@
 //! conformance properties of several devices through `CudaFactory`.
 //!
 //! Every test looks for two GPUs and `libnccl` at run time. Without them it prints a visible
-//! `SKIPPED: ...` line (written past the test harness's output capture) and returns.
+//! `SKIPPED: ...` line and returns, or fails under `LOCKSTEP_REQUIRE_GPU=1`
+//! ([`lockstep_conformance::requirement`]).
 
-use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 use lockstep::kernel::ElemType;
 use lockstep::{
     Bytes, CollectiveError, ComputeClient, DeviceId, Handle, ReduceOperation, ServerError,
 };
-use lockstep_conformance::CudaFactory;
-use lockstep_conformance::properties::{RunConfig, all};
+use lockstep_conformance::properties::RunConfig;
+use lockstep_conformance::requirement::{Need, cannot_run};
+use lockstep_conformance::suite::{self, Outcome};
+use lockstep_conformance::{CudaFactory, DeviceFactory};
 use lockstep_cuda::CudaDevice;
 
 mod child;
 
-fn skip(test: &str, reason: &str) {
-    // Straight to the process's stderr, in one write: libtest captures `println!` of passing
-    // tests, and a skip must be seen.
-    let line = format!("SKIPPED: {reason}: {test}\n");
-    let _ = std::io::stderr().write_all(line.as_bytes());
-}
+/// What `libnccl` missing looks like from a client.
+const NO_NCCL: &str = "libnccl could not be loaded (set LD_LIBRARY_PATH to its directory)";
 
-/// Clients of GPUs 0 and 1, or `None` (after printing why) without two GPUs and NCCL.
+/// Clients of GPUs 0 and 1, or `None` (after [`cannot_run`] said why) without two GPUs and
+/// NCCL.
 fn two_gpus(test: &str) -> Option<Vec<ComputeClient<CudaDevice>>> {
     let devices: Result<Vec<CudaDevice>, _> = (0..2).map(CudaDevice::new).collect();
     let clients: Vec<_> = match devices {
         Ok(devices) => devices.into_iter().map(ComputeClient::new).collect(),
         Err(err) => {
-            skip(test, &format!("two CUDA GPUs are needed ({err})"));
+            cannot_run(Need::CudaGpu, test, &format!("two are needed; {err}"));
             return None;
         }
     };
     if !clients[0].supports_collectives() {
-        skip(test, "libnccl could not be loaded");
+        cannot_run(Need::Nccl, test, NO_NCCL);
         return None;
     }
     Some(clients)
@@ -104,23 +103,24 @@ fn to_client_moves_bytes_between_gpus() {
 
 #[test]
 fn collective_properties_hold_on_every_gpu() {
+    const TEST: &str = "collective_properties_hold_on_every_gpu";
     let factory = match CudaFactory::new(0) {
         Ok(factory) => factory,
         Err(err) => {
-            skip(
-                "collective_properties_hold_on_every_gpu",
-                &format!("no CUDA GPU ({err})"),
-            );
+            cannot_run(Need::CudaGpu, TEST, &err.to_string());
             return;
         }
     };
+    // Without NCCL `all_reduce` would be reported not applicable: nothing checked.
+    if !factory.open(0).client.supports_collectives() {
+        cannot_run(Need::Nccl, TEST, NO_NCCL);
+        return;
+    }
     let config = RunConfig { cases: 16, seed: 3 };
-    for property in all::<CudaFactory>() {
-        if ["all_reduce", "to_client"].contains(&property.name)
-            && let Err(failure) = (property.check)(&factory, config)
-        {
-            panic!("{}: {failure:?}", property.name);
-        }
+    for name in ["all_reduce", "to_client"] {
+        let results = suite::check(&factory, config, Some(name), |_| {});
+        assert_eq!(results.len(), 1, "{name} is a property of the suite");
+        assert_eq!(results[0].outcome, Outcome::Passed, "{name}");
     }
 }
 

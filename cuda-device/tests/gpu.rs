@@ -1,9 +1,9 @@
 //! Tests on a real CUDA GPU: the device directly, the runtime on it, the simulator's answers
 //! for the same kernels, device loss, and the conformance suite through `CudaFactory`.
 //!
-//! Every test looks for the GPU at run time. Without one it prints a visible
-//! `SKIPPED: no CUDA driver (...)` line (written past the test harness's output capture) and
-//! returns: CI machines have no GPU, and a skip must never pass silently.
+//! Every test looks for the GPU at run time. Without one it prints a visible `SKIPPED: ...` line
+//! and returns (CI machines have no GPU), or fails under `LOCKSTEP_REQUIRE_GPU=1`
+//! ([`lockstep_conformance::requirement`]): a skip must never pass silently.
 
 use std::io::Write as _;
 use std::sync::OnceLock;
@@ -18,14 +18,15 @@ use lockstep::{
     ServerOptions,
 };
 use lockstep_conformance::properties::RunConfig;
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::{CudaFactory, suite};
 use lockstep_cuda::{CudaContext, CudaDevice};
 use lockstep_sim::{SimConfig, SimDevice};
 
 mod child;
 
-/// The GPU's context, opened once for the whole test binary; `None` (after printing why) where
-/// there is no GPU.
+/// The GPU's context, opened once for the whole test binary; `None` (after
+/// [`cannot_run`] said why) where there is no GPU.
 fn gpu(test: &str) -> Option<CudaContext> {
     static CONTEXT: OnceLock<Result<CudaContext, DeviceError>> = OnceLock::new();
     match CONTEXT.get_or_init(|| CudaContext::new(0)) {
@@ -35,10 +36,7 @@ fn gpu(test: &str) -> Option<CudaContext> {
                 DeviceError::Unavailable { reason } => reason.clone(),
                 other => other.to_string(),
             };
-            // Straight to the process's stderr, in one write: libtest captures `println!` and
-            // `eprintln!` of passing tests, and a skip must be seen.
-            let line = format!("SKIPPED: no CUDA driver ({reason}): {test}\n");
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            cannot_run(Need::CudaGpu, test, &reason);
             None
         }
     }

@@ -3,7 +3,8 @@
 # has the NVIDIA driver and NVRTC but no Rust: the `lockstep` CLI, the GPU test binary and the
 # runtime-vs-raw benchmark. Strips them into .gpu/ (ignored by git) and prints the command to run
 # there from the repository root. The binaries load libcuda and libnvrtc at run time (dlopen);
-# they need nothing else but the C library, which this script checks.
+# they need nothing else but the C library, which this script checks. The command sets
+# LOCKSTEP_REQUIRE_GPU=1, so a test that finds no GPU there fails instead of skipping.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TERM_COLOR=never
@@ -51,5 +52,5 @@ fi
 cat <<'CMD'
 
 == run on the GPU machine, from the repository root:
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"; .gpu/lockstep check --device cuda --cases 64 --seed 7 && .gpu/cuda_tests && .gpu/bench
+export LOCKSTEP_REQUIRE_GPU=1 LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"; .gpu/lockstep check --device cuda --cases 64 --seed 7 && .gpu/cuda_tests && .gpu/bench
 CMD

@@ -10,6 +10,8 @@
 #   cp /tmp/base/target/release/lockstep .gpu/lockstep-baseline && strip .gpu/lockstep-baseline
 set -uo pipefail
 out=${OUT:-/tmp}
+# As in run-h200.sh: on the GPU host nothing may skip for want of hardware.
+export LOCKSTEP_REQUIRE_GPU=1
 status=0
 run() {
   local limit=$1

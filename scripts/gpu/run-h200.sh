@@ -6,6 +6,9 @@
 # is bounded in time; logs go to $OUT when set. CASES sets the cases per property (default 64).
 set -uo pipefail
 out=${OUT:-/tmp}
+# A test or benchmark that finds no GPU, NCCL, NVRTC or Vulkan adapter here fails instead of
+# printing SKIPPED and passing: this run exists to check them.
+export LOCKSTEP_REQUIRE_GPU=1
 for f in .gl/*.deb; do dpkg -x "$f" /; done
 ldconfig
 # NVLink multicast stays off: it can take a shared host's GPUs out of service.

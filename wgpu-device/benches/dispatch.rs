@@ -1,12 +1,14 @@
 //! Dispatch throughput and round-trip latency: `ComputeClient` over `WgpuDevice` against
 //! straight wgpu doing the same work, in one process on the same adapter.
 //!
-//! Run: `cargo bench -p lockstep-wgpu --bench dispatch [-- LAUNCHES]`
+//! Run: `cargo bench -p lockstep-wgpu --bench dispatch [-- LAUNCHES]` (without an adapter it
+//! prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 
 use std::time::Instant;
 
 use lockstep::kernel::{Access, ElemType, KernelBuilder};
 use lockstep::{Bytes, ComputeClient, CubeCount, Kernel, KernelArguments};
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 
 /// A kernel that does nothing with its one binding: the cost measured is the launch path.
@@ -203,7 +205,7 @@ fn main() {
     let device = match WgpuOptions::from_env().and_then(WgpuDevice::new) {
         Ok(device) => device,
         Err(err) => {
-            println!("SKIPPED: no wgpu adapter ({err})");
+            cannot_run(Need::WgpuAdapter, "dispatch", &err.to_string());
             return;
         }
     };

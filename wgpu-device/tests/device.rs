@@ -1,8 +1,7 @@
 //! The `Device` trait on the wgpu adapter here, below the runtime: what the conformance suite
 //! cannot reach through `ComputeClient` (unaligned copies, capture and replay, timestamps,
-//! limits) and the reference semantics of the lowering. Skipped, visibly, without an adapter.
-
-use std::io::Write;
+//! limits) and the reference semantics of the lowering. Skipped, visibly, without an adapter
+//! (failed under `LOCKSTEP_REQUIRE_GPU=1` or `LOCKSTEP_REQUIRE_WGPU=1`).
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
@@ -10,13 +9,15 @@ use lockstep::kernel::{
     KernelDef, Scalar, semantics,
 };
 use lockstep::{Device, DeviceError};
+use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 
-fn device() -> Option<WgpuDevice> {
+/// The adapter's device, or `None` (after [`cannot_run`] said why) without one.
+fn device(test: &str) -> Option<WgpuDevice> {
     match WgpuOptions::from_env().and_then(WgpuDevice::new) {
         Ok(device) => Some(device),
         Err(err) => {
-            let _ = writeln!(std::io::stderr(), "SKIPPED: no wgpu adapter ({err})");
+            cannot_run(Need::WgpuAdapter, test, &err.to_string());
             None
         }
     }
@@ -48,7 +49,9 @@ impl Lcg {
 
 #[test]
 fn unaligned_writes_reads_and_copies_match_a_host_model() {
-    let Some(mut dev) = device() else { return };
+    let Some(mut dev) = device("unaligned_writes_reads_and_copies_match_a_host_model") else {
+        return;
+    };
     let s = dev.create_stream().unwrap();
     let size = 301u64;
     let a = dev.allocate(size).unwrap();
@@ -121,7 +124,9 @@ fn add_one() -> KernelDef {
 
 #[test]
 fn a_captured_graph_replays_its_launches_and_events_complete() {
-    let Some(mut dev) = device() else { return };
+    let Some(mut dev) = device("a_captured_graph_replays_its_launches_and_events_complete") else {
+        return;
+    };
     let s = dev.create_stream().unwrap();
     let kernel = dev
         .compile(
@@ -172,7 +177,9 @@ fn a_captured_graph_replays_its_launches_and_events_complete() {
 
 #[test]
 fn timestamps_measure_and_limits_are_typed_errors() {
-    let Some(mut dev) = device() else { return };
+    let Some(mut dev) = device("timestamps_measure_and_limits_are_typed_errors") else {
+        return;
+    };
     let s = dev.create_stream().unwrap();
     let max = dev.properties().max_allocation_bytes;
     assert!(matches!(
@@ -196,7 +203,9 @@ fn timestamps_measure_and_limits_are_typed_errors() {
 
 #[test]
 fn a_checked_fault_fills_the_record_once_and_skips_the_store() {
-    let Some(mut dev) = device() else { return };
+    let Some(mut dev) = device("a_checked_fault_fills_the_record_once_and_skips_the_store") else {
+        return;
+    };
     let s = dev.create_stream().unwrap();
     let mut k = KernelBuilder::new("overrun", [8, 1, 1]);
     let data = k.binding(ElemType::U32, Access::ReadWrite);
@@ -247,7 +256,9 @@ fn a_checked_fault_fills_the_record_once_and_skips_the_store() {
 /// for division, and the interpreter uses the host's exact results).
 #[test]
 fn operations_match_the_reference_semantics() {
-    let Some(mut dev) = device() else { return };
+    let Some(mut dev) = device("operations_match_the_reference_semantics") else {
+        return;
+    };
     let s = dev.create_stream().unwrap();
     let u: Vec<u32> = vec![
         0,

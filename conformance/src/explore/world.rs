@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use lockstep::{Device, MemoryConfiguration, MemoryPoolsConfig, PoolLayout, PoolPreset};
+use lockstep::{Device, Kernel, MemoryConfiguration, MemoryPoolsConfig, PoolLayout, PoolPreset};
 use lockstep_sim::{FaultPlan, FaultRates, SimConfig, SimDevice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -124,6 +124,29 @@ impl World {
         }
     }
 
+    /// How many of the explorer's kernels [`World::sample_kernels`] gives.
+    pub const SAMPLE_KERNELS: usize = 300;
+
+    /// The explorer's kernels as the lowering tests see them: the first
+    /// [`SAMPLE_KERNELS`](Self::SAMPLE_KERNELS) distinct kernels that the fault-free worlds of
+    /// seeds 0, 1, … draw, in draw order. Each backend's tests lower every one, checked and
+    /// unchecked, and compile (NVRTC) or validate (naga) it, so a formula that a lowering
+    /// mistranslates fails where there is no GPU.
+    pub fn sample_kernels() -> Vec<Kernel> {
+        let mut kernels: Vec<Kernel> = Vec::with_capacity(Self::SAMPLE_KERNELS);
+        for formula in (0..).flat_map(|seed| World::draw(seed, false).kernels) {
+            if kernels.len() == Self::SAMPLE_KERNELS {
+                break;
+            }
+            // Worlds name their kernels by index: a kernel is what its body computes.
+            let kernel = formula.kernel();
+            if !kernels.iter().any(|k| k.def().body == kernel.def().body) {
+                kernels.push(kernel);
+            }
+        }
+        kernels
+    }
+
     /// The sizes at which the layout the explored device starts with (the world's pools, else
     /// the device's default) changes pool; see [`World::size_edges_bytes`].
     fn size_edges(&self) -> Vec<u64> {
@@ -239,5 +262,18 @@ mod tests {
         assert!(worlds.iter().any(|w| w.injects_faults()));
         assert!(worlds.iter().any(|w| !w.injects_faults()));
         assert!(!World::draw(7, false).injects_faults());
+    }
+
+    #[test]
+    fn the_sample_kernels_are_the_first_drawn_and_distinct() {
+        let sample = World::sample_kernels();
+        assert_eq!(sample.len(), World::SAMPLE_KERNELS);
+        let first = World::draw(0, false).kernels[0].kernel();
+        assert_eq!(sample[0].def(), first.def());
+        for (i, a) in sample.iter().enumerate() {
+            for b in &sample[i + 1..] {
+                assert_ne!(a.def().body, b.def().body, "{} twice", a.def().name);
+            }
+        }
     }
 }

@@ -2,8 +2,8 @@
 
 use lockstep::kernel::ElemType;
 use lockstep::{
-    Bytes, CollectiveError, ComputeClient, CopyDescriptor, Device, DeviceId, Handle,
-    ReduceOperation, ServerError, StreamId,
+    Bytes, ComputeClient, CopyDescriptor, Device, DeviceId, Handle, ReduceOperation, ServerError,
+    StreamId,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -206,7 +206,8 @@ fn open_world<F: DeviceFactory>(
 }
 
 /// Every device of a world all-reduces its own random input; each result must equal the
-/// reference reduction. A device without collectives must refuse the call with `Unsupported`.
+/// reference reduction, element for element and in length. Runs only on devices with
+/// collectives (the property's `applies`): any refusal here fails it.
 pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Result<(), Failure> {
     let strategy = all_reduce_case(factory.world_size_max());
     run_cases(config, "all_reduce", strategy, |case| {
@@ -238,15 +239,9 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
                 c.empty(input.len()).map_err(|e| format!("empty: {e}"))?
             };
             let kept = (!case.release_source).then(|| src.clone());
-            match c.all_reduce(src, dst.clone(), case.elem, ids.clone(), case.op) {
-                Ok(()) => outputs.push((dst, kept)),
-                Err(ServerError::Collective(CollectiveError::Unsupported { device }))
-                    if !c.supports_collectives() && device == c.peer_id() =>
-                {
-                    return Ok(());
-                }
-                Err(e) => return Err(format!("all_reduce on {}: {e}", c.peer_id())),
-            }
+            c.all_reduce(src, dst.clone(), case.elem, ids.clone(), case.op)
+                .map_err(|e| format!("all_reduce on {}: {e}", c.peer_id()))?;
+            outputs.push((dst, kept));
         }
         let expected = reference(&inputs, case.elem, case.op);
         let exact = factory.deterministic()
@@ -258,29 +253,50 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
                 .read_one(dst)
                 .map_err(|e| format!("read on {}: {e}", c.peer_id()))?
                 .to_elems::<u32>();
-            for (i, (&g, &w)) in got.iter().zip(&expected).enumerate() {
-                let close = if exact {
-                    g == w
-                } else {
-                    (f32::from_bits(g) - f32::from_bits(w)).abs() <= tolerance(&inputs, i, case.op)
-                };
-                if !close {
-                    return Err(format!(
-                        "device {} element {i}: got {g:#010x}, reference {w:#010x} ({} {} of {:?})",
-                        c.peer_id(),
-                        case.elem,
-                        case.op,
-                        inputs
-                            .iter()
-                            .map(|b| b.to_elems::<u32>()[i])
-                            .collect::<Vec<_>>()
-                    ));
-                }
-            }
+            judge(c.peer_id(), &got, &expected, exact, &inputs, &case)?;
             expect_clean(session)?;
         }
         Ok(())
     })
+}
+
+/// Device `device`'s all-reduce result `got` against the `expected` reference of `inputs`:
+/// as many elements, each equal (or, where the device may sum floats in its own order and
+/// `exact` is false, within [`tolerance`]).
+fn judge(
+    device: DeviceId,
+    got: &[u32],
+    expected: &[u32],
+    exact: bool,
+    inputs: &[Bytes],
+    case: &AllReduceCase,
+) -> Result<(), String> {
+    if got.len() != expected.len() {
+        return Err(format!(
+            "device {device}: the result has {} elements, the reference {}",
+            got.len(),
+            expected.len()
+        ));
+    }
+    for (i, (&g, &w)) in got.iter().zip(expected).enumerate() {
+        let close = if exact {
+            g == w
+        } else {
+            (f32::from_bits(g) - f32::from_bits(w)).abs() <= tolerance(inputs, i, case.op)
+        };
+        if !close {
+            return Err(format!(
+                "device {device} element {i}: got {g:#010x}, reference {w:#010x} ({} {} of {:?})",
+                case.elem,
+                case.op,
+                inputs
+                    .iter()
+                    .map(|b| b.to_elems::<u32>()[i])
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `client` pinned to `stream` when the case spreads its work over streams.
@@ -416,4 +432,54 @@ pub(super) fn to_client<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(elems: usize) -> AllReduceCase {
+        AllReduceCase {
+            devices: 2,
+            elem: ElemType::U32,
+            op: ReduceOperation::Sum,
+            elems,
+            in_place: false,
+            other_streams: false,
+            release_source: false,
+            data_seed: 0,
+            sim_seed: 0,
+        }
+    }
+
+    #[test]
+    fn a_result_is_judged_by_its_length_and_every_element() {
+        let device = DeviceId {
+            type_id: 0,
+            index: 1,
+        };
+        let inputs = [
+            Bytes::from_elems(&[1u32, 2, 3]),
+            Bytes::from_elems(&[4u32, 5, 6]),
+        ];
+        let expected = reference(&inputs, ElemType::U32, ReduceOperation::Sum);
+        assert_eq!(expected, vec![5, 7, 9]);
+        let judged = |got: &[u32]| judge(device, got, &expected, true, &inputs, &case(3));
+        assert_eq!(judged(&[5, 7, 9]), Ok(()));
+        assert_eq!(
+            judged(&[5, 7]),
+            Err("device 0:1: the result has 2 elements, the reference 3".to_owned())
+        );
+        assert_eq!(
+            judged(&[5, 7, 9, 0]),
+            Err("device 0:1: the result has 4 elements, the reference 3".to_owned())
+        );
+        assert_eq!(
+            judged(&[5, 8, 9]),
+            Err(
+                "device 0:1 element 1: got 0x00000008, reference 0x00000007 (u32 sum of [2, 5])"
+                    .to_owned()
+            )
+        );
+    }
 }

@@ -1,10 +1,15 @@
 //! Snapshots of the CUDA C emitted for representative kernels, checked and unchecked. A change
 //! to a snapshot is a change to what runs on the GPU: review it against `semantics.rs`.
 
+use std::io::Write as _;
+
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
+use lockstep_conformance::explore::World;
 use lockstep_conformance::kernels::{KernelKind, overrun};
 
 use super::*;
+use crate::compile::compile;
+use crate::compile::tests::nvrtc_present;
 
 fn saxpy() -> KernelDef {
     let mut k = KernelBuilder::new("saxpy", [64, 1, 1]);
@@ -148,6 +153,71 @@ fn conformance_kernels() {
     }
     all.push_str(&both_modes(overrun().def()));
     insta::assert_snapshot!(all);
+}
+
+/// Every kernel a snapshot above shows.
+fn snapshot_kernels() -> Vec<KernelDef> {
+    let mut defs = vec![
+        saxpy(),
+        integer_semantics(),
+        float_semantics(),
+        short_circuit(),
+        loop_and_builtins(),
+    ];
+    defs.extend(KernelKind::ALL.map(|kind| kind.kernel().def().clone()));
+    defs.push(overrun().def().clone());
+    defs
+}
+
+/// Compiles each of `defs`, checked and unchecked, for `arch`; returns how many programs
+/// compiled. Spread over the machine's cores: NVRTC programs are independent.
+fn compile_all(defs: &[KernelDef], arch: &str) -> usize {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = defs.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = defs
+            .chunks(chunk)
+            .map(|defs| {
+                scope.spawn(move || {
+                    for def in defs {
+                        for checked in [true, false] {
+                            if let Err(err) = compile(def, checked, arch) {
+                                panic!("{} (checked: {checked}): {err}", def.name);
+                            }
+                        }
+                    }
+                    2 * defs.len()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a compile worker panicked"))
+            .sum()
+    })
+}
+
+/// The lowering as the GPU host would compile it, without a GPU: every snapshot kernel and the
+/// explorer's sample kernels, checked and unchecked, through NVRTC for the H200's `sm_90`.
+/// Prints the count past the harness's capture, so CI's log shows what was compiled.
+#[test]
+fn every_snapshot_and_explorer_kernel_compiles_for_sm_90() {
+    if !nvrtc_present("every_snapshot_and_explorer_kernel_compiles_for_sm_90") {
+        return;
+    }
+    let snapshot = compile_all(&snapshot_kernels(), "sm_90");
+    let explorer: Vec<KernelDef> = World::sample_kernels()
+        .iter()
+        .map(|kernel| kernel.def().clone())
+        .collect();
+    let explorer = compile_all(&explorer, "sm_90");
+    assert_eq!(explorer, 2 * World::SAMPLE_KERNELS);
+    let line = format!(
+        "nvrtc: compiled {} kernels for sm_90 ({snapshot} snapshot, {explorer} explorer; \
+         checked and unchecked)\n",
+        snapshot + explorer
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 #[test]

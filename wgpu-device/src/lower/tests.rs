@@ -1,8 +1,14 @@
 //! Snapshots of the WGSL emitted for representative kernels, in both modes. A change to the
-//! lowering shows up here as a readable diff; that the text compiles and computes the reference
-//! semantics is checked on an adapter by `tests/semantics.rs`.
+//! lowering shows up here as a readable diff; naga (wgpu's own front end and validator) accepts
+//! every snapshot and the explorer's sample kernels here, without an adapter; that the text
+//! computes the reference semantics is checked on an adapter by `tests/device.rs`.
+
+use std::io::Write as _;
+use std::path::Path;
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
+use lockstep_conformance::explore::World;
+use naga::valid::{Capabilities, ValidationFlags, Validator};
 
 use super::{InfoLayout, aliases_of, lower};
 
@@ -176,4 +182,72 @@ fn info_words_follow_the_documented_layout() {
     assert_eq!(InfoLayout::len_word(1), 4);
     assert_eq!(info.param_word(0), 5);
     assert_eq!(info.words(), 8);
+}
+
+/// Parses and validates `wgsl` as wgpu does before compiling it for an adapter, asking for no
+/// optional capability.
+fn validate(name: &str, wgsl: &str) {
+    let module = naga::front::wgsl::parse_str(wgsl)
+        .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(wgsl)));
+    Validator::new(ValidationFlags::all(), Capabilities::empty())
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(wgsl)));
+}
+
+/// Every WGSL snapshot in `lower/snapshots/` (the text after insta's header), by file name.
+fn wgsl_snapshots() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lower/snapshots");
+    let mut snapshots: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("a directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "snap"))
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("a readable snapshot");
+            let wgsl = text.splitn(3, "---\n").nth(2).expect("insta's header");
+            let name = path.file_name().expect("a file").to_string_lossy();
+            (name.into_owned(), wgsl.to_owned())
+        })
+        .collect();
+    snapshots.sort();
+    snapshots
+}
+
+/// What wgpu would refuse at pipeline creation, found without an adapter: naga validates every
+/// snapshot and the explorer's sample kernels, checked and unchecked. Prints the count past the
+/// harness's capture, so CI's log shows what was validated.
+#[test]
+fn naga_validates_every_snapshot_and_explorer_kernel() {
+    let snapshots = wgsl_snapshots();
+    assert!(snapshots.len() >= 8, "{snapshots:?}");
+    for (name, wgsl) in &snapshots {
+        validate(name, wgsl);
+    }
+    let mut explorer = 0;
+    for kernel in World::sample_kernels() {
+        for checked in [true, false] {
+            let name = format!("{} (checked: {checked})", kernel.def().name);
+            validate(&name, &lower(kernel.def(), checked, &[]).wgsl);
+            explorer += 1;
+        }
+    }
+    assert_eq!(explorer, 2 * World::SAMPLE_KERNELS);
+    let line = format!(
+        "naga: validated {} WGSL kernels ({} snapshot, {explorer} explorer; checked and \
+         unchecked)\n",
+        snapshots.len() + explorer,
+        snapshots.len()
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// The validation above is wgpu's, not only parsing: a store to a read-only binding parses and
+/// is refused.
+#[test]
+#[should_panic(expected = "store_to_read_only does not validate")]
+fn naga_refuses_what_wgpu_would_refuse() {
+    validate(
+        "store_to_read_only",
+        "@group(0) @binding(0) var<storage, read> b: array<u32>;\n\
+         @compute @workgroup_size(1) fn main() { b[0] = 1u; }",
+    );
 }
