@@ -306,6 +306,10 @@ impl<'a> FaultAudit<'a> {
 fn is_allocation_refusal(err: &ServerError) -> bool {
     matches!(
         err,
-        ServerError::OutOfMemory(_) | ServerError::Device(DeviceError::OutOfMemory { .. })
+        ServerError::OutOfMemory(_)
+            | ServerError::Device {
+                error: DeviceError::OutOfMemory { .. },
+                ..
+            }
     )
 }

@@ -391,6 +391,7 @@ impl<'a, D: Device> Executor<'a, D> {
                     kernel: "overrun".to_owned(),
                     binding: 0,
                     index,
+                    stream: client.stream_id(),
                 });
             }
         }

@@ -66,6 +66,9 @@ impl<D: Device> Device for Misbehaving<D> {
     fn create_stream(&mut self) -> Result<D::Stream, DeviceError> {
         self.inner.create_stream()
     }
+    fn label_stream(&mut self, stream: D::Stream, id: lockstep::StreamId) {
+        self.inner.label_stream(stream, id)
+    }
     fn allocate(&mut self, bytes: u64) -> Result<D::Buffer, DeviceError> {
         match self.inner.allocate(bytes) {
             Err(err @ DeviceError::OutOfMemory { .. })

@@ -112,6 +112,9 @@ impl<D: Device<Buffer: Sync>> Device for Misbehaving<D> {
     fn create_stream(&mut self) -> Result<D::Stream, DeviceError> {
         self.inner.create_stream()
     }
+    fn label_stream(&mut self, stream: D::Stream, id: lockstep::StreamId) {
+        self.inner.label_stream(stream, id)
+    }
     fn allocate(&mut self, bytes: u64) -> Result<Self::Buffer, DeviceError> {
         self.inner.allocate(bytes).map(Arc::new)
     }

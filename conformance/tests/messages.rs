@@ -21,29 +21,38 @@ fn error_messages_say_what_went_wrong() {
             kernel: "overrun".into(),
             binding: 0,
             index: 17,
+            stream: StreamId(1),
         },
         ServerError::DeviceLost {
             reason: "injected device loss".into(),
         },
-        DeviceError::OutOfMemory {
-            requested_bytes: 4096,
-            available_bytes: 1024,
-        }
-        .into(),
-        DeviceError::AllocationTooLarge {
-            requested_bytes: 1 << 30,
-            max_bytes: 128 << 20,
-        }
-        .into(),
-        DeviceError::TransferFailed {
-            reason: "injected failure writing 4 bytes to buffer 2".into(),
-        }
-        .into(),
-        DeviceError::Compile {
-            kernel: "k".into(),
-            log: "error: expected ';'".into(),
-        }
-        .into(),
+        ServerError::device(
+            StreamId(1),
+            DeviceError::OutOfMemory {
+                requested_bytes: 4096,
+                available_bytes: 1024,
+            },
+        ),
+        ServerError::device(
+            StreamId(1),
+            DeviceError::AllocationTooLarge {
+                requested_bytes: 1 << 30,
+                max_bytes: 128 << 20,
+            },
+        ),
+        ServerError::device(
+            StreamId(1),
+            DeviceError::TransferFailed {
+                reason: "injected failure writing 4 bytes to buffer 2".into(),
+            },
+        ),
+        ServerError::device(
+            StreamId(1),
+            DeviceError::Compile {
+                kernel: "k".into(),
+                log: "error: expected ';'".into(),
+            },
+        ),
         ServerError::TaskPanicked {
             stream: StreamId(2),
             message: "boom".into(),

@@ -169,13 +169,16 @@ fn absent_peer_child() {
         })
         .collect();
     let ids: Vec<DeviceId> = clients.iter().map(|c| c.peer_id()).collect();
-    let timed_out = |sequence, peer: DeviceId, devices: &[DeviceId]| {
-        Err(ServerError::Collective(CollectiveError::PeerTimeout {
-            devices: devices.to_vec(),
-            sequence,
-            peer,
-            timeout_ns: 2_000_000_000,
-        }))
+    let timed_out = |stream, sequence, peer: DeviceId, devices: &[DeviceId]| {
+        Err(ServerError::Collective {
+            stream,
+            error: CollectiveError::PeerTimeout {
+                devices: devices.to_vec(),
+                sequence,
+                peer,
+                timeout_ns: 2_000_000_000,
+            },
+        })
     };
     let both = [&clients[0], &clients[1]];
 
@@ -192,7 +195,10 @@ fn absent_peer_child() {
     }
     let started = Instant::now();
     let lone = reduce_on(&both[..1], &ids, &[5]);
-    assert_eq!(clients[0].sync(), timed_out(1, ids[1], &ids));
+    assert_eq!(
+        clients[0].sync(),
+        timed_out(clients[0].stream_id(), 1, ids[1], &ids)
+    );
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "{:?}",
@@ -215,7 +221,10 @@ fn absent_peer_child() {
     let reversed = vec![ids[1], ids[0]];
     let started = Instant::now();
     let lone = reduce_on(&both[..1], &reversed, &[1]);
-    assert_eq!(clients[0].sync(), timed_out(0, ids[1], &reversed));
+    assert_eq!(
+        clients[0].sync(),
+        timed_out(clients[0].stream_id(), 0, ids[1], &reversed)
+    );
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "{:?}",

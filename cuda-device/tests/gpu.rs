@@ -402,8 +402,10 @@ fn checked_kernels_report_the_first_fault_and_stay_usable() {
             kernel,
             binding,
             index,
+            stream,
         }) => {
             assert_eq!((kernel.as_str(), binding, index), ("overrun", 0, 7));
+            assert_eq!(stream, c.stream_id());
         }
         other => panic!("expected the first kernel fault, got {other:?}"),
     }

@@ -554,7 +554,7 @@ impl<D: Device> ComputeClient<D> {
     pub fn compile(&self, kernel: &Kernel) -> Result<(), ServerError> {
         let _span = tracing::debug_span!("compile", kernel = kernel.name()).entered();
         let kernel = kernel.clone();
-        self.call(move |server, _| server.compile(&kernel))
+        self.call(move |server, stream| server.compile(stream, &kernel))
     }
 
     /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the

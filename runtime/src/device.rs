@@ -33,6 +33,8 @@
 //! - Graph capture records the launches enqueued on the stream between `begin_capture` and
 //!   `end_capture` instead of executing them; `replay` executes them again, in order, on the
 //!   stream it is given, against the buffers they were recorded with.
+//! - The runtime calls `label_stream` once per stream, right after `create_stream` and before
+//!   any work on it; the id it passes changes nothing a device does, only what it reports.
 //! - A device names itself `DeviceId { type_id: TYPE_ID, index: ordinal() }`; the indices
 //!   `0..device_count()` are the devices of its backend this process can open together.
 //! - A device without collectives returns [`DeviceError::Unsupported`] from every collective
@@ -54,6 +56,7 @@ use crate::bytes::Bytes;
 use crate::collective::{CommunicatorId, ReduceOperation};
 use crate::error::DeviceError;
 use crate::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
+use crate::stream::StreamId;
 
 /// Identifies a device in this process: its backend and an index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -147,6 +150,14 @@ pub trait Device: Send + 'static {
 
     /// Creates a new stream. Streams are never destroyed before the device.
     fn create_stream(&mut self) -> Result<Self::Stream, DeviceError>;
+
+    /// Tells the device the runtime's id of `stream` (the [`StreamId`] users see), so that what
+    /// it reports can name the stream as users know it: error messages, traces, and the
+    /// simulator's faults aimed at one stream. Diagnostics only: a device behaves the same
+    /// whatever the id. The default ignores it; a device that wraps another forwards it.
+    fn label_stream(&mut self, stream: Self::Stream, id: StreamId) {
+        let _ = (stream, id);
+    }
 
     /// Allocates `bytes` (at least 1) of device memory, aligned to `alignment_bytes`. Its
     /// contents are unspecified until written.

@@ -103,23 +103,46 @@ pub enum CaptureError {
     AllocationInCapture { stream: StreamId },
 }
 
+impl CaptureError {
+    /// The stream whose capture refused.
+    pub fn stream(&self) -> StreamId {
+        match self {
+            CaptureError::Refused { stream, .. }
+            | CaptureError::NotPrepared { stream }
+            | CaptureError::AlreadyCapturing { stream }
+            | CaptureError::NotCapturing { stream }
+            | CaptureError::WriteInCapture { stream }
+            | CaptureError::AllocationInCapture { stream } => *stream,
+        }
+    }
+}
+
 /// What a client call or a later `flush`/`sync` returns when something went wrong.
+///
+/// Every failure of work names the stream it happened on ([`stream`](Self::stream)): the
+/// stream whose next blocking call returns it. `DeviceLost` and `ActorGone` are the whole
+/// device's, and `Io` is bad input refused at the call, before anything reached a stream.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ServerError {
     #[error(
-        "kernel `{kernel}` accessed binding {binding} out of range at index {index} (checked mode)"
+        "kernel `{kernel}` accessed binding {binding} out of range at index {index} on {stream} (checked mode)"
     )]
     KernelFault {
         kernel: String,
         binding: u32,
         index: u32,
+        stream: StreamId,
     },
     #[error("device lost: {reason}")]
     DeviceLost { reason: String },
     #[error(transparent)]
     OutOfMemory(#[from] OutOfMemoryError),
-    #[error("{0}")]
-    Device(DeviceError),
+    /// A failure the device reported for work of `stream`, or for a call made on it.
+    #[error("{error} (on {stream})")]
+    Device {
+        stream: StreamId,
+        error: DeviceError,
+    },
     #[error("a task on {stream} panicked: {message}")]
     TaskPanicked { stream: StreamId, message: String },
     #[error(transparent)]
@@ -128,8 +151,40 @@ pub enum ServerError {
     Capture(#[from] CaptureError),
     #[error("the device's actor is gone: {reason}")]
     ActorGone { reason: String },
-    #[error(transparent)]
-    Collective(#[from] CollectiveError),
+    /// A collective refused at a call made on `stream`, or failed in its work.
+    #[error("{error} (on {stream})")]
+    Collective {
+        stream: StreamId,
+        error: CollectiveError,
+    },
+}
+
+impl ServerError {
+    /// The error of a device call made for `stream`: a loss is the whole device's, a
+    /// collective's failure stays a collective's.
+    pub fn device(stream: StreamId, error: DeviceError) -> Self {
+        match error {
+            DeviceError::Lost { reason } => ServerError::DeviceLost { reason },
+            DeviceError::Collective(error) => ServerError::Collective { stream, error },
+            error => ServerError::Device { stream, error },
+        }
+    }
+
+    /// The stream this failure happened on; `None` for the whole device's failures
+    /// (`DeviceLost`, `ActorGone`) and for bad input refused at the call (`Io`).
+    pub fn stream(&self) -> Option<StreamId> {
+        match self {
+            ServerError::KernelFault { stream, .. }
+            | ServerError::Device { stream, .. }
+            | ServerError::TaskPanicked { stream, .. }
+            | ServerError::Collective { stream, .. } => Some(*stream),
+            ServerError::OutOfMemory(err) => Some(err.stream),
+            ServerError::Capture(err) => Some(err.stream()),
+            ServerError::DeviceLost { .. } | ServerError::Io(_) | ServerError::ActorGone { .. } => {
+                None
+            }
+        }
+    }
 }
 
 /// An allocation the device could not serve, even after the runtime reclaimed what it could.
@@ -144,16 +199,6 @@ pub struct OutOfMemoryError {
     pub reason: String,
     pub bytes_reserved: u64,
     pub bytes_in_use: u64,
-}
-
-impl From<DeviceError> for ServerError {
-    fn from(err: DeviceError) -> Self {
-        match err {
-            DeviceError::Lost { reason } => ServerError::DeviceLost { reason },
-            DeviceError::Collective(err) => ServerError::Collective(err),
-            other => ServerError::Device(other),
-        }
-    }
 }
 
 impl From<KernelError> for ServerError {

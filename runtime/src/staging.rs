@@ -35,7 +35,7 @@ impl<D: Device> ComputeClient<D> {
             return Ok(());
         }
         let sizes: Vec<usize> = targets.iter().map(|b| b.len()).collect();
-        let pinned = self.call(move |server, _| server.alloc_pinned(&sizes))?;
+        let pinned = self.call(move |server, stream| server.alloc_pinned(stream, &sizes))?;
         for (target, mut pinned) in targets.iter_mut().zip(pinned) {
             pinned.copy_from_slice(target);
             std::mem::swap(*target, &mut pinned);

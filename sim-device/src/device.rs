@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
+use lockstep::{
+    Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation, StreamId,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -72,6 +74,9 @@ struct StreamState {
     errors: Vec<DeviceError>,
     /// Launches recorded while capturing.
     capture: Option<Vec<Arc<LaunchOp>>>,
+    /// The runtime's id of this stream ([`Device::label_stream`]), for messages and for
+    /// faults aimed at it.
+    label: Option<StreamId>,
 }
 
 /// Handle to what a [`SimDevice`] has observed, readable while the runtime owns the device.
@@ -179,7 +184,8 @@ impl SimDevice {
     /// Counts one trigger of `kind` on `stream`; when it faults, records the fault and returns
     /// the tag its error message must carry.
     fn inject(&mut self, kind: FaultKind, stream: Option<u32>) -> Option<String> {
-        if !self.faults.fires(kind) {
+        let stream_id = stream.and_then(|s| self.label_of(s));
+        if !self.faults.fires(kind, stream_id) {
             return None;
         }
         let mut obs = self.observe();
@@ -187,10 +193,37 @@ impl SimDevice {
             id: obs.faults.len() as u64,
             kind,
             stream,
+            stream_id,
             op: self.executing,
         };
         obs.faults.push(fault);
         Some(fault.tag())
+    }
+
+    /// The runtime's id of device stream `stream`.
+    ///
+    /// # Panics
+    /// If a scripted fault is aimed at a stream and the runtime never named this one: the
+    /// fault could never fire, and the test would pass without injecting it. A device that
+    /// wraps this one must forward [`Device::label_stream`].
+    fn label_of(&self, stream: u32) -> Option<StreamId> {
+        let label = self.streams[stream as usize].label;
+        assert!(
+            label.is_some() || !self.faults.aims_at_streams(),
+            "a scripted fault is aimed at a stream, but device stream {stream} has no StreamId: \
+             the runtime names its streams through Device::label_stream, which a device wrapping \
+             SimDevice must forward"
+        );
+        label
+    }
+
+    /// How messages name device stream `stream`: the runtime's id (`stream-3`,
+    /// `thread-stream-0`), or the device's index where the runtime named none.
+    fn stream_name(&self, stream: u32) -> String {
+        match self.streams[stream as usize].label {
+            Some(id) => id.to_string(),
+            None => format!("device stream {stream}"),
+        }
     }
 
     fn check_alive(&self) -> Result<(), DeviceError> {
@@ -373,8 +406,9 @@ impl SimDevice {
     fn execute(&mut self, stream: u32, op: Op, enqueued: &Clock) {
         if let Some(tag) = self.inject(FaultKind::DeviceLoss, Some(stream)) {
             self.lose(format!(
-                "injected device loss before `{}` on stream {stream} {tag} (seed {})",
+                "injected device loss before `{}` on {} {tag} (seed {})",
                 op.name(),
+                self.stream_name(stream),
                 self.config.seed
             ));
             return;
@@ -382,9 +416,10 @@ impl SimDevice {
         if self.clock_ns > self.config.watchdog_ns {
             self.observe().watchdog_fired = true;
             self.lose(format!(
-                "watchdog: virtual time passed {} ns before `{}` on stream {stream} (seed {})",
+                "watchdog: virtual time passed {} ns before `{}` on {} (seed {})",
                 self.config.watchdog_ns,
                 op.name(),
+                self.stream_name(stream),
                 self.config.seed
             ));
             return;
@@ -470,14 +505,16 @@ impl SimDevice {
     /// Writes `data`; returns a suffix for the trace describing a failure, if any.
     fn execute_write(&mut self, stream: u32, dst: Range, data: &[u8]) -> &'static str {
         if let Some(tag) = self.inject(FaultKind::TransferFailure, Some(stream)) {
+            let reason = format!(
+                "injected failure writing {} bytes to buffer {} on {} {tag} (seed {})",
+                dst.len,
+                dst.buffer,
+                self.stream_name(stream),
+                self.config.seed
+            );
             self.streams[stream as usize]
                 .errors
-                .push(DeviceError::TransferFailed {
-                    reason: format!(
-                        "injected failure writing {} bytes to buffer {} {tag} (seed {})",
-                        dst.len, dst.buffer, self.config.seed
-                    ),
-                });
+                .push(DeviceError::TransferFailed { reason });
             return " failed";
         }
         match self.memory.get_mut(dst.buffer, "write") {
@@ -502,8 +539,11 @@ impl SimDevice {
         if let Some(tag) = self.inject(FaultKind::TransferFailure, Some(stream)) {
             let err = DeviceError::TransferFailed {
                 reason: format!(
-                    "injected failure reading {} bytes of buffer {} {tag} (seed {})",
-                    src.len, src.buffer, self.config.seed
+                    "injected failure reading {} bytes of buffer {} on {} {tag} (seed {})",
+                    src.len,
+                    src.buffer,
+                    self.stream_name(stream),
+                    self.config.seed
                 ),
             };
             return (Err(err), " failed");
@@ -550,12 +590,14 @@ impl SimDevice {
     fn execute_launch(&mut self, stream: u32, launch: &LaunchOp) -> u64 {
         let operation = format!("launch of `{}`", launch.kernel.name);
         if let Some(tag) = self.inject(FaultKind::KernelFault, Some(stream)) {
+            let reason = format!(
+                "injected kernel fault on {} {tag} (seed {})",
+                self.stream_name(stream),
+                self.config.seed
+            );
             self.streams[stream as usize]
                 .errors
-                .push(DeviceError::ExecutionFault {
-                    operation,
-                    reason: format!("injected kernel fault {tag} (seed {})", self.config.seed),
-                });
+                .push(DeviceError::ExecutionFault { operation, reason });
             return 0;
         }
         let count = match &launch.count {
@@ -690,6 +732,15 @@ impl Device for SimDevice {
         self.check_alive()?;
         self.streams.push(StreamState::default());
         Ok(SimStream(self.streams.len() as u32 - 1))
+    }
+
+    fn label_stream(&mut self, stream: SimStream, id: StreamId) {
+        let state = self.stream_mut(stream);
+        assert!(
+            state.label.is_none() && state.queue.is_empty(),
+            "the runtime names a stream once, before any work on it (contract)"
+        );
+        state.label = Some(id);
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<SimBuffer, DeviceError> {

@@ -1,10 +1,19 @@
-//! Fault injection: scripted faults at the n-th operation of a kind, and probabilistic ones.
+//! Fault injection: scripted faults at the n-th operation of a kind (on every stream, or on
+//! one stream the runtime names), and probabilistic ones.
+//!
+//! A fault aimed at a stream names it by its [`StreamId`], the id users know: the runtime
+//! tells the device which of its streams serves which id through
+//! [`Device::label_stream`](lockstep::Device::label_stream), right after creating it.
 
+use std::collections::BTreeMap;
+
+use lockstep::StreamId;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
+use thiserror::Error;
 
 /// What can go wrong on the simulated hardware.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FaultKind {
     /// `allocate` fails with out-of-memory.
     AllocationFailure,
@@ -25,6 +34,10 @@ pub enum FaultKind {
 /// `TransferFailure`, executed launches for `KernelFault`, any executed operation for
 /// `DeviceLoss`, executed collectives (all-reduces, sends, receives) for `PeerAbsent`.
 ///
+/// Triggers are counted on every stream together, or, for a fault aimed at a stream with
+/// [`on_stream`](Self::on_stream), on that stream alone, so a test aims at one stream's n-th
+/// launch without counting the others'.
+///
 /// A window of two or more allocation failures refuses an allocation and the runtime's retry
 /// after reclaiming: the refusal reaches the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +46,17 @@ pub struct ScriptedFault {
     pub nth: u64,
     /// How many consecutive triggers fault, from the `nth`; zero faults none.
     pub count: u64,
+    /// The stream whose triggers are counted; `None` counts every stream's.
+    stream: Option<StreamId>,
+}
+
+/// A scripted fault that cannot be aimed as asked.
+#[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
+pub enum FaultPlanError {
+    #[error(
+        "an allocation belongs to no stream, so an AllocationFailure cannot be aimed at {stream}: count allocations on every stream instead"
+    )]
+    AllocationOnStream { stream: StreamId },
 }
 
 impl ScriptedFault {
@@ -43,11 +67,38 @@ impl ScriptedFault {
 
     /// Triggers `nth..nth + count` of `kind` fault.
     pub fn window(kind: FaultKind, nth: u64, count: u64) -> Self {
-        Self { kind, nth, count }
+        Self {
+            kind,
+            nth,
+            count,
+            stream: None,
+        }
     }
 
-    fn covers(&self, kind: FaultKind, n: u64) -> bool {
-        self.kind == kind && n >= self.nth && n - self.nth < self.count
+    /// The same fault, counting only the triggers of `stream` (the runtime's id of it).
+    ///
+    /// # Errors
+    /// [`FaultPlanError::AllocationOnStream`] for an `AllocationFailure`: the device
+    /// allocates for the whole runtime, not for a stream.
+    pub fn on_stream(self, stream: StreamId) -> Result<Self, FaultPlanError> {
+        if self.kind == FaultKind::AllocationFailure {
+            return Err(FaultPlanError::AllocationOnStream { stream });
+        }
+        Ok(Self {
+            stream: Some(stream),
+            ..self
+        })
+    }
+
+    /// The stream this fault is aimed at, if it is aimed at one.
+    pub fn stream(&self) -> Option<StreamId> {
+        self.stream
+    }
+
+    /// Whether this fault covers trigger number `n` of its stream (of every stream when it
+    /// is aimed at none).
+    fn covers(&self, n: u64) -> bool {
+        n >= self.nth && n - self.nth < self.count
     }
 }
 
@@ -83,8 +134,12 @@ pub struct InjectedFault {
     /// Numbers injected faults of one device from 0, in injection order.
     pub id: u64,
     pub kind: FaultKind,
-    /// The stream whose operation faulted; `None` for allocations, which belong to no stream.
+    /// The device's index of the stream whose operation faulted (in creation order); `None`
+    /// for allocations, which belong to no stream.
     pub stream: Option<u32>,
+    /// The runtime's id of that stream, when the runtime named it
+    /// ([`Device::label_stream`](lockstep::Device::label_stream)).
+    pub stream_id: Option<StreamId>,
     /// The enqueue number of the operation that faulted (see
     /// [`Observations::ops_enqueued`](crate::Observations::ops_enqueued)); `None` for
     /// allocations, which are not enqueued.
@@ -114,7 +169,10 @@ pub(crate) struct FaultInjector {
     /// Separate from the scheduler's generator, so that enabling faults does not change the
     /// interleaving of a seed before the first fault.
     rng: ChaCha8Rng,
-    counts: [u64; 5],
+    /// Triggers so far of each kind, on every stream together.
+    counts: BTreeMap<FaultKind, u64>,
+    /// Triggers so far of each kind on each named stream.
+    stream_counts: BTreeMap<(FaultKind, StreamId), u64>,
 }
 
 impl FaultInjector {
@@ -122,16 +180,32 @@ impl FaultInjector {
         Self {
             plan,
             rng,
-            counts: [0; 5],
+            counts: BTreeMap::new(),
+            stream_counts: BTreeMap::new(),
         }
     }
 
-    /// Counts one trigger of `kind` and returns whether it faults.
-    pub fn fires(&mut self, kind: FaultKind) -> bool {
-        let slot = kind as usize;
-        self.counts[slot] += 1;
-        let n = self.counts[slot];
-        let scripted = self.plan.scripted.iter().any(|f| f.covers(kind, n));
+    /// Whether a scripted fault is aimed at a stream: the device must then know the runtime's
+    /// id of every stream that runs work.
+    pub fn aims_at_streams(&self) -> bool {
+        self.plan.scripted.iter().any(|f| f.stream.is_some())
+    }
+
+    /// Counts one trigger of `kind`, on the stream the runtime calls `stream` (`None` for an
+    /// allocation, or a stream the runtime did not name), and returns whether it faults.
+    pub fn fires(&mut self, kind: FaultKind, stream: Option<StreamId>) -> bool {
+        let n = increment(self.counts.entry(kind).or_default());
+        let n_on_stream =
+            stream.map(|s| increment(self.stream_counts.entry((kind, s)).or_default()));
+        let scripted = self.plan.scripted.iter().any(|f| {
+            f.kind == kind
+                && match f.stream {
+                    None => f.covers(n),
+                    Some(target) => {
+                        stream == Some(target) && n_on_stream.is_some_and(|n| f.covers(n))
+                    }
+                }
+        });
         let rate = match kind {
             FaultKind::AllocationFailure => self.plan.rates.allocation_failure,
             FaultKind::TransferFailure => self.plan.rates.transfer_failure,
@@ -145,6 +219,12 @@ impl FaultInjector {
     }
 }
 
+/// Adds one to `count` and returns the new count.
+fn increment(count: &mut u64) -> u64 {
+    *count += 1;
+    *count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +235,7 @@ mod tests {
             id: 42,
             kind: FaultKind::KernelFault,
             stream: Some(1),
+            stream_id: Some(StreamId(4)),
             op: Some(3),
         };
         let message = format!("kernel failed {} (seed 7)", fault.tag());
@@ -170,12 +251,44 @@ mod tests {
         ]);
         let mut injector = FaultInjector::new(plan, rand::SeedableRng::seed_from_u64(0));
         let allocations: Vec<bool> = (0..6)
-            .map(|_| injector.fires(FaultKind::AllocationFailure))
+            .map(|_| injector.fires(FaultKind::AllocationFailure, None))
             .collect();
         assert_eq!(allocations, [false, false, true, true, false, false]);
         let launches: Vec<bool> = (0..3)
-            .map(|_| injector.fires(FaultKind::KernelFault))
+            .map(|_| injector.fires(FaultKind::KernelFault, Some(StreamId(0))))
             .collect();
         assert_eq!(launches, [false, true, false]);
+    }
+
+    #[test]
+    fn a_fault_aimed_at_a_stream_counts_that_streams_triggers_only() {
+        let (a, b) = (StreamId(0), StreamId(1));
+        let aimed = ScriptedFault::at(FaultKind::KernelFault, 2)
+            .on_stream(b)
+            .expect("a launch belongs to a stream");
+        let mut injector = FaultInjector::new(
+            FaultPlan::scripted([aimed]),
+            rand::SeedableRng::seed_from_u64(0),
+        );
+        assert!(injector.aims_at_streams());
+        // Launches of a, b, a, a, b, b: the second of b is the fifth overall.
+        let fired: Vec<bool> = [a, b, a, a, b, b]
+            .into_iter()
+            .map(|s| injector.fires(FaultKind::KernelFault, Some(s)))
+            .collect();
+        assert_eq!(fired, [false, false, false, false, true, false]);
+        // A transfer on b is another kind: it counts apart.
+        assert!(!injector.fires(FaultKind::TransferFailure, Some(b)));
+    }
+
+    #[test]
+    fn an_allocation_fault_cannot_be_aimed_at_a_stream() {
+        let refused = ScriptedFault::at(FaultKind::AllocationFailure, 1).on_stream(StreamId(3));
+        assert_eq!(
+            refused,
+            Err(FaultPlanError::AllocationOnStream {
+                stream: StreamId(3)
+            })
+        );
     }
 }

@@ -9,7 +9,8 @@
 //!   reading never-written bytes, touching freed memory, and freeing memory that queued work
 //!   still uses are recorded as [`SanitizerReport`]s.
 //! - **Fault injection.** A [`FaultPlan`] fails allocations, transfers and kernels, or loses the
-//!   device, at scripted points or with given probabilities.
+//!   device, at scripted points (counted on every stream, or on one stream named by its
+//!   `StreamId`) or with given probabilities; their messages name the stream by its `StreamId`.
 //! - **Trace.** Every executed operation feeds a hash ([`Observations::trace_hash`]) that is
 //!   equal for equal seeds and programs.
 
@@ -27,6 +28,6 @@ pub use device::{
     COLLECTIVE_TIMEOUT_NS, SimBuffer, SimCluster, SimDevice, SimEvent, SimGraph, SimKernel,
     SimProbe, SimRead, SimStream, SimTimestamp,
 };
-pub use fault::{FaultKind, FaultPlan, FaultRates, InjectedFault, ScriptedFault};
+pub use fault::{FaultKind, FaultPlan, FaultPlanError, FaultRates, InjectedFault, ScriptedFault};
 pub use memory::{POISON_FRESH, SanitizerReport};
 pub use trace::{Observations, TraceEntry};

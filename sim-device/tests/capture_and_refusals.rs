@@ -72,7 +72,10 @@ fn sizes_whose_rounding_overflows_are_refused_as_out_of_memory_and_disturb_nothi
     assert_eq!(c.memory_usage().unwrap(), usage, "nothing was allocated");
     // The older failure surfaces first, once; then the stream and the handle work as before.
     match c.read_one(h.clone()) {
-        Err(ServerError::Device(DeviceError::TransferFailed { .. })) => {}
+        Err(ServerError::Device {
+            error: DeviceError::TransferFailed { .. },
+            ..
+        }) => {}
         other => panic!("expected the queued transfer failure, got {other:?}"),
     }
     c.write(&h, Bytes::from_elems(&[5u32, 6, 7, 8])).unwrap();

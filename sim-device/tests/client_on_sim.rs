@@ -4,7 +4,8 @@
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
 use lockstep::{
-    Bytes, ComputeClient, CubeCount, DeviceError, Kernel, KernelArguments, ServerError,
+    Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
+    StreamId,
 };
 use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault, SimConfig, SimDevice};
 
@@ -56,7 +57,7 @@ fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
     );
     let err = b.sync().unwrap_err();
     assert!(
-        matches!(err, ServerError::Device(DeviceError::TransferFailed { .. })),
+        matches!(err, ServerError::Device { stream, error: DeviceError::TransferFailed { .. } } if stream == b.stream_id()),
         "{err}"
     );
     b.sync()
@@ -65,6 +66,52 @@ fn injected_transfer_failure_surfaces_once_on_its_stream_only() {
     assert_eq!(a.read_one(ha).unwrap().to_elems::<u32>(), vec![1]);
     b.write(&hb, Bytes::from_elems(&[8u32])).unwrap();
     assert_eq!(b.read_one(hb).unwrap().to_elems::<u32>(), vec![8]);
+}
+
+#[test]
+fn a_fault_aimed_at_a_stream_counts_that_streams_launches_only() {
+    // Stream 1's second launch faults, however the two streams' launches interleave: no
+    // fence is needed to aim at it.
+    let aimed = ScriptedFault::at(FaultKind::KernelFault, 2)
+        .on_stream(StreamId(1))
+        .unwrap();
+    let device = SimDevice::new(SimConfig::new(9).with_faults(FaultPlan::scripted([aimed])));
+    let probe = device.probe();
+    let c = ComputeClient::new(device);
+    let (a, b) = (pinned(&c, 0), pinned(&c, 1));
+    let ha = a.create(Bytes::from_elems(&[0u32; 4])).unwrap();
+    let hb = b.create(Bytes::from_elems(&[10u32; 4])).unwrap();
+    for _ in 0..3 {
+        launch_add_one(&a, &ha, 4);
+        launch_add_one(&b, &hb, 4);
+    }
+    a.sync().expect("stream 0's launches are not counted");
+    let err = b.sync().unwrap_err();
+    assert_eq!(err.stream(), Some(StreamId(1)));
+    insta::assert_snapshot!(err.to_string());
+    b.sync().expect("reported once");
+    assert_eq!(a.read_one(ha).unwrap().to_elems::<u32>(), vec![3; 4]);
+    // The faulting launch wrote nothing.
+    assert_eq!(b.read_one(hb).unwrap().to_elems::<u32>(), vec![12; 4]);
+    let faults = probe.observations().faults.clone();
+    assert_eq!(faults.len(), 1);
+    assert_eq!(
+        (faults[0].kind, faults[0].stream_id),
+        (FaultKind::KernelFault, Some(StreamId(1)))
+    );
+}
+
+#[test]
+#[should_panic(expected = "device stream 0 has no StreamId")]
+fn a_fault_aimed_at_a_stream_needs_the_runtime_to_name_its_streams() {
+    let aimed = ScriptedFault::at(FaultKind::TransferFailure, 1)
+        .on_stream(StreamId(0))
+        .unwrap();
+    let mut device = SimDevice::new(SimConfig::new(1).with_faults(FaultPlan::scripted([aimed])));
+    let stream = device.create_stream().unwrap();
+    let buffer = device.allocate(4).unwrap();
+    device.write(stream, &buffer, 0, &[1, 2, 3, 4]).unwrap();
+    let _ = device.synchronize(stream);
 }
 
 #[test]
@@ -104,7 +151,7 @@ fn injected_kernel_fault_leaves_data_and_other_streams_intact() {
     launch_add_one(&c, &h, 2);
     let err = c.sync().unwrap_err();
     assert!(
-        matches!(err, ServerError::Device(DeviceError::ExecutionFault { .. })),
+        matches!(err, ServerError::Device { stream, error: DeviceError::ExecutionFault { .. } } if stream == c.stream_id()),
         "{err}"
     );
     assert_eq!(
@@ -196,7 +243,8 @@ fn checked_out_of_range_kernel_reports_kernel_fault_once() {
         ServerError::KernelFault {
             kernel: "overrun".into(),
             binding: 0,
-            index: 6
+            index: 6,
+            stream: c.stream_id(),
         }
     );
     c.sync().unwrap();

@@ -171,16 +171,22 @@ fn a_peer_that_never_arrives_times_out_on_virtual_time() {
     let before_ns = probe.observations().virtual_time_ns;
     assert_eq!(
         clients[0].sync(),
-        Err(ServerError::Collective(CollectiveError::PeerTimeout {
-            devices: vec![sim(0), sim(1)],
-            sequence: 0,
-            peer: sim(1),
-            timeout_ns: COLLECTIVE_TIMEOUT_NS,
-        }))
+        Err(ServerError::Collective {
+            stream: clients[0].stream_id(),
+            error: CollectiveError::PeerTimeout {
+                devices: vec![sim(0), sim(1)],
+                sequence: 0,
+                peer: sim(1),
+                timeout_ns: COLLECTIVE_TIMEOUT_NS,
+            },
+        })
     );
     assert!(probe.observations().virtual_time_ns >= COLLECTIVE_TIMEOUT_NS.max(before_ns));
     match clients[1].sync() {
-        Err(ServerError::Collective(CollectiveError::CommunicatorFailed { reason, .. })) => {
+        Err(ServerError::Collective {
+            error: CollectiveError::CommunicatorFailed { reason, .. },
+            ..
+        }) => {
             assert!(reason.contains("never joined all_reduce #0"), "{reason}")
         }
         other => panic!("expected the absent device's own failure, got {other:?}"),
@@ -208,7 +214,7 @@ fn a_dropped_peer_times_out_instead_of_hanging() {
         .unwrap();
     assert!(matches!(
         c.sync(),
-        Err(ServerError::Collective(CollectiveError::PeerTimeout { peer, .. })) if peer == sim(1)
+        Err(ServerError::Collective { error: CollectiveError::PeerTimeout { peer, .. }, .. }) if peer == sim(1)
     ));
 }
 
@@ -219,7 +225,10 @@ fn peers_with_different_sizes_fail_on_every_device() {
     all_reduce_each(&clients, &inputs, ElemType::U32, ReduceOperation::Sum);
     for c in &clients {
         match c.sync() {
-            Err(ServerError::Collective(CollectiveError::Mismatch { reason })) => assert_eq!(
+            Err(ServerError::Collective {
+                error: CollectiveError::Mismatch { reason },
+                ..
+            }) => assert_eq!(
                 reason,
                 "all_reduce #0 got rank 0: 4 bytes of u32, sum; rank 1: 8 bytes of u32, sum"
             ),
@@ -239,21 +248,24 @@ fn bad_calls_are_refused_at_once() {
     let u32 = ElemType::U32;
     assert!(matches!(
         c.all_reduce(h.clone(), h.clone(), u32, vec![sim(1)], sum),
-        Err(ServerError::Collective(
-            CollectiveError::NotInCommunicator { .. }
-        ))
+        Err(ServerError::Collective {
+            error: CollectiveError::NotInCommunicator { .. },
+            ..
+        })
     ));
     assert!(matches!(
         c.all_reduce(h.clone(), h.clone(), u32, vec![sim(0), sim(0)], sum),
-        Err(ServerError::Collective(
-            CollectiveError::InvalidDevices { .. }
-        ))
+        Err(ServerError::Collective {
+            error: CollectiveError::InvalidDevices { .. },
+            ..
+        })
     ));
     assert!(matches!(
         c.all_reduce(h.clone(), h.clone(), u32, vec![sim(0), sim(5)], sum),
-        Err(ServerError::Collective(
-            CollectiveError::InvalidDevices { .. }
-        ))
+        Err(ServerError::Collective {
+            error: CollectiveError::InvalidDevices { .. },
+            ..
+        })
     ));
     assert!(matches!(
         c.all_reduce(h.clone(), short, u32, vec![sim(0)], sum),
@@ -266,7 +278,10 @@ fn bad_calls_are_refused_at_once() {
     let odd = c.create(Bytes::from(vec![0u8; 6])).unwrap();
     assert!(matches!(
         c.to_client(odd, &clients[1], u32),
-        Err(ServerError::Collective(CollectiveError::Mismatch { .. }))
+        Err(ServerError::Collective {
+            error: CollectiveError::Mismatch { .. },
+            ..
+        })
     ));
     // Nothing was enqueued: the stream is healthy.
     c.sync().unwrap();
@@ -374,7 +389,11 @@ fn collective_errors_say_what_went_wrong() {
         SimConfig::new(40),
         SimConfig::new(41).with_faults(absent),
     ]);
-    let clients = clients(cluster);
+    // Pinned, so that the messages name the same streams in every run of the test binary.
+    let mut clients = clients(cluster);
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.set_stream(StreamId(i as u64));
+    }
     let c = &clients[0];
     let h = c.create(Bytes::from_elems(&[1u32, 2])).unwrap();
     let short = c.create(Bytes::from_elems(&[1u32])).unwrap();
@@ -408,7 +427,10 @@ fn collective_errors_say_what_went_wrong() {
     ];
     all_reduce_each(&clients, &inputs, ElemType::F32, ReduceOperation::Max);
     messages.push(c.sync());
-    messages.push(Err(CollectiveError::Unsupported { device: sim(3) }.into()));
+    messages.push(Err(ServerError::Collective {
+        stream: StreamId(0),
+        error: CollectiveError::Unsupported { device: sim(3) },
+    }));
     let text: Vec<String> = messages
         .into_iter()
         .map(|m| m.expect_err("each case fails").to_string())
@@ -498,18 +520,22 @@ fn a_sender_that_never_sends_fails_the_receiving_read() {
     let copied = a.to_client(src.clone(), b, ElemType::U32).unwrap();
     assert_eq!(
         b.read_one(copied),
-        Err(ServerError::Collective(CollectiveError::PeerTimeout {
-            devices: vec![sim(0), sim(1)],
-            sequence: 0,
-            peer: sim(0),
-            timeout_ns: COLLECTIVE_TIMEOUT_NS,
-        }))
+        Err(ServerError::Collective {
+            stream: b.stream_id(),
+            error: CollectiveError::PeerTimeout {
+                devices: vec![sim(0), sim(1)],
+                sequence: 0,
+                peer: sim(0),
+                timeout_ns: COLLECTIVE_TIMEOUT_NS,
+            },
+        })
     );
     assert!(matches!(
         a.sync(),
-        Err(ServerError::Collective(
-            CollectiveError::CommunicatorFailed { .. }
-        ))
+        Err(ServerError::Collective {
+            error: CollectiveError::CommunicatorFailed { .. },
+            ..
+        })
     ));
     // The next copy goes through.
     let copied = a.to_client(src, b, ElemType::U32).unwrap();

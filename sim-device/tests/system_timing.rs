@@ -44,6 +44,9 @@ impl Device for Untimed {
     fn create_stream(&mut self) -> Result<Self::Stream, DeviceError> {
         self.inner.create_stream()
     }
+    fn label_stream(&mut self, stream: Self::Stream, id: lockstep::StreamId) {
+        self.inner.label_stream(stream, id)
+    }
     fn allocate(&mut self, bytes: u64) -> Result<Self::Buffer, DeviceError> {
         self.inner.allocate(bytes)
     }

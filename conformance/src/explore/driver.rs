@@ -964,6 +964,7 @@ impl<D: Device> Run<'_, D> {
                 kernel: "overrun".to_owned(),
                 binding: 0,
                 index,
+                stream: client.stream_id(),
             },
         );
         Ok(())

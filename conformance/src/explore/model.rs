@@ -232,7 +232,10 @@ impl Model {
             return Ok(());
         }
         let stream = self.streams.entry(s).or_default();
-        if let ServerError::Device(DeviceError::OutOfMemory { .. }) = err
+        if let ServerError::Device {
+            error: DeviceError::OutOfMemory { .. },
+            ..
+        } = err
             && self.allocations_may_fail
         {
             self.refused_allocations += 1;
@@ -335,7 +338,7 @@ impl Model {
 /// The id of the injected fault an error reports, if it reports one.
 pub fn injected_fault(err: &ServerError) -> Option<u64> {
     match err {
-        ServerError::Device(d) => InjectedFault::id_in(&d.to_string()),
+        ServerError::Device { error, .. } => InjectedFault::id_in(&error.to_string()),
         _ => None,
     }
 }
@@ -350,9 +353,12 @@ mod tests {
     const B: StreamId = StreamId(1);
 
     fn injected(id: u64) -> ServerError {
-        ServerError::Device(DeviceError::TransferFailed {
-            reason: format!("injected failure [injected fault #{id}]"),
-        })
+        ServerError::Device {
+            stream: A,
+            error: DeviceError::TransferFailed {
+                reason: format!("injected failure [injected fault #{id}]"),
+            },
+        }
     }
 
     #[test]
@@ -401,10 +407,13 @@ mod tests {
         let mut model = Model::new(false);
         model.blocking(A, Err(&injected(1)), true).unwrap();
         assert!(model.blocking(B, Err(&injected(1)), true).is_err());
-        let oom = ServerError::Device(DeviceError::OutOfMemory {
-            requested_bytes: 16,
-            available_bytes: 0,
-        });
+        let oom = ServerError::Device {
+            stream: A,
+            error: DeviceError::OutOfMemory {
+                requested_bytes: 16,
+                available_bytes: 0,
+            },
+        };
         assert!(Model::new(false).blocking(A, Err(&oom), true).is_err());
         Model::new(true).blocking(A, Err(&oom), true).unwrap();
     }
@@ -415,6 +424,7 @@ mod tests {
             kernel: "overrun".into(),
             binding: 0,
             index: 9,
+            stream: A,
         };
         let mut model = Model::new(false);
         model.expect_fault(A, fault.clone());

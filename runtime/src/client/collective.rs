@@ -89,12 +89,20 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Checks that this device can join a collective over `devices`.
-    fn check_collective(&self, devices: &[DeviceId]) -> Result<(), CollectiveError> {
+    fn check_collective(&self, devices: &[DeviceId]) -> Result<(), ServerError> {
         let peers = &self.shared.peers;
         if !peers.collectives {
-            return Err(CollectiveError::Unsupported { device: peers.id });
+            return Err(self.refused(CollectiveError::Unsupported { device: peers.id }));
         }
-        validate_devices(devices, peers.id, peers.count)
+        validate_devices(devices, peers.id, peers.count).map_err(|err| self.refused(err))
+    }
+
+    /// A collective refused at a call on this client's stream.
+    fn refused(&self, error: CollectiveError) -> ServerError {
+        ServerError::Collective {
+            stream: self.stream_id(),
+            error,
+        }
     }
 
     /// Creates this device's communicator over `device_ids` (in rank order) if it does not
@@ -148,21 +156,19 @@ impl<D: Device> ComputeClient<D> {
         }
         let mismatch = |reason: String| CollectiveError::Mismatch { reason };
         if !src_range.len.is_multiple_of(elem.size_bytes() as u64) {
-            return Err(mismatch(format!(
+            return Err(self.refused(mismatch(format!(
                 "all_reduce of {} bytes is not a whole number of {elem} elements",
                 src_range.len
-            ))
-            .into());
+            ))));
         }
         let overlap = src_range.buffer == dst_range.buffer
             && src_range != dst_range
             && src_range.offset < dst_range.offset + dst_range.len
             && dst_range.offset < src_range.offset + src_range.len;
         if overlap {
-            return Err(mismatch(
+            return Err(self.refused(mismatch(
                 "all_reduce source and destination overlap without being the same range".to_owned(),
-            )
-            .into());
+            )));
         }
         let collective = Collective::AllReduce {
             src: src_range,
@@ -219,10 +225,9 @@ impl<D: Device> ComputeClient<D> {
         let range = handle.sub_range_on(self.shared.id, 0, extent)?;
         let len = (num_elems(shape)? * elem_size) as u64;
         if !len.is_multiple_of(elem.size_bytes() as u64) {
-            return Err(CollectiveError::Mismatch {
+            return Err(self.refused(CollectiveError::Mismatch {
                 reason: format!("a copy of {len} bytes is not a whole number of {elem} elements"),
-            }
-            .into());
+            }));
         }
         let (src_peer, dst_peer) = (self.peer_id(), dst_client.peer_id());
         let peer_copy = len > 0

@@ -198,7 +198,7 @@ impl<D: Device> Server<D> {
         if err.is_fatal() {
             self.mark_lost(&err);
         } else {
-            self.push_error(stream, err.into());
+            self.push_error(stream, ServerError::device(stream, err));
         }
     }
 
@@ -221,6 +221,16 @@ impl<D: Device> Server<D> {
             self.mark_lost(err);
         }
         result
+    }
+
+    /// [`noted`](Self::noted), as the error of a call made for `stream`.
+    fn noted_on<T>(
+        &mut self,
+        stream: StreamId,
+        result: Result<T, DeviceError>,
+    ) -> Result<T, ServerError> {
+        self.noted(result)
+            .map_err(|err| ServerError::device(stream, err))
     }
 
     fn push_error(&mut self, stream: StreamId, err: ServerError) {
@@ -291,6 +301,7 @@ impl<D: Device> Server<D> {
                         kernel,
                         binding: record.binding,
                         index: record.index,
+                        stream,
                     },
                 );
             }
@@ -332,7 +343,9 @@ impl<D: Device> Server<D> {
         if !self.streams.contains_key(&id) {
             self.check_alive()?;
             let raw = self.device.create_stream();
-            let raw = self.noted(raw)?;
+            let raw = self.noted_on(id, raw)?;
+            self.device.label_stream(raw, id);
+            tracing::debug!(stream = %id, "device stream opened");
             self.streams.insert(id, StreamState::new(raw));
         }
         Ok(self.streams.get_mut(&id).expect("inserted above"))
@@ -452,7 +465,7 @@ impl<D: Device> Server<D> {
                     }
                     Err(err) if err.is_fatal() => {
                         self.push_device_error(stream, err.clone());
-                        return Err(err.into());
+                        return Err(ServerError::device(stream, err));
                     }
                     Err(err) => refusal = err.to_string(),
                 }
@@ -711,10 +724,11 @@ impl<D: Device> Server<D> {
         results
             .into_iter()
             .map(|bytes| {
-                bytes.ok_or_else(|| {
-                    ServerError::Device(DeviceError::TransferFailed {
+                bytes.ok_or_else(|| ServerError::Device {
+                    stream,
+                    error: DeviceError::TransferFailed {
                         reason: "a read failed without reporting why".to_owned(),
-                    })
+                    },
                 })
             })
             .collect()
@@ -723,13 +737,13 @@ impl<D: Device> Server<D> {
     // ---- kernels -------------------------------------------------------------------------
 
     /// Compiles `kernel` now, so that a compile failure is reported at the call.
-    pub fn compile(&mut self, kernel: &Kernel) -> Result<(), ServerError> {
+    pub fn compile(&mut self, stream: StreamId, kernel: &Kernel) -> Result<(), ServerError> {
         self.check_alive()?;
         let checked = self.options.checked_kernels;
         self.kernels
             .get_or_compile(&mut self.device, kernel, checked)
             .map(|_| ())
-            .map_err(ServerError::from)
+            .map_err(|err| ServerError::device(stream, err))
     }
 
     /// Enqueues a launch; failures (including compile errors) surface at the stream's next
@@ -898,9 +912,9 @@ impl<D: Device> Server<D> {
         let raw = self.streams[&stream].raw;
         // Recorded while it still can be: other streams order after this stream with it.
         let start = self.device.record_event(raw);
-        let start = self.noted(start)?;
+        let start = self.noted_on(stream, start)?;
         let begun = self.device.begin_capture(raw);
-        self.noted(begun)?;
+        self.noted_on(stream, begun)?;
         let state = self.streams.get_mut(&stream).expect("stream exists");
         state.capture_start = Some(start);
         state.capture = CaptureState::Capturing {
@@ -943,7 +957,7 @@ impl<D: Device> Server<D> {
             Ok(raw) => raw,
             Err(err) => {
                 self.unref_graph_buffers(buffers.into_iter().map(|(b, _)| b));
-                return Err(err.into());
+                return Err(ServerError::device(stream, err));
             }
         };
         let hardware = self.device.properties().features.graphs == GraphSupport::Hardware;

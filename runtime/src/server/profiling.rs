@@ -106,7 +106,7 @@ impl<D: Device> Server<D> {
         match method {
             TimingMethod::Device => {
                 let mark = self.device.record_timestamp(raw);
-                Ok(Mark::Device(self.noted(mark)?))
+                Ok(Mark::Device(self.noted_on(stream, mark)?))
             }
             TimingMethod::System => {
                 // Failures of the stream's work stay queued for its next blocking call.
@@ -137,7 +137,7 @@ impl<D: Device> Server<D> {
                     self.check_alive()?;
                 }
                 let elapsed = self.device.elapsed_ns(&start, &end);
-                Ok(Duration::from_nanos(self.noted(elapsed)?))
+                Ok(Duration::from_nanos(self.noted_on(stream, elapsed)?))
             }
             (start, end) => {
                 unreachable!("one profile's marks use one timing method: {start:?} and {end:?}")
@@ -195,7 +195,7 @@ impl<D: Device> Server<D> {
     /// Compiles `kernel` (a failure is queued on the stream, as a launch's would be) and
     /// executes nothing.
     fn dry_launch(&mut self, stream: StreamId, kernel: &Kernel) {
-        if let Err(err) = self.compile(kernel) {
+        if let Err(err) = self.compile(stream, kernel) {
             self.push_error(stream, err);
         }
     }

@@ -9,12 +9,16 @@ use crate::stream::StreamId;
 
 impl<D: Device> Server<D> {
     /// One pinned host buffer per size, or none at all where the device has no pinned memory.
-    pub fn alloc_pinned(&mut self, sizes: &[usize]) -> Result<Vec<Bytes>, ServerError> {
+    pub fn alloc_pinned(
+        &mut self,
+        stream: StreamId,
+        sizes: &[usize],
+    ) -> Result<Vec<Bytes>, ServerError> {
         self.check_alive()?;
         let mut pinned = Vec::with_capacity(sizes.len());
         for &size in sizes {
             let allocated = self.device.alloc_pinned_host(size);
-            match self.noted(allocated)? {
+            match self.noted_on(stream, allocated)? {
                 Some(bytes) => pinned.push(bytes),
                 None => return Ok(Vec::new()),
             }

@@ -447,7 +447,11 @@ impl SimDevice {
             (&op.kind, op.phase),
             (_, Phase::Arrive) | (CollectiveKind::Recv { .. }, Phase::Complete)
         );
-        if starts && self.faults.fires(FaultKind::PeerAbsent) {
+        if starts
+            && self
+                .faults
+                .fires(FaultKind::PeerAbsent, self.label_of(stream))
+        {
             self.abandon(stream, &op);
             return (0, format!("{detail} absent"), Vec::new());
         }
@@ -596,10 +600,11 @@ impl SimDevice {
         let err = CollectiveError::CommunicatorFailed {
             devices: devices_of(&op.peers),
             reason: format!(
-                "injected: device {} never joined {} #{} (seed {})",
+                "injected: device {} never joined {} #{} on {} (seed {})",
                 device_id(self.cluster.ordinal),
                 op.name(),
                 op.sequence,
+                self.stream_name(stream),
                 self.config.seed
             ),
         };

@@ -407,10 +407,12 @@ fn error_code(code: &mut Code, err: &ServerError) -> Result<String, Unprintable>
             kernel,
             binding,
             index,
+            stream,
         } => {
-            code.uses("lockstep", &["ServerError"]);
+            code.uses("lockstep", &["ServerError", "StreamId"]);
             Ok(format!(
-                "ServerError::KernelFault {{ kernel: {kernel:?}.to_owned(), binding: {binding}, index: {index} }}"
+                "ServerError::KernelFault {{ kernel: {kernel:?}.to_owned(), binding: {binding}, index: {index}, stream: StreamId({}) }}",
+                stream.0
             ))
         }
         other => Err(Unprintable::Unsupported(format!(

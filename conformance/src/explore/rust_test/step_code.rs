@@ -486,6 +486,7 @@ impl Printer<'_> {
                 kernel: "overrun".to_owned(),
                 binding: 0,
                 index,
+                stream: s,
             },
         );
     }
