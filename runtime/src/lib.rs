@@ -20,6 +20,8 @@
     allow(dead_code, reason = "only `actor::loom_tests` use it")
 )]
 mod actor;
+#[cfg(not(loom))]
+mod app_error;
 mod bytes;
 #[cfg(not(loom))]
 mod client;
@@ -71,6 +73,8 @@ mod sync;
 #[cfg(not(loom))]
 mod throughput;
 
+#[cfg(not(loom))]
+pub use app_error::Error;
 pub use bytes::{AllocationProperty, Bytes, PinnedMemory};
 #[cfg(not(loom))]
 pub use client::{ComputeClient, block_on};
@@ -84,7 +88,7 @@ pub use graph::Graph;
 #[cfg(not(loom))]
 pub use handle::Handle;
 #[cfg(not(loom))]
-pub use launch::{CubeCount, Kernel, KernelArguments};
+pub use launch::{CubeCount, CubeCountError, Kernel, KernelArguments};
 #[cfg(not(loom))]
 pub use layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, contiguous_strides,
