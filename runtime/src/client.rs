@@ -11,6 +11,15 @@
 //! return at once; failures of the work itself are returned by the next `flush`, `sync` or read
 //! on the same stream. Calls that need an answer (`create`, `read`, `sync`, …) block until it.
 
+/// Enters a `debug` span for a client call, naming the stream the call goes to. Free when no
+/// subscriber listens: tracing evaluates the fields only for an enabled span.
+macro_rules! call_span {
+    ($client:expr, $name:literal $(, $($fields:tt)+)?) => {
+        tracing::debug_span!($name, stream = %$client.stream_id() $(, $($fields)+)?).entered()
+    };
+}
+pub(crate) use call_span;
+
 mod collective;
 
 use std::future::Future;
@@ -46,6 +55,52 @@ struct Shared<D: Device> {
 }
 
 /// The entry point to a device: allocate, transfer, launch, synchronise.
+///
+/// # Streams: what a `sync` waits for
+///
+/// Every call goes to one stream: the client's pinned stream
+/// ([`set_stream`](Self::set_stream)), or else **the calling thread's own default stream**
+/// ([`StreamId::current`]), as in cubecl. Work on one stream runs in order, and the runtime
+/// orders different streams' accesses to the same memory; but a stream's failures are returned
+/// only by that stream's next `flush`, `sync` or read. So a `sync` on one thread neither waits
+/// for another thread's work nor returns its failures, and a failure of work a thread enqueued
+/// surfaces at that thread's next blocking call, whatever it reads.
+///
+/// To see the streams: [`sync_all`](Self::sync_all) waits for every stream of the device and
+/// returns the first failure it finds; every failure names the stream it happened on
+/// ([`ServerError::stream`]); with a `tracing` subscriber at `debug` (the CLI:
+/// `RUST_LOG=lockstep=debug`), every call's span names its stream and a thread's first call
+/// logs the default stream it opens. To keep work together across threads, pin the clients to
+/// one stream.
+///
+/// ```
+/// use lockstep::{Bytes, ComputeClient};
+/// use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault, SimConfig, SimDevice};
+///
+/// // A simulated device whose first transfer fails when it executes.
+/// let faults = FaultPlan::scripted([ScriptedFault::at(FaultKind::TransferFailure, 1)]);
+/// let client = ComputeClient::new(SimDevice::new(SimConfig::new(7).with_faults(faults)));
+/// let handle = client.empty(16)?;
+///
+/// // A worker thread writes: the write goes to the worker's own stream.
+/// let worker = client.clone();
+/// let worker_stream = std::thread::spawn(move || {
+///     worker.write(&handle, Bytes::from_elems(&[1u32; 4])).unwrap();
+///     worker.stream_id()
+/// })
+/// .join()
+/// .unwrap();
+/// assert_ne!(worker_stream, client.stream_id());
+///
+/// // This thread's stream did nothing that failed: its sync returns Ok.
+/// client.sync()?;
+/// // sync_all waits for every stream and returns the write's failure, naming its stream.
+/// let failure = client.sync_all().unwrap_err();
+/// assert_eq!(failure.stream(), Some(worker_stream));
+/// // Returned once: every stream is healthy again.
+/// client.sync_all()?;
+/// # Ok::<(), lockstep::Error>(())
+/// ```
 pub struct ComputeClient<D: Device> {
     shared: Arc<Shared<D>>,
     /// Pinned stream; `None` means the calling thread's stream.
@@ -245,7 +300,7 @@ impl<D: Device> ComputeClient<D> {
     // ---- allocation ----------------------------------------------------------------------
 
     fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
-        let _span = tracing::debug_span!("create", bytes = size_bytes).entered();
+        let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
         let data = data.map(Bytes::into_resident);
         let buffer = self.call(move |server, stream| {
@@ -357,7 +412,7 @@ impl<D: Device> ComputeClient<D> {
         descriptors: &[MemoryLayoutDescriptor],
         data: Option<Vec<Bytes>>,
     ) -> Result<Vec<MemoryLayout>, ServerError> {
-        let _span = tracing::debug_span!("create_tensors", tensors = descriptors.len()).entered();
+        let _span = call_span!(self, "create_tensors", tensors = descriptors.len());
         let properties = &self.shared.properties;
         let row_alignment = properties.max_load_width_bytes as usize;
         let mut placed = Vec::with_capacity(descriptors.len());
@@ -416,7 +471,7 @@ impl<D: Device> ComputeClient<D> {
 
     /// Writes `data` at byte `offset` of `handle`, in place. Non-blocking.
     pub fn write_at(&self, handle: &Handle, offset: u64, data: Bytes) -> Result<(), IoError> {
-        let _span = tracing::debug_span!("write", offset, bytes = data.len()).entered();
+        let _span = call_span!(self, "write", offset, bytes = data.len());
         let range = handle.sub_range_on(self.shared.id, offset, data.len() as u64)?;
         if data.is_empty() {
             return Ok(());
@@ -434,7 +489,7 @@ impl<D: Device> ComputeClient<D> {
         &self,
         handles: Vec<Handle>,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
-        let _span = tracing::debug_span!("read", handles = handles.len()).entered();
+        let _span = call_span!(self, "read", handles = handles.len());
         let ranges = handles.iter().map(|h| self.range(h)).collect();
         self.read_ranges(ranges, |bytes| {
             bytes.into_iter().map(Bytes::from_bytes_vec).collect()
@@ -487,7 +542,7 @@ impl<D: Device> ComputeClient<D> {
         &self,
         descriptors: Vec<CopyDescriptor>,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
-        let _span = tracing::debug_span!("read_tensor", tensors = descriptors.len()).entered();
+        let _span = call_span!(self, "read_tensor", tensors = descriptors.len());
         let id = self.shared.id;
         let ranges = descriptors
             .iter()
@@ -552,7 +607,7 @@ impl<D: Device> ComputeClient<D> {
     /// Compiles `kernel` for this device now (launches compile on first use otherwise), so a
     /// compiler failure is returned here with the compiler's message.
     pub fn compile(&self, kernel: &Kernel) -> Result<(), ServerError> {
-        let _span = tracing::debug_span!("compile", kernel = kernel.name()).entered();
+        let _span = call_span!(self, "compile", kernel = kernel.name());
         let kernel = kernel.clone();
         self.call(move |server, stream| server.compile(stream, &kernel))
     }
@@ -565,7 +620,7 @@ impl<D: Device> ComputeClient<D> {
         count: CubeCount,
         args: KernelArguments,
     ) -> Result<(), IoError> {
-        let _span = tracing::debug_span!("launch", kernel = kernel.name()).entered();
+        let _span = call_span!(self, "launch", kernel = kernel.name());
         let def = kernel.def();
         let invalid = |reason: String| IoError::InvalidLaunch {
             kernel: def.name.clone(),
@@ -650,7 +705,7 @@ impl<D: Device> ComputeClient<D> {
     /// Prepares this client's stream for a capture: allocations become persistent until
     /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
     pub fn graph_prepare(&self) -> Result<(), ServerError> {
-        let _span = tracing::debug_span!("graph_prepare").entered();
+        let _span = call_span!(self, "graph_prepare");
         self.call(|server, stream| server.graph_prepare(stream))
     }
 
@@ -659,13 +714,13 @@ impl<D: Device> ComputeClient<D> {
     /// late, by `stop_capture` failing (feed inputs by writing between replays); an allocation
     /// fails `stop_capture` on a hardware-graph device and is merely wasteful on a software one.
     pub fn start_capture(&self) -> Result<(), ServerError> {
-        let _span = tracing::debug_span!("start_capture").entered();
+        let _span = call_span!(self, "start_capture");
         self.call(|server, stream| server.start_capture(stream))
     }
 
     /// Ends the capture and returns the graph, ready to [`replay`](Graph::replay).
     pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
-        let _span = tracing::debug_span!("stop_capture").entered();
+        let _span = call_span!(self, "stop_capture");
         let stream = self.stream_id();
         let id = self.call(|server, stream| server.stop_capture(stream))?;
         Ok(Graph::new(id, stream, self.shared.actor.clone()))
@@ -675,14 +730,14 @@ impl<D: Device> ComputeClient<D> {
 
     /// Submits this stream's queued work and returns its oldest failure observed so far.
     pub fn flush(&self) -> Result<(), ServerError> {
-        let _span = tracing::debug_span!("flush").entered();
+        let _span = call_span!(self, "flush");
         self.call(|server, stream| server.flush(stream))
     }
 
     /// Waits until every earlier submission of this stream has completed; returns its oldest
     /// failure, exactly once. Afterwards the stream is healthy again.
     pub fn sync(&self) -> Result<(), ServerError> {
-        let _span = tracing::debug_span!("sync").entered();
+        let _span = call_span!(self, "sync");
         self.call(|server, stream| {
             let result = server.sync(stream);
             server.log_profile(stream);
@@ -690,10 +745,29 @@ impl<D: Device> ComputeClient<D> {
         })
     }
 
+    /// Waits until every earlier submission of every stream of this device has completed (from
+    /// any thread, any client of the device); returns the oldest failure of the first stream,
+    /// in [`StreamId`] order, that has one. Which stream it is, the error says
+    /// ([`ServerError::stream`]). Every other failure stays queued for its own stream's next
+    /// blocking call, so each is returned exactly once: call `sync_all` until it returns `Ok`
+    /// to drain them all.
+    ///
+    /// For when it is not clear which stream work went to (see [Streams](Self#streams-what-a-sync-waits-for)):
+    /// unlike [`sync`](Self::sync), it does not depend on the calling thread.
+    ///
+    /// # Errors
+    /// The first failure found, as above; [`CaptureError::Refused`](crate::CaptureError::Refused)
+    /// at once, waiting for nothing, while any stream of the device captures a graph;
+    /// [`ServerError::DeviceLost`] once the device is lost.
+    pub fn sync_all(&self) -> Result<(), ServerError> {
+        let _span = call_span!(self, "sync_all");
+        self.call(|server, _| server.sync_all())
+    }
+
     /// Runs `task` on the calling thread while the device's actor is paused, after every
     /// earlier submission of this thread has been processed.
     pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
-        let _span = tracing::debug_span!("exclusive").entered();
+        let _span = call_span!(self, "exclusive");
         let stream = self.stream_id();
         self.shared
             .actor
@@ -703,21 +777,21 @@ impl<D: Device> ComputeClient<D> {
 
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
     pub fn memory_usage(&self) -> Result<MemoryUsage, ServerError> {
-        let _span = tracing::debug_span!("memory_usage").entered();
+        let _span = call_span!(self, "memory_usage");
         self.call(|server, _| Ok(server.memory_usage()))
     }
 
     /// The calling stream's pools (shape, usage, high-water marks) in routing order, then the
     /// device-wide persistent pool.
     pub fn memory_report(&self) -> Result<MemoryReport, ServerError> {
-        let _span = tracing::debug_span!("memory_report").entered();
+        let _span = call_span!(self, "memory_report");
         self.call(|server, stream| Ok(server.memory_report(stream)))
     }
 
     /// Gives back to the device every page the pools hold without live slices, after waiting
     /// for the work that still used released memory. Non-blocking for the caller.
     pub fn memory_cleanup(&self) {
-        let _span = tracing::debug_span!("memory_cleanup").entered();
+        let _span = call_span!(self, "memory_cleanup");
         self.enqueue(|server, _| server.memory_cleanup());
     }
 
@@ -737,7 +811,7 @@ impl<D: Device> ComputeClient<D> {
         &self,
         pools: &MemoryPoolsConfig,
     ) -> Result<(), InstallMemoryPoolsError> {
-        let _span = tracing::debug_span!("install_memory_pools").entered();
+        let _span = call_span!(self, "install_memory_pools");
         let config = MemoryConfiguration::resolve(pools, self.properties())
             .unwrap_or_else(|err| panic!("invalid memory pools configuration: {err}"));
         let stream = self.stream_id();
@@ -752,7 +826,7 @@ impl<D: Device> ComputeClient<D> {
     /// Routes this client's stream's allocations: by size through its pools (`Auto`), or to
     /// the device-wide persistent pool. Closes any open persistent window.
     pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
-        let _span = tracing::debug_span!("allocation_mode", ?mode).entered();
+        let _span = call_span!(self, "allocation_mode", ?mode);
         self.enqueue(move |server, stream| server.allocation_mode(stream, mode));
     }
 
@@ -760,7 +834,7 @@ impl<D: Device> ComputeClient<D> {
     /// and for buffers a captured graph keeps), then restores the previous mode, even if `task`
     /// panics. Windows nest.
     pub fn memory_persistent_allocation<I, R>(&self, input: I, task: impl FnOnce(I) -> R) -> R {
-        let _span = tracing::debug_span!("memory_persistent_allocation").entered();
+        let _span = call_span!(self, "memory_persistent_allocation");
         struct Window<'a, D: Device>(&'a ComputeClient<D>);
         impl<D: Device> Drop for Window<'_, D> {
             fn drop(&mut self) {

@@ -64,7 +64,7 @@ impl<D: Device> Graph<D> {
     /// Enqueues one replay of the captured launches on the capture stream. Non-blocking; a
     /// failure surfaces at that stream's next `flush`/`sync`/read.
     pub fn replay(&self) {
-        let _span = tracing::debug_span!("replay").entered();
+        let _span = tracing::debug_span!("replay", stream = %self.owner.stream).entered();
         let id = self.owner.id;
         self.owner
             .actor

@@ -2,6 +2,7 @@
 //! on first access, so many tensors can be serialised one after another with only one of them
 //! in host memory at a time.
 
+use crate::client::call_span;
 use std::future::Future;
 
 use crate::bytes::Bytes;
@@ -26,7 +27,7 @@ impl<D: Device> ComputeClient<D> {
     /// returned by [`Bytes::materialize`]; `Deref` panics with it instead. Writing lazy bytes
     /// to a device reads them first, on the calling thread.
     pub fn read_lazy(&self, descriptor: CopyDescriptor) -> Bytes {
-        let _span = tracing::debug_span!("read_lazy").entered();
+        let _span = call_span!(self, "read_lazy");
         // An invalid descriptor has no length; its read fails at first access, typed.
         let len = num_elems(&descriptor.shape)
             .ok()

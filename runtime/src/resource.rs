@@ -2,6 +2,7 @@
 //! runtime (a vendor library, a hand-written kernel), kept alive by a guard.
 
 use crate::client::ComputeClient;
+use crate::client::call_span;
 use crate::device::Device;
 use crate::error::ServerError;
 use crate::handle::Handle;
@@ -63,7 +64,7 @@ impl<D: Device> ComputeClient<D> {
     /// stream's oldest pending failure, as `sync` returns it; refused while the stream captures
     /// a graph.
     pub fn get_resource(&self, handle: Handle) -> Result<Resource<D>, ServerError> {
-        let _span = tracing::debug_span!("get_resource", bytes = handle.size()).entered();
+        let _span = call_span!(self, "get_resource", bytes = handle.size());
         let range = self.range(&handle)?;
         let offset_bytes =
             self.call(move |server, stream| server.prepare_resource(stream, range))?;

@@ -4,6 +4,7 @@
 
 use crate::bytes::{AllocationProperty, Bytes};
 use crate::client::ComputeClient;
+use crate::client::call_span;
 use crate::device::Device;
 use crate::error::ServerError;
 
@@ -24,7 +25,7 @@ impl<D: Device> ComputeClient<D> {
         bytes: impl Iterator<Item = &'a mut Bytes>,
         file_only: bool,
     ) -> Result<(), ServerError> {
-        let _span = tracing::debug_span!("staging", file_only).entered();
+        let _span = call_span!(self, "staging", file_only);
         if file_only {
             return Ok(());
         }

@@ -20,12 +20,20 @@ thread_local! {
 }
 
 impl StreamId {
-    /// The calling thread's stream, assigned on first use and stable for the thread's life.
+    /// The calling thread's stream, assigned on first use (a `debug` event says so) and stable
+    /// for the thread's life.
     pub fn current() -> StreamId {
         CURRENT.with(|current| {
             current.get().unwrap_or_else(|| {
                 let id = StreamId(NEXT_THREAD_STREAM.fetch_add(1, Ordering::Relaxed));
                 current.set(Some(id));
+                // The one visible sign that this thread's work goes somewhere new: its syncs
+                // will not wait for, nor return the failures of, other threads' streams.
+                tracing::debug!(
+                    stream = %id,
+                    thread = ?std::thread::current().id(),
+                    "a thread's first call opens its own default stream"
+                );
                 id
             })
         })

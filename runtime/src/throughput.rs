@@ -1,6 +1,7 @@
 //! Device capabilities measured or derived for tuning: [`ComputeClient::io_optimized_vector_sizes`]
 //! and [`ComputeClient::measure_throughput`], whose results are cached per device.
 
+use crate::client::call_span;
 use std::time::Duration;
 
 use crate::bytes::Bytes;
@@ -130,7 +131,7 @@ impl<D: Device> ComputeClient<D> {
         key: ThroughputKey,
         config: KernelConfig,
     ) -> Result<ThroughputValue, ProfileError> {
-        let _span = tracing::debug_span!("measure_throughput", ?key).entered();
+        let _span = call_span!(self, "measure_throughput", ?key);
         let name = format!("measure_throughput({key:?})");
         let failed = |source: ServerError| ProfileError::Server {
             name: name.clone(),

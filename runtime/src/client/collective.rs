@@ -113,6 +113,7 @@ impl<D: Device> ComputeClient<D> {
     /// [`CollectiveError`] at once if the device has no collectives or the list is invalid
     /// (another backend, a device twice, a device that does not exist, this one absent).
     pub fn ensure_init_collective(&self, device_ids: Vec<DeviceId>) -> Result<(), ServerError> {
+        let _span = call_span!(self, "ensure_init_collective", devices = ?device_ids);
         self.check_collective(&device_ids)?;
         self.enqueue(move |server, stream| server.init_collective(stream, &device_ids));
         Ok(())
@@ -144,6 +145,7 @@ impl<D: Device> ComputeClient<D> {
         device_ids: Vec<DeviceId>,
         op: ReduceOperation,
     ) -> Result<(), ServerError> {
+        let _span = call_span!(self, "all_reduce", devices = ?device_ids, ?op);
         self.check_collective(&device_ids)?;
         let (src_range, dst_range) = (self.range(&src)?, self.range(&dst)?);
         if src_range.len != dst_range.len {
@@ -215,6 +217,7 @@ impl<D: Device> ComputeClient<D> {
         dst_client: &Self,
         elem: ElemType,
     ) -> Result<Handle, ServerError> {
+        let _span = call_span!(self, "to_client", to = %dst_client.stream_id());
         let CopyDescriptor {
             handle,
             shape,

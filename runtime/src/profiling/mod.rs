@@ -10,6 +10,7 @@
 
 mod summary;
 
+use crate::client::call_span;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -158,7 +159,7 @@ impl<D: Device> ComputeClient<D> {
         func: impl FnOnce() -> O,
         name: &str,
     ) -> Result<(O, ProfileDuration), ProfileError> {
-        let _span = tracing::debug_span!("profile", name).entered();
+        let _span = call_span!(self, "profile", name);
         let failed = |source| ProfileError::Server {
             name: name.to_owned(),
             source,

@@ -23,6 +23,7 @@ mod kernels;
 mod profiling;
 mod resources;
 mod streams;
+mod sync_all;
 
 use std::collections::BTreeMap;
 
@@ -263,6 +264,20 @@ impl<D: Device> Server<D> {
         stream: StreamId,
         fault_read: Option<D::PendingRead>,
     ) -> Result<(), ServerError> {
+        self.gather_errors(stream, fault_read)?;
+        match self.stream(stream)?.errors.pop_front() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves the device's observed failures and the fault record (`fault_read`, as for
+    /// [`surface_errors`](Self::surface_errors)) into the stream's queue.
+    fn gather_errors(
+        &mut self,
+        stream: StreamId,
+        fault_read: Option<D::PendingRead>,
+    ) -> Result<(), ServerError> {
         self.check_alive()?;
         self.take_device_errors(stream)?;
         if let Some(pending) = fault_read {
@@ -271,11 +286,7 @@ impl<D: Device> Server<D> {
                 Err(err) => self.push_device_error(stream, err),
             }
         }
-        self.check_alive()?;
-        match self.stream(stream)?.errors.pop_front() {
-            Some(err) => Err(err),
-            None => Ok(()),
-        }
+        self.check_alive()
     }
 
     /// Moves the failures the device observed on `stream` into its queue.

@@ -260,7 +260,7 @@ impl<D: Device> Server<D> {
             }
         }
         if std::mem::take(&mut self.profiling.changed) {
-            tracing::info!(target: "lockstep::profile", "{}", self.profile_summary());
+            tracing::info!(target: "lockstep::profile", %stream, "{}", self.profile_summary());
         }
     }
 }
