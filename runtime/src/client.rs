@@ -21,6 +21,7 @@ macro_rules! call_span {
 pub(crate) use call_span;
 
 mod collective;
+mod tensor_write;
 
 use std::future::Future;
 
@@ -465,6 +466,12 @@ impl<D: Device> ComputeClient<D> {
     // ---- transfers -----------------------------------------------------------------------
 
     /// Writes `data` at the start of `handle`, in place, on this client's stream. Non-blocking.
+    ///
+    /// The bytes land as they are, one after another: `write` knows nothing of tensors. On a
+    /// tensor whose rows [`create_tensor`](Self::create_tensor) pitched (strides not dense),
+    /// dense data of the tensor's size is accepted but fills the row padding too, so every
+    /// row after the first reads back shifted; write tensors with
+    /// [`write_tensor`](Self::write_tensor), which follows the strides.
     pub fn write(&self, handle: &Handle, data: Bytes) -> Result<(), IoError> {
         self.write_at(handle, 0, data)
     }

@@ -1,5 +1,5 @@
-//! Tensor layouts: shapes, strides and the host-side gather that `read_tensor` performs.
-//! Strides count elements, not bytes.
+//! Tensor layouts: shapes, strides, the host-side gather that `read_tensor` performs and the
+//! runs of consecutive elements that `write_tensor` copies. Strides count elements, not bytes.
 
 use crate::error::IoError;
 use crate::handle::Handle;
@@ -109,17 +109,11 @@ pub(crate) fn scatter(
     for elem in src.chunks_exact(elem_size) {
         let offset: usize = index.iter().zip(strides).map(|(i, s)| i * s).sum();
         dst[offset * elem_size..(offset + 1) * elem_size].copy_from_slice(elem);
-        for dim in (0..shape.len()).rev() {
-            index[dim] += 1;
-            if index[dim] < shape[dim] {
-                break;
-            }
-            index[dim] = 0;
-        }
+        advance(&mut index, shape);
     }
 }
 
-/// What to read back: a handle viewed as a tensor.
+/// What to read back or write: a handle viewed as a tensor, from its first byte.
 #[derive(Clone, Debug)]
 pub struct CopyDescriptor {
     pub handle: Handle,
@@ -198,6 +192,74 @@ pub fn extent_bytes(shape: &[usize], strides: &[usize], elem_size: usize) -> Res
     Ok(bytes as u64)
 }
 
+/// Checks that no two elements of a tensor of `shape` laid out with `strides` share a place, so
+/// that a write of it is unambiguous. Sufficient, not necessary: taken by increasing stride,
+/// each dimension's stride must reach past everything the dimensions before it span (as dense,
+/// pitched, transposed and sliced layouts do). Dimensions of one element never collide, and
+/// an empty tensor has nothing to collide.
+pub(crate) fn check_disjoint(shape: &[usize], strides: &[usize]) -> Result<(), IoError> {
+    if shape.contains(&0) {
+        return Ok(());
+    }
+    let mut dims: Vec<(usize, usize)> = strides
+        .iter()
+        .zip(shape)
+        .filter(|&(_, &dim)| dim > 1)
+        .map(|(&stride, &dim)| (stride, dim))
+        .collect();
+    dims.sort_unstable();
+    // Elements the dimensions taken so far span, from the first to past the last.
+    let mut span = 1usize;
+    for (stride, dim) in dims {
+        if stride < span {
+            return Err(invalid(format!(
+                "strides {strides:?} place two elements of shape {shape:?} at one offset: a write would be ambiguous"
+            )));
+        }
+        span = stride.saturating_mul(dim - 1).saturating_add(span);
+    }
+    Ok(())
+}
+
+/// Where a strided tensor's elements lie, as runs of consecutive elements in row-major order:
+/// the tensor's innermost dimensions that are dense together form one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Runs {
+    /// Bytes of each run; the `k`-th run holds bytes `k * run_bytes..` of the dense data.
+    pub run_bytes: u64,
+    /// Byte offset of each run from the tensor's first element, in row-major order.
+    pub offsets_bytes: Vec<u64>,
+}
+
+/// The runs of a tensor of `shape` laid out with `strides` whose extent
+/// ([`extent_bytes`]) was checked.
+pub(crate) fn runs(shape: &[usize], strides: &[usize], elem_size: usize) -> Runs {
+    // Merge the innermost dimensions while each one's stride is the elements inside it.
+    let mut run_elems = 1usize;
+    let mut outer = shape.len();
+    while outer > 0 && (shape[outer - 1] == 1 || strides[outer - 1] == run_elems) {
+        run_elems *= shape[outer - 1];
+        outer -= 1;
+    }
+    let (outer_shape, outer_strides) = (&shape[..outer], &strides[..outer]);
+    // An empty dimension merged into the run empties the tensor, whatever the outer ones hold.
+    let count = match run_elems {
+        0 => 0,
+        _ => outer_shape.iter().product(),
+    };
+    let mut offsets_bytes = Vec::with_capacity(count);
+    let mut index = vec![0usize; outer];
+    for _ in 0..count {
+        let offset: usize = index.iter().zip(outer_strides).map(|(i, s)| i * s).sum();
+        offsets_bytes.push((offset * elem_size) as u64);
+        advance(&mut index, outer_shape);
+    }
+    Runs {
+        run_bytes: (run_elems * elem_size) as u64,
+        offsets_bytes,
+    }
+}
+
 /// Copies a strided tensor out of `src` (which starts at the tensor's first element) into a
 /// dense row-major buffer.
 pub fn gather(src: &[u8], shape: &[usize], strides: &[usize], elem_size: usize) -> Vec<u8> {
@@ -215,16 +277,21 @@ pub fn gather(src: &[u8], shape: &[usize], strides: &[usize], elem_size: usize) 
         let offset: usize = index.iter().zip(strides).map(|(i, s)| i * s).sum();
         let start = offset * elem_size;
         out.extend_from_slice(&src[start..start + elem_size]);
-        // Advance the multi-index, innermost dimension first.
-        for dim in (0..shape.len()).rev() {
-            index[dim] += 1;
-            if index[dim] < shape[dim] {
-                break;
-            }
-            index[dim] = 0;
-        }
+        advance(&mut index, shape);
     }
     out
+}
+
+/// Steps a multi-index over `shape` to the next element in row-major order (innermost
+/// dimension first), wrapping to all zeros after the last.
+fn advance(index: &mut [usize], shape: &[usize]) {
+    for dim in (0..shape.len()).rev() {
+        index[dim] += 1;
+        if index[dim] < shape[dim] {
+            return;
+        }
+        index[dim] = 0;
+    }
 }
 
 #[cfg(test)]
@@ -271,6 +338,52 @@ mod tests {
         let mut pitched = vec![0xFF; 2 * 5 * 2];
         scatter(&dense, &mut pitched, &shape, &strides, 2);
         assert_eq!(gather(&pitched, &shape, &strides, 2), dense);
+    }
+
+    #[test]
+    fn runs_merge_the_dense_inner_dimensions() {
+        let runs_of = |shape: &[usize], strides: &[usize], elem_size| {
+            let r = runs(shape, strides, elem_size);
+            (r.run_bytes, r.offsets_bytes)
+        };
+        // Dense: one run.
+        assert_eq!(runs_of(&[2, 3], &[3, 1], 4), (24, vec![0]));
+        // Pitched rows: a run per row.
+        assert_eq!(runs_of(&[2, 3], &[4, 1], 4), (12, vec![0, 16]));
+        // Pitched rows of a 3-D tensor: a run per row, planes dense over pitched rows.
+        assert_eq!(runs_of(&[2, 2, 3], &[8, 4, 1], 1), (3, vec![0, 4, 8, 12]));
+        // A dimension of one element merges whatever its stride.
+        assert_eq!(runs_of(&[2, 1, 3], &[3, 99, 1], 2), (12, vec![0]));
+        // Transposed: a run per element.
+        assert_eq!(runs_of(&[2, 2], &[1, 2], 4), (4, vec![0, 8, 4, 12]));
+        // Empty, wherever the empty dimension is; a scalar is one run.
+        assert_eq!(runs_of(&[0, 3], &[4, 1], 4), (12, vec![]));
+        assert_eq!(runs_of(&[2, 0], &[4, 1], 4), (0, vec![]));
+        assert_eq!(runs_of(&[], &[], 8), (8, vec![0]));
+    }
+
+    #[test]
+    fn disjoint_strides_are_those_that_nest() {
+        for (shape, strides) in [
+            (&[2, 3][..], &[3, 1][..]),
+            (&[2, 3], &[8, 1]),
+            (&[2, 2], &[1, 2]),
+            (&[3, 1, 2], &[2, 0, 7]),
+            (&[1], &[0]),
+            (&[2, 0], &[0, 1]),
+        ] {
+            assert_eq!(
+                check_disjoint(shape, strides),
+                Ok(()),
+                "{shape:?} {strides:?}"
+            );
+        }
+        for (shape, strides) in [(&[2, 3][..], &[2, 1][..]), (&[2], &[0]), (&[2, 2], &[1, 1])] {
+            assert!(
+                check_disjoint(shape, strides).is_err(),
+                "{shape:?} {strides:?}"
+            );
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod graphs;
 mod memory;
 mod ordering;
 mod profiling;
+mod tensor_writes;
 
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
@@ -74,6 +75,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "packed_tensors",
             summary: "tensors created together (pitched or dense) read back independently; writing one never changes another",
             check: memory::packed_tensors,
+            applies: everywhere,
+        },
+        Property {
+            name: "tensor_writes",
+            summary: "write_tensor puts dense data where pitched, sliced or transposed strides say, touches no other byte, and refuses a wrong size",
+            check: tensor_writes::tensor_writes,
             applies: everywhere,
         },
         Property {

@@ -499,6 +499,14 @@ pub const NOT_CALLED: &[(&str, &str)] = &[
         "fills the compile cache, which no stream orders; every launch compiles on first use",
     ),
     (
+        "write_tensor, write_tensors",
+        "enqueue write_at's server write once per run of consecutive elements, in one task, whose cells write_at covers; the tensor_writes property checks where the runs land",
+    ),
+    (
+        "sync_all",
+        "not driven yet: the model would resolve every stream's windows at one call; sim-device/tests/streams.rs checks its order and exactly-once",
+    ),
+    (
         "exclusive",
         "pauses the actor thread; the explorer's clients are served inline, with no actor thread (loom models and concurrent_submitters cover it)",
     ),
