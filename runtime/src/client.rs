@@ -102,6 +102,17 @@ struct Shared<D: Device> {
 /// client.sync_all()?;
 /// # Ok::<(), lockstep::Error>(())
 /// ```
+///
+/// # Errors of every call that waits
+///
+/// A call that waits for the device (it returns `Result<_, ServerError>`) may also return
+/// [`ServerError::DeviceLost`] once the device is lost (every later call fails alike, and
+/// nothing hangs), [`ServerError::Device`] if the device cannot open the stream at the
+/// stream's first use, and [`ServerError::TaskPanicked`] if serving the call panicked (a bug
+/// of the runtime or the device; the device goes on serving). Calls that only enqueue
+/// (`write`, `launch`) check their input and return [`IoError`]; what goes wrong after is
+/// returned by the stream's next `flush`, `sync` or read. Each method's `# Errors` lists the
+/// rest; [`lockstep::Error`](crate::Error) takes them all, for `?`.
 pub struct ComputeClient<D: Device> {
     shared: Arc<Shared<D>>,
     /// Pinned stream; `None` means the calling thread's stream.
@@ -324,17 +335,30 @@ impl<D: Device> ComputeClient<D> {
 
     /// Allocates device memory holding `data`. The write is enqueued on this client's stream.
     /// Out of memory is returned here, at the call.
+    ///
+    /// # Errors
+    /// [`ServerError::OutOfMemory`] if the device cannot serve `data.len()` bytes even after the
+    /// runtime reclaimed released memory and retried, and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns. A failure of the write that
+    /// fills the memory surfaces at the stream's next `flush`/`sync`/read.
     pub fn create(&self, data: Bytes) -> Result<Handle, ServerError> {
         self.allocate(data.len() as u64, Some(data))
     }
 
     /// Like [`create`](Self::create), copying from a slice.
+    ///
+    /// # Errors
+    /// As [`create`](Self::create).
     pub fn create_from_slice(&self, data: &[u8]) -> Result<Handle, ServerError> {
         self.create(Bytes::from(data))
     }
 
     /// Allocates `size` bytes of uninitialised device memory. Reading it before writing it is a
     /// bug that the simulator reports.
+    ///
+    /// # Errors
+    /// [`ServerError::OutOfMemory`] as for [`create`](Self::create), and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn empty(&self, size: usize) -> Result<Handle, ServerError> {
         self.allocate(size as u64, None)
     }
@@ -342,6 +366,9 @@ impl<D: Device> ComputeClient<D> {
     /// Stores a tensor of `shape` (dense row-major `data`, `elem_size`-byte elements) and
     /// returns its layout. The runtime may pitch rows (pad the last dimension so every row
     /// starts aligned to the device's widest load); index and read with the returned strides.
+    ///
+    /// # Errors
+    /// As [`create_tensors`](Self::create_tensors).
     pub fn create_tensor(
         &self,
         data: Bytes,
@@ -354,6 +381,9 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Like [`create_tensor`](Self::create_tensor), copying from a slice.
+    ///
+    /// # Errors
+    /// As [`create_tensors`](Self::create_tensors).
     pub fn create_tensor_from_slice(
         &self,
         data: &[u8],
@@ -364,6 +394,9 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Reserves an uninitialised tensor of `shape`; see [`create_tensor`](Self::create_tensor).
+    ///
+    /// # Errors
+    /// As [`empty_tensors`](Self::empty_tensors).
     pub fn empty_tensor(
         &self,
         shape: &[usize],
@@ -376,6 +409,13 @@ impl<D: Device> ComputeClient<D> {
 
     /// Stores several tensors in one allocation (each starting aligned, so each can be bound
     /// on its own) and returns their layouts. Writing one never changes another.
+    ///
+    /// # Errors
+    /// Refused before anything is allocated: [`IoError::InvalidLayout`] (as [`ServerError::Io`])
+    /// for a shape whose size overflows, [`IoError::SizeMismatch`] for data that is not the shape's
+    /// elements × `elem_size` bytes. Then [`ServerError::OutOfMemory`] as for
+    /// [`create`](Self::create) (a pitched layout too large to address is refused so too), and what
+    /// any [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn create_tensors(
         &self,
         tensors: Vec<(MemoryLayoutDescriptor, Bytes)>,
@@ -385,6 +425,9 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Like [`create_tensors`](Self::create_tensors), copying from slices.
+    ///
+    /// # Errors
+    /// As [`create_tensors`](Self::create_tensors).
     pub fn create_tensors_from_slices(
         &self,
         tensors: Vec<(MemoryLayoutDescriptor, &[u8])>,
@@ -399,6 +442,9 @@ impl<D: Device> ComputeClient<D> {
 
     /// Reserves several uninitialised tensors in one allocation; see
     /// [`create_tensors`](Self::create_tensors).
+    ///
+    /// # Errors
+    /// As [`create_tensors`](Self::create_tensors), without the data's size check.
     pub fn empty_tensors(
         &self,
         descriptors: Vec<MemoryLayoutDescriptor>,
@@ -472,11 +518,20 @@ impl<D: Device> ComputeClient<D> {
     /// dense data of the tensor's size is accepted but fills the row padding too, so every
     /// row after the first reads back shifted; write tensors with
     /// [`write_tensor`](Self::write_tensor), which follows the strides.
+    ///
+    /// # Errors
+    /// As [`write_at`](Self::write_at).
     pub fn write(&self, handle: &Handle, data: Bytes) -> Result<(), IoError> {
         self.write_at(handle, 0, data)
     }
 
     /// Writes `data` at byte `offset` of `handle`, in place. Non-blocking.
+    ///
+    /// # Errors
+    /// Refused at the call, with nothing enqueued: [`IoError::OutOfRange`] if the bytes do not fit
+    /// the handle from `offset`, [`IoError::WrongDevice`] for another device's handle. A failure of
+    /// the copy itself surfaces at the stream's next `flush`/`sync`/read; a write inside a capture
+    /// window fails the capture's [`stop_capture`](Self::stop_capture).
     pub fn write_at(&self, handle: &Handle, offset: u64, data: Bytes) -> Result<(), IoError> {
         let _span = call_span!(self, "write", offset, bytes = data.len());
         let range = handle.sub_range_on(self.shared.id, offset, data.len() as u64)?;
@@ -492,6 +547,12 @@ impl<D: Device> ComputeClient<D> {
     /// Reads whole handles. The future resolves after every earlier submission of this
     /// client's stream; if that stream has a pending failure, the failure is returned instead
     /// of the bytes.
+    ///
+    /// # Errors
+    /// [`IoError::WrongDevice`] (as [`ServerError::Io`]) for another device's handle;
+    /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures a graph;
+    /// the stream's oldest pending failure, instead of the bytes (then the next read reads); and
+    /// what any [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn read_async(
         &self,
         handles: Vec<Handle>,
@@ -524,6 +585,9 @@ impl<D: Device> ComputeClient<D> {
     /// # Panics
     /// If the read fails; use [`read_one`](Self::read_one) or [`read_async`](Self::read_async)
     /// to handle the error.
+    ///
+    /// # Errors
+    /// None: it panics where [`read_async`](Self::read_async) returns an error.
     pub fn read(&self, handles: Vec<Handle>) -> Vec<Bytes> {
         block_on(self.read_async(handles)).unwrap_or_else(|err| {
             panic!("read failed: {err}; use read_one or read_async to handle read errors")
@@ -531,6 +595,9 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Reads one handle, blocking.
+    ///
+    /// # Errors
+    /// As [`read_async`](Self::read_async).
     pub fn read_one(&self, handle: Handle) -> Result<Bytes, ServerError> {
         Ok(block_on(self.read_async(vec![handle]))?.remove(0))
     }
@@ -539,12 +606,21 @@ impl<D: Device> ComputeClient<D> {
     ///
     /// # Panics
     /// If the read fails (useful in tests).
+    ///
+    /// # Errors
+    /// None: it panics where [`read_one`](Self::read_one) returns an error.
     pub fn read_one_unchecked(&self, handle: Handle) -> Bytes {
         self.read_one(handle)
             .unwrap_or_else(|err| panic!("read_one_unchecked failed: {err}"))
     }
 
     /// Reads tensors, each gathered into dense row-major bytes according to its strides.
+    ///
+    /// # Errors
+    /// As [`read_async`](Self::read_async), and, refused before anything is read,
+    /// [`IoError::InvalidLayout`] for a descriptor whose shape and strides differ in rank, whose
+    /// element size is zero or whose extent overflows, [`IoError::OutOfRange`] for an extent past
+    /// its handle.
     pub fn read_tensor_async(
         &self,
         descriptors: Vec<CopyDescriptor>,
@@ -583,6 +659,9 @@ impl<D: Device> ComputeClient<D> {
     ///
     /// # Panics
     /// If the read fails; use [`read_tensor_async`](Self::read_tensor_async) to handle errors.
+    ///
+    /// # Errors
+    /// None: it panics where [`read_tensor_async`](Self::read_tensor_async) returns an error.
     pub fn read_tensor(&self, descriptors: Vec<CopyDescriptor>) -> Vec<Bytes> {
         block_on(self.read_tensor_async(descriptors)).unwrap_or_else(|err| {
             panic!("read_tensor failed: {err}; use read_tensor_async to handle read errors")
@@ -590,6 +669,9 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Reads one tensor; see [`read_tensor_async`](Self::read_tensor_async).
+    ///
+    /// # Errors
+    /// As [`read_tensor_async`](Self::read_tensor_async).
     pub fn read_one_tensor_async(
         &self,
         descriptor: CopyDescriptor,
@@ -603,6 +685,10 @@ impl<D: Device> ComputeClient<D> {
     /// # Panics
     /// If the read fails (useful in tests); use
     /// [`read_one_tensor_async`](Self::read_one_tensor_async) to handle errors.
+    ///
+    /// # Errors
+    /// None: it panics where [`read_one_tensor_async`](Self::read_one_tensor_async) returns an
+    /// error.
     pub fn read_one_unchecked_tensor(&self, descriptor: CopyDescriptor) -> Bytes {
         block_on(self.read_one_tensor_async(descriptor)).unwrap_or_else(|err| {
             panic!("read_one_unchecked_tensor failed: {err}; use read_one_tensor_async to handle read errors")
@@ -613,6 +699,11 @@ impl<D: Device> ComputeClient<D> {
 
     /// Compiles `kernel` for this device now (launches compile on first use otherwise), so a
     /// compiler failure is returned here with the compiler's message.
+    ///
+    /// # Errors
+    /// [`ServerError::Device`] holding [`DeviceError::Compile`](crate::DeviceError::Compile) with
+    /// the compiler's log if the device cannot compile the kernel, and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn compile(&self, kernel: &Kernel) -> Result<(), ServerError> {
         let _span = call_span!(self, "compile", kernel = kernel.name());
         let kernel = kernel.clone();
@@ -621,6 +712,15 @@ impl<D: Device> ComputeClient<D> {
 
     /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the
     /// launch itself surface at the stream's next `flush`/`sync`/read.
+    ///
+    /// # Errors
+    /// Refused at the call, with nothing enqueued: [`IoError::InvalidLaunch`] for bindings or
+    /// parameters that differ from the kernel's declarations in number or type, a binding that is
+    /// not a whole number of its elements, a writable binding sharing memory with another binding,
+    /// or a static count above the device's `max_workgroups`; [`IoError::WrongDevice`] for another
+    /// device's handle; [`IoError::OutOfRange`] for a dynamic count's handle shorter than 12 bytes.
+    /// Failures of the launch itself (a compile failure, [`ServerError::KernelFault`] in checked
+    /// mode, a device fault) surface at the stream's next `flush`/`sync`/read.
     pub fn launch(
         &self,
         kernel: &Kernel,
@@ -711,6 +811,10 @@ impl<D: Device> ComputeClient<D> {
 
     /// Prepares this client's stream for a capture: allocations become persistent until
     /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
+    ///
+    /// # Errors
+    /// [`CaptureError::AlreadyCapturing`](crate::CaptureError::AlreadyCapturing) if the stream
+    /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn graph_prepare(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "graph_prepare");
         self.call(|server, stream| server.graph_prepare(stream))
@@ -720,12 +824,28 @@ impl<D: Device> ComputeClient<D> {
     /// window, reads, syncs and flushes of the stream are refused at once; a write is refused
     /// late, by `stop_capture` failing (feed inputs by writing between replays); an allocation
     /// fails `stop_capture` on a hardware-graph device and is merely wasteful on a software one.
+    ///
+    /// # Errors
+    /// [`CaptureError::NotPrepared`](crate::CaptureError::NotPrepared) without
+    /// [`graph_prepare`](Self::graph_prepare),
+    /// [`CaptureError::AlreadyCapturing`](crate::CaptureError::AlreadyCapturing) if the stream
+    /// captures; [`ServerError::Device`] if the device cannot begin capturing; the stream's oldest
+    /// failure if its fault record cannot be created; and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn start_capture(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "start_capture");
         self.call(|server, stream| server.start_capture(stream))
     }
 
     /// Ends the capture and returns the graph, ready to [`replay`](Graph::replay).
+    ///
+    /// # Errors
+    /// [`CaptureError::NotCapturing`](crate::CaptureError::NotCapturing) (nothing changes);
+    /// [`CaptureError::WriteInCapture`](crate::CaptureError::WriteInCapture) if the window held a
+    /// write, [`CaptureError::AllocationInCapture`](crate::CaptureError::AllocationInCapture) if it
+    /// allocated on a device with hardware graphs (the graph is discarded; the stream is idle);
+    /// [`ServerError::Device`] if the device cannot end the capture; and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
         let _span = call_span!(self, "stop_capture");
         let stream = self.stream_id();
@@ -736,6 +856,11 @@ impl<D: Device> ComputeClient<D> {
     // ---- synchronisation -----------------------------------------------------------------
 
     /// Submits this stream's queued work and returns its oldest failure observed so far.
+    ///
+    /// # Errors
+    /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures; the
+    /// stream's oldest failure observed so far (work not yet executed may fail later); and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn flush(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "flush");
         self.call(|server, stream| server.flush(stream))
@@ -743,6 +868,12 @@ impl<D: Device> ComputeClient<D> {
 
     /// Waits until every earlier submission of this stream has completed; returns its oldest
     /// failure, exactly once. Afterwards the stream is healthy again.
+    ///
+    /// # Errors
+    /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures; the
+    /// stream's oldest failure ([`ServerError::KernelFault`], [`ServerError::Device`],
+    /// [`ServerError::Collective`]), which names the stream; and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn sync(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "sync");
         self.call(|server, stream| {
@@ -759,13 +890,15 @@ impl<D: Device> ComputeClient<D> {
     /// blocking call, so each is returned exactly once: call `sync_all` until it returns `Ok`
     /// to drain them all.
     ///
-    /// For when it is not clear which stream work went to (see [Streams](Self#streams-what-a-sync-waits-for)):
-    /// unlike [`sync`](Self::sync), it does not depend on the calling thread.
+    /// For when it is not clear which stream work went to (see
+    /// [Streams](Self#streams-what-a-sync-waits-for)): unlike [`sync`](Self::sync), it does
+    /// not depend on the calling thread.
     ///
     /// # Errors
-    /// The first failure found, as above; [`CaptureError::Refused`](crate::CaptureError::Refused)
-    /// at once, waiting for nothing, while any stream of the device captures a graph;
-    /// [`ServerError::DeviceLost`] once the device is lost.
+    /// The first failure found, as above;
+    /// [`CaptureError::Refused`](crate::CaptureError::Refused) at once, waiting for nothing,
+    /// while any stream of the device captures a graph; and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn sync_all(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "sync_all");
         self.call(|server, _| server.sync_all())
@@ -773,6 +906,10 @@ impl<D: Device> ComputeClient<D> {
 
     /// Runs `task` on the calling thread while the device's actor is paused, after every
     /// earlier submission of this thread has been processed.
+    ///
+    /// # Errors
+    /// [`ServerError::TaskPanicked`] if `task` panicked (the actor resumes), and what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
         let _span = call_span!(self, "exclusive");
         let stream = self.stream_id();
@@ -783,6 +920,10 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
+    ///
+    /// # Errors
+    /// Only what any [waiting call](Self#errors-of-every-call-that-waits) returns other than
+    /// `DeviceLost`: it answers on a lost device too.
     pub fn memory_usage(&self) -> Result<MemoryUsage, ServerError> {
         let _span = call_span!(self, "memory_usage");
         self.call(|server, _| Ok(server.memory_usage()))
@@ -790,6 +931,9 @@ impl<D: Device> ComputeClient<D> {
 
     /// The calling stream's pools (shape, usage, high-water marks) in routing order, then the
     /// device-wide persistent pool.
+    ///
+    /// # Errors
+    /// As [`memory_usage`](Self::memory_usage).
     pub fn memory_report(&self) -> Result<MemoryReport, ServerError> {
         let _span = call_span!(self, "memory_report");
         self.call(|server, stream| Ok(server.memory_report(stream)))

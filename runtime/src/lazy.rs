@@ -46,6 +46,10 @@ impl<D: Device> ComputeClient<D> {
 
     /// [`read_lazy`](Self::read_lazy), as a future: it is ready at once, and yields the lazy
     /// bytes, whose copy still runs at first access.
+    ///
+    /// # Errors
+    /// None at once: the future is ready with the lazy bytes, and a failed read is returned at
+    /// first access, as for [`read_lazy`](Self::read_lazy).
     pub fn read_lazy_async(
         &self,
         descriptor: CopyDescriptor,

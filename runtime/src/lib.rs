@@ -2,17 +2,20 @@
 //!
 //! A program holds a [`ComputeClient`] for a device. Through it, it allocates and fills
 //! buffers, launches kernels written once in Lockstep's [kernel IR](kernel), and gets every
-//! asynchronous failure back as a typed [`ServerError`] at the next `flush`, `sync` or read of
-//! the stream it happened on. All runtime logic sits above the narrow [`Device`] trait, so the
-//! same code runs on the deterministic simulator (`lockstep-sim`) and on real GPUs.
+//! asynchronous failure back as a typed [`ServerError`], naming its stream, at the next
+//! `flush`, `sync` or read of the stream it happened on (see the client's docs for which
+//! stream a call goes to). Each call returns its own precise error type; [`Error`] takes them
+//! all, for `?`. All runtime logic sits above the narrow [`Device`] trait, so the same code
+//! runs on the deterministic simulator (`lockstep-sim`) and on real GPUs.
 //!
 //! ```
-//! # fn demo<D: lockstep::Device>(device: D) -> Result<(), lockstep::ServerError> {
 //! use lockstep::{Bytes, ComputeClient};
-//! let client = ComputeClient::new(device);
+//! use lockstep_sim::{SimConfig, SimDevice};
+//!
+//! let client = ComputeClient::new(SimDevice::new(SimConfig::new(0)));
 //! let handle = client.create(Bytes::from_elems(&[1u32, 2, 3]))?;
 //! assert_eq!(client.read_one(handle)?.to_elems::<u32>(), vec![1, 2, 3]);
-//! # Ok(()) }
+//! # Ok::<(), lockstep::Error>(())
 //! ```
 
 #[cfg_attr(

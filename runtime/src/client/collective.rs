@@ -110,8 +110,10 @@ impl<D: Device> ComputeClient<D> {
     /// Non-blocking: a failure of the device surfaces at the stream's next blocking call.
     ///
     /// # Errors
-    /// [`CollectiveError`] at once if the device has no collectives or the list is invalid
-    /// (another backend, a device twice, a device that does not exist, this one absent).
+    /// [`ServerError::Collective`] at once, naming this client's stream, if the device has no
+    /// collectives ([`CollectiveError::Unsupported`]) or the list is invalid (another backend,
+    /// a device twice, a device that does not exist, this one absent). A failure to create the
+    /// communicator surfaces at the stream's next blocking call.
     pub fn ensure_init_collective(&self, device_ids: Vec<DeviceId>) -> Result<(), ServerError> {
         let _span = call_span!(self, "ensure_init_collective", devices = ?device_ids);
         self.check_collective(&device_ids)?;
@@ -122,6 +124,9 @@ impl<D: Device> ComputeClient<D> {
     /// Waits for the collectives enqueued by this client's stream. Collectives run on the
     /// stream itself (there is no separate communication stream), so this is
     /// [`sync`](Self::sync): it returns the stream's oldest failure, exactly once.
+    ///
+    /// # Errors
+    /// As [`sync`](Self::sync).
     pub fn sync_collective(&self) -> Result<(), ServerError> {
         self.sync()
     }
@@ -132,11 +137,15 @@ impl<D: Device> ComputeClient<D> {
     /// `src` and `dst` may be the same handle (in place). Non-blocking.
     ///
     /// # Errors
-    /// At the call: [`CollectiveError`] as for
-    /// [`ensure_init_collective`](Self::ensure_init_collective), or when the sizes differ, are
-    /// not whole elements, or `src` and `dst` partly overlap; [`IoError::WrongDevice`] for a
-    /// handle of another client. Failures of the collective itself (a peer that never
-    /// arrives, mismatched peers) surface at the stream's next blocking call.
+    /// At the call: [`ServerError::Collective`] as for
+    /// [`ensure_init_collective`](Self::ensure_init_collective), or
+    /// ([`CollectiveError::Mismatch`]) when the size is not whole elements or `src` and `dst`
+    /// partly overlap; [`IoError::SizeMismatch`] when the sizes differ,
+    /// [`IoError::WrongDevice`] for a handle of another client (both as [`ServerError::Io`]).
+    /// Failures of the collective itself ([`CollectiveError::PeerTimeout`] for a peer that
+    /// never arrives, [`CollectiveError::Mismatch`] for mismatched peers,
+    /// [`CollectiveError::CommunicatorFailed`]) surface at the stream's next blocking call, as
+    /// [`ServerError::Collective`] naming the stream.
     pub fn all_reduce(
         &self,
         src: Handle,
@@ -187,6 +196,9 @@ impl<D: Device> ComputeClient<D> {
 
     /// Transfer data from one client to another: a new handle on `dst_client`'s device holding
     /// `src`'s bytes (a whole number of `elem`s). See [`to_client_tensor`](Self::to_client_tensor).
+    ///
+    /// # Errors
+    /// As [`to_client_tensor`](Self::to_client_tensor).
     pub fn to_client(
         &self,
         src: Handle,
@@ -208,9 +220,14 @@ impl<D: Device> ComputeClient<D> {
     /// failure surfaces at either stream's next blocking call.
     ///
     /// # Errors
-    /// At the call: a descriptor that does not fit its handle, a handle of another client, a
-    /// size that is not a whole number of `elem`s; for the read-then-write path, the read's
-    /// failure and the allocation's.
+    /// At the call, as [`ServerError::Io`]: [`IoError::InvalidLayout`] or
+    /// [`IoError::OutOfRange`] for a descriptor that does not fit its handle,
+    /// [`IoError::WrongDevice`] for a handle of another client; [`ServerError::Collective`]
+    /// ([`CollectiveError::Mismatch`]) for a size that is not a whole number of `elem`s. For the
+    /// read-then-write path, the read's errors ([`read_tensor_async`](Self::read_tensor_async))
+    /// and `dst_client`'s [`create`](Self::create)'s; for the peer path,
+    /// [`ServerError::OutOfMemory`] from `dst_client`, and failures of the send or the receive
+    /// at either stream's next blocking call.
     pub fn to_client_tensor(
         &self,
         src_descriptor: CopyDescriptor,

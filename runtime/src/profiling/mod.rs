@@ -190,6 +190,9 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// The launches profiled so far. A launch is counted once its stream has been synced.
+    ///
+    /// # Errors
+    /// [`ServerError::TaskPanicked`] if serving the call panicked; it answers on a lost device too.
     pub fn profile_summary(&self) -> Result<ProfileSummary, ServerError> {
         self.call(|server, _| Ok(server.profile_summary()))
     }
