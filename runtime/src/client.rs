@@ -727,19 +727,16 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// [`InstallMemoryPoolsError::PoolsInUse`] if a slice is live in the calling stream's pools
     /// (nothing disturbed; the layout still applies to new streams);
-    /// [`InstallMemoryPoolsError::StreamUnavailable`] if the stream has a pending failure.
-    ///
-    /// # Panics
-    /// If the layout is invalid (empty list, too many pools, zero page size, slice larger than
-    /// page, cap smaller than page, pages larger than the device allows, unavailable preset):
-    /// a bad layout literal must be fixed, not silently replaced.
+    /// [`InstallMemoryPoolsError::StreamUnavailable`] if the stream has a pending failure;
+    /// [`InstallMemoryPoolsError::InvalidLayout`] if the layout is invalid (empty list, too
+    /// many pools, zero page size, slice larger than page, cap smaller than page, pages larger
+    /// than the device allows, unavailable preset), refused before anything changes.
     pub fn install_memory_pools(
         &self,
         pools: &MemoryPoolsConfig,
     ) -> Result<(), InstallMemoryPoolsError> {
         let _span = tracing::debug_span!("install_memory_pools").entered();
-        let config = MemoryConfiguration::resolve(pools, self.properties())
-            .unwrap_or_else(|err| panic!("invalid memory pools configuration: {err}"));
+        let config = MemoryConfiguration::resolve(pools, self.properties())?;
         let stream = self.stream_id();
         self.shared
             .actor
