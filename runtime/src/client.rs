@@ -203,7 +203,7 @@ impl<D: Device> ComputeClient<D> {
         let stream = self.stream_id();
         self.shared
             .actor
-            .submit_blocking(stream, move |server| task(server, stream))
+            .submit_blocking(move |server| task(server, stream))
             .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
     }
 
@@ -221,7 +221,7 @@ impl<D: Device> ComputeClient<D> {
         let receiver = self
             .shared
             .actor
-            .submit_async(stream, move |server| task(server, stream));
+            .submit_async(move |server| task(server, stream));
         async move {
             receiver
                 .await
@@ -740,9 +740,7 @@ impl<D: Device> ComputeClient<D> {
         let stream = self.stream_id();
         self.shared
             .actor
-            .submit_blocking(stream, move |server| {
-                server.install_memory_pools(stream, config)
-            })
+            .submit_blocking(move |server| server.install_memory_pools(stream, config))
             .unwrap_or(Err(InstallMemoryPoolsError::StreamUnavailable))
     }
 
