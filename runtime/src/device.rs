@@ -143,6 +143,12 @@ pub trait Device: Send + 'static {
     /// Identifies the backend in [`DeviceId`]s (simulator 0, wgpu 1, CUDA 2).
     const TYPE_ID: u16;
 
+    /// The device is a simulator. The server then checks its invariants after every task, in
+    /// release builds too: next to simulated work the check is cheap, and a simulation exists
+    /// to find the runtime's bugs (elsewhere only builds with debug assertions check after
+    /// every task).
+    const SIMULATED: bool = false;
+
     fn properties(&self) -> &DeviceProperties;
 
     /// Creates a new stream. Streams are never destroyed before the device.

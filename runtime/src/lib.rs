@@ -32,6 +32,14 @@ mod error;
 mod graph;
 #[cfg(not(loom))]
 mod handle;
+#[cfg_attr(
+    loom,
+    allow(
+        dead_code,
+        reason = "the server and its pools check them, which loom builds leave out"
+    )
+)]
+mod invariant;
 pub mod kernel;
 #[cfg(not(loom))]
 mod launch;
@@ -83,6 +91,8 @@ pub use error::{CaptureError, DeviceError, IoError, OutOfMemoryError, ServerErro
 pub use graph::Graph;
 #[cfg(not(loom))]
 pub use handle::Handle;
+#[doc(hidden)]
+pub use invariant::PlantedDefect;
 #[cfg(not(loom))]
 pub use launch::{CubeCount, Kernel, KernelArguments};
 #[cfg(not(loom))]

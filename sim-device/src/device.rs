@@ -681,6 +681,7 @@ impl Device for SimDevice {
     type Timestamp = SimTimestamp;
 
     const TYPE_ID: u16 = 0;
+    const SIMULATED: bool = true;
 
     fn properties(&self) -> &DeviceProperties {
         &self.properties
