@@ -86,7 +86,9 @@ pub use collective::{CollectiveError, ReduceOperation};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
 #[cfg(not(loom))]
 pub use dry_run::{LaunchMode, dry_run};
-pub use error::{CaptureError, DeviceError, IoError, OutOfMemoryError, ServerError};
+pub use error::{
+    CaptureError, ContractViolation, DeviceError, IoError, OutOfMemoryError, ServerError,
+};
 #[cfg(not(loom))]
 pub use graph::Graph;
 #[cfg(not(loom))]
