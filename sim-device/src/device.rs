@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
+use lockstep::device::contract::{self, CheckedBuffer, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
@@ -32,6 +33,17 @@ use crate::trace::{Observations, Trace, TraceEntry};
 pub struct SimBuffer {
     id: u64,
     size: u64,
+    owner: Owner,
+}
+
+impl CheckedBuffer for SimBuffer {
+    fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.size
+    }
 }
 
 /// A simulated stream: an index into the device's streams, in creation order.
@@ -61,6 +73,7 @@ pub struct SimKernel {
 #[derive(Debug)]
 pub struct SimGraph {
     launches: Vec<Arc<LaunchOp>>,
+    captured_on: Owner,
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +101,8 @@ impl SimProbe {
 #[derive(Debug)]
 pub struct SimDevice {
     config: SimConfig,
+    /// Tells this device's buffers and graphs from other devices' (`contract`).
+    owner: Owner,
     properties: DeviceProperties,
     rng: ChaCha8Rng,
     faults: FaultInjector,
@@ -141,6 +156,7 @@ impl SimDevice {
             faults: FaultInjector::new(config.faults.clone(), fault_rng),
             trace: Trace::new(config.record_trace),
             config,
+            owner: Owner::fresh(),
             properties,
             rng,
             memory: SimMemory::default(),
@@ -202,17 +218,22 @@ impl SimDevice {
         }
     }
 
-    fn stream_mut(&mut self, stream: SimStream) -> &mut StreamState {
-        self.streams
-            .get_mut(stream.0 as usize)
-            .expect("streams come from this device's create_stream")
+    /// The state of `stream`, which `operation` names; a typed refusal for a stream this
+    /// device did not create.
+    fn stream_mut(
+        &mut self,
+        operation: &str,
+        stream: SimStream,
+    ) -> Result<&mut StreamState, DeviceError> {
+        let index = contract::stream(operation, stream.0, self.streams.len())?;
+        Ok(&mut self.streams[index])
     }
 
     /// Queues `op` on `stream`, refusing anything but launches while the stream captures.
     fn enqueue(&mut self, stream: SimStream, op: Op) -> Result<(), DeviceError> {
+        let index = contract::stream(op.name(), stream.0, self.streams.len())?;
         self.check_alive()?;
-        let state = self.stream_mut(stream);
-        if let Some(capture) = &mut state.capture {
+        if let Some(capture) = &mut self.streams[index].capture {
             return match op {
                 Op::Launch(launch) => {
                     capture.push(launch);
@@ -229,9 +250,7 @@ impl SimDevice {
             obs.ops_enqueued += 1;
             obs.ops_enqueued - 1
         };
-        self.stream_mut(stream)
-            .queue
-            .push_back((op, enqueued, number));
+        self.streams[index].queue.push_back((op, enqueued, number));
         self.background();
         Ok(())
     }
@@ -694,8 +713,8 @@ impl Device for SimDevice {
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<SimBuffer, DeviceError> {
+        contract::allocation(bytes)?;
         self.check_alive()?;
-        assert!(bytes > 0, "the runtime allocates at least one byte");
         if bytes > self.config.max_allocation_bytes {
             return Err(DeviceError::AllocationTooLarge {
                 requested_bytes: bytes,
@@ -717,10 +736,17 @@ impl Device for SimDevice {
             });
         }
         let id = self.memory.allocate(bytes);
-        Ok(SimBuffer { id, size: bytes })
+        Ok(SimBuffer {
+            id,
+            size: bytes,
+            owner: self.owner,
+        })
     }
 
     fn free(&mut self, buffer: SimBuffer) {
+        if !contract::owns(self.owner, &buffer) {
+            return;
+        }
         if self
             .streams
             .iter()
@@ -739,10 +765,7 @@ impl Device for SimDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        assert!(
-            offset + data.len() as u64 <= dst.size,
-            "the runtime writes inside its buffers"
-        );
+        contract::range(self.owner, "write", dst, offset, data.len() as u64)?;
         let dst = Range {
             buffer: dst.id,
             offset,
@@ -764,10 +787,7 @@ impl Device for SimDevice {
         offset: u64,
         len: u64,
     ) -> Result<SimRead, DeviceError> {
-        assert!(
-            offset + len <= src.size,
-            "the runtime reads inside its buffers"
-        );
+        contract::range(self.owner, "read", src, offset, len)?;
         let read = self.next_read;
         self.next_read += 1;
         let src = Range {
@@ -806,6 +826,7 @@ impl Device for SimDevice {
         dst: &SimBuffer,
         dst_offset: u64,
     ) -> Result<(), DeviceError> {
+        contract::copy(self.owner, &src, dst, dst_offset)?;
         let src = range_of(&src);
         let dst = Range {
             buffer: dst.id,
@@ -835,13 +856,8 @@ impl Device for SimDevice {
         bindings: &[BufferSlice<'_, SimBuffer>],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        let expected = kernel.def.bindings.len() + kernel.options.checked as usize;
-        assert_eq!(
-            bindings.len(),
-            expected,
-            "kernel `{}` takes {expected} bindings",
-            kernel.def.name
-        );
+        let checked = kernel.options.checked;
+        contract::launch(self.owner, &kernel.def, checked, &count, bindings, params)?;
         let count = match count {
             LaunchCount::Static(dims) => Count::Static(dims),
             LaunchCount::Dynamic(slice) => Count::Dynamic(range_of(&slice)),
@@ -875,15 +891,16 @@ impl Device for SimDevice {
         self.lost.is_some() || complete
     }
 
-    fn flush(&mut self, _stream: SimStream) -> Result<(), DeviceError> {
+    fn flush(&mut self, stream: SimStream) -> Result<(), DeviceError> {
+        contract::stream("flush", stream.0, self.streams.len())?;
         self.check_alive()?;
         self.background();
         Ok(())
     }
 
     fn synchronize(&mut self, stream: SimStream) -> Result<(), DeviceError> {
+        let index = contract::stream("synchronize", stream.0, self.streams.len())?;
         self.check_alive()?;
-        let index = stream.0 as usize;
         self.run_until("a stream to drain", |dev| {
             dev.streams[index].queue.is_empty()
         });
@@ -892,7 +909,11 @@ impl Device for SimDevice {
     }
 
     fn take_errors(&mut self, stream: SimStream) -> Vec<DeviceError> {
-        std::mem::take(&mut self.stream_mut(stream).errors)
+        // A stream this device did not create has no errors to take.
+        match self.stream_mut("take_errors", stream) {
+            Ok(state) => std::mem::take(&mut state.errors),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn record_timestamp(&mut self, stream: SimStream) -> Result<SimTimestamp, DeviceError> {
@@ -913,7 +934,7 @@ impl Device for SimDevice {
 
     fn begin_capture(&mut self, stream: SimStream) -> Result<(), DeviceError> {
         self.check_alive()?;
-        let state = self.stream_mut(stream);
+        let state = self.stream_mut("begin_capture", stream)?;
         if state.capture.is_some() {
             return Err(DeviceError::Capture {
                 reason: "the stream is already capturing".to_owned(),
@@ -925,8 +946,12 @@ impl Device for SimDevice {
 
     fn end_capture(&mut self, stream: SimStream) -> Result<SimGraph, DeviceError> {
         self.check_alive()?;
-        match self.stream_mut(stream).capture.take() {
-            Some(launches) => Ok(SimGraph { launches }),
+        let captured_on = self.owner;
+        match self.stream_mut("end_capture", stream)?.capture.take() {
+            Some(launches) => Ok(SimGraph {
+                launches,
+                captured_on,
+            }),
             None => Err(DeviceError::Capture {
                 reason: "the stream is not capturing".to_owned(),
             }),
@@ -934,6 +959,13 @@ impl Device for SimDevice {
     }
 
     fn replay(&mut self, stream: SimStream, graph: &SimGraph) -> Result<(), DeviceError> {
+        contract::replay(self.owner, graph.captured_on, || {
+            graph
+                .launches
+                .iter()
+                .flat_map(|launch| launch.ranges())
+                .all(|range| self.memory.is_live(range.buffer))
+        })?;
         for launch in &graph.launches {
             self.enqueue(stream, Op::Launch(launch.clone()))?;
         }
@@ -973,6 +1005,7 @@ impl Device for SimDevice {
         elem: ElemType,
         op: ReduceOperation,
     ) -> Result<(), DeviceError> {
+        contract::all_reduce(self.owner, &src, &dst, elem)?;
         let (src, dst) = (range_of(&src), range_of(&dst));
         let kind = CollectiveKind::AllReduce { src, dst, elem, op };
         self.enqueue_collective(stream, comm, kind)
@@ -985,6 +1018,7 @@ impl Device for SimDevice {
         src: BufferSlice<'_, SimBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
+        contract::slice(self.owner, "send", &src)?;
         let kind = CollectiveKind::Send {
             src: range_of(&src),
             to: peer,
@@ -999,6 +1033,7 @@ impl Device for SimDevice {
         dst: BufferSlice<'_, SimBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
+        contract::slice(self.owner, "recv", &dst)?;
         let kind = CollectiveKind::Recv {
             dst: range_of(&dst),
             from: peer,

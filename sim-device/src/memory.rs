@@ -256,6 +256,11 @@ impl SimMemory {
         alloc.chunks = Vec::new();
     }
 
+    /// Whether `id` is allocated and not yet freed.
+    pub fn is_live(&self, id: u64) -> bool {
+        self.allocations.get(&id).is_some_and(|alloc| !alloc.freed)
+    }
+
     /// The live allocation `id`, or a use-after-free report naming `operation`.
     pub fn get_mut(
         &mut self,
