@@ -40,7 +40,7 @@ impl CudaDevice {
         comm: CommunicatorId,
         sequence: u64,
     ) -> Result<(), DeviceError> {
-        let raw = self.stream(stream)?.raw;
+        let raw = self.stream("collective", stream)?.raw;
         let event = self.ctx.event()?;
         self.record_on(raw, event)?;
         let communicator = self.communicators.get_mut(&comm).expect("enqueued on it");
