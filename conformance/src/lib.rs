@@ -4,6 +4,7 @@
 //! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
 pub mod audit;
+pub mod contract;
 pub mod explore;
 pub mod factory;
 pub mod fuzzing;

@@ -705,3 +705,14 @@ fn get_resource_hands_out_a_device_pointer_that_outside_code_can_copy_from() {
         .expect("cuMemcpyDtoH from the resource's pointer");
     assert_eq!(Bytes::from(copied).to_elems::<u32>(), data);
 }
+
+#[test]
+fn every_broken_precondition_is_refused_with_its_typed_error() {
+    let Some(ctx) = gpu("every_broken_precondition_is_refused_with_its_typed_error") else {
+        return;
+    };
+    let mut device = CudaDevice::with_context(&ctx);
+    let mut other = CudaDevice::with_context(&ctx);
+    let report = lockstep_conformance::contract::run(&mut device, &mut other).unwrap();
+    report.assert_conforms();
+}
