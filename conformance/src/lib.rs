@@ -3,6 +3,8 @@
 //!
 //! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
+#![forbid(unsafe_code)]
+
 pub mod audit;
 pub mod contract;
 pub mod explore;

@@ -5,6 +5,8 @@
 //! and returns (CI machines have no GPU), or fails under `LOCKSTEP_REQUIRE_GPU=1`
 //! ([`lockstep_conformance::requirement`]): a skip must never pass silently.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::io::Write as _;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

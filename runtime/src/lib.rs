@@ -15,6 +15,8 @@
 //! # Ok(()) }
 //! ```
 
+#![forbid(unsafe_code)]
+
 #[cfg_attr(
     all(loom, not(test)),
     allow(dead_code, reason = "only `actor::loom_tests` use it")

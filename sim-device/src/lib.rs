@@ -13,6 +13,8 @@
 //! - **Trace.** Every executed operation feeds a hash ([`Observations::trace_hash`]) that is
 //!   equal for equal seeds and programs.
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod device;
 mod fault;
