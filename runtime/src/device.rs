@@ -10,7 +10,8 @@
 //! fails; code that drives a device directly gets typed errors instead of reaching memory it
 //! must not touch. Every device makes the same checks ([`contract`]) before touching anything,
 //! and refuses a call that breaks one with [`DeviceError::Contract`], the same value on every
-//! device, leaving the device usable:
+//! device, leaving the device usable (the simulator also reports each refusal to its
+//! sanitizer, so that a runtime that breaks the contract fails the suite):
 //!
 //! - every byte range (writes, reads, both sides of a copy, launch bindings, indirect counts,
 //!   collectives) lies inside a buffer of this device;

@@ -16,7 +16,10 @@ use lockstep::collective::CommunicatorId;
 use lockstep::device::contract::{self, CheckedBuffer, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
+use lockstep::{
+    ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
+    ReduceOperation,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -192,6 +195,16 @@ impl SimDevice {
         self.observe().reports.push(report);
     }
 
+    /// Passes a contract check's outcome on, reporting a refusal to the sanitizer as well: the
+    /// runtime validates before it calls, so under it a refusal is a runtime bug the suite must
+    /// fail on, while a caller driving the device directly gets the typed error.
+    fn checked<T>(&self, outcome: Result<T, DeviceError>) -> Result<T, DeviceError> {
+        if let Err(err) = &outcome {
+            self.report(SanitizerReport::ContractViolation(err.clone()));
+        }
+        outcome
+    }
+
     /// Counts one trigger of `kind` on `stream`; when it faults, records the fault and returns
     /// the tag its error message must carry.
     fn inject(&mut self, kind: FaultKind, stream: Option<u32>) -> Option<String> {
@@ -225,13 +238,13 @@ impl SimDevice {
         operation: &str,
         stream: SimStream,
     ) -> Result<&mut StreamState, DeviceError> {
-        let index = contract::stream(operation, stream.0, self.streams.len())?;
+        let index = self.checked(contract::stream(operation, stream.0, self.streams.len()))?;
         Ok(&mut self.streams[index])
     }
 
     /// Queues `op` on `stream`, refusing anything but launches while the stream captures.
     fn enqueue(&mut self, stream: SimStream, op: Op) -> Result<(), DeviceError> {
-        let index = contract::stream(op.name(), stream.0, self.streams.len())?;
+        let index = self.checked(contract::stream(op.name(), stream.0, self.streams.len()))?;
         self.check_alive()?;
         if let Some(capture) = &mut self.streams[index].capture {
             return match op {
@@ -713,7 +726,7 @@ impl Device for SimDevice {
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<SimBuffer, DeviceError> {
-        contract::allocation(bytes)?;
+        self.checked(contract::allocation(bytes))?;
         self.check_alive()?;
         if bytes > self.config.max_allocation_bytes {
             return Err(DeviceError::AllocationTooLarge {
@@ -745,6 +758,10 @@ impl Device for SimDevice {
 
     fn free(&mut self, buffer: SimBuffer) {
         if !contract::owns(self.owner, &buffer) {
+            self.report(SanitizerReport::ContractViolation(DeviceError::Contract {
+                operation: "free".to_owned(),
+                violation: ContractViolation::ForeignBuffer,
+            }));
             return;
         }
         if self
@@ -765,7 +782,13 @@ impl Device for SimDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        contract::range(self.owner, "write", dst, offset, data.len() as u64)?;
+        self.checked(contract::range(
+            self.owner,
+            "write",
+            dst,
+            offset,
+            data.len() as u64,
+        ))?;
         let dst = Range {
             buffer: dst.id,
             offset,
@@ -787,7 +810,7 @@ impl Device for SimDevice {
         offset: u64,
         len: u64,
     ) -> Result<SimRead, DeviceError> {
-        contract::range(self.owner, "read", src, offset, len)?;
+        self.checked(contract::range(self.owner, "read", src, offset, len))?;
         let read = self.next_read;
         self.next_read += 1;
         let src = Range {
@@ -826,7 +849,7 @@ impl Device for SimDevice {
         dst: &SimBuffer,
         dst_offset: u64,
     ) -> Result<(), DeviceError> {
-        contract::copy(self.owner, &src, dst, dst_offset)?;
+        self.checked(contract::copy(self.owner, &src, dst, dst_offset))?;
         let src = range_of(&src);
         let dst = Range {
             buffer: dst.id,
@@ -857,7 +880,14 @@ impl Device for SimDevice {
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
         let checked = kernel.options.checked;
-        contract::launch(self.owner, &kernel.def, checked, &count, bindings, params)?;
+        self.checked(contract::launch(
+            self.owner,
+            &kernel.def,
+            checked,
+            &count,
+            bindings,
+            params,
+        ))?;
         let count = match count {
             LaunchCount::Static(dims) => Count::Static(dims),
             LaunchCount::Dynamic(slice) => Count::Dynamic(range_of(&slice)),
@@ -892,14 +922,18 @@ impl Device for SimDevice {
     }
 
     fn flush(&mut self, stream: SimStream) -> Result<(), DeviceError> {
-        contract::stream("flush", stream.0, self.streams.len())?;
+        self.checked(contract::stream("flush", stream.0, self.streams.len()))?;
         self.check_alive()?;
         self.background();
         Ok(())
     }
 
     fn synchronize(&mut self, stream: SimStream) -> Result<(), DeviceError> {
-        let index = contract::stream("synchronize", stream.0, self.streams.len())?;
+        let index = self.checked(contract::stream(
+            "synchronize",
+            stream.0,
+            self.streams.len(),
+        ))?;
         self.check_alive()?;
         self.run_until("a stream to drain", |dev| {
             dev.streams[index].queue.is_empty()
@@ -959,13 +993,13 @@ impl Device for SimDevice {
     }
 
     fn replay(&mut self, stream: SimStream, graph: &SimGraph) -> Result<(), DeviceError> {
-        contract::replay(self.owner, graph.captured_on, || {
+        self.checked(contract::replay(self.owner, graph.captured_on, || {
             graph
                 .launches
                 .iter()
                 .flat_map(|launch| launch.ranges())
                 .all(|range| self.memory.is_live(range.buffer))
-        })?;
+        }))?;
         for launch in &graph.launches {
             self.enqueue(stream, Op::Launch(launch.clone()))?;
         }
@@ -1005,7 +1039,7 @@ impl Device for SimDevice {
         elem: ElemType,
         op: ReduceOperation,
     ) -> Result<(), DeviceError> {
-        contract::all_reduce(self.owner, &src, &dst, elem)?;
+        self.checked(contract::all_reduce(self.owner, &src, &dst, elem))?;
         let (src, dst) = (range_of(&src), range_of(&dst));
         let kind = CollectiveKind::AllReduce { src, dst, elem, op };
         self.enqueue_collective(stream, comm, kind)
@@ -1018,7 +1052,7 @@ impl Device for SimDevice {
         src: BufferSlice<'_, SimBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
-        contract::slice(self.owner, "send", &src)?;
+        self.checked(contract::slice(self.owner, "send", &src))?;
         let kind = CollectiveKind::Send {
             src: range_of(&src),
             to: peer,
@@ -1033,7 +1067,7 @@ impl Device for SimDevice {
         dst: BufferSlice<'_, SimBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
-        contract::slice(self.owner, "recv", &dst)?;
+        self.checked(contract::slice(self.owner, "recv", &dst))?;
         let kind = CollectiveKind::Recv {
             dst: range_of(&dst),
             from: peer,

@@ -349,7 +349,8 @@ impl SimDevice {
         id: CommunicatorId,
         peers: &[u32],
     ) -> Result<(), DeviceError> {
-        let rank = contract::communicator_peers(self.cluster.ordinal, self.cluster.count, peers)?;
+        let (ordinal, count) = (self.cluster.ordinal, self.cluster.count);
+        let rank = self.checked(contract::communicator_peers(ordinal, count, peers))?;
         self.check_alive()?;
         let communicator = Communicator {
             peers: peers.into(),
@@ -372,11 +373,14 @@ impl SimDevice {
         comm: CommunicatorId,
         kind: CollectiveKind,
     ) -> Result<(), DeviceError> {
+        if !self.cluster.communicators.contains_key(&comm) {
+            return self.checked(Err(contract::unknown_communicator(kind.name(), comm)));
+        }
         let communicator = self
             .cluster
             .communicators
             .get_mut(&comm)
-            .ok_or_else(|| contract::unknown_communicator(kind.name(), comm))?;
+            .expect("checked above");
         let (counter, phases): (&mut u64, &[Phase]) = match &kind {
             CollectiveKind::AllReduce { .. } => (
                 &mut communicator.reductions,
