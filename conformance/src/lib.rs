@@ -3,7 +3,10 @@
 //!
 //! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
+#![forbid(unsafe_code)]
+
 pub mod audit;
+pub mod contract;
 pub mod explore;
 pub mod factory;
 pub mod fuzzing;

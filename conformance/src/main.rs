@@ -1,5 +1,7 @@
 //! `lockstep`: run the conformance suite on a device, or replay one seeded case.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};

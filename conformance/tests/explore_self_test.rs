@@ -28,6 +28,9 @@ enum Misbehaviour {
     FreeEarly,
     /// `take_errors` drops the failures it should return.
     SwallowError,
+    /// `synchronize` reports the explored device (ordinal 0; its peers behave) lost, though no
+    /// loss was injected (as the runtime does when one of its invariants breaks).
+    LoseDevice,
 }
 
 /// Every `PERIOD`-th trigger of the misbehaviour misbehaves; the rest behave.
@@ -207,6 +210,11 @@ impl<D: Device<Buffer: Sync>> Device for Misbehaving<D> {
         self.inner.flush(stream)
     }
     fn synchronize(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
+        if self.inner.ordinal() == 0 && self.misbehaves(Misbehaviour::LoseDevice) {
+            return Err(DeviceError::Lost {
+                reason: "lost on a whim".to_owned(),
+            });
+        }
         self.release_held(stream)?;
         self.inner.synchronize(stream)
     }
@@ -304,13 +312,13 @@ impl Opener for MisbehavingSim {
     }
 }
 
-/// The number of seeds explored until the first failure (which is printed).
-fn seeds_to_detection(kind: Misbehaviour, faults: bool) -> u64 {
+/// Explores until the first failure, which it prints (with the seeds it took) and returns.
+fn seeds_to_detection(kind: Misbehaviour, faults: bool) -> String {
     let opener = MisbehavingSim(Some(kind));
     for n in 0..BUDGET {
         if let Some(why) = run_seed(&opener, n, faults).failure {
             println!("{kind:?}: caught after {} seeds (seed {n}): {why}", n + 1);
-            return n + 1;
+            return why;
         }
     }
     panic!("{kind:?} went unnoticed for {BUDGET} seeds");
@@ -352,6 +360,15 @@ fn a_swallowed_error_is_caught() {
     // Caught as a fault that never surfaced, or as a read the swallowed fault spoiled, which
     // the model then holds against a window that seemed clean.
     seeds_to_detection(Misbehaviour::SwallowError, true);
+}
+
+#[test]
+fn a_device_lost_without_an_injected_loss_is_caught() {
+    let why = seeds_to_detection(Misbehaviour::LoseDevice, false);
+    assert!(
+        why.ends_with("the device was lost, yet no loss was injected: lost on a whim"),
+        "{why}"
+    );
 }
 
 /// The simulator under a runtime with one of its test-only knobs turned off, which

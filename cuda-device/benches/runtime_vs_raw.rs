@@ -9,6 +9,8 @@
 //! stream-ordered `cuMemAllocAsync`+`cuMemFreeAsync`; (d) a 4-byte create → launch → read round
 //! trip. "vs raw" is the runtime's speed over raw's: 1.00 is parity, 0.90 is 10% slower.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::ffi::{CString, c_void};
 use std::time::Instant;
 

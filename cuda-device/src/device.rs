@@ -10,7 +10,14 @@
 //! context unusable for the rest of the process: it becomes [`DeviceError::Lost`], carrying the
 //! CUDA error's name, and every later call of every device on the context returns it. No call
 //! blocks after it: waits on a lost context fail at once. Nothing here panics on an error of
-//! the driver or of a caller; a broken runtime contract (wrong binding count) is a typed error.
+//! the driver or of a caller.
+//!
+//! **Soundness.** Every call checks its preconditions first (`lockstep::device::contract`:
+//! ranges inside this device's buffers, streams of this device, launches that match their
+//! kernel, graphs whose buffers are live) and refuses a broken one with
+//! [`DeviceError::Contract`], so no safe call hands the driver an address outside an allocation
+//! of this device. `free` waits for this device's streams before `cuMemFree`: only they can
+//! use its buffers (other devices refuse them), so nothing queued can reach freed memory.
 
 mod nccl;
 mod watch;
@@ -23,10 +30,12 @@ use std::time::Duration;
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUresult};
 use lockstep::collective::CommunicatorId;
+use lockstep::device::contract::{self, CheckedBuffer, LiveBuffers, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelDef, Scalar};
+use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{
-    Bytes, Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation,
+    Bytes, ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
+    ReduceOperation,
 };
 
 use crate::context::{Context, Function};
@@ -73,10 +82,26 @@ impl CudaContext {
 pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     bytes: u64,
+    owner: Owner,
+    /// Numbers the device's allocations, for the liveness check at graph replay.
+    id: u64,
+}
+
+impl CheckedBuffer for CudaBuffer {
+    fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 impl CudaBuffer {
+    /// The address of byte `offset`. Only called once the contract check of the range that
+    /// starts there passed, so it lies inside this allocation.
     fn at(&self, offset: u64) -> sys::CUdeviceptr {
+        debug_assert!(offset <= self.bytes, "contract checks come first");
         self.ptr + offset
     }
 
@@ -128,17 +153,15 @@ impl Drop for CudaTimestamp {
     }
 }
 
-/// A compiled kernel: the context's cached module entry and what a launch needs to know.
+/// A compiled kernel: the context's cached module entry and the IR a launch is checked against.
 #[derive(Debug)]
 pub struct CudaKernel {
     function: Function,
-    name: String,
-    bindings: usize,
-    params: Vec<ElemType>,
-    block: [u32; 3],
+    def: Arc<KernelDef>,
     options: CompileOptions,
-    /// Keeps the module (cached in the context) loaded while this kernel exists.
-    _ctx: Arc<Context>,
+    /// Keeps the module (cached in the context) loaded while this kernel exists; a device of
+    /// another context refuses it.
+    ctx: Arc<Context>,
 }
 
 /// An instantiated CUDA graph.
@@ -146,6 +169,9 @@ pub struct CudaKernel {
 pub struct CudaGraph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
+    captured_on: Owner,
+    /// Ids of the buffers its launches use: all must be live at a replay.
+    buffers: Vec<u64>,
     /// Keeps the context alive until the graph is destroyed.
     _ctx: Arc<Context>,
 }
@@ -158,11 +184,17 @@ struct StreamState {
     /// While capturing: an event recorded just before the capture began, which is what
     /// `synchronize` waits for (a capturing stream cannot be synchronised itself).
     capture: Option<sys::CUevent>,
+    /// While capturing: ids of the buffers the captured launches use.
+    captured_buffers: Vec<u64>,
 }
 
 /// A CUDA GPU as a Lockstep [`Device`]. See the module documentation.
 pub struct CudaDevice {
     ctx: Arc<Context>,
+    /// Tells this device's buffers and graphs from other devices' (`contract`).
+    owner: Owner,
+    live: LiveBuffers,
+    next_buffer_id: u64,
     properties: DeviceProperties,
     streams: Vec<StreamState>,
     /// This device's ranks of NCCL communicators (`device/nccl.rs`).
@@ -221,6 +253,9 @@ impl CudaDevice {
         };
         Self {
             ctx: ctx.0.clone(),
+            owner: Owner::fresh(),
+            live: LiveBuffers::default(),
+            next_buffer_id: 0,
             properties,
             streams: Vec::new(),
             communicators: BTreeMap::new(),
@@ -242,13 +277,28 @@ impl CudaDevice {
         self
     }
 
-    fn stream(&self, stream: CudaStream) -> Result<&StreamState, DeviceError> {
-        self.streams
-            .get(stream.0 as usize)
-            .ok_or_else(|| DeviceError::ExecutionFault {
-                operation: "stream lookup".to_owned(),
-                reason: format!("stream {} was not created by this device", stream.0),
-            })
+    /// The state of `stream`, which `operation` names; a typed refusal for a stream this
+    /// device did not create.
+    fn stream(&self, operation: &str, stream: CudaStream) -> Result<&StreamState, DeviceError> {
+        let index = contract::stream(operation, stream.0, self.streams.len())?;
+        Ok(&self.streams[index])
+    }
+
+    /// Refuses a `handle` (a kernel, a timestamp) made on another context: the driver is only
+    /// handed handles of the context it runs.
+    fn same_context(
+        &self,
+        ctx: &Arc<Context>,
+        operation: &str,
+        handle: &'static str,
+    ) -> Result<(), DeviceError> {
+        if Arc::ptr_eq(ctx, &self.ctx) {
+            return Ok(());
+        }
+        Err(DeviceError::Contract {
+            operation: operation.to_owned(),
+            violation: ContractViolation::ForeignHandle { handle },
+        })
     }
 
     /// The raw stream for an operation that cannot be recorded into a graph.
@@ -257,8 +307,8 @@ impl CudaDevice {
         stream: CudaStream,
         operation: &str,
     ) -> Result<sys::CUstream, DeviceError> {
+        let state = self.stream(operation, stream)?;
         self.ctx.bind()?;
-        let state = self.stream(stream)?;
         if state.capture.is_some() {
             return Err(DeviceError::Capture {
                 reason: format!("`{operation}` cannot be recorded into a graph"),
@@ -280,13 +330,6 @@ fn elements(bytes: u64) -> u32 {
     u32::try_from(bytes / 4).unwrap_or(u32::MAX)
 }
 
-fn contract(kernel: &CudaKernel, reason: String) -> DeviceError {
-    DeviceError::ExecutionFault {
-        operation: format!("launch of `{}`", kernel.name),
-        reason: format!("the runtime broke the launch contract: {reason}"),
-    }
-}
-
 impl Device for CudaDevice {
     type Buffer = CudaBuffer;
     type Stream = CudaStream;
@@ -306,11 +349,16 @@ impl Device for CudaDevice {
         self.ctx.bind()?;
         let raw = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| self.ctx.fail("cuStreamCreate", e))?;
-        self.streams.push(StreamState { raw, capture: None });
+        self.streams.push(StreamState {
+            raw,
+            capture: None,
+            captured_buffers: Vec::new(),
+        });
         Ok(CudaStream(self.streams.len() as u32 - 1))
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<CudaBuffer, DeviceError> {
+        contract::allocation(bytes)?;
         self.ctx.bind()?;
         let max = self.properties.max_allocation_bytes;
         if bytes > max {
@@ -321,7 +369,17 @@ impl Device for CudaDevice {
         }
         // SAFETY: a plain device allocation of `bytes` (>= 1) in the current context.
         match unsafe { result::malloc_sync(bytes as usize) } {
-            Ok(ptr) => Ok(CudaBuffer { ptr, bytes }),
+            Ok(ptr) => {
+                let id = self.next_buffer_id;
+                self.next_buffer_id += 1;
+                self.live.allocated(id);
+                Ok(CudaBuffer {
+                    ptr,
+                    bytes,
+                    owner: self.owner,
+                    id,
+                })
+            }
             Err(e) if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(DeviceError::OutOfMemory {
                 requested_bytes: bytes,
                 available_bytes: self.ctx.memory_free_bytes(),
@@ -331,11 +389,26 @@ impl Device for CudaDevice {
     }
 
     fn free(&mut self, buffer: CudaBuffer) {
+        if !contract::owns(self.owner, &buffer) {
+            return;
+        }
+        self.live.freed(buffer.id);
         // On a lost context the memory goes with the process; nothing can use it any more.
         if self.ctx.bind().is_err() {
             return;
         }
-        // SAFETY: the runtime frees a buffer once, after every operation using it completed.
+        // Only this device's streams can use its buffers. The runtime frees after their work
+        // on it completed, so these waits return at once; code that frees early waits here
+        // (watched: a collective whose peer never arrives is aborted at its timeout). A wait
+        // that fails leaves the memory allocated: it may still be in use.
+        for stream in 0..self.streams.len() {
+            if self.synchronize(CudaStream(stream as u32)).is_err() {
+                return;
+            }
+        }
+        // SAFETY: a buffer of this device (checked above), freed once (`free` takes it by
+        // value), after every operation this device enqueued completed (the waits above);
+        // graphs that use it are refused at replay (`live`).
         if let Err(e) = unsafe { result::free_sync(buffer.ptr) } {
             let err = self.ctx.fail("cuMemFree", e);
             if !err.is_fatal() {
@@ -351,13 +424,14 @@ impl Device for CudaDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
+        contract::range(self.owner, "write", dst, offset, data.len() as u64)?;
         let raw = self.uncaptured(stream, "write")?;
         if data.is_empty() {
             return Ok(());
         }
         if data.len() <= DIRECT_WRITE_BYTES_MAX {
             // SAFETY: `data` is valid for the call; for pageable memory the driver copies it
-            // before returning. The destination range is inside `dst` (the runtime checks).
+            // before returning. The destination range is inside `dst` (checked above).
             return unsafe {
                 sys::cuMemcpyHtoDAsync_v2(dst.at(offset), data.as_ptr().cast(), data.len(), raw)
             }
@@ -376,12 +450,15 @@ impl Device for CudaDevice {
         offset: u64,
         mut data: Bytes,
     ) -> Result<(), DeviceError> {
-        let result = match CudaPinned::of_context(&mut data, &self.ctx) {
-            Some(pinned) => self
-                .uncaptured(stream, "write")
-                .and_then(|raw| pinned.copy_to_device(raw, dst.at(offset))),
-            _ => self.write(stream, dst, offset, &data),
-        };
+        let len = data.len() as u64;
+        let result = contract::range(self.owner, "write", dst, offset, len).and_then(|()| {
+            match CudaPinned::of_context(&mut data, &self.ctx) {
+                Some(pinned) => self
+                    .uncaptured(stream, "write")
+                    .and_then(|raw| pinned.copy_to_device(raw, dst.at(offset))),
+                None => self.write(stream, dst, offset, &data),
+            }
+        });
         // Freed off the actor: the memory's drop waits for the copy reading it.
         data.free_in_background();
         result
@@ -398,6 +475,7 @@ impl Device for CudaDevice {
         offset: u64,
         len: u64,
     ) -> Result<CudaRead, DeviceError> {
+        contract::range(self.owner, "read", src, offset, len)?;
         let raw = self.uncaptured(stream, "read")?;
         CudaRead::enqueue(&self.ctx, raw, src.at(offset), len as usize)
     }
@@ -414,12 +492,13 @@ impl Device for CudaDevice {
         dst: &CudaBuffer,
         dst_offset: u64,
     ) -> Result<(), DeviceError> {
+        contract::copy(self.owner, &src, dst, dst_offset)?;
         let raw = self.uncaptured(stream, "copy")?;
         if src.len == 0 {
             return Ok(());
         }
-        // SAFETY: both ranges lie inside live allocations of this context (the runtime checks
-        // ranges and keeps buffers alive until the copy completed).
+        // SAFETY: both ranges lie inside allocations of this device (checked above), which
+        // `free` returns only after this stream's work completed.
         unsafe {
             result::memcpy_dtod_async(
                 dst.at(dst_offset),
@@ -440,12 +519,9 @@ impl Device for CudaDevice {
         let function = self.ctx.function(kernel, options.checked)?;
         Ok(CudaKernel {
             function,
-            name: kernel.name.clone(),
-            bindings: kernel.bindings.len(),
-            params: kernel.params.clone(),
-            block: kernel.workgroup_size,
+            def: Arc::new(kernel.clone()),
             options,
-            _ctx: self.ctx.clone(),
+            ctx: self.ctx.clone(),
         })
     }
 
@@ -457,31 +533,18 @@ impl Device for CudaDevice {
         bindings: &[BufferSlice<'_, CudaBuffer>],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        self.ctx.bind()?;
-        let raw = self.stream(stream)?.raw;
         let checked = kernel.options.checked;
-        let expected = kernel.bindings + usize::from(checked);
-        if bindings.len() != expected {
-            return Err(contract(
-                kernel,
-                format!("{} bindings given, {expected} expected", bindings.len()),
-            ));
-        }
-        if !params
-            .iter()
-            .map(|p| p.elem_type())
-            .eq(kernel.params.iter().copied())
-        {
-            let given: Vec<ElemType> = params.iter().map(|p| p.elem_type()).collect();
-            return Err(contract(
-                kernel,
-                format!("parameters {given:?} given, {:?} declared", kernel.params),
-            ));
-        }
+        contract::launch(self.owner, &kernel.def, checked, &count, bindings, params)?;
+        self.same_context(&kernel.ctx, "launch", "kernel")?;
+        let state = self.stream("launch", stream)?;
+        let raw = state.raw;
+        let capturing = state.capture.is_some();
+        self.ctx.bind()?;
+        let declared = kernel.def.bindings.len();
         // One 8-byte slot per kernel parameter, in the order `lower.rs` declares them; the
         // driver reads each parameter's size (4 or 8 bytes) from the start of its slot. Slots
         // live on the stack unless the kernel has very many parameters.
-        let slots = 2 * kernel.bindings + params.len() + 2 * usize::from(checked) + 1;
+        let slots = 2 * declared + params.len() + 2 * usize::from(checked) + 1;
         let mut inline = [0u64; INLINE_PARAMS];
         let mut spilled = Vec::new();
         let values: &mut [u64] = if slots <= INLINE_PARAMS {
@@ -495,24 +558,18 @@ impl Device for CudaDevice {
             values[next] = value;
             next += 1;
         };
-        for slice in &bindings[..kernel.bindings] {
+        for slice in &bindings[..declared] {
             push(slice.buffer.at(slice.offset));
             push(u64::from(elements(slice.len)));
         }
         params.iter().for_each(|p| push(u64::from(p.to_bits())));
         if checked {
-            let record = &bindings[kernel.bindings];
-            if record.len < FaultRecord::BYTES as u64 {
-                return Err(contract(
-                    kernel,
-                    format!("fault record of {} bytes", record.len),
-                ));
-            }
+            let record = &bindings[declared];
             push(record.buffer.at(record.offset));
             push(u64::from(kernel.options.kernel_id));
         }
-        let (grid, count_ptr) = match count {
-            LaunchCount::Static(dims) => (dims, 0),
+        let (grid, count_ptr) = match &count {
+            LaunchCount::Static(dims) => (*dims, 0),
             LaunchCount::Dynamic(slice) => {
                 let info = &self.ctx.info;
                 let blocks = info
@@ -534,10 +591,13 @@ impl Device for CudaDevice {
         for (arg, value) in args.iter_mut().zip(values.iter_mut()) {
             *arg = (value as *mut u64).cast();
         }
-        let [bx, by, bz] = kernel.block;
-        // SAFETY: `args` points at one live slot per parameter of the entry point, in
-        // declaration order (see `lower.rs`), each holding a value of the declared type;
-        // binding pointers address live allocations of this context.
+        let [bx, by, bz] = kernel.def.workgroup_size;
+        // SAFETY: the function is of this context (checked above); `args` points at one live
+        // slot per parameter of the entry point, in declaration order (see `lower.rs`), each
+        // holding a value of the declared type (the contract check above matched bindings and
+        // parameters to the kernel); binding
+        // pointers address ranges inside allocations of this device (checked above), which
+        // `free` returns only after this stream's work completed.
         let launched = unsafe {
             result::launch_kernel(
                 kernel.function.0,
@@ -550,11 +610,19 @@ impl Device for CudaDevice {
         };
         launched.map_err(|e| match self.ctx.fail("cuLaunchKernel", e) {
             DeviceError::ExecutionFault { reason, .. } => DeviceError::ExecutionFault {
-                operation: format!("launch of `{}` with {grid:?} workgroups", kernel.name),
+                operation: format!("launch of `{}` with {grid:?} workgroups", kernel.def.name),
                 reason,
             },
             other => other,
-        })
+        })?;
+        if capturing {
+            let captured = &mut self.streams[stream.0 as usize].captured_buffers;
+            captured.extend(bindings.iter().map(|b| b.buffer.id));
+            if let LaunchCount::Dynamic(slice) = &count {
+                captured.push(slice.buffer.id);
+            }
+        }
+        Ok(())
     }
 
     fn record_event(&mut self, stream: CudaStream) -> Result<CudaEvent, DeviceError> {
@@ -586,8 +654,8 @@ impl Device for CudaDevice {
     }
 
     fn flush(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
+        let state = self.stream("flush", stream)?;
         self.ctx.bind()?;
-        let state = self.stream(stream)?;
         if state.capture.is_some() {
             return Ok(());
         }
@@ -601,8 +669,8 @@ impl Device for CudaDevice {
     }
 
     fn synchronize(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
+        let state = self.stream("synchronize", stream)?;
         self.ctx.bind()?;
-        let state = self.stream(stream)?;
         let (raw, capture) = (state.raw, state.capture);
         let done = |device: &Self| match capture {
             Some(before) => Ok(device.ctx.event_done(before)),
@@ -653,8 +721,11 @@ impl Device for CudaDevice {
         start: &CudaTimestamp,
         end: &CudaTimestamp,
     ) -> Result<u64, DeviceError> {
+        self.same_context(&start.ctx, "elapsed_ns", "timestamp")?;
+        self.same_context(&end.ctx, "elapsed_ns", "timestamp")?;
         self.ctx.bind()?;
-        // SAFETY: both events belong to this context and were recorded with timing.
+        // SAFETY: both events belong to this context (checked above) and were recorded with
+        // timing.
         match unsafe { result::event::elapsed(start.raw, end.raw) } {
             Ok(ms) => Ok((f64::from(ms) * 1e6).max(0.0) as u64),
             Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Err(DeviceError::Unsupported {
@@ -690,7 +761,9 @@ impl Device for CudaDevice {
         });
         match started {
             Ok(()) => {
-                self.streams[stream.0 as usize].capture = Some(before);
+                let state = &mut self.streams[stream.0 as usize];
+                state.capture = Some(before);
+                state.captured_buffers.clear();
                 Ok(())
             }
             Err(err) => {
@@ -701,15 +774,17 @@ impl Device for CudaDevice {
     }
 
     fn end_capture(&mut self, stream: CudaStream) -> Result<CudaGraph, DeviceError> {
+        let state = self.stream("end_capture", stream)?;
         self.ctx.bind()?;
-        let state = self.stream(stream)?;
         let raw = state.raw;
         let Some(before) = state.capture else {
             return Err(DeviceError::Capture {
                 reason: "the stream is not capturing".to_owned(),
             });
         };
-        self.streams[stream.0 as usize].capture = None;
+        let state = &mut self.streams[stream.0 as usize];
+        state.capture = None;
+        let buffers = std::mem::take(&mut state.captured_buffers);
         self.ctx.recycle_event(before);
         let capture_error = |call: &str, e| match self.ctx.fail(call, e) {
             DeviceError::ExecutionFault { reason, .. } => DeviceError::Capture { reason },
@@ -731,6 +806,8 @@ impl Device for CudaDevice {
         let graph = CudaGraph {
             graph,
             exec,
+            captured_on: self.owner,
+            buffers,
             _ctx: self.ctx.clone(),
         };
         // Uploading now keeps the first replay as cheap as the later ones.
@@ -741,10 +818,13 @@ impl Device for CudaDevice {
     }
 
     fn replay(&mut self, stream: CudaStream, graph: &CudaGraph) -> Result<(), DeviceError> {
+        let buffers = graph.buffers.iter().copied();
+        self.live.replay(self.owner, graph.captured_on, buffers)?;
+        let raw = self.stream("replay", stream)?.raw;
         self.ctx.bind()?;
-        let raw = self.stream(stream)?.raw;
-        // SAFETY: `exec` is a live graph of this context; the runtime keeps every buffer it
-        // uses alive until its replays completed.
+        // SAFETY: `exec` is a live graph captured on this device, every buffer its launches use
+        // is still allocated (checked above), and `free` returns one only after this device's
+        // streams completed their work.
         unsafe { result::graph::launch(graph.exec, raw) }
             .map_err(|e| self.ctx.fail("cuGraphLaunch", e))
     }

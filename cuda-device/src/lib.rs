@@ -20,6 +20,12 @@
 //! context share (compiled modules, pooled events, pinned staging, the sticky-error state);
 //! `staging.rs` moves bytes between host and device through pinned memory; `lower.rs` emits
 //! CUDA C from kernel IR; `compile.rs` runs NVRTC; `error.rs` maps driver errors.
+//!
+//! This is the only crate of the workspace with `unsafe` code (the others forbid it): driver,
+//! NVRTC and NCCL calls, pinned host memory, and `Send`/`Sync` for raw driver handles. Every
+//! unsafe block and impl says why it holds in a `SAFETY:` comment (denied otherwise).
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod compile;
 mod context;

@@ -24,6 +24,22 @@ use crate::context::{Context, lock};
 /// Idle pinned memory a cache keeps; past it, returned blocks are freed.
 const CACHED_BYTES_MAX: usize = 1 << 30;
 
+/// Allocates `bytes` (at least 1) of portable page-locked host memory, zeroed: every byte of it
+/// is initialised, so slices of it are sound whatever copies have or have not written it. The
+/// context must be current. Zeroing costs a fraction of what pinning the pages costs.
+pub(crate) fn alloc_zeroed(bytes: usize) -> Result<NonNull<u8>, cudarc::driver::DriverError> {
+    // SAFETY: allocates `bytes` of portable pinned memory in the current context; the pointer
+    // is checked for null below.
+    let ptr = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }?;
+    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(cudarc::driver::DriverError(
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+    ))?;
+    // SAFETY: `bytes` writable bytes of the allocation just made, which nothing else
+    // references yet.
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, bytes) };
+    Ok(ptr)
+}
+
 /// One page-locked host allocation (`cuMemHostAlloc`, portable). Its bytes are initialised:
 /// zeroed when allocated, written only through slices since.
 #[derive(Debug)]
@@ -74,18 +90,7 @@ impl PinnedCache {
 
     fn fresh(&self, capacity: usize) -> Result<Block, DeviceError> {
         self.ctx.bind()?;
-        // SAFETY: allocates `capacity` (>= 1) bytes of portable pinned memory; checked below.
-        let ptr = unsafe { result::malloc_host(capacity, sys::CU_MEMHOSTALLOC_PORTABLE) }
-            .map_err(|e| self.ctx.fail("cuMemHostAlloc", e))?;
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| {
-            self.ctx.fail(
-                "cuMemHostAlloc",
-                cudarc::driver::DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
-            )
-        })?;
-        // SAFETY: `capacity` bytes of the allocation; zeroed so that slices of it are
-        // initialised.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, capacity) };
+        let ptr = alloc_zeroed(capacity).map_err(|e| self.ctx.fail("cuMemHostAlloc", e))?;
         Ok(Block { ptr, capacity })
     }
 
@@ -157,7 +162,8 @@ impl CudaPinned {
         self.wait_in_flight();
         let ctx = &self.cache.ctx;
         // SAFETY: `len` bytes of pinned memory owned by `self`, which outlives the copy (see
-        // the module invariants); the destination range is inside the runtime's buffer.
+        // the module invariants); the caller checked that `len` bytes at `dst` lie inside one
+        // of its buffers (`contract::range`).
         unsafe { sys::cuMemcpyHtoDAsync_v2(dst, self.ptr().cast(), self.len, stream) }
             .result()
             .map_err(|e| ctx.fail("cuMemcpyHtoDAsync", e))?;

@@ -17,11 +17,12 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use cudarc::driver::result;
-use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::sys;
 use lockstep::DeviceError;
 
 use crate::context::Context;
 use crate::error::describe;
+use crate::pinned;
 
 /// Size of the pieces a large transfer is cut into: each is staged, copied and waited on by
 /// itself, so host copies of one chunk overlap the copy engine's work on others. Measured on an
@@ -43,7 +44,8 @@ fn class_of(len: usize) -> usize {
 }
 
 /// One page-locked host allocation. Freed only through [`StagingPool`], with the context
-/// current.
+/// current. Its bytes are initialised: zeroed when allocated (`pinned::alloc_zeroed`), written
+/// since only through `slice_mut` or by the copy engine.
 #[derive(Debug)]
 pub(crate) struct PinnedBuf {
     ptr: NonNull<u8>,
@@ -56,11 +58,7 @@ unsafe impl Send for PinnedBuf {}
 
 impl PinnedBuf {
     fn alloc(bytes: usize) -> Result<Self, cudarc::driver::DriverError> {
-        // SAFETY: allocates `bytes` of portable pinned memory; the pointer is checked below.
-        let ptr = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }?;
-        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(cudarc::driver::DriverError(
-            CUresult::CUDA_ERROR_OUT_OF_MEMORY,
-        ))?;
+        let ptr = pinned::alloc_zeroed(bytes)?;
         Ok(Self { ptr, bytes })
     }
 
@@ -75,15 +73,17 @@ impl PinnedBuf {
 
     fn slice(&self, len: usize) -> &[u8] {
         assert!(len <= self.bytes, "a staging buffer holds at most its size");
-        // SAFETY: `len` bytes of this allocation. Callers read only bytes a completed copy
-        // wrote (a read's chunk after its event), so they are initialised and nothing writes
-        // them meanwhile.
+        // SAFETY: `len` initialised bytes (see the type) of this allocation. Callers read only
+        // after the copy that wrote them completed (a read's chunk after its event), so no copy
+        // engine writes them while the slice lives.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), len) }
     }
 
     fn slice_mut(&mut self, len: usize) -> &mut [u8] {
         assert!(len <= self.bytes, "a staging buffer holds at most its size");
-        // SAFETY: `len` bytes of this allocation, exclusively borrowed through `&mut self`.
+        // SAFETY: `len` initialised bytes (see the type) of this allocation, exclusively
+        // borrowed through `&mut self`; a copy engine reads them only after the caller's
+        // writes, and the caller waits for that copy before writing again (`stage_chunk`).
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), len) }
     }
 }
@@ -306,7 +306,8 @@ fn stage_chunk(
     }
     buf.slice_mut(chunk.len()).copy_from_slice(chunk);
     // SAFETY: `buf` holds `chunk.len()` staged bytes and is not written again before the
-    // event recorded below completes; `dst` lies inside the range the runtime checked.
+    // event recorded below completes; `dst` lies inside the range the device checked
+    // (`contract::range`).
     unsafe { sys::cuMemcpyHtoDAsync_v2(dst, buf.as_ptr(), chunk.len(), stream) }
         .result()
         .map_err(|e| ctx.fail("cuMemcpyHtoDAsync", e))?;
@@ -391,7 +392,8 @@ impl CudaRead {
             let chunk = (len - offset).min(CHUNK_BYTES);
             let buf = ctx.staging().take(ctx, chunk)?;
             // SAFETY: `buf` has room for `chunk` bytes and is owned by this read until its
-            // event completes; `src + offset` lies inside the range the runtime checked.
+            // event completes; `src + offset` lies inside the range the device checked
+            // (`contract::range`).
             let copied = unsafe {
                 sys::cuMemcpyDtoHAsync_v2(buf.as_ptr(), src + offset as u64, chunk, stream)
             }

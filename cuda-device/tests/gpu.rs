@@ -5,6 +5,8 @@
 //! and returns (CI machines have no GPU), or fails under `LOCKSTEP_REQUIRE_GPU=1`
 //! ([`lockstep_conformance::requirement`]): a skip must never pass silently.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::io::Write as _;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -706,4 +708,15 @@ fn get_resource_hands_out_a_device_pointer_that_outside_code_can_copy_from() {
         .unwrap()
         .expect("cuMemcpyDtoH from the resource's pointer");
     assert_eq!(Bytes::from(copied).to_elems::<u32>(), data);
+}
+
+#[test]
+fn every_broken_precondition_is_refused_with_its_typed_error() {
+    let Some(ctx) = gpu("every_broken_precondition_is_refused_with_its_typed_error") else {
+        return;
+    };
+    let mut device = CudaDevice::with_context(&ctx);
+    let mut other = CudaDevice::with_context(&ctx);
+    let report = lockstep_conformance::contract::run(&mut device, &mut other).unwrap();
+    report.assert_conforms();
 }

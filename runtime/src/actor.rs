@@ -9,6 +9,8 @@
 //!   queued task has run.
 //! - A panicking task never takes the thread down: the panic is caught and handed to
 //!   [`ActorState::task_panicked`] (plain tasks) or returned to the blocked caller.
+//! - After every task, panicked or not, and before the next, the state hears of it
+//!   ([`ActorState::task_finished`]): a task that panicked may have left it half-updated.
 //!
 //! **Architecture Invariant:** the state (and so the device) is touched by the actor thread only;
 //! it need not be `Sync`, and nothing in it is locked.
@@ -36,15 +38,21 @@ pub(crate) trait ActorState: Send + 'static {
     /// A non-blocking task submitted on `stream` panicked with `message`. The state should
     /// report it at that stream's next blocking call.
     fn task_panicked(&mut self, stream: StreamId, message: String);
+
+    /// Runs after every task, before the next one. `panicked`: the task panicked and the
+    /// panic was caught (returned to its caller, or handed to `task_panicked` just after this),
+    /// so the state may be half-updated and should check itself.
+    fn task_finished(&mut self, panicked: bool);
 }
 
 /// Reported if the actor dropped a task unrun, which only a bug in this module could cause.
 pub(crate) const ACTOR_DROPPED_TASK: &str = "the actor dropped a task without running it";
 
+/// A queued task. Each catches its own panic ([`run_caught`]), so running one never unwinds.
 type Task<S> = Box<dyn FnOnce(&mut S) + Send>;
 
 struct Queue<S> {
-    tasks: VecDeque<(StreamId, Task<S>)>,
+    tasks: VecDeque<Task<S>>,
     /// Live [`ActorHandle`]s. At zero the actor drains the queue and exits.
     handles: usize,
     /// The actor is blocked on `changed`, waiting for work. Set and cleared by the actor under
@@ -124,20 +132,32 @@ impl<S: ActorState> ActorHandle<S> {
         }
     }
 
-    /// Queues `task` and returns at once. Tasks run in submission order.
+    /// Queues `task` and returns at once. Tasks run in submission order. A panic in `task` is
+    /// handed to [`ActorState::task_panicked`] with `stream`.
     pub(crate) fn submit(&self, stream: StreamId, task: impl FnOnce(&mut S) + Send + 'static) {
+        self.push(Box::new(move |state: &mut S| {
+            if let Err(TaskPanicked(message)) = run_caught(state, task) {
+                // The actor must outlive any panic, or every later blocking call would wait for
+                // a reply that never comes: a panicking handler is contained too.
+                let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
+            }
+        }));
+    }
+
+    /// Queues `task` (on a thread) or runs it now (inline).
+    fn push(&self, task: Task<S>) {
         match &self.runner {
             Runner::Thread(shared) => {
                 let waiting = {
                     let mut queue = lock(&shared.queue);
-                    queue.tasks.push_back((stream, Box::new(task)));
+                    queue.tasks.push_back(task);
                     queue.waiting
                 };
                 if waiting {
                     shared.changed.notify_one();
                 }
             }
-            Runner::Inline(state) => run_task(&mut *hold(state), stream, task),
+            Runner::Inline(state) => task(&mut *hold(state)),
         }
     }
 
@@ -146,14 +166,12 @@ impl<S: ActorState> ActorHandle<S> {
     /// reported once, to this caller), never to [`ActorState::task_panicked`].
     pub(crate) fn submit_async<R: Send + 'static>(
         &self,
-        stream: StreamId,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> oneshot::Receiver<Result<R, TaskPanicked>> {
         let (tx, rx) = oneshot::channel();
-        self.submit(stream, move |state| {
-            let result = catch_unwind(AssertUnwindSafe(|| task(state)));
-            tx.send(result.map_err(|payload| TaskPanicked(panic_message(&*payload))));
-        });
+        self.push(Box::new(move |state: &mut S| {
+            tx.send(run_caught(state, task))
+        }));
         rx
     }
 
@@ -161,14 +179,12 @@ impl<S: ActorState> ActorHandle<S> {
     /// calling thread submitted before.
     pub(crate) fn submit_blocking<R: Send + 'static>(
         &self,
-        stream: StreamId,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, TaskPanicked> {
         if let Runner::Inline(state) = &self.runner {
-            return catch_unwind(AssertUnwindSafe(|| task(&mut *hold(state))))
-                .map_err(|payload| TaskPanicked(panic_message(&*payload)));
+            return run_caught(&mut *hold(state), task);
         }
-        self.submit_async(stream, task)
+        self.submit_async(task)
             .recv()
             .unwrap_or_else(|_| Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())))
     }
@@ -243,7 +259,7 @@ impl<S: ActorState> Drop for ActorHandle<S> {
 fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
     // Tasks are taken from the shared queue a batch at a time (all that are queued), so the
     // lock is taken once per batch rather than once per task while submitters keep it busy.
-    let mut batch: VecDeque<(StreamId, Task<S>)> = VecDeque::new();
+    let mut batch: VecDeque<Task<S>> = VecDeque::new();
     lock(&shared.queue).actor_thread = Some(thread::current().id());
     loop {
         {
@@ -266,8 +282,8 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
                 queue.waiting = false;
             }
         }
-        while let Some((stream, task)) = batch.pop_front() {
-            run_task(&mut state, stream, task);
+        while let Some(task) = batch.pop_front() {
+            task(&mut state);
         }
     }
 }
@@ -319,14 +335,21 @@ impl<S> std::ops::DerefMut for Held<'_, S> {
     }
 }
 
-/// Runs one plain task, handing a panic to [`ActorState::task_panicked`].
-fn run_task<S: ActorState>(state: &mut S, stream: StreamId, task: impl FnOnce(&mut S)) {
-    if let Err(payload) = catch_unwind(AssertUnwindSafe(|| task(state))) {
-        let message = panic_message(&*payload);
-        // The actor must outlive any panic, or every later blocking call would wait for a
-        // reply that never comes: a panicking handler is contained too.
-        let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
-    }
+/// Runs `task`, catching its panic, then tells the state it finished
+/// ([`ActorState::task_finished`]). Every task of every runner goes through here.
+///
+/// The state is reached through `AssertUnwindSafe`: a panic may leave it half-updated, which
+/// is why `task_finished` hears of the panic, to check the state before the next task runs.
+fn run_caught<S: ActorState, R>(
+    state: &mut S,
+    task: impl FnOnce(&mut S) -> R,
+) -> Result<R, TaskPanicked> {
+    let result = catch_unwind(AssertUnwindSafe(|| task(state)))
+        .map_err(|payload| TaskPanicked(panic_message(&*payload)));
+    let panicked = result.is_err();
+    // Contained like `task_panicked`: the actor outlives a panicking check.
+    let _ = catch_unwind(AssertUnwindSafe(|| state.task_finished(panicked)));
+    result
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -347,18 +370,26 @@ mod tests {
 
     use super::*;
 
-    /// Records what the actor ran and which plain tasks panicked. If `on_drop` is set, the
-    /// entries are sent on it when the actor drops the state.
+    /// Records what the actor ran, which plain tasks panicked, and what `task_finished` heard.
+    /// If `on_drop` is set, the entries are sent on it when the actor drops the state.
     #[derive(Default)]
     struct Log {
         entries: Vec<(u32, u32)>,
         panics: Vec<(StreamId, String)>,
+        finished: Vec<bool>,
+        /// `task_finished` panics after recording.
+        finish_panics: bool,
         on_drop: Option<mpsc::Sender<Vec<(u32, u32)>>>,
     }
 
     impl ActorState for Log {
         fn task_panicked(&mut self, stream: StreamId, message: String) {
             self.panics.push((stream, message));
+        }
+
+        fn task_finished(&mut self, panicked: bool) {
+            self.finished.push(panicked);
+            assert!(!self.finish_panics, "task_finished boom");
         }
     }
 
@@ -378,13 +409,13 @@ mod tests {
 
     fn entries(actor: &ActorHandle<Log>) -> Vec<(u32, u32)> {
         actor
-            .submit_blocking(S, |log| log.entries.clone())
+            .submit_blocking(|log| log.entries.clone())
             .expect("reading the log does not panic")
     }
 
     fn panics(actor: &ActorHandle<Log>) -> Vec<(StreamId, String)> {
         actor
-            .submit_blocking(S, |log| log.panics.clone())
+            .submit_blocking(|log| log.panics.clone())
             .expect("reading the log does not panic")
     }
 
@@ -402,11 +433,11 @@ mod tests {
     fn tasks_run_on_the_named_actor_thread() {
         let actor = spawn();
         let name = actor
-            .submit_blocking(S, |_| std::thread::current().name().map(str::to_owned))
+            .submit_blocking(|_| std::thread::current().name().map(str::to_owned))
             .unwrap();
         assert_eq!(name.as_deref(), Some("actor-test"));
         let actor_thread = actor
-            .submit_blocking(S, |_| std::thread::current().id())
+            .submit_blocking(|_| std::thread::current().id())
             .unwrap();
         assert_ne!(actor_thread, std::thread::current().id());
     }
@@ -417,7 +448,7 @@ mod tests {
         for round in 0..100 {
             actor.submit(S, move |log| log.entries.push((0, 2 * round)));
             actor.submit(S, move |log| log.entries.push((0, 2 * round + 1)));
-            let seen = actor.submit_blocking(S, |log| log.entries.len()).unwrap();
+            let seen = actor.submit_blocking(|log| log.entries.len()).unwrap();
             assert_eq!(seen, 2 * (round as usize + 1));
         }
     }
@@ -435,7 +466,7 @@ mod tests {
                         });
                         if i % 10 == 9 {
                             let mine = actor
-                                .submit_blocking(StreamId(u64::from(id)), move |log| {
+                                .submit_blocking(move |log| {
                                     log.entries.iter().filter(|(who, _)| *who == id).count()
                                 })
                                 .unwrap();
@@ -482,12 +513,12 @@ mod tests {
     #[test]
     fn a_panicking_submit_blocking_is_returned_to_the_caller_only() {
         let actor = spawn();
-        let result: Result<(), _> = actor.submit_blocking(StreamId(5), |log| {
+        let result: Result<(), _> = actor.submit_blocking(|log| {
             log.entries.push((0, 0));
             panic!("blocking boom {}", 5)
         });
         assert_eq!(result, Err(TaskPanicked("blocking boom 5".to_owned())));
-        let result: Result<(), _> = actor.submit_blocking(StreamId(5), |_| panic!("static"));
+        let result: Result<(), _> = actor.submit_blocking(|_| panic!("static"));
         assert_eq!(result, Err(TaskPanicked("static".to_owned())));
         // Reported exactly once: not also to `task_panicked`.
         assert_eq!(panics(&actor), vec![]);
@@ -499,17 +530,55 @@ mod tests {
     #[test]
     fn a_panicking_submit_async_is_returned_through_the_receiver_only() {
         let actor = spawn();
-        let ok = actor.submit_async(S, |log| {
+        let ok = actor.submit_async(|log| {
             log.entries.push((0, 0));
             7
         });
-        let failed = actor.submit_async(S, |_| -> u32 { panic!("async boom") });
+        let failed = actor.submit_async(|_| -> u32 { panic!("async boom") });
         assert_eq!(ok.recv(), Ok(Ok(7)));
         assert_eq!(
             failed.recv(),
             Ok(Err(TaskPanicked("async boom".to_owned())))
         );
         assert_eq!(panics(&actor), vec![]);
+    }
+
+    /// The tasks of every kind, on `actor`: a plain one, then a plain, a blocking and an
+    /// asynchronous one that panic. Returns what `task_finished` heard, read by a last task.
+    fn finished_after_each_kind(actor: &ActorHandle<Log>) -> Vec<bool> {
+        actor.submit(S, |log| log.entries.push((0, 0)));
+        actor.submit(S, |_| panic!("plain"));
+        let blocking: Result<(), _> = actor.submit_blocking(|_| panic!("blocking"));
+        assert_eq!(blocking, Err(TaskPanicked("blocking".to_owned())));
+        let pending = actor.submit_async(|_| -> u32 { panic!("async") });
+        assert_eq!(pending.recv(), Ok(Err(TaskPanicked("async".to_owned()))));
+        actor
+            .submit_blocking(|log| log.finished.clone())
+            .expect("reading the log does not panic")
+    }
+
+    #[test]
+    fn task_finished_follows_every_task_and_hears_of_its_panic() {
+        for actor in [spawn(), ActorHandle::inline(Log::default())] {
+            assert_eq!(finished_after_each_kind(&actor), [false, true, true, true]);
+            assert_eq!(panics(&actor), vec![(S, "plain".to_owned())]);
+        }
+    }
+
+    #[test]
+    fn a_panicking_task_finished_is_contained() {
+        let log = || {
+            let mut log = Log::default();
+            log.finish_panics = true;
+            log
+        };
+        for actor in [
+            ActorHandle::spawn("actor-test".to_owned(), log()),
+            ActorHandle::inline(log()),
+        ] {
+            assert_eq!(finished_after_each_kind(&actor), [false, true, true, true]);
+            assert_eq!(entries(&actor), vec![(0, 0)]);
+        }
     }
 
     #[test]
@@ -567,7 +636,7 @@ mod tests {
         stop_tx.send(()).unwrap();
         submitter.join().unwrap();
         // The actor resumed and ran what was queued meanwhile.
-        actor.submit_blocking(S, |_| ()).unwrap();
+        actor.submit_blocking(|_| ()).unwrap();
         assert_eq!(mine.load(Ordering::SeqCst), 1001);
         assert!(theirs.load(Ordering::SeqCst) >= 1);
         assert_eq!(panics(&actor), vec![]);
@@ -586,11 +655,8 @@ mod tests {
 
     fn spawn_reporting_drop() -> (ActorHandle<Log>, mpsc::Receiver<Vec<(u32, u32)>>) {
         let (dropped_tx, dropped_rx) = mpsc::channel();
-        let log = Log {
-            entries: Vec::new(),
-            panics: Vec::new(),
-            on_drop: Some(dropped_tx),
-        };
+        let mut log = Log::default();
+        log.on_drop = Some(dropped_tx);
         (ActorHandle::spawn("actor-test".to_owned(), log), dropped_rx)
     }
 
@@ -642,7 +708,7 @@ mod tests {
             *lock(&seen) = Some(std::thread::current().id());
         });
         assert_eq!(*lock(&ran_on), Some(here));
-        let pending = actor.submit_async(S, |log| log.entries.len());
+        let pending = actor.submit_async(|log| log.entries.len());
         assert_eq!(pending.recv(), Ok(Ok(1)));
         assert_eq!(entries(&actor), vec![(0, 0)]);
     }
@@ -651,7 +717,7 @@ mod tests {
     fn inline_panics_are_contained_as_on_a_thread() {
         let actor = ActorHandle::inline(Log::default());
         actor.submit(StreamId(7), |_| panic!("inline boom"));
-        let blocking: Result<(), _> = actor.submit_blocking(S, |_| panic!("inline blocking"));
+        let blocking: Result<(), _> = actor.submit_blocking(|_| panic!("inline blocking"));
         assert_eq!(blocking, Err(TaskPanicked("inline blocking".to_owned())));
         let exclusive: Result<(), _> = actor.exclusive(S, || panic!("inline exclusive"));
         assert_eq!(exclusive, Err(TaskPanicked("inline exclusive".to_owned())));
@@ -700,11 +766,9 @@ mod tests {
     #[test]
     fn an_inline_state_drops_with_the_last_handle_on_the_dropping_thread() {
         let (dropped_tx, dropped) = mpsc::channel();
-        let actor = ActorHandle::inline(Log {
-            entries: Vec::new(),
-            panics: Vec::new(),
-            on_drop: Some(dropped_tx),
-        });
+        let mut log = Log::default();
+        log.on_drop = Some(dropped_tx);
+        let actor = ActorHandle::inline(log);
         let clone = actor.clone();
         actor.submit(S, |log| log.entries.push((0, 0)));
         drop(actor);
@@ -753,6 +817,10 @@ mod loom_tests {
         fn task_panicked(&mut self, stream: StreamId, message: String) {
             panic!("no task of these models panics, but one on {stream} did: {message}");
         }
+
+        fn task_finished(&mut self, panicked: bool) {
+            assert!(!panicked, "no task of these models panics");
+        }
     }
 
     impl Drop for Log {
@@ -788,9 +856,7 @@ mod loom_tests {
             let actor = spawn();
             actor.submit(StreamId(0), push(0, 1));
             actor.submit(StreamId(0), push(0, 2));
-            let seen = actor
-                .submit_blocking(StreamId(0), |log| log.entries.clone())
-                .unwrap();
+            let seen = actor.submit_blocking(|log| log.entries.clone()).unwrap();
             assert_eq!(seen, [(0, 1), (0, 2)]);
         });
     }
@@ -804,16 +870,12 @@ mod loom_tests {
                 loom::thread::spawn(move || actor.submit(StreamId(1), push(1, 1)))
             };
             actor.submit(StreamId(0), push(0, 1));
-            let seen = actor
-                .submit_blocking(StreamId(0), |log| log.entries.clone())
-                .unwrap();
+            let seen = actor.submit_blocking(|log| log.entries.clone()).unwrap();
             // The other thread's task may or may not have run yet; this thread's has.
             assert_eq!(entries_of(&seen, 0), [1]);
             // Once the other thread is joined, its submit happened before this call too.
             other.join().unwrap();
-            let seen = actor
-                .submit_blocking(StreamId(0), |log| log.entries.clone())
-                .unwrap();
+            let seen = actor.submit_blocking(|log| log.entries.clone()).unwrap();
             assert_eq!(entries_of(&seen, 1), [1]);
             assert_eq!(seen.len(), 2);
         });
@@ -827,7 +889,7 @@ mod loom_tests {
                 let stream = StreamId(u64::from(who));
                 actor.submit(stream, push(who, 1));
                 let seen = actor
-                    .submit_blocking(stream, move |log| {
+                    .submit_blocking(move |log| {
                         log.entries.push((who, 2));
                         log.entries.clone()
                     })
@@ -840,9 +902,7 @@ mod loom_tests {
             };
             submitter(&actor, 0);
             other.join().unwrap();
-            let all = actor
-                .submit_blocking(StreamId(0), |log| log.entries.clone())
-                .unwrap();
+            let all = actor.submit_blocking(|log| log.entries.clone()).unwrap();
             assert_eq!(all.len(), 4);
             assert_eq!(entries_of(&all, 0), [1, 2]);
             assert_eq!(entries_of(&all, 1), [1, 2]);
@@ -915,9 +975,7 @@ mod loom_tests {
             assert_eq!(result, Ok(7));
             other.join().unwrap();
             // The actor resumed: the other thread's task runs before this blocking call.
-            let seen = actor
-                .submit_blocking(StreamId(0), |log| log.entries.clone())
-                .unwrap();
+            let seen = actor.submit_blocking(|log| log.entries.clone()).unwrap();
             assert_eq!(seen, [(1, 1)]);
         });
     }

@@ -270,7 +270,7 @@ impl<D: Device> ComputeClient<D> {
         let stream = self.stream_id();
         self.shared
             .actor
-            .submit_blocking(stream, move |server| task(server, stream))
+            .submit_blocking(move |server| task(server, stream))
             .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
     }
 
@@ -288,7 +288,7 @@ impl<D: Device> ComputeClient<D> {
         let receiver = self
             .shared
             .actor
-            .submit_async(stream, move |server| task(server, stream));
+            .submit_async(move |server| task(server, stream));
         async move {
             receiver
                 .await
@@ -952,25 +952,20 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// [`InstallMemoryPoolsError::PoolsInUse`] if a slice is live in the calling stream's pools
     /// (nothing disturbed; the layout still applies to new streams);
-    /// [`InstallMemoryPoolsError::StreamUnavailable`] if the stream has a pending failure.
-    ///
-    /// # Panics
-    /// If the layout is invalid (empty list, too many pools, zero page size, slice larger than
-    /// page, cap smaller than page, pages larger than the device allows, unavailable preset):
-    /// a bad layout literal must be fixed, not silently replaced.
+    /// [`InstallMemoryPoolsError::StreamUnavailable`] if the stream has a pending failure;
+    /// [`InstallMemoryPoolsError::InvalidLayout`] if the layout is invalid (empty list, too
+    /// many pools, zero page size, slice larger than page, cap smaller than page, pages larger
+    /// than the device allows, unavailable preset), refused before anything changes.
     pub fn install_memory_pools(
         &self,
         pools: &MemoryPoolsConfig,
     ) -> Result<(), InstallMemoryPoolsError> {
         let _span = call_span!(self, "install_memory_pools");
-        let config = MemoryConfiguration::resolve(pools, self.properties())
-            .unwrap_or_else(|err| panic!("invalid memory pools configuration: {err}"));
+        let config = MemoryConfiguration::resolve(pools, self.properties())?;
         let stream = self.stream_id();
         self.shared
             .actor
-            .submit_blocking(stream, move |server| {
-                server.install_memory_pools(stream, config)
-            })
+            .submit_blocking(move |server| server.install_memory_pools(stream, config))
             .unwrap_or(Err(InstallMemoryPoolsError::StreamUnavailable))
     }
 

@@ -3,6 +3,31 @@
 //! pool reuse, error routing, capture rules) lives above this trait, in the server, so that the
 //! conformance suite tests the same logic on every device.
 //!
+//! # Who guarantees what
+//!
+//! The trait is safe to call: no precondition of a call rests on its caller. The runtime
+//! validates everything before it reaches a device, so under it none of the checks below
+//! fails; code that drives a device directly gets typed errors instead of reaching memory it
+//! must not touch. Every device makes the same checks ([`contract`]) before touching anything,
+//! and refuses a call that breaks one with [`DeviceError::Contract`], the same value on every
+//! device, leaving the device usable (the simulator also reports each refusal to its
+//! sanitizer, so that a runtime that breaks the contract fails the suite):
+//!
+//! - every byte range (writes, reads, both sides of a copy, launch bindings, indirect counts,
+//!   collectives) lies inside a buffer of this device;
+//! - every stream was created by this device;
+//! - a launch gives one binding per declared binding (then the fault record in checked mode),
+//!   each starting on a 4-byte word, and parameters of the declared types;
+//! - a replayed graph was captured on this device and uses no buffer freed since;
+//! - allocations hold at least one byte; collectives name a communicator this device created,
+//!   over existing devices that include it.
+//!
+//! `free` of another device's buffer leaves its memory alone. Events, reads, timestamps and
+//! kernels go back only to the device that made them; no device's memory safety depends on it
+//! (CUDA refuses a kernel or timestamp of another GPU's context with
+//! [`ContractViolation::ForeignHandle`](crate::ContractViolation::ForeignHandle); a foreign one
+//! is a bug the simulator may panic on).
+//!
 //! # Contract
 //!
 //! Each clause below is a sentence a conformance property or a `SimDevice` assertion checks.
@@ -20,8 +45,10 @@
 //! - `read` enqueues a copy to the host; its bytes are the buffer's contents after every earlier
 //!   operation of that stream, and `wait_read` blocks until they are available.
 //! - `free` is only called by the runtime once every operation that uses the buffer has
-//!   completed (the runtime waits for events first). A device may treat a violation as a bug
-//!   and report it loudly (the simulator does).
+//!   completed (the runtime waits for events first). No device lets an early free reach memory
+//!   that queued work still uses: CUDA waits for its streams before freeing, wgpu keeps the
+//!   memory until submitted work that uses it completes, and the simulator, which treats it as
+//!   a runtime bug, reports it loudly (`SanitizerReport::FreeWhileInUse`).
 //! - Asynchronous failures (a faulting copy or kernel) are reported on the stream they happened
 //!   on, by `take_errors` once the failing operation has executed; `synchronize` waits for
 //!   everything enqueued on the stream so that, after it, `take_errors` holds every failure of
@@ -49,6 +76,8 @@
 //! - A collective whose peer never arrives fails on its stream with
 //!   [`CollectiveError::PeerTimeout`](crate::CollectiveError::PeerTimeout) where the device
 //!   can tell; it never leaves a device call blocked after its peers are gone.
+
+pub mod contract;
 
 use std::fmt::Debug;
 
@@ -146,6 +175,12 @@ pub trait Device: Send + 'static {
     /// Identifies the backend in [`DeviceId`]s (simulator 0, wgpu 1, CUDA 2).
     const TYPE_ID: u16;
 
+    /// The device is a simulator. The server then checks its invariants after every task, in
+    /// release builds too: next to simulated work the check is cheap, and a simulation exists
+    /// to find the runtime's bugs (elsewhere only builds with debug assertions check after
+    /// every task).
+    const SIMULATED: bool = false;
+
     fn properties(&self) -> &DeviceProperties;
 
     /// Creates a new stream. Streams are never destroyed before the device.
@@ -163,7 +198,9 @@ pub trait Device: Send + 'static {
     /// contents are unspecified until written.
     fn allocate(&mut self, bytes: u64) -> Result<Self::Buffer, DeviceError>;
 
-    /// Returns an allocation. Every operation using it has completed (the runtime guarantees it).
+    /// Returns an allocation. Every operation using it has completed (the runtime guarantees
+    /// it; see the module documentation for what a device does otherwise). A buffer of
+    /// another device is left alone.
     fn free(&mut self, buffer: Self::Buffer);
 
     /// Enqueues a host-to-device copy of `data` to `dst` at `offset`.
@@ -277,7 +314,8 @@ pub trait Device: Send + 'static {
     /// Enqueues one execution of `graph` on `stream`.
     fn replay(&mut self, stream: Self::Stream, graph: &Self::Graph) -> Result<(), DeviceError>;
 
-    /// Destroys a graph; every replay of it has completed (the runtime guarantees it).
+    /// Destroys a graph. Replays still in flight complete first: a device keeps what they use
+    /// until then.
     fn destroy_graph(&mut self, graph: Self::Graph);
 
     // ---- several devices and collectives (defaults: one device, no collectives) ----------

@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use crate::collective::CollectiveError;
 use crate::device::DeviceId;
-use crate::kernel::KernelError;
+use crate::kernel::{ElemType, KernelError};
 use crate::stream::StreamId;
 
 /// A failure reported by a device: what the runtime cannot anticipate.
@@ -41,6 +41,80 @@ pub enum DeviceError {
     Capture { reason: String },
     #[error(transparent)]
     Collective(CollectiveError),
+    /// A call that breaks the [`Device`](crate::Device) contract: the runtime validates first
+    /// and never makes one, so this is a bug of code that drives a device directly. Every
+    /// device makes the same checks (`lockstep::device::contract`) and refuses the call before
+    /// it touches anything; the device stays usable.
+    #[error("{operation} breaks the device contract: {violation}")]
+    Contract {
+        operation: String,
+        violation: ContractViolation,
+    },
+}
+
+/// Which precondition of a [`Device`](crate::Device) call was broken (see
+/// [`DeviceError::Contract`]).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum ContractViolation {
+    /// `len` bytes from `offset` do not fit in the buffer (or their end overflows `u64`).
+    #[error("{len} bytes at offset {offset} are outside the buffer's {buffer_bytes} bytes")]
+    OutOfBounds {
+        offset: u64,
+        len: u64,
+        buffer_bytes: u64,
+    },
+    /// A binding or indirect count that does not start on a word.
+    #[error("offset {offset} is not a multiple of {alignment_bytes} bytes")]
+    Misaligned { offset: u64, alignment_bytes: u64 },
+    /// Fewer bytes than the operation reads (a fault record, indirect workgroup counts).
+    #[error("{len} bytes given, at least {min_bytes} needed")]
+    TooShort { len: u64, min_bytes: u64 },
+    #[error("the buffer was allocated by another device")]
+    ForeignBuffer,
+    #[error("the graph was captured on another device")]
+    ForeignGraph,
+    /// A kernel or timestamp of a device that cannot use it here (CUDA: another GPU's context).
+    #[error("the {handle} belongs to a device on another GPU")]
+    ForeignHandle { handle: &'static str },
+    /// A graph replayed after a buffer it uses was freed.
+    #[error("a buffer the graph uses was freed after its capture")]
+    FreedBuffer,
+    #[error("stream {index} was not created by this device")]
+    UnknownStream { index: u32 },
+    /// `label_stream` called twice for one stream.
+    #[error("stream {index} already has its runtime's id")]
+    StreamLabelledTwice { index: u32 },
+    #[error("allocations hold at least one byte")]
+    EmptyAllocation,
+    #[error("{given} bindings given, the kernel takes {expected}")]
+    BindingCount { given: usize, expected: usize },
+    #[error("parameters {given:?} given, the kernel declares {declared:?}")]
+    ParamTypes {
+        given: Vec<ElemType>,
+        declared: Vec<ElemType>,
+    },
+    /// An all-reduce whose source and destination differ in length, hold a partial element,
+    /// or overlap without being the same range.
+    #[error(
+        "source {src_offset}+{src_bytes} and destination {dst_offset}+{dst_bytes} must be equal whole {elem_bytes}-byte elements, the same range or disjoint"
+    )]
+    ReduceRanges {
+        src_offset: u64,
+        src_bytes: u64,
+        dst_offset: u64,
+        dst_bytes: u64,
+        elem_bytes: u64,
+    },
+    #[error("communicator {id} was not created on this device")]
+    UnknownCommunicator { id: u64 },
+    /// A communicator whose device list leaves this device out or names a device that does
+    /// not exist.
+    #[error("device {ordinal} must be one of the peers {peers:?}, each below {device_count}")]
+    Peers {
+        ordinal: u32,
+        peers: Vec<u32>,
+        device_count: u32,
+    },
 }
 
 impl DeviceError {

@@ -18,6 +18,8 @@
 //! # Ok::<(), lockstep::Error>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 #[cfg_attr(
     all(loom, not(test)),
     allow(dead_code, reason = "only `actor::loom_tests` use it")
@@ -37,6 +39,14 @@ mod error;
 mod graph;
 #[cfg(not(loom))]
 mod handle;
+#[cfg_attr(
+    loom,
+    allow(
+        dead_code,
+        reason = "the server and its pools check them, which loom builds leave out"
+    )
+)]
+mod invariant;
 pub mod kernel;
 #[cfg(not(loom))]
 mod launch;
@@ -85,11 +95,15 @@ pub use collective::{CollectiveError, ReduceOperation};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
 #[cfg(not(loom))]
 pub use dry_run::{LaunchMode, dry_run};
-pub use error::{CaptureError, DeviceError, IoError, OutOfMemoryError, ServerError};
+pub use error::{
+    CaptureError, ContractViolation, DeviceError, IoError, OutOfMemoryError, ServerError,
+};
 #[cfg(not(loom))]
 pub use graph::Graph;
 #[cfg(not(loom))]
 pub use handle::Handle;
+#[doc(hidden)]
+pub use invariant::PlantedDefect;
 #[cfg(not(loom))]
 pub use launch::{CubeCount, CubeCountError, Kernel, KernelArguments};
 #[cfg(not(loom))]

@@ -13,10 +13,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
+use lockstep::device::contract::{self, CheckedBuffer, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{
-    Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation, StreamId,
+    ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
+    ReduceOperation, StreamId,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -34,6 +36,17 @@ use crate::trace::{Observations, Trace, TraceEntry};
 pub struct SimBuffer {
     id: u64,
     size: u64,
+    owner: Owner,
+}
+
+impl CheckedBuffer for SimBuffer {
+    fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.size
+    }
 }
 
 /// A simulated stream: an index into the device's streams, in creation order.
@@ -63,6 +76,7 @@ pub struct SimKernel {
 #[derive(Debug)]
 pub struct SimGraph {
     launches: Vec<Arc<LaunchOp>>,
+    captured_on: Owner,
 }
 
 #[derive(Debug, Default)]
@@ -93,6 +107,8 @@ impl SimProbe {
 #[derive(Debug)]
 pub struct SimDevice {
     config: SimConfig,
+    /// Tells this device's buffers and graphs from other devices' (`contract`).
+    owner: Owner,
     properties: DeviceProperties,
     rng: ChaCha8Rng,
     faults: FaultInjector,
@@ -146,6 +162,7 @@ impl SimDevice {
             faults: FaultInjector::new(config.faults.clone(), fault_rng),
             trace: Trace::new(config.record_trace),
             config,
+            owner: Owner::fresh(),
             properties,
             rng,
             memory: SimMemory::default(),
@@ -179,6 +196,16 @@ impl SimDevice {
 
     fn report(&self, report: SanitizerReport) {
         self.observe().reports.push(report);
+    }
+
+    /// Passes a contract check's outcome on, reporting a refusal to the sanitizer as well: the
+    /// runtime validates before it calls, so under it a refusal is a runtime bug the suite must
+    /// fail on, while a caller driving the device directly gets the typed error.
+    fn checked<T>(&self, outcome: Result<T, DeviceError>) -> Result<T, DeviceError> {
+        if let Err(err) = &outcome {
+            self.report(SanitizerReport::ContractViolation(err.clone()));
+        }
+        outcome
     }
 
     /// Counts one trigger of `kind` on `stream`; when it faults, records the fault and returns
@@ -235,17 +262,22 @@ impl SimDevice {
         }
     }
 
-    fn stream_mut(&mut self, stream: SimStream) -> &mut StreamState {
-        self.streams
-            .get_mut(stream.0 as usize)
-            .expect("streams come from this device's create_stream")
+    /// The state of `stream`, which `operation` names; a typed refusal for a stream this
+    /// device did not create.
+    fn stream_mut(
+        &mut self,
+        operation: &str,
+        stream: SimStream,
+    ) -> Result<&mut StreamState, DeviceError> {
+        let index = self.checked(contract::stream(operation, stream.0, self.streams.len()))?;
+        Ok(&mut self.streams[index])
     }
 
     /// Queues `op` on `stream`, refusing anything but launches while the stream captures.
     fn enqueue(&mut self, stream: SimStream, op: Op) -> Result<(), DeviceError> {
+        let index = self.checked(contract::stream(op.name(), stream.0, self.streams.len()))?;
         self.check_alive()?;
-        let state = self.stream_mut(stream);
-        if let Some(capture) = &mut state.capture {
+        if let Some(capture) = &mut self.streams[index].capture {
             return match op {
                 Op::Launch(launch) => {
                     capture.push(launch);
@@ -262,9 +294,7 @@ impl SimDevice {
             obs.ops_enqueued += 1;
             obs.ops_enqueued - 1
         };
-        self.stream_mut(stream)
-            .queue
-            .push_back((op, enqueued, number));
+        self.streams[index].queue.push_back((op, enqueued, number));
         self.background();
         Ok(())
     }
@@ -723,6 +753,7 @@ impl Device for SimDevice {
     type Timestamp = SimTimestamp;
 
     const TYPE_ID: u16 = 0;
+    const SIMULATED: bool = true;
 
     fn properties(&self) -> &DeviceProperties {
         &self.properties
@@ -735,17 +766,23 @@ impl Device for SimDevice {
     }
 
     fn label_stream(&mut self, stream: SimStream, id: StreamId) {
-        let state = self.stream_mut(stream);
-        assert!(
-            state.label.is_none() && state.queue.is_empty(),
-            "the runtime names a stream once, before any work on it (contract)"
-        );
-        state.label = Some(id);
+        // A label has no error to return: a refusal reaches the sanitizer only.
+        let Ok(state) = self.stream_mut("label_stream", stream) else {
+            return;
+        };
+        if state.label.is_none() {
+            state.label = Some(id);
+            return;
+        }
+        self.report(SanitizerReport::ContractViolation(DeviceError::Contract {
+            operation: "label_stream".to_owned(),
+            violation: ContractViolation::StreamLabelledTwice { index: stream.0 },
+        }));
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<SimBuffer, DeviceError> {
+        self.checked(contract::allocation(bytes))?;
         self.check_alive()?;
-        assert!(bytes > 0, "the runtime allocates at least one byte");
         if bytes > self.config.max_allocation_bytes {
             return Err(DeviceError::AllocationTooLarge {
                 requested_bytes: bytes,
@@ -767,10 +804,21 @@ impl Device for SimDevice {
             });
         }
         let id = self.memory.allocate(bytes);
-        Ok(SimBuffer { id, size: bytes })
+        Ok(SimBuffer {
+            id,
+            size: bytes,
+            owner: self.owner,
+        })
     }
 
     fn free(&mut self, buffer: SimBuffer) {
+        if !contract::owns(self.owner, &buffer) {
+            self.report(SanitizerReport::ContractViolation(DeviceError::Contract {
+                operation: "free".to_owned(),
+                violation: ContractViolation::ForeignBuffer,
+            }));
+            return;
+        }
         if self
             .streams
             .iter()
@@ -789,10 +837,13 @@ impl Device for SimDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        assert!(
-            offset + data.len() as u64 <= dst.size,
-            "the runtime writes inside its buffers"
-        );
+        self.checked(contract::range(
+            self.owner,
+            "write",
+            dst,
+            offset,
+            data.len() as u64,
+        ))?;
         let dst = Range {
             buffer: dst.id,
             offset,
@@ -814,10 +865,7 @@ impl Device for SimDevice {
         offset: u64,
         len: u64,
     ) -> Result<SimRead, DeviceError> {
-        assert!(
-            offset + len <= src.size,
-            "the runtime reads inside its buffers"
-        );
+        self.checked(contract::range(self.owner, "read", src, offset, len))?;
         let read = self.next_read;
         self.next_read += 1;
         let src = Range {
@@ -856,6 +904,7 @@ impl Device for SimDevice {
         dst: &SimBuffer,
         dst_offset: u64,
     ) -> Result<(), DeviceError> {
+        self.checked(contract::copy(self.owner, &src, dst, dst_offset))?;
         let src = range_of(&src);
         let dst = Range {
             buffer: dst.id,
@@ -885,13 +934,15 @@ impl Device for SimDevice {
         bindings: &[BufferSlice<'_, SimBuffer>],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        let expected = kernel.def.bindings.len() + kernel.options.checked as usize;
-        assert_eq!(
-            bindings.len(),
-            expected,
-            "kernel `{}` takes {expected} bindings",
-            kernel.def.name
-        );
+        let checked = kernel.options.checked;
+        self.checked(contract::launch(
+            self.owner,
+            &kernel.def,
+            checked,
+            &count,
+            bindings,
+            params,
+        ))?;
         let count = match count {
             LaunchCount::Static(dims) => Count::Static(dims),
             LaunchCount::Dynamic(slice) => Count::Dynamic(range_of(&slice)),
@@ -925,15 +976,20 @@ impl Device for SimDevice {
         self.lost.is_some() || complete
     }
 
-    fn flush(&mut self, _stream: SimStream) -> Result<(), DeviceError> {
+    fn flush(&mut self, stream: SimStream) -> Result<(), DeviceError> {
+        self.checked(contract::stream("flush", stream.0, self.streams.len()))?;
         self.check_alive()?;
         self.background();
         Ok(())
     }
 
     fn synchronize(&mut self, stream: SimStream) -> Result<(), DeviceError> {
+        let index = self.checked(contract::stream(
+            "synchronize",
+            stream.0,
+            self.streams.len(),
+        ))?;
         self.check_alive()?;
-        let index = stream.0 as usize;
         self.run_until("a stream to drain", |dev| {
             dev.streams[index].queue.is_empty()
         });
@@ -942,7 +998,11 @@ impl Device for SimDevice {
     }
 
     fn take_errors(&mut self, stream: SimStream) -> Vec<DeviceError> {
-        std::mem::take(&mut self.stream_mut(stream).errors)
+        // A stream this device did not create has no errors to take.
+        match self.stream_mut("take_errors", stream) {
+            Ok(state) => std::mem::take(&mut state.errors),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn record_timestamp(&mut self, stream: SimStream) -> Result<SimTimestamp, DeviceError> {
@@ -963,7 +1023,7 @@ impl Device for SimDevice {
 
     fn begin_capture(&mut self, stream: SimStream) -> Result<(), DeviceError> {
         self.check_alive()?;
-        let state = self.stream_mut(stream);
+        let state = self.stream_mut("begin_capture", stream)?;
         if state.capture.is_some() {
             return Err(DeviceError::Capture {
                 reason: "the stream is already capturing".to_owned(),
@@ -975,8 +1035,12 @@ impl Device for SimDevice {
 
     fn end_capture(&mut self, stream: SimStream) -> Result<SimGraph, DeviceError> {
         self.check_alive()?;
-        match self.stream_mut(stream).capture.take() {
-            Some(launches) => Ok(SimGraph { launches }),
+        let captured_on = self.owner;
+        match self.stream_mut("end_capture", stream)?.capture.take() {
+            Some(launches) => Ok(SimGraph {
+                launches,
+                captured_on,
+            }),
             None => Err(DeviceError::Capture {
                 reason: "the stream is not capturing".to_owned(),
             }),
@@ -984,6 +1048,13 @@ impl Device for SimDevice {
     }
 
     fn replay(&mut self, stream: SimStream, graph: &SimGraph) -> Result<(), DeviceError> {
+        self.checked(contract::replay(self.owner, graph.captured_on, || {
+            graph
+                .launches
+                .iter()
+                .flat_map(|launch| launch.ranges())
+                .all(|range| self.memory.is_live(range.buffer))
+        }))?;
         for launch in &graph.launches {
             self.enqueue(stream, Op::Launch(launch.clone()))?;
         }
@@ -1023,6 +1094,7 @@ impl Device for SimDevice {
         elem: ElemType,
         op: ReduceOperation,
     ) -> Result<(), DeviceError> {
+        self.checked(contract::all_reduce(self.owner, &src, &dst, elem))?;
         let (src, dst) = (range_of(&src), range_of(&dst));
         let kind = CollectiveKind::AllReduce { src, dst, elem, op };
         self.enqueue_collective(stream, comm, kind)
@@ -1035,6 +1107,7 @@ impl Device for SimDevice {
         src: BufferSlice<'_, SimBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
+        self.checked(contract::slice(self.owner, "send", &src))?;
         let kind = CollectiveKind::Send {
             src: range_of(&src),
             to: peer,
@@ -1049,6 +1122,7 @@ impl Device for SimDevice {
         dst: BufferSlice<'_, SimBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
+        self.checked(contract::slice(self.owner, "recv", &dst))?;
         let kind = CollectiveKind::Recv {
             dst: range_of(&dst),
             from: peer,

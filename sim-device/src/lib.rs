@@ -7,12 +7,15 @@
 //! - **Virtual clock.** Every operation costs virtual nanoseconds; timestamps read that clock.
 //! - **Poisoned memory.** Fresh memory is filled with [`POISON_FRESH`], freed memory is retired;
 //!   reading never-written bytes, touching freed memory, and freeing memory that queued work
-//!   still uses are recorded as [`SanitizerReport`]s.
+//!   still uses are recorded as [`SanitizerReport`]s, and so is every call the device refuses
+//!   for breaking the `Device` contract (a runtime bug under the runtime).
 //! - **Fault injection.** A [`FaultPlan`] fails allocations, transfers and kernels, or loses the
 //!   device, at scripted points (counted on every stream, or on one stream named by its
 //!   `StreamId`) or with given probabilities; their messages name the stream by its `StreamId`.
 //! - **Trace.** Every executed operation feeds a hash ([`Observations::trace_hash`]) that is
 //!   equal for equal seeds and programs.
+
+#![forbid(unsafe_code)]
 
 mod config;
 mod device;

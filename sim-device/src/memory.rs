@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use lockstep::DeviceError;
+
 /// Fresh memory holds this byte; a read that returns it where nothing was written is a bug.
 pub const POISON_FRESH: u8 = 0xA5;
 
@@ -31,6 +33,9 @@ pub enum SanitizerReport {
         first: String,
         second: String,
     },
+    /// A call that broke the `Device` contract, refused with this `DeviceError::Contract`
+    /// (the runtime validates first, so under it this is a runtime bug).
+    ContractViolation(DeviceError),
 }
 
 impl std::fmt::Display for SanitizerReport {
@@ -66,6 +71,7 @@ impl std::fmt::Display for SanitizerReport {
                 "race on buffer {buffer} bytes {offset}..{}: {first} and {second} are not ordered",
                 offset + len
             ),
+            SanitizerReport::ContractViolation(err) => write!(f, "{err}"),
         }
     }
 }
@@ -254,6 +260,11 @@ impl SimMemory {
         self.bytes_live -= alloc.size as u64;
         // Retire the storage; keep the tombstone for use-after-free detection.
         alloc.chunks = Vec::new();
+    }
+
+    /// Whether `id` is allocated and not yet freed.
+    pub fn is_live(&self, id: u64) -> bool {
+        self.allocations.get(&id).is_some_and(|alloc| !alloc.freed)
     }
 
     /// The live allocation `id`, or a use-after-free report naming `operation`.

@@ -51,6 +51,17 @@ pub(crate) enum Op {
     Collective(CollectiveOp),
 }
 
+impl LaunchOp {
+    /// The memory the launch touches: its bindings, then its indirect counts.
+    pub fn ranges(&self) -> impl Iterator<Item = &Range> {
+        let count = match &self.count {
+            Count::Dynamic(range) => Some(range),
+            Count::Static(_) => None,
+        };
+        self.bindings.iter().chain(count)
+    }
+}
+
 /// This device's part in a collective of a simulated cluster.
 #[derive(Clone, Debug)]
 pub(crate) struct CollectiveOp {
@@ -109,7 +120,13 @@ impl CollectiveOp {
     }
 
     pub fn name(&self) -> &'static str {
-        match &self.kind {
+        self.kind.name()
+    }
+}
+
+impl CollectiveKind {
+    pub fn name(&self) -> &'static str {
+        match self {
             CollectiveKind::AllReduce { .. } => "all_reduce",
             CollectiveKind::Send { .. } => "send",
             CollectiveKind::Recv { .. } => "recv",
@@ -124,10 +141,7 @@ impl Op {
             Op::Write { dst, .. } => dst.buffer == buffer,
             Op::Read { src, .. } => src.buffer == buffer,
             Op::Copy { src, dst } => src.buffer == buffer || dst.buffer == buffer,
-            Op::Launch(launch) => {
-                launch.bindings.iter().any(|r| r.buffer == buffer)
-                    || matches!(&launch.count, Count::Dynamic(r) if r.buffer == buffer)
-            }
+            Op::Launch(launch) => launch.ranges().any(|r| r.buffer == buffer),
             Op::Marker(_) | Op::Wait(_) => false,
             Op::Collective(collective) => collective
                 .accesses()

@@ -1,9 +1,9 @@
-//! Memory management through the client on the simulator: reports a person reads, layout
-//! literals that must be refused, persistent windows.
+//! Memory management through the client on the simulator: reports a person reads, layouts
+//! that are refused (typed), persistent windows.
 
 use lockstep::{
-    Bytes, ComputeClient, MemoryAllocationMode, MemoryPoolsConfig, PoolKind, PoolLayout,
-    PoolPreset, StreamId,
+    Bytes, ComputeClient, InstallMemoryPoolsError, LayoutError, MemoryAllocationMode,
+    MemoryPoolsConfig, PoolKind, PoolLayout, PoolPreset, StreamId,
 };
 use lockstep_sim::{SimConfig, SimDevice};
 
@@ -29,25 +29,54 @@ fn memory_report_reads_well() {
 }
 
 #[test]
-#[should_panic(
-    expected = "invalid memory pools configuration: pool 1 allows slices of 8192 bytes, larger than its 4096-byte pages"
-)]
-fn an_invalid_layout_literal_panics_naming_the_problem() {
+fn an_invalid_layout_is_refused_naming_the_problem() {
     let layout = |page_bytes, max_slice_bytes| PoolLayout {
         page_bytes,
         max_slice_bytes,
         cap_bytes: 1 << 20,
     };
-    let _ = client().install_memory_pools(&MemoryPoolsConfig::Pools(vec![
-        layout(4096, 1024),
-        layout(4096, 8192),
-    ]));
+    let c = client();
+    let invalid = MemoryPoolsConfig::Pools(vec![layout(4096, 1024), layout(4096, 8192)]);
+    let err = c.install_memory_pools(&invalid).unwrap_err();
+    assert_eq!(
+        err,
+        InstallMemoryPoolsError::InvalidLayout(LayoutError::SliceLargerThanPage {
+            pool: 1,
+            slice_bytes: 8192,
+            page_bytes: 4096,
+        })
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid memory pools configuration: pool 1 allows slices of 8192 bytes, larger than its 4096-byte pages"
+    );
+    // Nothing changed: the default pools still serve, a valid layout still installs.
+    let before = c.memory_report().unwrap();
+    assert_eq!(
+        before.pools.len(),
+        4,
+        "the default's two sliced pools, exclusive, persistent"
+    );
+    c.install_memory_pools(&MemoryPoolsConfig::Pools(vec![layout(4096, 1024)]))
+        .unwrap();
+    assert_eq!(c.memory_report().unwrap().pools.len(), 3);
 }
 
 #[test]
-#[should_panic(expected = "preset LargePages is unavailable on this device")]
-fn an_unavailable_preset_panics() {
-    let _ = client().install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::LargePages));
+fn an_unavailable_preset_is_refused() {
+    let err = client()
+        .install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::LargePages))
+        .unwrap_err();
+    let InstallMemoryPoolsError::InvalidLayout(LayoutError::UnavailablePreset { preset, reason }) =
+        err
+    else {
+        panic!("expected an unavailable preset, got {err:?}");
+    };
+    assert_eq!(preset, PoolPreset::LargePages);
+    assert_eq!(
+        reason,
+        "it needs 1 GiB pages and 2 GiB of memory; the device allows 268435456 bytes per allocation and has 1073741824 bytes"
+    );
 }
 
 #[test]

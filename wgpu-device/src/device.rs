@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use lockstep::device::contract::{self, CheckedBuffer, LiveBuffers, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
 use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport};
@@ -16,13 +17,26 @@ use crate::context::{GpuContext, WgpuOptions, device_error, lock};
 use crate::lower::{self, InfoLayout};
 use crate::pipelines::{BYTE_COPY_WORKGROUP, ByteCopy, CompiledKernel};
 
-/// A device allocation. Its size is a multiple of 4 (wgpu copies whole words).
+/// A device allocation. The wgpu buffer's size is `bytes` rounded up to a multiple of 4 (wgpu
+/// copies whole words).
 #[derive(Debug)]
 pub struct WgpuBuffer {
     /// Unique within the context; keys the bind group cache.
     pub(crate) id: u64,
     pub(crate) buffer: wgpu::Buffer,
-    pub(crate) size: u64,
+    /// The size asked for, what ranges are checked against.
+    bytes: u64,
+    owner: Owner,
+}
+
+impl CheckedBuffer for WgpuBuffer {
+    fn owner(&self) -> Owner {
+        self.owner
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 /// A stream: an index into the device's streams. Every stream feeds the one queue.
@@ -61,6 +75,7 @@ pub struct WgpuRead {
 #[derive(Debug)]
 pub struct WgpuGraph {
     launches: Vec<Recorded>,
+    captured_on: Owner,
 }
 
 /// A timestamp query written after everything enqueued before it, and where it is read back.
@@ -76,12 +91,20 @@ struct Recorded {
     bind_group: wgpu::BindGroup,
     info: Vec<u32>,
     count: RecordedCount,
+    /// Ids of the buffers bound and of the indirect counts' buffer: all must be live at a
+    /// replay (the bind group would keep freed memory alive and in use).
+    buffers: Vec<u64>,
 }
 
 #[derive(Clone, Debug)]
 enum RecordedCount {
     Static([u32; 3]),
-    Indirect { buffer: wgpu::Buffer, offset: u64 },
+    Indirect {
+        buffer: wgpu::Buffer,
+        offset: u64,
+        /// The [`WgpuBuffer::id`] of `buffer`.
+        id: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -106,6 +129,9 @@ const READBACK_POOL_PER_CLASS: usize = 4;
 #[derive(Debug)]
 pub struct WgpuDevice {
     ctx: Arc<GpuContext>,
+    /// Tells this device's buffers and graphs from other devices' (`contract`).
+    owner: Owner,
+    live: LiveBuffers,
     properties: DeviceProperties,
     streams: Vec<StreamState>,
     batch: Batch,
@@ -148,6 +174,8 @@ impl WgpuDevice {
         };
         let batch = Batch::new(&ctx)?;
         Ok(Self {
+            owner: Owner::fresh(),
+            live: LiveBuffers::default(),
             properties,
             streams: Vec::new(),
             batch,
@@ -163,13 +191,21 @@ impl WgpuDevice {
         &self.ctx
     }
 
-    fn stream_mut(&mut self, stream: WgpuStream) -> &mut StreamState {
-        &mut self.streams[stream.0 as usize]
+    /// The state of `stream`, which `operation` names; a typed refusal for a stream this
+    /// device did not create.
+    fn stream_mut(
+        &mut self,
+        operation: &str,
+        stream: WgpuStream,
+    ) -> Result<&mut StreamState, DeviceError> {
+        let index = contract::stream(operation, stream.0, self.streams.len())?;
+        Ok(&mut self.streams[index])
     }
 
     /// Refuses anything but launches on a capturing stream, as the contract says.
     fn refuse_if_capturing(&self, stream: WgpuStream, operation: &str) -> Result<(), DeviceError> {
-        if self.streams[stream.0 as usize].capture.is_some() {
+        let index = contract::stream(operation, stream.0, self.streams.len())?;
+        if self.streams[index].capture.is_some() {
             return Err(DeviceError::Capture {
                 reason: format!("`{operation}` cannot be recorded into a graph"),
             });
@@ -359,7 +395,7 @@ impl WgpuDevice {
         // wgpu forbids within one dispatch.
         let indirect = match count {
             RecordedCount::Static(_) => None,
-            RecordedCount::Indirect { buffer, offset } => {
+            RecordedCount::Indirect { buffer, offset, .. } => {
                 let (scratch, error) = self.ctx.scoped(|| {
                     self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
                         label: Some("lockstep indirect counts"),
@@ -465,24 +501,9 @@ impl WgpuDevice {
             operation: format!("launch of `{}`", compiled.name),
             reason,
         };
-        let expected = kernel.def.bindings.len() + kernel.checked as usize;
-        if bindings.len() != expected {
-            return Err(refuse(format!(
-                "{} bindings given, the compiled kernel takes {expected}",
-                bindings.len()
-            )));
-        }
         let mut info = vec![0u32; compiled.info_words as usize];
         info[InfoLayout::KERNEL_ID as usize] = kernel.kernel_id;
         for (b, slice) in bindings.iter().enumerate() {
-            if !slice.offset.is_multiple_of(4) || slice.offset + slice.len > slice.buffer.size {
-                return Err(refuse(format!(
-                    "binding {b} at bytes {}..{} of a {}-byte buffer is not whole words inside it",
-                    slice.offset,
-                    slice.offset + slice.len,
-                    slice.buffer.size
-                )));
-            }
             let words = |bytes: u64| {
                 u32::try_from(bytes / 4)
                     .map_err(|_| refuse(format!("binding {b} exceeds 2^32 elements")))
@@ -491,13 +512,6 @@ impl WgpuDevice {
             info[InfoLayout::len_word(b as u32) as usize] = words(slice.len)?;
         }
         let first_param = 1 + 2 * bindings.len();
-        if first_param + params.len() != info.len() {
-            return Err(refuse(format!(
-                "{} parameters given, the compiled kernel takes {}",
-                params.len(),
-                info.len() - first_param
-            )));
-        }
         for (word, param) in info[first_param..].iter_mut().zip(params) {
             *word = param.to_bits();
         }
@@ -527,8 +541,9 @@ impl Device for WgpuDevice {
     }
 
     fn allocate(&mut self, bytes: u64) -> Result<WgpuBuffer, DeviceError> {
+        contract::allocation(bytes)?;
         self.ctx.check_alive()?;
-        let size = bytes.max(1).next_multiple_of(4);
+        let size = bytes.next_multiple_of(4);
         if size > self.properties.max_allocation_bytes {
             return Err(DeviceError::AllocationTooLarge {
                 requested_bytes: bytes,
@@ -562,14 +577,21 @@ impl Device for WgpuDevice {
                 }
             });
         }
+        let id = self.ctx.next_id();
+        self.live.allocated(id);
         Ok(WgpuBuffer {
-            id: self.ctx.next_id(),
+            id,
             buffer,
-            size,
+            bytes,
+            owner: self.owner,
         })
     }
 
     fn free(&mut self, buffer: WgpuBuffer) {
+        if !contract::owns(self.owner, &buffer) {
+            return;
+        }
+        self.live.freed(buffer.id);
         self.bind_groups.evict(buffer.id);
         // wgpu keeps the memory until submitted work that uses it has completed.
         drop(buffer);
@@ -582,16 +604,9 @@ impl Device for WgpuDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        self.enqueue_check(stream, "write")?;
         let len = data.len() as u64;
-        if offset + len > dst.size {
-            return Err(DeviceError::TransferFailed {
-                reason: format!(
-                    "write of {len} bytes at {offset} overruns a {}-byte buffer",
-                    dst.size
-                ),
-            });
-        }
+        contract::range(self.owner, "write", dst, offset, len)?;
+        self.enqueue_check(stream, "write")?;
         if len == 0 {
             return Ok(());
         }
@@ -618,15 +633,8 @@ impl Device for WgpuDevice {
         offset: u64,
         len: u64,
     ) -> Result<WgpuRead, DeviceError> {
+        contract::range(self.owner, "read", src, offset, len)?;
         self.enqueue_check(stream, "read")?;
-        if offset + len > src.size {
-            return Err(DeviceError::TransferFailed {
-                reason: format!(
-                    "read of {len} bytes at {offset} overruns a {}-byte buffer",
-                    src.size
-                ),
-            });
-        }
         if len == 0 {
             return Ok(WgpuRead {
                 staging: None,
@@ -673,16 +681,9 @@ impl Device for WgpuDevice {
         dst: &WgpuBuffer,
         dst_offset: u64,
     ) -> Result<(), DeviceError> {
+        contract::copy(self.owner, &src, dst, dst_offset)?;
         self.enqueue_check(stream, "copy")?;
         let len = src.len;
-        if src.offset + len > src.buffer.size || dst_offset + len > dst.size {
-            return Err(DeviceError::TransferFailed {
-                reason: format!(
-                    "copy of {len} bytes from {} to {dst_offset} overruns a buffer",
-                    src.offset
-                ),
-            });
-        }
         if len == 0 {
             return Ok(());
         }
@@ -753,6 +754,15 @@ impl Device for WgpuDevice {
         bindings: &[BufferSlice<'_, WgpuBuffer>],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
+        contract::launch(
+            self.owner,
+            &kernel.def,
+            kernel.checked,
+            &count,
+            bindings,
+            params,
+        )?;
+        let index = contract::stream("launch", stream.0, self.streams.len())?;
         self.ctx.check_alive()?;
         let info = self.launch_info(kernel, bindings, params)?;
         let ids: Vec<u64> = bindings.iter().map(|b| b.buffer.id).collect();
@@ -764,18 +774,11 @@ impl Device for WgpuDevice {
         };
         let count = match count {
             LaunchCount::Static(dims) => RecordedCount::Static(dims),
-            LaunchCount::Dynamic(slice) => {
-                if !slice.offset.is_multiple_of(4) || slice.len < 12 {
-                    return Err(DeviceError::ExecutionFault {
-                        operation: format!("launch of `{}`", compiled.name),
-                        reason: "the workgroup counts must be 3 whole words".to_owned(),
-                    });
-                }
-                RecordedCount::Indirect {
-                    buffer: slice.buffer.buffer.clone(),
-                    offset: slice.offset,
-                }
-            }
+            LaunchCount::Dynamic(slice) => RecordedCount::Indirect {
+                buffer: slice.buffer.buffer.clone(),
+                offset: slice.offset,
+                id: slice.buffer.id,
+            },
         };
         let buffers: Vec<(u64, &wgpu::Buffer)> = compiled
             .sources
@@ -788,12 +791,17 @@ impl Device for WgpuDevice {
         let bind_group =
             self.bind_groups
                 .get_or_create(&self.ctx, &compiled, &buffers, self.batch.arena())?;
-        if let Some(capture) = &mut self.streams[stream.0 as usize].capture {
+        if let Some(capture) = &mut self.streams[index].capture {
+            let mut buffers = ids;
+            if let RecordedCount::Indirect { id, .. } = &count {
+                buffers.push(*id);
+            }
             capture.push(Recorded {
                 kernel: compiled.clone(),
                 bind_group,
                 info,
                 count,
+                buffers,
             });
             return Ok(());
         }
@@ -827,21 +835,27 @@ impl Device for WgpuDevice {
         self.completed.load(Ordering::Acquire) >= event.batch
     }
 
-    fn flush(&mut self, _stream: WgpuStream) -> Result<(), DeviceError> {
+    fn flush(&mut self, stream: WgpuStream) -> Result<(), DeviceError> {
+        contract::stream("flush", stream.0, self.streams.len())?;
         self.ctx.check_alive()?;
         self.submit();
         let _ = self.ctx.device.poll(wgpu::PollType::Poll);
         self.ctx.check_alive()
     }
 
-    fn synchronize(&mut self, _stream: WgpuStream) -> Result<(), DeviceError> {
+    fn synchronize(&mut self, stream: WgpuStream) -> Result<(), DeviceError> {
+        contract::stream("synchronize", stream.0, self.streams.len())?;
         self.ctx.check_alive()?;
         let point = self.current_point();
         self.wait_for(point)
     }
 
     fn take_errors(&mut self, stream: WgpuStream) -> Vec<DeviceError> {
-        std::mem::take(&mut self.stream_mut(stream).errors)
+        // A stream this device did not create has no errors to take.
+        match self.stream_mut("take_errors", stream) {
+            Ok(state) => std::mem::take(&mut state.errors),
+            Err(_) => Vec::new(),
+        }
     }
 
     fn record_timestamp(&mut self, stream: WgpuStream) -> Result<WgpuTimestamp, DeviceError> {
@@ -905,7 +919,7 @@ impl Device for WgpuDevice {
 
     fn begin_capture(&mut self, stream: WgpuStream) -> Result<(), DeviceError> {
         self.ctx.check_alive()?;
-        let state = self.stream_mut(stream);
+        let state = self.stream_mut("begin_capture", stream)?;
         if state.capture.is_some() {
             return Err(DeviceError::Capture {
                 reason: "the stream is already capturing".to_owned(),
@@ -917,8 +931,12 @@ impl Device for WgpuDevice {
 
     fn end_capture(&mut self, stream: WgpuStream) -> Result<WgpuGraph, DeviceError> {
         self.ctx.check_alive()?;
-        match self.stream_mut(stream).capture.take() {
-            Some(launches) => Ok(WgpuGraph { launches }),
+        let captured_on = self.owner;
+        match self.stream_mut("end_capture", stream)?.capture.take() {
+            Some(launches) => Ok(WgpuGraph {
+                launches,
+                captured_on,
+            }),
             None => Err(DeviceError::Capture {
                 reason: "the stream is not capturing".to_owned(),
             }),
@@ -926,8 +944,14 @@ impl Device for WgpuDevice {
     }
 
     fn replay(&mut self, stream: WgpuStream, graph: &WgpuGraph) -> Result<(), DeviceError> {
+        let buffers = graph
+            .launches
+            .iter()
+            .flat_map(|l| l.buffers.iter().copied());
+        self.live.replay(self.owner, graph.captured_on, buffers)?;
+        let index = contract::stream("replay", stream.0, self.streams.len())?;
         self.ctx.check_alive()?;
-        if let Some(capture) = &mut self.streams[stream.0 as usize].capture {
+        if let Some(capture) = &mut self.streams[index].capture {
             capture.extend(graph.launches.iter().cloned());
             return Ok(());
         }

@@ -25,6 +25,8 @@
 //! return [`DeviceError::Lost`](lockstep::DeviceError::Lost). wgpu's uncaptured-error handler
 //! only records.
 
+#![forbid(unsafe_code)]
+
 mod batch;
 mod bind;
 mod context;

@@ -445,3 +445,13 @@ type Case = (
 fn bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
+
+#[test]
+fn every_broken_precondition_is_refused_with_its_typed_error() {
+    let Some(mut dev) = device("every_broken_precondition_is_refused_with_its_typed_error") else {
+        return;
+    };
+    let mut other = WgpuDevice::with_context(dev.context().clone()).unwrap();
+    let report = lockstep_conformance::contract::run(&mut dev, &mut other).unwrap();
+    report.assert_conforms();
+}

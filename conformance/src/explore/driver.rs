@@ -258,6 +258,9 @@ pub fn execute<D: Device>(world: &World, workload: &Workload, devices: Devices<D
     execution.faults_injected = observed.faults.len() as u64;
     let verdict = failure.map_or_else(
         || {
+            // A loss no fault explains comes first: what follows it (memory freed under work
+            // the device still runs) is its consequence.
+            seen.audit_loss(&observed)?;
             for peer in &probes[1..] {
                 audit(world, &peer.observations())?;
             }
@@ -276,6 +279,8 @@ struct Seen {
     /// Injected fault id → the stream that returned it.
     surfaced: BTreeMap<u64, StreamId>,
     refused_allocations: u64,
+    /// Why the device was lost, if it was (the reason `DeviceLost` carries).
+    lost_reason: Option<String>,
 }
 
 fn drive<D: Device>(
@@ -446,6 +451,11 @@ fn finish<D: Device>(
     execution.kernel_faults = model.kernel_faults;
     execution.device_lost = model.lost;
     execution.capped_refusals = model.capped_refusals;
+    if model.lost
+        && let Err(ServerError::DeviceLost { reason }) = base.flush()
+    {
+        seen.lost_reason = Some(reason);
+    }
     seen.surfaced = std::mem::take(&mut model.surfaced);
     seen.refused_allocations = model.refused_allocations;
     result
@@ -503,6 +513,21 @@ fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Str
 }
 
 impl Seen {
+    /// Checks that only an injected loss lost the device. The runtime marks the device lost
+    /// itself when one of its invariants breaks, naming the invariant in the reason.
+    fn audit_loss(&self, observed: &lockstep_sim::Observations) -> Result<(), String> {
+        let injected = observed
+            .faults
+            .iter()
+            .any(|fault| fault.kind == FaultKind::DeviceLoss);
+        match &self.lost_reason {
+            Some(reason) if !injected => Err(format!(
+                "the device was lost, yet no loss was injected: {reason}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks that every injected fault surfaced exactly once (the model refuses a second
     /// time), on the stream it happened on, and that only injected failures refused
     /// allocations. After a device loss, faults still queued are superseded by the loss.

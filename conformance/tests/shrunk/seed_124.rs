@@ -1,5 +1,5 @@
 /// `lockstep replay --seed 124 --shrink`: 120 operations shrunk to 5 in 109 runs.
-/// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: false }`,
+/// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: false, invariant_checks_every_task: true }`,
 /// it failed in operation `ReadTensors`: read on stream-#: read # elements, model holds #; first difference at element #
 pub fn seed_124(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, CopyDescriptor, CubeCount, Kernel, KernelArguments, MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, StreamId, block_on};

@@ -6,7 +6,11 @@
 //! A rank is created once per process for each (device list, GPU) and kept, like the context
 //! and its compiled kernels: later devices of the same GPU (the conformance suite opens one per
 //! case) reuse it without another rendezvous, and no rank is destroyed while a peer may still
-//! need it. So one device per GPU may use a communicator at a time.
+//! need it. A rank is shared by the table and every communicator that uses it, inside a
+//! [`RankCell`]: every NCCL call on it holds the cell's lock (NCCL communicators are not
+//! thread-safe), and an abort takes it out of the cell, so no device of the process calls
+//! NCCL on a rank another one is using or has aborted. Collectives are still matched with the
+//! peers' in call order, so one device per GPU should use a communicator at a time.
 //!
 //! Without `libnccl` the device reports no collectives: the runtime refuses them with a typed
 //! `Unsupported` error and copies between clients by read-then-write.
@@ -29,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cudarc::nccl::sys as nccl;
@@ -40,6 +44,7 @@ use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
 use super::{CudaBuffer, CudaDevice, CudaStream};
 use crate::context::lock;
 use lockstep::device::BufferSlice;
+use lockstep::device::contract;
 
 /// Whether `libnccl` can be loaded, checked once per process.
 pub(crate) fn nccl_present() -> bool {
@@ -51,7 +56,7 @@ pub(crate) fn nccl_present() -> bool {
 /// NCCL ranks of this process, by (device list, GPU ordinal), and the unique id of each list.
 #[derive(Default)]
 struct Ranks {
-    ranks: BTreeMap<(Vec<u32>, u32), Rank>,
+    ranks: BTreeMap<(Vec<u32>, u32), RankCell>,
     ids: BTreeMap<Vec<u32>, nccl::ncclUniqueId>,
     /// Per device list, bumped when a rank of its communicator is aborted: a rank made in an
     /// older generation is stale, and its device aborts it before its next collective.
@@ -60,12 +65,47 @@ struct Ranks {
     progress: BTreeMap<(Vec<u32>, u32), u64>,
 }
 
-/// A communicator rank, never destroyed (see the module documentation).
-#[derive(Clone, Copy, Debug)]
-struct Rank(nccl::ncclComm_t);
+/// A communicator rank: NCCL's handle, destroyed only by [`abort`]. Not `Clone`: it lives in
+/// one [`RankCell`], so it is aborted at most once and never used after.
+#[derive(Debug)]
+pub(super) struct Rank(nccl::ncclComm_t);
 
-// SAFETY: an opaque NCCL handle; it is used by one device's actor thread at a time.
+// SAFETY: NCCL lets a communicator be used from any thread, one call at a time. A `Rank` is
+// owned by the thread that makes it until it goes into its `RankCell`, whose lock every NCCL
+// call on it holds afterwards; moving it between threads (all that `Send` allows through the
+// mutex) never makes two calls overlap.
 unsafe impl Send for Rank {}
+
+impl Rank {
+    /// `ncclCommGetAsyncError`: `ncclInProgress` while still joining or enqueuing.
+    fn async_error(&self) -> nccl::ncclResult_t {
+        let mut state = nccl::ncclResult_t::ncclSuccess;
+        // SAFETY: `self` is a live rank (not aborted: `abort` consumes it), used by this thread
+        // alone (see `Send`); the call writes its state into `state`.
+        let result = unsafe { nccl::ncclCommGetAsyncError(self.0, &raw mut state) };
+        match result {
+            nccl::ncclResult_t::ncclSuccess => state,
+            failed => failed,
+        }
+    }
+}
+
+/// A rank shared by the process table and the communicators of this process's devices that
+/// use it; empty once aborted (NCCL freed it). Every NCCL call on the rank holds the lock.
+pub(super) type RankCell = Arc<Mutex<Option<Rank>>>;
+
+/// Runs one NCCL call on the rank in `cell`, holding its lock; `ncclInvalidUsage` without a
+/// call if the rank was aborted (by another device of its GPU; the next collective meets the
+/// peers in a fresh communicator).
+pub(super) fn with_rank(
+    cell: &RankCell,
+    call: impl FnOnce(&Rank) -> nccl::ncclResult_t,
+) -> nccl::ncclResult_t {
+    match lock(cell).as_ref() {
+        Some(rank) => call(rank),
+        None => nccl::ncclResult_t::ncclInvalidUsage,
+    }
+}
 
 fn ranks() -> &'static Mutex<Ranks> {
     static RANKS: OnceLock<Mutex<Ranks>> = OnceLock::new();
@@ -75,10 +115,10 @@ fn ranks() -> &'static Mutex<Ranks> {
 /// This device's rank of a communicator.
 #[derive(Debug)]
 pub(crate) struct Communicator {
-    /// `None` once aborted; made again at the next collective.
-    pub(super) raw: Option<nccl::ncclComm_t>,
+    /// Empty once aborted; made again at the next collective.
+    pub(super) rank: RankCell,
     pub(super) peers: Vec<u32>,
-    /// The generation of the device list `raw` was made in.
+    /// The generation of the device list `rank` was made in.
     generation: u64,
     /// The oldest collective not yet seen complete, if any.
     pub(super) pending: Option<super::watch::Pending>,
@@ -140,21 +180,14 @@ impl CudaDevice {
         id: CommunicatorId,
         peers: &[u32],
     ) -> Result<(), DeviceError> {
-        self.ctx.bind()?;
         let ordinal = self.ctx.ordinal();
-        if !peers.contains(&ordinal) {
-            return Err(DeviceError::ExecutionFault {
-                operation: "create_communicator".to_owned(),
-                reason: format!(
-                    "the runtime broke the contract: GPU {ordinal} is not in {peers:?}"
-                ),
-            });
-        }
+        contract::communicator_peers(ordinal, Self::gpu_count(), peers)?;
+        self.ctx.bind()?;
         let (rank, generation) = self.join(peers)?;
         self.communicators.insert(
             id,
             Communicator {
-                raw: Some(rank.0),
+                rank,
                 peers: peers.to_vec(),
                 generation,
                 pending: None,
@@ -165,13 +198,13 @@ impl CudaDevice {
 
     /// This GPU's rank of the current communicator of `peers` (made once per generation, in a
     /// rendezvous bounded by the collective timeout), and that generation.
-    fn join(&self, peers: &[u32]) -> Result<(Rank, u64), DeviceError> {
+    fn join(&self, peers: &[u32]) -> Result<(RankCell, u64), DeviceError> {
         let ordinal = self.ctx.ordinal();
         let key = (peers.to_vec(), ordinal);
         let (known, generation) = {
             let table = lock(ranks());
             let generation = table.generations.get(peers).copied().unwrap_or(0);
-            (table.ranks.get(&key).copied(), generation)
+            (table.ranks.get(&key).cloned(), generation)
         };
         if let Some(rank) = known {
             return Ok((rank, generation));
@@ -181,9 +214,9 @@ impl CudaDevice {
             .iter()
             .position(|&p| p == ordinal)
             .expect("checked by the caller");
-        let raw = self.init_rank(peers, unique, position)?;
-        lock(ranks()).ranks.insert(key, Rank(raw));
-        Ok((Rank(raw), generation))
+        let rank: RankCell = Arc::new(Mutex::new(Some(self.init_rank(peers, unique, position)?)));
+        lock(ranks()).ranks.insert(key, rank.clone());
+        Ok((rank, generation))
     }
 
     /// `ncclCommInitRankConfig` of a nonblocking rank, polled until every rank has joined; past
@@ -193,7 +226,7 @@ impl CudaDevice {
         peers: &[u32],
         unique: nccl::ncclUniqueId,
         position: usize,
-    ) -> Result<nccl::ncclComm_t, DeviceError> {
+    ) -> Result<Rank, DeviceError> {
         let mut config = NonblockingConfig::new();
         let mut raw = MaybeUninit::uninit();
         // SAFETY: the context of this GPU is current (NCCL binds the rank to its device);
@@ -212,16 +245,16 @@ impl CudaDevice {
             check(peers, "ncclCommInitRankConfig", result)?;
         }
         // SAFETY: written by the call above, which did not fail.
-        let raw = unsafe { raw.assume_init() };
+        let rank = Rank(unsafe { raw.assume_init() });
         let since = Instant::now();
         loop {
-            match async_error(raw) {
-                nccl::ncclResult_t::ncclSuccess => return Ok(raw),
+            match rank.async_error() {
+                nccl::ncclResult_t::ncclSuccess => return Ok(rank),
                 nccl::ncclResult_t::ncclInProgress if since.elapsed() < self.collective_timeout => {
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 nccl::ncclResult_t::ncclInProgress => {
-                    abort(raw);
+                    abort(rank);
                     let own = self.ctx.ordinal();
                     let err = self.peer_timeout(peers, own, enqueued_by(peers, own));
                     // A peer that joins later meets the others under a fresh id.
@@ -229,7 +262,7 @@ impl CudaDevice {
                     return Err(err);
                 }
                 other => {
-                    abort(raw);
+                    abort(rank);
                     retire(peers);
                     return Err(failed(peers, "ncclCommInitRankConfig", other));
                 }
@@ -260,29 +293,25 @@ impl CudaDevice {
         stream: CudaStream,
         comm: CommunicatorId,
         operation: &str,
-    ) -> Result<(nccl::ncclComm_t, nccl::cudaStream_t), DeviceError> {
-        let raw = self.uncaptured(stream, operation)?;
+    ) -> Result<(RankCell, nccl::cudaStream_t), DeviceError> {
         let Some(communicator) = self.communicators.get(&comm) else {
-            return Err(DeviceError::ExecutionFault {
-                operation: operation.to_owned(),
-                reason: format!("the runtime broke the contract: no communicator {comm:?}"),
-            });
+            return Err(contract::unknown_communicator(operation, comm));
         };
+        let raw = self.uncaptured(stream, operation)?;
         let peers = communicator.peers.clone();
         let current = lock(ranks()).generations.get(&peers).copied().unwrap_or(0);
-        let rank = match communicator.raw {
-            Some(rank) if communicator.generation == current => rank,
-            stale => {
-                if let Some(rank) = stale {
-                    abort(rank);
-                }
-                let (rank, generation) = self.join(&peers)?;
-                let communicator = self.communicators.get_mut(&comm).expect("looked up above");
-                communicator.raw = Some(rank.0);
-                communicator.generation = generation;
-                rank.0
-            }
-        };
+        let live = lock(&communicator.rank).is_some();
+        if live && communicator.generation == current {
+            return Ok((communicator.rank.clone(), raw.cast()));
+        }
+        let stale = lock(&communicator.rank).take();
+        if let Some(rank) = stale {
+            abort(rank);
+        }
+        let (rank, generation) = self.join(&peers)?;
+        let communicator = self.communicators.get_mut(&comm).expect("looked up above");
+        communicator.rank = rank.clone();
+        communicator.generation = generation;
         Ok((rank, raw.cast()))
     }
 
@@ -297,17 +326,14 @@ impl CudaDevice {
         result: nccl::ncclResult_t,
     ) -> Result<(), DeviceError> {
         let communicator = &self.communicators[&comm];
-        let (raw, peers) = (
-            communicator.raw.expect("made by collective_on"),
-            communicator.peers.clone(),
-        );
+        let (rank, peers) = (communicator.rank.clone(), communicator.peers.clone());
         let since = Instant::now();
         let mut result = result;
         while result == nccl::ncclResult_t::ncclInProgress
             && since.elapsed() < self.collective_timeout
         {
             std::thread::sleep(Duration::from_micros(20));
-            result = async_error(raw);
+            result = async_error(&rank);
         }
         if result == nccl::ncclResult_t::ncclInProgress {
             return Err(self.abort_communicator(comm));
@@ -334,21 +360,25 @@ impl CudaDevice {
         elem: ElemType,
         op: ReduceOperation,
     ) -> Result<(), DeviceError> {
+        contract::all_reduce(self.owner, &src, &dst, elem)?;
         let (rank, raw) = self.collective_on(stream, comm, "all_reduce")?;
         let count = (src.len / elem.size_bytes() as u64) as usize;
-        // SAFETY: both ranges lie inside live allocations of this context (the runtime checks
-        // them and keeps them alive until the stream passes this point).
-        let result = unsafe {
-            nccl::ncclAllReduce(
-                src.buffer.at(src.offset) as *const c_void,
-                dst.buffer.at(dst.offset) as *mut c_void,
-                count,
-                data_type(elem),
-                reduce_op(op),
-                rank,
-                raw,
-            )
-        };
+        let result = with_rank(&rank, |rank| {
+            // SAFETY: `count` elements at each address lie inside allocations of this device
+            // (checked above: equal lengths, in bounds), which `free` returns only after this
+            // stream's work completed; the rank is live and its lock held (`with_rank`).
+            unsafe {
+                nccl::ncclAllReduce(
+                    src.buffer.at(src.offset) as *const c_void,
+                    dst.buffer.at(dst.offset) as *mut c_void,
+                    count,
+                    data_type(elem),
+                    reduce_op(op),
+                    rank.0,
+                    raw,
+                )
+            }
+        });
         self.enqueued(stream, comm, "ncclAllReduce", result)
     }
 
@@ -359,18 +389,21 @@ impl CudaDevice {
         src: BufferSlice<'_, CudaBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
+        contract::slice(self.owner, "send", &src)?;
         let (rank, raw) = self.collective_on(stream, comm, "send")?;
-        // SAFETY: as for `ncclAllReduce`.
-        let result = unsafe {
-            nccl::ncclSend(
-                src.buffer.at(src.offset) as *const c_void,
-                src.len as usize,
-                nccl::ncclDataType_t::ncclUint8,
-                peer as i32,
-                rank,
-                raw,
-            )
-        };
+        let result = with_rank(&rank, |rank| {
+            // SAFETY: as for `ncclAllReduce`: the range was checked above.
+            unsafe {
+                nccl::ncclSend(
+                    src.buffer.at(src.offset) as *const c_void,
+                    src.len as usize,
+                    nccl::ncclDataType_t::ncclUint8,
+                    peer as i32,
+                    rank.0,
+                    raw,
+                )
+            }
+        });
         self.enqueued(stream, comm, "ncclSend", result)
     }
 
@@ -381,38 +414,37 @@ impl CudaDevice {
         dst: BufferSlice<'_, CudaBuffer>,
         peer: u32,
     ) -> Result<(), DeviceError> {
+        contract::slice(self.owner, "recv", &dst)?;
         let (rank, raw) = self.collective_on(stream, comm, "recv")?;
-        // SAFETY: as for `ncclAllReduce`.
-        let result = unsafe {
-            nccl::ncclRecv(
-                dst.buffer.at(dst.offset) as *mut c_void,
-                dst.len as usize,
-                nccl::ncclDataType_t::ncclUint8,
-                peer as i32,
-                rank,
-                raw,
-            )
-        };
+        let result = with_rank(&rank, |rank| {
+            // SAFETY: as for `ncclAllReduce`: the range was checked above.
+            unsafe {
+                nccl::ncclRecv(
+                    dst.buffer.at(dst.offset) as *mut c_void,
+                    dst.len as usize,
+                    nccl::ncclDataType_t::ncclUint8,
+                    peer as i32,
+                    rank.0,
+                    raw,
+                )
+            }
+        });
         self.enqueued(stream, comm, "ncclRecv", result)
     }
 }
 
-/// `ncclCommGetAsyncError` of `rank`: `ncclInProgress` while it is still joining or enqueuing.
-pub(super) fn async_error(rank: nccl::ncclComm_t) -> nccl::ncclResult_t {
-    let mut state = nccl::ncclResult_t::ncclSuccess;
-    // SAFETY: `rank` is a live rank of this process; the call writes its state into `state`.
-    let result = unsafe { nccl::ncclCommGetAsyncError(rank, &raw mut state) };
-    match result {
-        nccl::ncclResult_t::ncclSuccess => state,
-        failed => failed,
-    }
+/// `ncclCommGetAsyncError` of the rank in `cell`: `ncclInProgress` while it is still joining
+/// or enqueuing, `ncclInvalidUsage` once aborted.
+pub(super) fn async_error(cell: &RankCell) -> nccl::ncclResult_t {
+    with_rank(cell, Rank::async_error)
 }
 
 /// `ncclCommAbort` of `rank`: ends its kernels and frees it; its result is of no use (the rank
 /// is gone either way).
-pub(super) fn abort(rank: nccl::ncclComm_t) {
-    // SAFETY: `rank` is a live rank of this process, aborted once (its owner forgets it).
-    let _ = unsafe { nccl::ncclCommAbort(rank) };
+pub(super) fn abort(rank: Rank) {
+    // SAFETY: `rank` is live and taken by value (out of its cell, or before it went into
+    // one): NCCL frees it once and nothing uses it after.
+    let _ = unsafe { nccl::ncclCommAbort(rank.0) };
 }
 
 /// Forgets the communicator of `peers` in this process after this device aborted its rank:

@@ -18,6 +18,7 @@ use lockstep::{CollectiveError, Device, DeviceError, DeviceId};
 
 use super::nccl::{abort, async_error, enqueued_by, failed, laggard, retire};
 use super::{CudaDevice, CudaStream};
+use crate::context::lock;
 
 /// The oldest incomplete collective of a rank.
 #[derive(Debug)]
@@ -40,7 +41,7 @@ impl CudaDevice {
         comm: CommunicatorId,
         sequence: u64,
     ) -> Result<(), DeviceError> {
-        let raw = self.stream(stream)?.raw;
+        let raw = self.stream("collective", stream)?.raw;
         let event = self.ctx.event()?;
         self.record_on(raw, event)?;
         let communicator = self.communicators.get_mut(&comm).expect("enqueued on it");
@@ -86,7 +87,7 @@ impl CudaDevice {
         let ids: Vec<CommunicatorId> = self.communicators.keys().copied().collect();
         for comm in ids {
             let communicator = &self.communicators[&comm];
-            let (Some(pending), Some(rank)) = (&communicator.pending, communicator.raw) else {
+            let Some(pending) = &communicator.pending else {
                 continue;
             };
             if self.ctx.event_done(pending.event) {
@@ -99,7 +100,7 @@ impl CudaDevice {
                 }
                 continue;
             }
-            let state = async_error(rank);
+            let state = async_error(&communicator.rank);
             let running = matches!(
                 state,
                 ncclResult_t::ncclSuccess | ncclResult_t::ncclInProgress
@@ -134,7 +135,8 @@ impl CudaDevice {
             }
             None => enqueued_by(&peers, own),
         };
-        if let Some(rank) = communicator.raw.take() {
+        let rank = lock(&communicator.rank).take();
+        if let Some(rank) = rank {
             abort(rank);
         }
         let err = self.peer_timeout(&peers, own, sequence);

@@ -38,8 +38,8 @@ pub enum MemoryPoolsConfig {
     Pools(Vec<PoolLayout>),
 }
 
-/// Why a layout literal cannot be honoured. `install_memory_pools` panics with it: a bad literal
-/// is a programming error, not a runtime condition.
+/// Why a layout cannot be honoured on a device. `install_memory_pools` returns it
+/// ([`InstallMemoryPoolsError::InvalidLayout`]) and changes nothing.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum LayoutError {
     #[error("the pool list is empty; use PoolPreset::ExclusivePages for no sliced pools")]
@@ -84,6 +84,9 @@ pub enum InstallMemoryPoolsError {
     /// The stream has a pending failure; it surfaces at the next flush or sync.
     #[error("the stream is in an error state")]
     StreamUnavailable,
+    /// The layout cannot be honoured on this device; nothing changed.
+    #[error("invalid memory pools configuration: {0}")]
+    InvalidLayout(#[from] LayoutError),
     /// The runtime has no configurable pools.
     #[error("this runtime has no configurable memory pools")]
     Unsupported,

@@ -11,10 +11,12 @@ pub use config::{
     PoolPreset,
 };
 use std::collections::BTreeMap;
+use std::fmt::Display;
 
 use pool::{ExclusivePool, SlicedPool};
-pub(crate) use pool::{NeedPage, PageId, PoolRef, SliceLocation};
+pub(crate) use pool::{Held, NeedPage, PageId, PoolRef, SliceLocation};
 
+use crate::invariant::{Invariant, Violation};
 use crate::stream::StreamId;
 pub use report::{MemoryReport, PoolKind, PoolReport};
 pub use usage::MemoryUsage;
@@ -254,6 +256,72 @@ impl DeviceMemory {
             usage.allocations += stats.slices;
         }
         usage
+    }
+}
+
+impl DeviceMemory {
+    /// Checks every pool against `held`, every slice the server references (sorted here by
+    /// page, then offset): [`Invariant::FreeRanges`], [`Invariant::BytesInUse`] and
+    /// [`Invariant::FreeAndReferenced`].
+    pub fn check_invariants<H: Display>(&self, held: &mut [Held<H>]) -> Result<(), Violation> {
+        held.sort_unstable_by_key(|h| (h.slice.page, h.slice.offset));
+        let mut on_pages = 0;
+        for (stream, pools) in &self.streams {
+            for (index, pool) in pools.sliced.iter().enumerate() {
+                on_pages += pool.check(&format_args!("{stream}'s pool {index}"), held)?;
+            }
+            on_pages += pools
+                .exclusive
+                .check(&format_args!("{stream}'s exclusive pool"), held)?;
+        }
+        on_pages += self.persistent.check(&"the persistent pool", held)?;
+        if on_pages == held.len() as u64 {
+            return Ok(());
+        }
+        let strays = held.iter().filter(|h| !self.holds_page(h.slice.page));
+        let detail = match strays.map(|h| (h.slice.page, &h.holder)).next() {
+            Some((page, holder)) => {
+                format!(
+                    "{holder}'s slice lies on page {}, which no pool holds",
+                    page.0
+                )
+            }
+            None => format!(
+                "{} slices are referenced, but the pools' pages hold {on_pages}: a page is in two pools",
+                held.len()
+            ),
+        };
+        Err(Violation {
+            invariant: Invariant::FreeAndReferenced,
+            detail,
+        })
+    }
+
+    fn holds_page(&self, page: PageId) -> bool {
+        self.streams.values().any(|pools| {
+            pools.sliced.iter().any(|p| p.holds_page(page)) || pools.exclusive.holds_page(page)
+        }) || self.persistent.holds_page(page)
+    }
+
+    /// Self-test hook (`PlantedDefect::SplitFreeRange`): splits a free range of a sliced pool
+    /// in two. Returns whether one was long enough.
+    pub fn split_free_range(&mut self) -> bool {
+        let unit = self.alignment_bytes;
+        self.sliced_pools().any(|pool| pool.split_free_range(unit))
+    }
+
+    /// Self-test hook (`PlantedDefect::MiscountBytesInUse`): counts one alignment unit more in
+    /// use in the first sliced pool with a page. Returns whether there was one.
+    pub fn miscount_bytes_in_use(&mut self) -> bool {
+        let unit = self.alignment_bytes;
+        let pool = self.sliced_pools().find(|p| p.stats.bytes_reserved > 0);
+        pool.map(|pool| pool.stats.bytes_in_use += unit).is_some()
+    }
+
+    fn sliced_pools(&mut self) -> impl Iterator<Item = &mut SlicedPool> {
+        self.streams
+            .values_mut()
+            .flat_map(|pools| &mut pools.sliced)
     }
 }
 

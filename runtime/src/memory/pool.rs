@@ -10,9 +10,15 @@
 
 use std::collections::BTreeMap;
 
+mod check;
+
 use super::config::PoolLayout;
 use super::report::{PoolKind, PoolReport};
+use crate::invariant::span;
 use crate::stream::StreamId;
+
+pub(crate) use check::Held;
+use check::{Conflict, fail_free};
 
 /// One device allocation owned by the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -151,11 +157,28 @@ impl SlicedPool {
     }
 
     /// Returns a slice's range to its page, merging it with free neighbours.
+    ///
+    /// # Panics
+    /// Naming `Invariant::FreeAndReferenced`, if the range is not this pool's to take back:
+    /// its page is not here, it leaves the page, or some of it is free already (a double free,
+    /// or an overlapping range). Nothing changes then. Only a bug in the runtime frees so.
     pub fn free(&mut self, slice: SliceLocation) {
-        let page = self
-            .pages
-            .get_mut(&slice.page)
-            .expect("a slice returns to the page it was carved from");
+        let Some(page) = self.pages.get_mut(&slice.page) else {
+            fail_free(format!(
+                "freeing {} of page {}, which this pool does not hold",
+                span(slice.offset, slice.size),
+                slice.page.0
+            ));
+        };
+        if let Err(conflict) = page.may_free(slice.offset, slice.size) {
+            let double = matches!(conflict, Conflict::Free).then_some(" already (a double free)");
+            fail_free(format!(
+                "freeing {} of page {}, which {conflict}{}",
+                span(slice.offset, slice.size),
+                slice.page.0,
+                double.unwrap_or_default()
+            ));
+        }
         let (mut offset, mut len) = (slice.offset, slice.size);
         if let Some((&prev, &prev_len)) = page.free.range(..offset).next_back()
             && prev + prev_len == offset
@@ -170,6 +193,23 @@ impl SlicedPool {
         page.free.insert(offset, len);
         page.live -= 1;
         self.stats.slice_removed(slice.size);
+    }
+
+    pub fn holds_page(&self, page: PageId) -> bool {
+        self.pages.contains_key(&page)
+    }
+
+    /// Self-test hook (`PlantedDefect::SplitFreeRange`): splits the first free range of two
+    /// `unit`s or more in two touching ranges. Returns whether there was one.
+    pub fn split_free_range(&mut self, unit: u64) -> bool {
+        for page in self.pages.values_mut() {
+            if let Some((&offset, &len)) = page.free.iter().find(|&(_, &len)| len >= 2 * unit) {
+                page.free.insert(offset, unit);
+                page.free.insert(offset + unit, len - unit);
+                return true;
+            }
+        }
+        false
     }
 
     /// Pages without live slices, which can go back to the device.
@@ -252,14 +292,30 @@ impl ExclusivePool {
         }
     }
 
+    /// Frees a page for reuse.
+    ///
+    /// # Panics
+    /// Naming `Invariant::FreeAndReferenced`, if the page is not this pool's or is free
+    /// already (a double free). Nothing changes then.
     pub fn free(&mut self, slice: SliceLocation) {
-        let entry = self
-            .pages
-            .get_mut(&slice.page)
-            .expect("a slice returns to its exclusive page");
-        debug_assert!(entry.1, "freeing a page that is not in use");
+        let Some(entry) = self.pages.get_mut(&slice.page) else {
+            fail_free(format!(
+                "freeing page {}, which this pool does not hold",
+                slice.page.0
+            ));
+        };
+        if !entry.1 {
+            fail_free(format!(
+                "freeing page {}, which is free already (a double free)",
+                slice.page.0
+            ));
+        }
         entry.1 = false;
         self.stats.slice_removed(entry.0);
+    }
+
+    pub fn holds_page(&self, page: PageId) -> bool {
+        self.pages.contains_key(&page)
     }
 
     pub fn empty_pages(&self) -> Vec<PageId> {
@@ -334,6 +390,93 @@ mod tests {
         assert_eq!(p.empty_pages(), vec![PageId(0)]);
         assert_eq!(p.stats.bytes_reserved, 1024);
         assert_eq!(p.stats.bytes_reserved_peak, 2048);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "runtime invariant broken (no slice is both free and referenced): freeing [0, 256) of page 0, which is free already (a double free)"
+    )]
+    fn a_double_free_panics_naming_the_invariant() {
+        let mut p = pool();
+        let a = p.try_alloc(256, 0, S).unwrap();
+        p.free(a);
+        p.free(a);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "runtime invariant broken (no slice is both free and referenced): freeing [256, 768) of page 0, which overlaps the free range [512, 1024)"
+    )]
+    fn freeing_over_a_free_range_panics_naming_the_invariant() {
+        let mut p = pool();
+        let a = p.try_alloc(512, 0, S).unwrap();
+        p.free(SliceLocation { offset: 256, ..a });
+    }
+
+    #[test]
+    fn a_refused_free_changes_nothing() {
+        let mut p = pool();
+        let a = p.try_alloc(512, 0, S).unwrap();
+        let over_free = SliceLocation { offset: 256, ..a };
+        let stray = SliceLocation {
+            page: PageId(9),
+            ..a
+        };
+        for refused in [over_free, stray] {
+            let free = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.free(refused)));
+            assert!(free.is_err(), "{refused:?} is not the pool's to take back");
+            assert_eq!(check(&p, &[a]), Ok(1));
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "runtime invariant broken (no slice is both free and referenced): freeing page 7, which is free already (a double free)"
+    )]
+    fn an_exclusive_double_free_panics_naming_the_invariant() {
+        let mut p = ExclusivePool::new(PoolRef::Exclusive);
+        let a = p.add_page_in_use(PageId(7), 4096, S);
+        p.free(a);
+        p.free(a);
+    }
+
+    /// `pool`'s check against `held` (sorted by offset, all on page 0), as text.
+    fn check(pool: &SlicedPool, held: &[SliceLocation]) -> Result<u64, String> {
+        let held: Vec<Held<&str>> = held
+            .iter()
+            .map(|&slice| Held {
+                slice,
+                holder: "a buffer",
+            })
+            .collect();
+        pool.check(&"the pool", &held).map_err(|v| v.to_string())
+    }
+
+    #[test]
+    fn a_leaked_slice_breaks_bytes_in_use() {
+        let mut p = pool();
+        let a = p.try_alloc(256, 0, S).unwrap();
+        let b = p.try_alloc(256, 0, S).unwrap();
+        assert_eq!(check(&p, &[a, b]), Ok(2));
+        assert_eq!(
+            check(&p, &[a]),
+            Err("runtime invariant broken (bytes in use equal the sum of live slices): page 0 of the pool: counted live slices 2, free bytes 512 of 1024; referenced slices 1 holding 256 bytes".to_owned())
+        );
+    }
+
+    #[test]
+    fn overlapping_referenced_slices_break_free_and_referenced() {
+        let mut p = pool();
+        let a = p.try_alloc(512, 0, S).unwrap();
+        let inside = SliceLocation {
+            offset: 256,
+            size: 256,
+            ..a
+        };
+        assert_eq!(
+            check(&p, &[a, inside]),
+            Err("runtime invariant broken (no slice is both free and referenced): a buffer's slice [256, 512) of page 0 overlaps a buffer's slice [0, 512)".to_owned())
+        );
     }
 
     #[test]

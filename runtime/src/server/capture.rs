@@ -60,7 +60,8 @@ impl<D: Device> Server<D> {
     /// Events after the work `streams` enqueued so far (see [`AfterStreams`]). A failure to
     /// record is queued on its stream.
     pub(super) fn events_after(&mut self, streams: Vec<StreamId>) -> AfterStreams<D> {
-        let (mut events, mut awaiting_capture) = (Vec::new(), Vec::new());
+        let (mut events, mut awaiting_capture, mut unrecorded) =
+            (Vec::new(), Vec::new(), Vec::new());
         for &stream in &streams {
             let state = &self.streams[&stream];
             if state.capturing() && self.options.capture_aware_events {
@@ -69,13 +70,17 @@ impl<D: Device> Server<D> {
             }
             match self.device.record_event(state.raw) {
                 Ok(event) => events.push(event),
-                Err(err) => self.push_device_error(stream, err),
+                Err(err) => {
+                    unrecorded.push(stream);
+                    self.push_device_error(stream, err);
+                }
             }
         }
         AfterStreams {
             streams,
             events,
             awaiting_capture,
+            unrecorded,
         }
     }
 
@@ -94,7 +99,10 @@ impl<D: Device> Server<D> {
             after.awaiting_capture.retain(|&s| s != stream);
             match self.device.record_event(raw) {
                 Ok(event) => after.events.push(event),
-                Err(err) => failures.push(err),
+                Err(err) => {
+                    after.unrecorded.push(stream);
+                    failures.push(err);
+                }
             }
         }
         for err in failures {

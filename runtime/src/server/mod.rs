@@ -19,6 +19,7 @@
 mod buffers;
 mod capture;
 mod collective;
+mod invariants;
 mod kernels;
 mod profiling;
 mod resources;
@@ -86,6 +87,11 @@ pub struct ServerOptions {
     /// bind every view at offset 0. Only the explorer's self-test turns this off, to prove the
     /// explorer notices.
     pub launch_view_offsets: bool,
+    /// Check the server's invariants after every task where the check is cheap next to the
+    /// work: on a simulator ([`Device::SIMULATED`]) or in a build with debug assertions.
+    /// Off, they are checked only after a task panicked. Only the runtime's self-test turns
+    /// this off, to prove that the check after a panic works on its own.
+    pub invariant_checks_every_task: bool,
 }
 
 impl Default for ServerOptions {
@@ -98,6 +104,7 @@ impl Default for ServerOptions {
             refused_stop_capture_keeps_state: true,
             capture_aware_events: true,
             launch_view_offsets: true,
+            invariant_checks_every_task: true,
         }
     }
 }
@@ -154,6 +161,10 @@ impl<D: Device> ActorState for Server<D> {
         tracing::error!(%stream, %message, "device task panicked");
         self.push_error(stream, ServerError::TaskPanicked { stream, message });
     }
+
+    fn task_finished(&mut self, panicked: bool) {
+        self.after_task(panicked);
+    }
 }
 
 impl<D: Device> Server<D> {
@@ -205,11 +216,17 @@ impl<D: Device> Server<D> {
 
     /// Records the first fatal error: from now on every call fails with it.
     fn mark_lost(&mut self, err: &DeviceError) {
+        if let DeviceError::Lost { reason } = err {
+            self.mark_lost_because(reason.clone());
+        }
+    }
+
+    /// Marks the device lost for `reason`, unless it already is: from now on every call on
+    /// every stream fails with `DeviceLost` and the first reason.
+    fn mark_lost_because(&mut self, reason: String) {
         if self.lost.is_none() {
-            tracing::error!(error = %err, "device lost");
-            if let DeviceError::Lost { reason } = err {
-                self.lost = Some(reason.clone());
-            }
+            tracing::error!(%reason, "device lost");
+            self.lost = Some(reason);
         }
     }
 
@@ -232,6 +249,15 @@ impl<D: Device> Server<D> {
     ) -> Result<T, ServerError> {
         self.noted(result)
             .map_err(|err| ServerError::device(stream, err))
+    }
+
+    /// Waits for the work of every stream, ignoring failures: its callers are past reporting
+    /// them (the server is dropped, or the device is being marked lost).
+    fn drain_all(&mut self) {
+        let raws: Vec<D::Stream> = self.streams.values().map(|s| s.raw).collect();
+        for raw in raws {
+            let _ = self.device.synchronize(raw);
+        }
     }
 
     fn push_error(&mut self, stream: StreamId, err: ServerError) {
@@ -1078,10 +1104,7 @@ impl<D: Device> Drop for Server<D> {
         // Every handle is gone (each holds the actor alive), so only pending frees, pages and
         // fault records remain. Wait for all streams, then give everything back.
         if self.lost.is_none() {
-            let raws: Vec<_> = self.streams.values().map(|s| s.raw).collect();
-            for raw in raws {
-                let _ = self.device.synchronize(raw);
-            }
+            self.drain_all();
         }
         self.pending_frees.clear();
         for destroy in std::mem::take(&mut self.pending_graph_destroys) {

@@ -62,6 +62,8 @@ pub(crate) struct AfterStreams<D: Device> {
     pub events: Vec<D::Event>,
     /// Capturing streams whose event is recorded when their capture ends.
     pub awaiting_capture: Vec<StreamId>,
+    /// Streams whose event could not be recorded; the failure was queued on each.
+    pub unrecorded: Vec<StreamId>,
 }
 
 impl<D: Device> AfterStreams<D> {

@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
+use lockstep::device::contract;
 use lockstep::kernel::semantics::binary;
 use lockstep::kernel::{BinOp, ElemType, Scalar};
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
@@ -348,15 +349,9 @@ impl SimDevice {
         id: CommunicatorId,
         peers: &[u32],
     ) -> Result<(), DeviceError> {
+        let (ordinal, count) = (self.cluster.ordinal, self.cluster.count);
+        let rank = self.checked(contract::communicator_peers(ordinal, count, peers))?;
         self.check_alive()?;
-        let ordinal = self.cluster.ordinal;
-        let rank = peers.iter().position(|&p| p == ordinal);
-        let (Some(rank), true) = (rank, peers.iter().all(|&p| p < self.cluster.count)) else {
-            panic!(
-                "the runtime creates communicators of existing devices that include this one \
-                 (device {ordinal}, peers {peers:?})"
-            );
-        };
         let communicator = Communicator {
             peers: peers.into(),
             rank: rank as u32,
@@ -378,11 +373,14 @@ impl SimDevice {
         comm: CommunicatorId,
         kind: CollectiveKind,
     ) -> Result<(), DeviceError> {
+        if !self.cluster.communicators.contains_key(&comm) {
+            return self.checked(Err(contract::unknown_communicator(kind.name(), comm)));
+        }
         let communicator = self
             .cluster
             .communicators
             .get_mut(&comm)
-            .unwrap_or_else(|| panic!("the runtime creates communicator {comm:?} before using it"));
+            .expect("checked above");
         let (counter, phases): (&mut u64, &[Phase]) = match &kind {
             CollectiveKind::AllReduce { .. } => (
                 &mut communicator.reductions,
