@@ -60,8 +60,9 @@
 //! - Graph capture records the launches enqueued on the stream between `begin_capture` and
 //!   `end_capture` instead of executing them; `replay` executes them again, in order, on the
 //!   stream it is given, against the buffers they were recorded with.
-//! - The runtime calls `label_stream` once per stream, right after `create_stream` and before
-//!   any work on it; the id it passes changes nothing a device does, only what it reports.
+//! - The runtime calls `label_stream` once per stream, right after `create_stream`; the id it
+//!   passes changes nothing a device does, only what it reports (the simulator reports a second
+//!   label of one stream as `ContractViolation::StreamLabelledTwice`).
 //! - A device names itself `DeviceId { type_id: TYPE_ID, index: ordinal() }`; the indices
 //!   `0..device_count()` are the devices of its backend this process can open together.
 //! - A device without collectives returns [`DeviceError::Unsupported`] from every collective

@@ -4,10 +4,10 @@
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
 use lockstep::{
-    Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
-    StreamId,
+    Bytes, ComputeClient, ContractViolation, CubeCount, Device, DeviceError, Kernel,
+    KernelArguments, ServerError, StreamId,
 };
-use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault, SimConfig, SimDevice};
+use lockstep_sim::{FaultKind, FaultPlan, SanitizerReport, ScriptedFault, SimConfig, SimDevice};
 
 mod common;
 use common::{add_one, pinned};
@@ -112,6 +112,32 @@ fn a_fault_aimed_at_a_stream_needs_the_runtime_to_name_its_streams() {
     let buffer = device.allocate(4).unwrap();
     device.write(stream, &buffer, 0, &[1, 2, 3, 4]).unwrap();
     let _ = device.synchronize(stream);
+}
+
+#[test]
+fn a_stream_labelled_twice_is_reported_and_keeps_its_first_label() {
+    let plan = FaultPlan::scripted([ScriptedFault::at(FaultKind::TransferFailure, 1)]);
+    let mut device = SimDevice::new(SimConfig::new(2).with_faults(plan));
+    let probe = device.probe();
+    let stream = device.create_stream().unwrap();
+    device.label_stream(stream, StreamId(4));
+    device.label_stream(stream, StreamId(5));
+    assert_eq!(
+        probe.observations().reports,
+        vec![SanitizerReport::ContractViolation(DeviceError::Contract {
+            operation: "label_stream".to_owned(),
+            violation: ContractViolation::StreamLabelledTwice { index: 0 },
+        })]
+    );
+    let buffer = device.allocate(4).unwrap();
+    device.write(stream, &buffer, 0, &[1, 2, 3, 4]).unwrap();
+    device.synchronize(stream).unwrap();
+    let errors = device.take_errors(stream);
+    assert!(
+        matches!(&errors[..], [DeviceError::TransferFailed { reason }] if reason.contains("on stream-4 [injected fault #0]")),
+        "{errors:?}"
+    );
+    device.free(buffer);
 }
 
 #[test]
