@@ -1,7 +1,11 @@
 //! What a person reads: error messages and the `lockstep` command's report, snapshotted.
 
 use lockstep::kernel::{Access, ElemType, KernelBuilder};
-use lockstep::{DeviceError, DeviceId, IoError, ServerError, StreamId};
+use lockstep::{
+    CaptureError, CollectiveError, ContractViolation, CubeCount, DeviceError, DeviceId, IoError,
+    ServerError, StreamId,
+};
+use lockstep_sim::{FaultKind, ScriptedFault};
 
 #[test]
 fn error_messages_say_what_went_wrong() {
@@ -82,6 +86,39 @@ fn error_messages_say_what_went_wrong() {
         bad.build().unwrap_err().into(),
     ];
     let rendered: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    insta::assert_snapshot!(rendered.join("\n"));
+}
+
+/// The messages of the calls a newcomer meets first: a grid, `sync_all`, a collective's
+/// failure naming its stream, a scripted fault that cannot be aimed, a stream labelled twice.
+#[test]
+fn stream_grid_and_fault_plan_messages_say_what_went_wrong() {
+    let errors: Vec<lockstep::Error> = vec![
+        CubeCount::covering(10, 0).unwrap_err().into(),
+        CubeCount::covering(u64::MAX, 2).unwrap_err().into(),
+        ServerError::from(CaptureError::Refused {
+            operation: "sync_all",
+            stream: StreamId(3),
+        })
+        .into(),
+        ServerError::Collective {
+            stream: StreamId((1 << 32) + 2),
+            error: CollectiveError::Mismatch {
+                reason:
+                    "all_reduce #0 got rank 0: 4 bytes of u32, sum; rank 1: 8 bytes of u32, sum"
+                        .into(),
+            },
+        }
+        .into(),
+        DeviceError::Contract {
+            operation: "label_stream".into(),
+            violation: ContractViolation::StreamLabelledTwice { index: 1 },
+        }
+        .into(),
+    ];
+    let mut rendered: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+    let aimed = ScriptedFault::at(FaultKind::AllocationFailure, 1).on_stream(StreamId(2));
+    rendered.push(aimed.unwrap_err().to_string());
     insta::assert_snapshot!(rendered.join("\n"));
 }
 

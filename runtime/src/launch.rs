@@ -96,7 +96,7 @@ pub enum CubeCountError {
     #[error("a workgroup of zero invocations covers no elements")]
     ZeroWorkgroupSize,
     #[error(
-        "{n_elements} elements in workgroups of {workgroup_size} need {workgroups} workgroups, more than a launch counts ({max})",
+        "{n_elements} elements in workgroups of {workgroup_size} need {workgroups} workgroups, more than the {max} a launch can count",
         max = u32::MAX
     )]
     TooManyWorkgroups {
