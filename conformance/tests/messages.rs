@@ -22,6 +22,11 @@ fn error_messages_say_what_went_wrong() {
             binding: 0,
             index: 17,
         },
+        ServerError::KernelFault {
+            kernel: "tiles".into(),
+            binding: lockstep::kernel::FaultRecord::SHARED_ARRAY | 1,
+            index: 256,
+        },
         ServerError::DeviceLost {
             reason: "injected device loss".into(),
         },

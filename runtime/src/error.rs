@@ -106,8 +106,11 @@ pub enum CaptureError {
 /// What a client call or a later `flush`/`sync` returns when something went wrong.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ServerError {
+    /// `binding` is the fault record's word: a binding's number, or a shared array's (see
+    /// [`FaultRecord`](crate::kernel::FaultRecord)).
     #[error(
-        "kernel `{kernel}` accessed binding {binding} out of range at index {index} (checked mode)"
+        "kernel `{kernel}` accessed {} out of range at index {index} (checked mode)",
+        crate::kernel::FaultRecord::array_of_word(*binding)
     )]
     KernelFault {
         kernel: String,

@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
+use lockstep::kernel::{Array, CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::config::SimConfig;
 use crate::fault::{FaultInjector, FaultKind, InjectedFault};
-use crate::interpreter::{self, BindingData, KernelTrap};
+use crate::interpreter::{self, BindingData};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Phase, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
@@ -129,6 +129,9 @@ impl SimDevice {
             alignment_bytes: 256,
             max_load_width_bytes: 16,
             max_workgroups: [65_535; 3],
+            // WebGPU's guaranteed minimum (maxComputeWorkgroupStorageSize), so a kernel that
+            // fits the simulator fits every device.
+            max_shared_memory_bytes: 16 << 10,
             features: Features {
                 graphs: GraphSupport::Software,
                 timestamps: true,
@@ -591,13 +594,27 @@ impl SimDevice {
             &launch.params,
         ) {
             Ok(outcome) => {
-                for binding in outcome.uninitialized_loads {
-                    let range = launch.bindings[binding as usize];
-                    self.report(SanitizerReport::UninitializedRead {
-                        operation: format!("{operation} (binding {binding})"),
-                        buffer: range.buffer,
-                        offset: range.offset,
-                        len: range.len,
+                for array in outcome.uninitialized_loads {
+                    self.report(match array {
+                        Array::Binding(binding) => {
+                            let range = launch.bindings[binding.0 as usize];
+                            SanitizerReport::UninitializedRead {
+                                operation: format!("{operation} (binding {})", binding.0),
+                                buffer: range.buffer,
+                                offset: range.offset,
+                                len: range.len,
+                            }
+                        }
+                        Array::Shared(shared) => SanitizerReport::UninitializedShared {
+                            operation: operation.clone(),
+                            shared: shared.0,
+                        },
+                    });
+                }
+                if let Some(divergence) = outcome.divergent_barrier {
+                    self.report(SanitizerReport::DivergentBarrier {
+                        operation: operation.clone(),
+                        detail: divergence.to_string(),
                     });
                 }
                 for (range, binding) in launch.bindings.iter().zip(&data) {
@@ -608,14 +625,12 @@ impl SimDevice {
                     write_back(alloc, *range, binding);
                 }
             }
-            Err(KernelTrap::OutOfBounds { binding, index }) => {
+            Err(trap) => {
                 self.streams[stream as usize]
                     .errors
                     .push(DeviceError::ExecutionFault {
                         operation,
-                        reason: format!(
-                            "illegal address: binding {binding} index {index} (unchecked mode)"
-                        ),
+                        reason: trap.to_string(),
                     });
             }
         }

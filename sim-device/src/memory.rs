@@ -31,6 +31,12 @@ pub enum SanitizerReport {
         first: String,
         second: String,
     },
+    /// A kernel read a word of a workgroup-shared array that no invocation of its workgroup
+    /// had written.
+    UninitializedShared { operation: String, shared: u32 },
+    /// A workgroup reached a barrier in divergent control flow (see `lockstep::kernel`'s
+    /// memory model); `detail` says which invocations were where.
+    DivergentBarrier { operation: String, detail: String },
 }
 
 impl std::fmt::Display for SanitizerReport {
@@ -65,6 +71,14 @@ impl std::fmt::Display for SanitizerReport {
                 f,
                 "race on buffer {buffer} bytes {offset}..{}: {first} and {second} are not ordered",
                 offset + len
+            ),
+            SanitizerReport::UninitializedShared { operation, shared } => write!(
+                f,
+                "{operation} read shared array {shared} where no invocation of its workgroup had written"
+            ),
+            SanitizerReport::DivergentBarrier { operation, detail } => write!(
+                f,
+                "{operation} reached a barrier in divergent control flow: {detail}"
             ),
         }
     }
