@@ -12,5 +12,6 @@ pub mod perfetto;
 pub mod program;
 pub mod properties;
 pub mod suite;
+pub mod workgroup_kernels;
 
 pub use factory::{CudaFactory, DeviceFactory, Observer, Session, SimFactory, WgpuFactory};

@@ -150,6 +150,23 @@ fn conformance_kernels() {
     insta::assert_snapshot!(all);
 }
 
+/// The conformance suite's kernels with shared arrays, barriers, atomics, `while` loops and
+/// math, one snapshot per kernel.
+#[test]
+fn workgroup_kernels() {
+    use lockstep_conformance::workgroup_kernels as wk;
+    for kernel in [
+        wk::reduce_sum(),
+        wk::histogram(),
+        wk::claims(),
+        wk::loops(),
+        wk::math(),
+    ] {
+        let name = format!("workgroup_{}", kernel.name());
+        insta::assert_snapshot!(name, both_modes(kernel.def()));
+    }
+}
+
 #[test]
 fn a_kernel_without_bindings_or_parameters_still_has_an_entry() {
     let k = KernelBuilder::new("empty", [1, 1, 1]);
