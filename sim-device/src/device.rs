@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{Array, CompileOptions, ElemType, KernelDef, Scalar};
+use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport, ReduceOperation};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -592,29 +592,23 @@ impl SimDevice {
             count,
             &mut data,
             &launch.params,
+            &mut self.rng,
         ) {
             Ok(outcome) => {
-                for array in outcome.uninitialized_loads {
-                    self.report(match array {
-                        Array::Binding(binding) => {
-                            let range = launch.bindings[binding.0 as usize];
-                            SanitizerReport::UninitializedRead {
-                                operation: format!("{operation} (binding {})", binding.0),
-                                buffer: range.buffer,
-                                offset: range.offset,
-                                len: range.len,
-                            }
-                        }
-                        Array::Shared(shared) => SanitizerReport::UninitializedShared {
-                            operation: operation.clone(),
-                            shared: shared.0,
-                        },
+                for binding in &outcome.uninitialized_loads {
+                    let range = launch.bindings[binding.0 as usize];
+                    self.report(SanitizerReport::UninitializedRead {
+                        operation: format!("{operation} (binding {})", binding.0),
+                        buffer: range.buffer,
+                        offset: range.offset,
+                        len: range.len,
                     });
                 }
-                if let Some(divergence) = outcome.divergent_barrier {
-                    self.report(SanitizerReport::DivergentBarrier {
+                for finding in interpreter::describe(&launch.kernel, count, &outcome) {
+                    self.report(SanitizerReport::Kernel {
                         operation: operation.clone(),
-                        detail: divergence.to_string(),
+                        finding: finding.kind,
+                        detail: finding.detail,
                     });
                 }
                 for (range, binding) in launch.bindings.iter().zip(&data) {
@@ -645,15 +639,14 @@ fn transfer_ns(len: u64) -> u64 {
 fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData {
     let words = (range.len / 4) as usize;
     let start = range.offset as usize;
-    BindingData {
-        words: alloc
+    BindingData::new(
+        alloc
             .read(start, 4 * words)
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect(),
-        initialized: alloc.words_written(start, words),
-        dirty: vec![false; words],
-    }
+        alloc.words_written(start, words),
+    )
 }
 
 /// Stores the words a launch wrote back into device memory, a run of consecutive words at a

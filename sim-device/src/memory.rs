@@ -31,12 +31,35 @@ pub enum SanitizerReport {
         first: String,
         second: String,
     },
-    /// A kernel read a word of a workgroup-shared array that no invocation of its workgroup
-    /// had written.
-    UninitializedShared { operation: String, shared: u32 },
-    /// A workgroup reached a barrier in divergent control flow (see `lockstep::kernel`'s
-    /// memory model); `detail` says which invocations were where.
-    DivergentBarrier { operation: String, detail: String },
+    /// Something inside one launch that the kernel memory model forbids (see
+    /// `lockstep::kernel`); `detail` names the invocations, the location and the statements.
+    Kernel {
+        operation: String,
+        finding: KernelFinding,
+        detail: String,
+    },
+}
+
+/// What the kernel sanitizer found inside a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelFinding {
+    /// Two invocations accessed one word, at least one writing, not both atomically, with no
+    /// barrier between them (or in different workgroups).
+    Race,
+    /// A workgroup's invocations reached different barriers, or some a barrier and some the end.
+    DivergentBarrier,
+    /// A read of a shared array's word that no invocation of the workgroup had written.
+    UnwrittenShared,
+}
+
+impl std::fmt::Display for KernelFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KernelFinding::Race => "race",
+            KernelFinding::DivergentBarrier => "barrier in divergent control flow",
+            KernelFinding::UnwrittenShared => "read of unwritten shared memory",
+        })
+    }
 }
 
 impl std::fmt::Display for SanitizerReport {
@@ -72,14 +95,11 @@ impl std::fmt::Display for SanitizerReport {
                 "race on buffer {buffer} bytes {offset}..{}: {first} and {second} are not ordered",
                 offset + len
             ),
-            SanitizerReport::UninitializedShared { operation, shared } => write!(
-                f,
-                "{operation} read shared array {shared} where no invocation of its workgroup had written"
-            ),
-            SanitizerReport::DivergentBarrier { operation, detail } => write!(
-                f,
-                "{operation} reached a barrier in divergent control flow: {detail}"
-            ),
+            SanitizerReport::Kernel {
+                operation,
+                finding,
+                detail,
+            } => write!(f, "{operation}: {finding}: {detail}"),
         }
     }
 }

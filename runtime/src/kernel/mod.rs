@@ -6,6 +6,7 @@
 
 pub mod accuracy;
 mod builder;
+pub mod display;
 mod ir;
 pub mod semantics;
 mod uniformity;

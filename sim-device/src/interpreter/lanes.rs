@@ -6,7 +6,9 @@ use lockstep::kernel::{
     semantics,
 };
 
-use super::{BindingData, LaunchOutcome, Violation};
+use super::program::Numbers;
+use super::races::{Access, AccessKind, AccessLog, Race};
+use super::{BindingData, LaunchOutcome, UnwrittenRead, Violation};
 
 /// One expression's value on every lane of a batch (inactive lanes hold leftovers): scalars as
 /// the bits of their type (the IR is typed, so a column has one), or booleans.
@@ -76,6 +78,9 @@ pub(super) struct Launch<'a> {
     pub options: CompileOptions,
     pub params: &'a [Scalar],
     pub num_workgroups: [u32; 3],
+    /// The kernel's statement numbers, when the race check watches global memory (the
+    /// workgroup engine numbers its instructions itself).
+    pub numbers: Option<Numbers>,
 }
 
 /// A batch of lanes in flight: whole workgroups, with the shared arrays of one workgroup when
@@ -98,6 +103,11 @@ pub(super) struct Batch<'a, 'l> {
     /// Lanes that trapped (unchecked mode): they run no further statement.
     pub trapped: Vec<bool>,
     pub any_trapped: bool,
+    /// Barriers the batch's workgroup has passed (the workgroup engine's; the batched engine
+    /// runs no barrier).
+    pub epoch: u32,
+    /// The number of the statement running now, for the race check's reports.
+    pub statement: u32,
 }
 
 impl<'a, 'l> Batch<'a, 'l> {
@@ -126,10 +136,15 @@ impl<'a, 'l> Batch<'a, 'l> {
             }
         }
         let lanes = local_id.len();
+        // Each workgroup's shared arrays, with their own race logs.
         let shared = def
             .shared
             .iter()
-            .map(|s| BindingData::unwritten(s.len as usize))
+            .map(|s| {
+                let mut data = BindingData::unwritten(s.len as usize);
+                data.log = Some(AccessLog::new(s.len as usize, lanes as u64));
+                data
+            })
             .collect();
         Batch {
             launch,
@@ -142,6 +157,8 @@ impl<'a, 'l> Batch<'a, 'l> {
             locals: vec![vec![0; lanes]; def.locals.len() + hidden],
             trapped: vec![false; lanes],
             any_trapped: false,
+            epoch: 0,
+            statement: 0,
             local_id,
             workgroup_id,
         }
@@ -180,6 +197,7 @@ impl<'a, 'l> Batch<'a, 'l> {
                 for &l in lanes {
                     let i = at[l as usize];
                     if self.in_bounds(l, *array, i) {
+                        self.watch(l, *array, i, AccessKind::Write);
                         self.store_word(*array, i, value[l as usize]);
                     }
                 }
@@ -239,7 +257,8 @@ impl<'a, 'l> Batch<'a, 'l> {
         for &l in lanes {
             let i = at[l as usize];
             if self.in_bounds(l, array, i) {
-                let prev = self.load_word(array, i);
+                self.watch(l, array, i, AccessKind::Atomic);
+                let prev = self.peek_word(l, array, i);
                 if let Some(word) = new(l as usize, prev) {
                     self.store_word(array, i, word);
                 }
@@ -294,7 +313,8 @@ impl<'a, 'l> Batch<'a, 'l> {
                 let bits = map(lanes, 0, |l| {
                     let i = at[l];
                     if self.in_bounds(l as u32, *array, i) {
-                        self.load_word(*array, i)
+                        self.watch(l as u32, *array, i, AccessKind::Read);
+                        self.peek_word(l as u32, *array, i)
                     } else {
                         0
                     }
@@ -449,14 +469,60 @@ impl<'a, 'l> Batch<'a, 'l> {
         false
     }
 
+    /// The word at `index`, read by `lane`; a word nothing wrote is reported (a binding
+    /// once per launch, a shared array once per launch with where it was read).
     #[inline]
-    fn load_word(&mut self, array: Array, index: u32) -> u32 {
+    fn peek_word(&mut self, lane: u32, array: Array, index: u32) -> u32 {
         let data = self.data(array);
         let word = data.words[index as usize];
-        if !data.initialized[index as usize] && !self.outcome.uninitialized_loads.contains(&array) {
-            self.outcome.uninitialized_loads.push(array);
+        if !data.initialized[index as usize] {
+            self.unwritten(lane, array, index);
         }
         word
+    }
+
+    #[cold]
+    fn unwritten(&mut self, lane: u32, array: Array, index: u32) {
+        let outcome = &mut *self.outcome;
+        match array {
+            Array::Binding(b) if !outcome.uninitialized_loads.contains(&b) => {
+                outcome.uninitialized_loads.push(b);
+            }
+            Array::Shared(_) if !outcome.unwritten_shared.iter().any(|r| r.array == array) => {
+                outcome.unwritten_shared.push(UnwrittenRead {
+                    array,
+                    index,
+                    invocation: self.first_invocation + lane as u64,
+                    statement: self.statement,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Shows `lane`'s access to `array[index]` to the race check, if it watches the array;
+    /// the launch's first race on each array is kept.
+    #[inline]
+    fn watch(&mut self, lane: u32, array: Array, index: u32, kind: AccessKind) {
+        let access = Access {
+            invocation: self.first_invocation + lane as u64,
+            epoch: self.epoch,
+            statement: self.statement,
+            kind,
+        };
+        let Some(log) = &mut self.data_mut(array).log else {
+            return;
+        };
+        if let Some(first) = log.record(index, access)
+            && !self.outcome.races.iter().any(|r| r.array == array)
+        {
+            self.outcome.races.push(Race {
+                array,
+                index,
+                first,
+                second: access,
+            });
+        }
     }
 
     fn store_word(&mut self, array: Array, index: u32, bits: u32) {

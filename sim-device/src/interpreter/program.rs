@@ -1,7 +1,34 @@
 //! A kernel's statements flattened into instructions with explicit jumps, so that each lane of
 //! the workgroup engine has a program counter: lanes can stop at a barrier, wait, and resume.
 
+use lockstep::kernel::display::statements;
 use lockstep::kernel::{ElemType, Expr, KernelDef, Stmt, VarId};
+
+/// Each statement's number (see `lockstep::kernel::display::statements`), found by the
+/// statement's address: the kernel is borrowed for the whole launch, so addresses are stable.
+#[derive(Debug)]
+pub(super) struct Numbers(Vec<(usize, u32)>);
+
+impl Numbers {
+    pub fn new(def: &KernelDef) -> Self {
+        let mut by_address: Vec<(usize, u32)> = statements(&def.body)
+            .into_iter()
+            .zip(1..)
+            .map(|(stmt, n)| (stmt as *const Stmt as usize, n))
+            .collect();
+        by_address.sort_unstable();
+        Self(by_address)
+    }
+
+    /// The number of `stmt`, a statement of the kernel.
+    pub fn of(&self, stmt: &Stmt) -> u32 {
+        let address = stmt as *const Stmt as usize;
+        match self.0.binary_search_by_key(&address, |&(a, _)| a) {
+            Ok(i) => self.0[i].1,
+            Err(_) => unreachable!("only the kernel's own statements are numbered"),
+        }
+    }
+}
 
 /// One instruction. Jump targets are instruction indices.
 #[derive(Debug)]
@@ -36,10 +63,8 @@ pub(super) enum Inst<'k> {
         counter: usize,
         test: usize,
     },
-    /// A `workgroup_barrier`; `ordinal` counts the kernel's barriers in program order.
-    Barrier {
-        ordinal: usize,
-    },
+    /// A `workgroup_barrier`.
+    Barrier,
     /// The end of the kernel.
     End,
 }
@@ -48,6 +73,8 @@ pub(super) enum Inst<'k> {
 #[derive(Debug)]
 pub(super) struct Program<'k> {
     pub insts: Vec<Inst<'k>>,
+    /// Per instruction, the number of the statement it belongs to (0 for `End`).
+    pub statements: Vec<u32>,
     /// Hidden slots (two per `for`) after the kernel's locals.
     pub hidden: usize,
 }
@@ -61,25 +88,28 @@ struct LoopJumps {
 
 struct Flattener<'k> {
     def: &'k KernelDef,
+    numbers: Numbers,
     insts: Vec<Inst<'k>>,
+    statements: Vec<u32>,
     loops: Vec<LoopJumps>,
     hidden: usize,
-    barriers: usize,
 }
 
 impl<'k> Program<'k> {
     pub fn new(def: &'k KernelDef) -> Self {
         let mut f = Flattener {
             def,
+            numbers: Numbers::new(def),
             insts: Vec::new(),
+            statements: Vec::new(),
             loops: Vec::new(),
             hidden: 0,
-            barriers: 0,
         };
         f.block(&def.body);
-        f.insts.push(Inst::End);
+        f.push(Inst::End, 0);
         Program {
             insts: f.insts,
+            statements: f.statements,
             hidden: f.hidden,
         }
     }
@@ -106,7 +136,14 @@ impl<'k> Flattener<'k> {
         }
     }
 
+    /// Appends `inst`, an instruction of statement `number`.
+    fn push(&mut self, inst: Inst<'k>, number: u32) {
+        self.insts.push(inst);
+        self.statements.push(number);
+    }
+
     fn stmt(&mut self, stmt: &'k Stmt) {
+        let n = self.numbers.of(stmt);
         match stmt {
             Stmt::If {
                 cond,
@@ -114,13 +151,13 @@ impl<'k> Flattener<'k> {
                 else_body,
             } => {
                 let branch = self.here();
-                self.insts.push(Inst::BranchUnless { cond, target: 0 });
+                self.push(Inst::BranchUnless { cond, target: 0 }, n);
                 self.block(then_body);
                 if else_body.is_empty() {
                     self.patch(branch, self.here());
                 } else {
                     let skip = self.here();
-                    self.insts.push(Inst::Jump(0));
+                    self.push(Inst::Jump(0), n);
                     self.patch(branch, self.here());
                     self.block(else_body);
                     self.patch(skip, self.here());
@@ -133,48 +170,49 @@ impl<'k> Flattener<'k> {
                 body,
             } => {
                 let elem = self.def.locals[var.0 as usize];
-                let (counter, limit) = (
-                    self.def.locals.len() + self.hidden,
-                    self.def.locals.len() + self.hidden + 1,
-                );
+                let counter = self.def.locals.len() + self.hidden;
+                let limit = counter + 1;
                 self.hidden += 2;
-                self.insts.push(Inst::ForStart {
+                let enter = Inst::ForStart {
                     start,
                     end,
                     counter,
                     limit,
-                });
+                };
+                self.push(enter, n);
                 let test = self.here();
-                self.insts.push(Inst::ForTest {
+                let check = Inst::ForTest {
                     var: *var,
                     elem,
                     counter,
                     limit,
                     exit: 0,
-                });
+                };
+                self.push(check, n);
                 self.loop_body(body, |f| {
                     let next = f.here();
-                    f.insts.push(Inst::ForNext {
+                    let step = Inst::ForNext {
                         elem,
                         counter,
                         test,
-                    });
+                    };
+                    f.push(step, n);
                     next
                 });
                 self.patch(test, self.here());
             }
             Stmt::While { cond, body } => {
                 let head = self.here();
-                self.insts.push(Inst::BranchUnless { cond, target: 0 });
+                self.push(Inst::BranchUnless { cond, target: 0 }, n);
                 self.loop_body(body, |f| {
-                    f.insts.push(Inst::Jump(head));
+                    f.push(Inst::Jump(head), n);
                     head
                 });
                 self.patch(head, self.here());
             }
             Stmt::Break | Stmt::Continue => {
                 let at = self.here();
-                self.insts.push(Inst::Jump(0));
+                self.push(Inst::Jump(0), n);
                 let jumps = self
                     .loops
                     .last_mut()
@@ -185,16 +223,11 @@ impl<'k> Flattener<'k> {
                     jumps.continues.push(at);
                 }
             }
-            Stmt::Barrier => {
-                self.insts.push(Inst::Barrier {
-                    ordinal: self.barriers,
-                });
-                self.barriers += 1;
-            }
+            Stmt::Barrier => self.push(Inst::Barrier, n),
             Stmt::Assign { .. }
             | Stmt::Store { .. }
             | Stmt::Atomic { .. }
-            | Stmt::CompareExchange { .. } => self.insts.push(Inst::Effect(stmt)),
+            | Stmt::CompareExchange { .. } => self.push(Inst::Effect(stmt), n),
         }
     }
 

@@ -2,8 +2,11 @@
 
 use lockstep::kernel::accuracy::{MathCall, ulp};
 use lockstep::kernel::{
-    Access, AtomicOp, Axis, BindingId, ElemType, Expr, KernelBuilder, SharedId, Stmt, UnaryOp,
+    Access, AtomicOp, Axis, BindingId, ElemType, Expr, KernelBuilder, Stmt, UnaryOp,
 };
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 use super::*;
 
@@ -14,9 +17,28 @@ const CHECKED: CompileOptions = CompileOptions {
     kernel_id: 1,
 };
 
-/// Runs `def` checked over `count` workgroups on the engine that runs it.
+/// Runs `def` checked over `count` workgroups on the engine that runs it, interleaved by
+/// `seed`.
+fn launch_seeded(
+    def: &KernelDef,
+    count: u32,
+    data: &mut [BindingData],
+    seed: u64,
+) -> LaunchOutcome {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    run(def, CHECKED, [count, 1, 1], data, &[], &mut rng).expect("checked launches do not trap")
+}
+
 fn launch(def: &KernelDef, count: u32, data: &mut [BindingData]) -> LaunchOutcome {
-    run(def, CHECKED, [count, 1, 1], data, &[]).expect("checked launches do not trap")
+    launch_seeded(def, count, data, 0)
+}
+
+/// What the sanitizer says about `outcome`, a launch of `def` over `count` workgroups.
+fn findings(def: &KernelDef, count: u32, outcome: &LaunchOutcome) -> Vec<String> {
+    describe(def, [count, 1, 1], outcome)
+        .into_iter()
+        .map(|f| format!("{}: {}", f.kind, f.detail))
+        .collect()
 }
 
 fn words(data: &BindingData) -> Vec<u32> {
@@ -29,11 +51,7 @@ fn floats(values: &[f32]) -> BindingData {
 
 fn binding(words: Vec<u32>) -> BindingData {
     let n = words.len();
-    BindingData {
-        words,
-        initialized: vec![true; n],
-        dirty: vec![false; n],
-    }
+    BindingData::new(words, vec![true; n])
 }
 
 fn record() -> BindingData {
@@ -69,12 +87,12 @@ fn the_fault_record_takes_the_lowest_invocations_first_violation() {
     };
     for engine in ENGINES {
         let mut data = vec![binding(vec![0; 8]), record()];
-        run_on(engine, &def, options, [2, 1, 1], &mut data, &[]).unwrap();
+        run_on(engine, 0, &def, options, [2, 1, 1], &mut data, &[]).unwrap();
         assert_eq!(data[0].words, (0..8).collect::<Vec<u32>>());
         assert_eq!(data[1].words, vec![1, 9, 0, 202], "{engine:?}");
         // A record that already holds a fault keeps it.
         let mut data = vec![binding(vec![0; 8]), binding(vec![1, 3, 0, 7])];
-        run_on(engine, &def, options, [2, 1, 1], &mut data, &[]).unwrap();
+        run_on(engine, 0, &def, options, [2, 1, 1], &mut data, &[]).unwrap();
         assert_eq!(data[1].words, vec![1, 3, 0, 7]);
     }
 }
@@ -88,7 +106,7 @@ fn an_unchecked_trap_names_the_lowest_invocations_first_violation() {
     };
     for engine in ENGINES {
         let mut data = vec![binding(vec![0; 8])];
-        let trap = run_on(engine, &def, options, [2, 1, 1], &mut data, &[]).unwrap_err();
+        let trap = run_on(engine, 0, &def, options, [2, 1, 1], &mut data, &[]).unwrap_err();
         assert_eq!(
             trap,
             KernelTrap::OutOfBounds {
@@ -121,7 +139,7 @@ fn loops_keep_each_lanes_trip_count_and_guards_short_circuit() {
     };
     for engine in ENGINES {
         let mut data = vec![binding(vec![0; 8]), binding(vec![1, 0, 1]), record()];
-        run_on(engine, &def, options, [1, 1, 1], &mut data, &[]).unwrap();
+        run_on(engine, 0, &def, options, [1, 1, 1], &mut data, &[]).unwrap();
         assert_eq!(data[0].words, vec![1000, 0, 1001, 3, 6, 10, 15, 21]);
         assert_eq!(
             data[2].words,
@@ -228,8 +246,27 @@ fn exchange_and_compare_exchange_hand_values_on_exactly_once() {
     assert_eq!(seen.iter().filter(|&&s| s == 0).count(), 1);
     assert_eq!(seen[winner as usize - 1], 0);
     assert!(seen.iter().all(|&s| s == 0 || s == winner));
-    // The engine's order: lane order, workgroup 0 first.
-    assert_eq!((w[0], w[2], w[3], winner), (32, 0, 1, 1));
+}
+
+#[test]
+fn the_seed_interleaves_a_workgroup_so_order_dependent_results_differ() {
+    // Who wins a compare-exchange, and who exchanges last, depend on the order of the
+    // invocations: each seed gives one order, always the same, and seeds differ.
+    let mut k = KernelBuilder::new("order", [16, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.compare_exchange(out, 0u32, 0u32, i.clone() + 1u32);
+    k.atomic(AtomicOp::Exchange, out, 1u32, i + 1u32);
+    let def = k.build().unwrap();
+    let outcome = |seed: u64| {
+        let mut data = vec![binding(vec![0; 2]), record()];
+        let findings = findings(&def, 1, &launch_seeded(&def, 1, &mut data, seed));
+        assert_eq!(findings, Vec::<String>::new(), "atomics do not race");
+        words(&data[0])
+    };
+    let orders: std::collections::BTreeSet<Vec<u32>> = (0..16).map(outcome).collect();
+    assert!(orders.len() > 4, "16 seeds gave only {orders:?}");
+    assert_eq!(outcome(3), outcome(3));
 }
 
 #[test]
@@ -310,7 +347,11 @@ fn while_break_and_continue_steer_each_lane() {
     let collatz = |mut n: u32| {
         let mut s = 0;
         while n != 1 {
-            n = if n.is_multiple_of(2) { n / 2 } else { 3 * n + 1 };
+            n = if n.is_multiple_of(2) {
+                n / 2
+            } else {
+                3 * n + 1
+            };
             s += 1;
         }
         s
@@ -427,17 +468,18 @@ fn a_barrier_in_divergent_control_flow_is_reported() {
     let def = diverging();
     let mut data = vec![binding(vec![2, 3, 4, 5]), record()];
     let outcome = launch(&def, 1, &mut data);
-    let divergence = outcome.divergent_barrier.expect("reported");
     assert_eq!(
-        divergence,
-        DivergentBarrier {
-            waiting: vec![(0, 1)],
+        outcome.divergent_barrier,
+        Some(DivergentBarrier {
+            waiting: vec![(3, 1)],
             finished: Some(0),
-        }
+        })
     );
     assert_eq!(
-        divergence.to_string(),
-        "invocation 1 waits at barrier 0, invocation 0 has finished"
+        findings(&def, 1, &outcome),
+        vec![
+            "barrier in divergent control flow: invocation 1 (workgroup [0, 0, 0], local [1, 0, 0]) waits at statement 3 `workgroup_barrier`, invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) has finished"
+        ]
     );
     // Uniform data: no report.
     let mut data = vec![binding(vec![1, 3, 5, 7]), record()];
@@ -451,16 +493,20 @@ fn shared_memory_is_per_workgroup_and_unwritten_reads_are_reported() {
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let s = k.shared(ElemType::U32, 1);
     let wg = k.workgroup_id(Axis::X);
-    k.if_(wg.clone().equals(0u32), |k| k.store(s, 0u32, 7u32));
+    let first = wg.equals(0u32).and(k.local_id(Axis::X).equals(0u32));
+    k.if_(first, |k| k.store(s, 0u32, 7u32));
     k.workgroup_barrier();
     k.store(out, k.global_id(Axis::X), s.load(0u32));
     let def = k.build().unwrap();
     let mut data = vec![binding(vec![9; 4]), record()];
     let outcome = launch(&def, 2, &mut data);
     assert_eq!(words(&data[0]), vec![7, 7, 0, 0]);
+    assert_eq!(outcome.unwritten_shared.len(), 1);
     assert_eq!(
-        outcome.uninitialized_loads,
-        vec![Array::Shared(SharedId(0))]
+        findings(&def, 2, &outcome),
+        vec![
+            "read of unwritten shared memory: invocation 2 (workgroup [1, 0, 0], local [0, 0, 0]) read shared array 0 index 0 at statement 4 `b0[global_id.x] = s0[0u]`, which no invocation of its workgroup had written"
+        ]
     );
 }
 
@@ -471,6 +517,7 @@ fn shared_accesses_out_of_range_fault_or_trap_like_bindings() {
     let s = k.shared(ElemType::U32, 2);
     let i = k.global_id(Axis::X);
     k.store(s, i.clone(), i.clone());
+    k.workgroup_barrier();
     k.store(out, i.clone(), s.load(i.clone() % 2u32));
     let def = k.build().unwrap();
     let mut data = vec![binding(vec![9; 4]), record()];
@@ -486,7 +533,16 @@ fn shared_accesses_out_of_range_fault_or_trap_like_bindings() {
         kernel_id: 0,
     };
     let mut data = vec![binding(vec![9; 4])];
-    let trap = run(&def, unchecked, [1, 1, 1], &mut data, &[]).unwrap_err();
+    let trap = run_on(
+        Engine::Workgroup,
+        0,
+        &def,
+        unchecked,
+        [1, 1, 1],
+        &mut data,
+        &[],
+    )
+    .unwrap_err();
     assert_eq!(
         trap.to_string(),
         "illegal address: shared array 0 index 2 (unchecked mode)"
@@ -498,11 +554,138 @@ fn an_endless_loop_is_stopped_by_the_watchdog() {
     let mut k = KernelBuilder::new("spin", [1, 1, 1]);
     k.while_(true.into(), |_| {});
     let def = k.build().unwrap();
-    let trap = run(&def, CHECKED, [1, 1, 1], &mut [record()], &[]).unwrap_err();
+    let trap = run_on(
+        Engine::Workgroup,
+        0,
+        &def,
+        CHECKED,
+        [1, 1, 1],
+        &mut [record()],
+        &[],
+    )
+    .unwrap_err();
     assert_eq!(
         trap,
         KernelTrap::Endless {
             dispatches: workgroup::MAX_DISPATCHES
         }
+    );
+}
+
+/// [`reduction`] without the barrier after each level: a level's reads race with the next
+/// level's writes.
+fn racy_reduction() -> KernelDef {
+    let mut def = reduction(ElemType::U32);
+    let Some(Stmt::While { body, .. }) = def.body.get_mut(3) else {
+        unreachable!("the reduction's loop is its fourth statement")
+    };
+    body.retain(|s| *s != Stmt::Barrier);
+    lockstep::kernel::validate(&def).expect("a missing barrier is no invalid kernel");
+    def
+}
+
+#[test]
+fn a_reduction_missing_its_barrier_races_and_its_sum_depends_on_the_seed() {
+    let def = racy_reduction();
+    let input: Vec<u32> = (0..64).collect();
+    let sums: Vec<u32> = (0..8)
+        .map(|seed| {
+            let mut data = vec![binding(input.clone()), binding(vec![0]), record()];
+            let outcome = launch_seeded(&def, 1, &mut data, seed);
+            let found = findings(&def, 1, &outcome);
+            assert_eq!(found.len(), 1, "seed {seed}: {found:?}");
+            assert!(
+                found[0].starts_with("race: shared array 0 index "),
+                "{found:?}"
+            );
+            data[1].words[0]
+        })
+        .collect();
+    assert!(sums.iter().any(|&s| s != 2016), "{sums:?}");
+    let mut data = vec![binding(input), binding(vec![0]), record()];
+    let outcome = launch_seeded(&def, 1, &mut data, 0);
+    assert_eq!(
+        findings(&def, 1, &outcome),
+        vec![
+            "race: shared array 0 index 16: invocation 16 (workgroup [0, 0, 0], local [16, 0, 0]) wrote it at statement 6 `s0[local_id.x] = (s0[local_id.x] + s0[(local_id.x + v0)])`, and invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) read it at statement 6 `s0[local_id.x] = (s0[local_id.x] + s0[(local_id.x + v0)])`, with no barrier between them"
+        ]
+    );
+}
+
+#[test]
+fn writes_from_different_invocations_to_one_global_word_race() {
+    // Every invocation stores its id to out[0]: batched engine.
+    let mut k = KernelBuilder::new("last_wins", [1, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    k.store(out, 0u32, k.global_id(Axis::X));
+    let def = k.build().unwrap();
+    assert_eq!(Engine::for_kernel(&def), Engine::Batched);
+    let mut data = vec![binding(vec![0]), record()];
+    let outcome = launch(&def, 2, &mut data);
+    assert_eq!(
+        findings(&def, 2, &outcome),
+        vec![
+            "race: binding 0 index 0: invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) wrote it at statement 1 `b0[0u] = global_id.x`, and invocation 1 (workgroup [1, 0, 0], local [0, 0, 0]) wrote it at statement 1 `b0[0u] = global_id.x`, in different workgroups, which nothing orders"
+        ]
+    );
+}
+
+#[test]
+fn a_launch_whose_invocations_own_their_words_is_not_watched() {
+    // The explorer's shape: dst[i] = f(dst[i], src[j]) over a one-dimensional grid.
+    let mut k = KernelBuilder::new("own", [8, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    let src = k.binding(ElemType::U32, Access::Read);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(dst.len()), |k| {
+        let j = (i.clone() * 3u32) % src.len();
+        k.store(dst, i.clone(), dst.load(i.clone()) + src.load(j));
+    });
+    let def = k.build().unwrap();
+    assert!(owns_its_words(&def, [4, 1, 1]));
+    assert!(
+        !owns_its_words(&def, [4, 2, 1]),
+        "two rows share global_id.x"
+    );
+    let mut data = vec![binding(vec![1; 32]), binding(vec![2; 5]), record()];
+    launch(&def, 4, &mut data);
+    assert!(data.iter().all(|d| d.log.is_none()));
+    // Any other index of a written binding is watched.
+    let mut k = KernelBuilder::new("shifted", [8, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    k.store(dst, k.global_id(Axis::X) + 1u32, 1u32);
+    assert!(!owns_its_words(&k.build().unwrap(), [4, 1, 1]));
+}
+
+#[test]
+fn a_race_on_data_can_make_a_barrier_diverge() {
+    // Invocation 0 sets a flag the others test without a barrier between: under some
+    // interleavings only some invocations see it and wait at the barrier.
+    let mut k = KernelBuilder::new("flag", [4, 1, 1]);
+    let flag = k.binding(ElemType::U32, Access::ReadWrite);
+    let lid = k.local_id(Axis::X);
+    k.if_(lid.equals(0u32), |k| k.store(flag, 0u32, 1u32));
+    k.if_(flag.load(0u32).equals(1u32), |k| k.workgroup_barrier());
+    let def = k.build().expect("the flag's load is at a uniform index");
+    let divergent: Vec<u64> = (0..16)
+        .filter(|&seed| {
+            let mut data = vec![binding(vec![0]), record()];
+            let outcome = launch_seeded(&def, 1, &mut data, seed);
+            assert_eq!(outcome.races.len(), 1);
+            outcome.divergent_barrier.is_some()
+        })
+        .collect();
+    assert!(
+        !divergent.is_empty() && divergent.len() < 16,
+        "{divergent:?}"
+    );
+    let mut data = vec![binding(vec![0]), record()];
+    let outcome = launch_seeded(&def, 1, &mut data, divergent[0]);
+    assert_eq!(
+        findings(&def, 1, &outcome),
+        vec![
+            "race: binding 0 index 0: invocation 3 (workgroup [0, 0, 0], local [3, 0, 0]) read it at statement 3 `if (b0[0u] == 1u)`, and invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) wrote it at statement 2 `b0[0u] = 1u`, with no barrier between them",
+            "barrier in divergent control flow: invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) waits at statement 4 `workgroup_barrier`, invocation 1 (workgroup [0, 0, 0], local [1, 0, 0]) has finished",
+        ]
     );
 }

@@ -44,6 +44,9 @@ impl Batch<'_, '_> {
         if lanes.is_empty() {
             return;
         }
+        if let Some(numbers) = &self.launch.numbers {
+            self.statement = numbers.of(stmt);
+        }
         match stmt {
             Stmt::If {
                 cond,

@@ -1,13 +1,20 @@
 //! The workgroup engine, for kernels with shared arrays, barriers, atomics or `while` loops:
 //! one workgroup at a time, each lane with its own program counter over the flattened
-//! [`Program`]. A step runs one instruction for every lane waiting at the lowest program
-//! counter, so lanes that took different paths rejoin where the paths meet, and a barrier holds
-//! its lanes until no lane can run: every live lane of the workgroup then waits at a barrier or
-//! has finished. If they wait at one barrier and none has finished, they pass it together;
-//! otherwise the barrier was reached in divergent control flow, which is reported, and the
-//! lanes pass the barriers they wait at.
+//! [`Program`]. Lanes at one program counter form a group; a step runs one instruction for a
+//! group drawn by the launch's seeded generator, and half of the time for only a random
+//! part of it, so a workgroup's invocations interleave instruction by instruction and
+//! results that depend on their order differ between seeds (the race check reports the
+//! accesses behind them whatever the order). Lanes that reach the same program counter join
+//! its group again. A barrier holds its lanes until no lane can run: every live lane of the
+//! workgroup then waits at a barrier or has finished. If they wait at one barrier and none has
+//! finished, they pass it together and the workgroup's epoch advances; otherwise the barrier
+//! was reached in divergent control flow, which is reported, and the lanes pass the barriers
+//! they wait at.
 
 use std::collections::BTreeMap;
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
 use super::lanes::Batch;
 use super::program::{Inst, Program};
@@ -22,15 +29,19 @@ pub(super) const MAX_DISPATCHES: u64 = 1 << 22;
 /// Lanes by the program counter they wait at; each group ascending.
 type Groups = BTreeMap<usize, Vec<u32>>;
 
-/// Runs every lane of `batch` (one workgroup) through `program`.
-pub(super) fn run(batch: &mut Batch, program: &Program) -> Result<(), KernelTrap> {
+/// Runs every lane of `batch` (one workgroup) through `program`, interleaved by `rng`.
+pub(super) fn run(
+    batch: &mut Batch,
+    program: &Program,
+    rng: &mut ChaCha8Rng,
+) -> Result<(), KernelTrap> {
     let lanes = batch.lane_count() as u32;
     let mut running: Groups = BTreeMap::from([(0, (0..lanes).collect())]);
     let mut waiting = Groups::new();
     let mut finished: Vec<u32> = Vec::new();
     let mut dispatches = 0u64;
     loop {
-        let Some((pc, group)) = running.pop_first() else {
+        if running.is_empty() {
             if waiting.is_empty() {
                 return Ok(());
             }
@@ -38,8 +49,10 @@ pub(super) fn run(batch: &mut Batch, program: &Program) -> Result<(), KernelTrap
             for (pc, group) in std::mem::take(&mut waiting) {
                 join(&mut running, pc + 1, group);
             }
+            batch.epoch += 1;
             continue;
-        };
+        }
+        let (pc, group) = pick(&mut running, rng);
         dispatches += 1;
         if dispatches > MAX_DISPATCHES {
             return Err(KernelTrap::Endless {
@@ -51,8 +64,9 @@ pub(super) fn run(batch: &mut Batch, program: &Program) -> Result<(), KernelTrap
         } else {
             group
         };
+        batch.statement = program.statements[pc];
         match &program.insts[pc] {
-            Inst::Barrier { .. } => join(&mut waiting, pc, group),
+            Inst::Barrier => join(&mut waiting, pc, group),
             Inst::End => finished.extend(group),
             inst => {
                 for (next, lanes) in step(batch, inst, pc, group) {
@@ -61,6 +75,28 @@ pub(super) fn run(batch: &mut Batch, program: &Program) -> Result<(), KernelTrap
             }
         }
     }
+}
+
+/// Takes the lanes to run next out of `running` (not empty): a random group, and half of
+/// the time a random part of it (the rest stays).
+fn pick(running: &mut Groups, rng: &mut ChaCha8Rng) -> (usize, Vec<u32>) {
+    let k = rng.random_range(0..running.len());
+    let pc = *running
+        .keys()
+        .nth(k)
+        .expect("k is below the number of groups");
+    let group = running.remove(&pc).expect("pc is a key of running");
+    if group.len() < 2 || !rng.random_ratio(1, 2) {
+        return (pc, group);
+    }
+    let (now, later): (Vec<u32>, Vec<u32>) = group.into_iter().partition(|_| rng.random());
+    if now.is_empty() {
+        return (pc, later);
+    }
+    if !later.is_empty() {
+        running.insert(pc, later);
+    }
+    (pc, now)
 }
 
 /// Adds `lanes` to the group waiting at `pc`, keeping it ascending.
@@ -132,7 +168,7 @@ fn step(batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) -> Vec<(usiz
             }
             vec![(*test, lanes)]
         }
-        Inst::Barrier { .. } | Inst::End => {
+        Inst::Barrier | Inst::End => {
             unreachable!("the scheduler holds lanes at barriers and at the end")
         }
     }
@@ -147,17 +183,13 @@ fn check_uniform(batch: &mut Batch, program: &Program, waiting: &Groups, finishe
     if batch.outcome.divergent_barrier.is_some() {
         return;
     }
-    let barrier = |pc: usize| match program.insts[pc] {
-        Inst::Barrier { ordinal } => ordinal,
-        _ => unreachable!("lanes wait only at barriers"),
-    };
     let first = batch.first_invocation;
-    let waiting: Vec<(usize, u64)> = waiting
+    let waiting: Vec<(u32, u64)> = waiting
         .iter()
-        .map(|(&pc, lanes)| (barrier(pc), first + lanes[0] as u64))
+        .map(|(&pc, lanes)| (program.statements[pc], first + lanes[0] as u64))
         .collect();
     batch.outcome.divergent_barrier = Some(DivergentBarrier {
         waiting,
-        finished: finished.first().map(|&l| first + l as u64),
+        finished: finished.iter().min().map(|&l| first + l as u64),
     });
 }
