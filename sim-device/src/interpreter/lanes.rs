@@ -194,10 +194,13 @@ impl<'a, 'l> Batch<'a, 'l> {
             } => {
                 let at = self.eval(index, lanes).indices();
                 let (_, value) = self.eval(value, lanes).words();
+                let (len, watched) = (self.len(*array), self.watched(*array));
                 for &l in lanes {
                     let i = at[l as usize];
-                    if self.in_bounds(l, *array, i) {
-                        self.watch(l, *array, i, AccessKind::Write);
+                    if self.in_bounds(l, *array, i, len) {
+                        if watched {
+                            self.watch(l, *array, i, AccessKind::Write);
+                        }
                         self.store_word(*array, i, value[l as usize]);
                     }
                 }
@@ -254,9 +257,10 @@ impl<'a, 'l> Batch<'a, 'l> {
         new: impl Fn(usize, u32) -> Option<u32>,
     ) {
         let mut previous = map(lanes, 0, |_| 0);
+        let len = self.len(array);
         for &l in lanes {
             let i = at[l as usize];
-            if self.in_bounds(l, array, i) {
+            if self.in_bounds(l, array, i, len) {
                 self.watch(l, array, i, AccessKind::Atomic);
                 let prev = self.peek_word(l, array, i);
                 if let Some(word) = new(l as usize, prev) {
@@ -310,10 +314,13 @@ impl<'a, 'l> Batch<'a, 'l> {
                     .elem_of(*array)
                     .expect("validated kernels declare what they load");
                 // Out of range yields zero, whose bits are zero in every type.
+                let (len, watched) = (self.len(*array), self.watched(*array));
                 let bits = map(lanes, 0, |l| {
                     let i = at[l];
-                    if self.in_bounds(l as u32, *array, i) {
-                        self.watch(l as u32, *array, i, AccessKind::Read);
+                    if self.in_bounds(l as u32, *array, i, len) {
+                        if watched {
+                            self.watch(l as u32, *array, i, AccessKind::Read);
+                        }
                         self.peek_word(l as u32, *array, i)
                     } else {
                         0
@@ -449,11 +456,16 @@ impl<'a, 'l> Batch<'a, 'l> {
     /// Whether `index` is inside `array` for `lane`. A violation is kept if it is the
     /// launch's first (lowest invocation; a lane's own violations come in program order, so
     /// its first is kept); in unchecked mode the lane also stops (it trapped).
+    ///
+    /// `len` is the array's length, which callers read once per statement.
     #[inline]
-    fn in_bounds(&mut self, lane: u32, array: Array, index: u32) -> bool {
-        if (index as usize) < self.data(array).words.len() {
-            return true;
-        }
+    fn in_bounds(&mut self, lane: u32, array: Array, index: u32, len: u32) -> bool {
+        index < len || self.out_of_bounds(lane, array, index)
+    }
+
+    /// Records an access outside its array; returns false.
+    #[cold]
+    fn out_of_bounds(&mut self, lane: u32, array: Array, index: u32) -> bool {
         let invocation = self.first_invocation + lane as u64;
         if self.violation.is_none_or(|v| invocation < v.invocation) {
             *self.violation = Some(Violation {
@@ -500,9 +512,18 @@ impl<'a, 'l> Batch<'a, 'l> {
         }
     }
 
+    /// Elements in `array`.
+    fn len(&self, array: Array) -> u32 {
+        self.data(array).words.len() as u32
+    }
+
+    /// Whether the race check watches `array` (checked once per statement, not per lane).
+    fn watched(&self, array: Array) -> bool {
+        self.data(array).log.is_some()
+    }
+
     /// Shows `lane`'s access to `array[index]` to the race check, if it watches the array;
     /// the launch's first race on each array is kept.
-    #[inline]
     fn watch(&mut self, lane: u32, array: Array, index: u32, kind: AccessKind) {
         let access = Access {
             invocation: self.first_invocation + lane as u64,
@@ -525,6 +546,7 @@ impl<'a, 'l> Batch<'a, 'l> {
         }
     }
 
+    #[inline]
     fn store_word(&mut self, array: Array, index: u32, bits: u32) {
         let data = self.data_mut(array);
         data.words[index as usize] = bits;

@@ -62,7 +62,10 @@ struct WordLog {
 /// The accesses to one array's words during a launch.
 #[derive(Debug)]
 pub(crate) struct AccessLog {
+    /// Per word; allocated at the first access, so a launch that never reaches the array
+    /// (an out-of-range store, say) costs nothing.
     words: Vec<WordLog>,
+    len: usize,
     /// Invocations per workgroup.
     group_lanes: u64,
 }
@@ -70,7 +73,8 @@ pub(crate) struct AccessLog {
 impl AccessLog {
     pub fn new(len: usize, group_lanes: u64) -> Self {
         Self {
-            words: vec![WordLog::default(); len],
+            words: Vec::new(),
+            len,
             group_lanes,
         }
     }
@@ -93,6 +97,9 @@ impl AccessLog {
 
     /// Records `access` to word `index`; returns the earlier access it races with, if any.
     pub fn record(&mut self, index: u32, access: Access) -> Option<Access> {
+        if self.words.is_empty() {
+            self.words = vec![WordLog::default(); self.len];
+        }
         let word = self.words[index as usize];
         let earlier = word
             .write
