@@ -23,6 +23,11 @@ fn kernel(builder: KernelBuilder) -> Kernel {
     Kernel::new(def).expect("and validate")
 }
 
+/// Every kernel of this module, in the order it defines them.
+pub fn all() -> [Kernel; 5] {
+    [reduce_sum(), histogram(), claims(), loops(), math()]
+}
+
 /// `partials[w]` = the wrapping sum of `input`'s workgroup `w` (of [`REDUCE_WORKGROUP`]
 /// elements), by a tree through shared memory with a barrier per level; lane 0 then adds it to
 /// `total[0]` atomically. Bindings: `input` (read), `partials`, `total`.

@@ -155,13 +155,7 @@ fn conformance_kernels() {
 #[test]
 fn workgroup_kernels() {
     use lockstep_conformance::workgroup_kernels as wk;
-    for kernel in [
-        wk::reduce_sum(),
-        wk::histogram(),
-        wk::claims(),
-        wk::loops(),
-        wk::math(),
-    ] {
+    for kernel in wk::all() {
         let name = format!("workgroup_{}", kernel.name());
         insta::assert_snapshot!(name, both_modes(kernel.def()));
     }

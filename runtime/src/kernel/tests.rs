@@ -118,27 +118,29 @@ fn fault_record_decodes_only_when_flagged() {
     );
 }
 
-/// A tree reduction of one workgroup through shared memory: the shape every kernel with
-/// barriers has (uniform loop, id-dependent branch without a barrier inside).
+/// Every invocation sums its workgroup's inputs from a shared copy, one partial sum per
+/// chunk of 16 in a uniform `while`, with a barrier around each reuse of the chunk array:
+/// the shape kernels with barriers have (uniform loops, id-dependent branches without a
+/// barrier inside).
 fn reduction() -> KernelBuilder {
     let mut k = KernelBuilder::new("reduce", [64, 1, 1]);
     let input = k.binding(ElemType::F32, Access::Read);
     let out = k.binding(ElemType::F32, Access::ReadWrite);
-    let partial = k.shared(ElemType::F32, 64);
+    let copy = k.shared(ElemType::F32, 64);
     let lid = k.local_id(Axis::X);
-    k.store(partial, lid.clone(), input.load(k.global_id(Axis::X)));
+    k.store(copy, lid.clone(), input.load(k.global_id(Axis::X)));
     k.workgroup_barrier();
-    let stride = k.var(ElemType::U32, 32u32);
-    k.while_(stride.get().gt(0u32), |k| {
-        k.if_(lid.clone().lt(stride.get()), |k| {
-            let sum = partial.load(lid.clone()) + partial.load(lid.clone() + stride.get());
-            k.store(partial, lid.clone(), sum);
+    let chunk = k.var(ElemType::U32, 0u32);
+    let sum = k.var(ElemType::F32, 0.0f32);
+    k.while_(chunk.get().lt(4u32), |k| {
+        k.for_range(ElemType::U32, 0u32, 16u32, |k, j| {
+            k.assign(sum, sum.get() + copy.load(chunk.get() * 16u32 + j));
         });
-        k.workgroup_barrier();
-        k.assign(stride, stride.get() >> 1u32);
+        k.assign(chunk, chunk.get() + 1u32);
     });
+    k.workgroup_barrier();
     k.if_(lid.equals(0u32), |k| {
-        k.store(out, k.workgroup_id(Axis::X), partial.load(0u32))
+        k.store(out, k.workgroup_id(Axis::X), sum.get())
     });
     k
 }
@@ -163,7 +165,9 @@ fn a_shared_memory_reduction_builds_and_needs_its_shared_bytes() {
             },
             Stmt::Barrier,
             Stmt::Assign { .. },
+            Stmt::Assign { .. },
             Stmt::While { .. },
+            Stmt::Barrier,
             Stmt::If { .. }
         ]
     ));

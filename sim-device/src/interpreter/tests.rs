@@ -306,61 +306,51 @@ fn shared_atomics_count_per_workgroup() {
 
 #[test]
 fn while_break_and_continue_steer_each_lane() {
-    // Per invocation i: the Collatz steps from i + 1 (a while with a break), and the sum of
-    // the even numbers below i (a for with a continue), and the first j with j * j > i whose
-    // inner search breaks only the inner loop.
+    // Per invocation i: gcd(i + 12, 18) by Euclid (a while left by break); the j < i that are
+    // not multiples of 4 (a for with continue); and pairs b <= a < 4 (an inner break that
+    // leaves only the inner loop).
     let mut k = KernelBuilder::new("steer", [8, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    let n = k.var(ElemType::U32, i.clone() + 1u32);
-    let steps = k.var(ElemType::U32, 0u32);
+    let a = k.var(ElemType::U32, i.clone() + 12u32);
+    let b = k.var(ElemType::U32, 18u32);
     k.while_(true.into(), |k| {
-        k.if_(n.get().equals(1u32), |k| k.break_());
-        let next = (n.get() % 2u32)
-            .equals(0u32)
-            .select(n.get() / 2u32, n.get() * 3u32 + 1u32);
-        k.assign(n, next);
-        k.assign(steps, steps.get() + 1u32);
+        k.if_(b.get().equals(0u32), |k| k.break_());
+        let t = k.var(ElemType::U32, a.get() % b.get());
+        k.assign(a, b.get());
+        k.assign(b, t.get());
     });
-    let evens = k.var(ElemType::U32, 0u32);
+    let count = k.var(ElemType::U32, 0u32);
     k.for_range(ElemType::U32, 0u32, i.clone(), |k, j| {
-        k.if_((j.clone() % 2u32).equals(1u32), |k| k.continue_());
-        k.assign(evens, evens.get() + j);
+        k.if_((j.clone() & 3u32).equals(0u32), |k| k.continue_());
+        k.assign(count, count.get() + 1u32);
     });
-    let root = k.var(ElemType::U32, 0u32);
-    let found = k.var(ElemType::U32, 0u32);
-    k.while_(found.get().equals(0u32), |k| {
-        k.for_range(ElemType::U32, 0u32, 4u32, |k, _| {
-            k.if_((root.get() * root.get()).gt(i.clone()), |k| {
-                k.assign(found, 1u32);
-                k.break_();
-            });
-            k.assign(root, root.get() + 1u32);
+    let pairs = k.var(ElemType::U32, 0u32);
+    k.for_range(ElemType::U32, 0u32, 4u32, |k, x| {
+        k.for_range(ElemType::U32, 0u32, 4u32, |k, y| {
+            k.if_(y.gt(x.clone()), |k| k.break_());
+            k.assign(pairs, pairs.get() + 1u32);
         });
     });
-    k.store(out, i.clone() * 3u32, steps.get());
-    k.store(out, i.clone() * 3u32 + 1u32, evens.get());
-    k.store(out, i * 3u32 + 2u32, root.get());
+    k.store(out, i.clone() * 3u32, a.get());
+    k.store(out, i.clone() * 3u32 + 1u32, count.get());
+    k.store(out, i * 3u32 + 2u32, pairs.get());
     let def = k.build().unwrap();
     let mut data = vec![binding(vec![0; 48]), record()];
     launch(&def, 2, &mut data);
-    let collatz = |mut n: u32| {
-        let mut s = 0;
-        while n != 1 {
-            n = if n.is_multiple_of(2) {
-                n / 2
-            } else {
-                3 * n + 1
-            };
-            s += 1;
+    let gcd = |mut a: u32, mut b: u32| {
+        while b != 0 {
+            (a, b) = (b, a % b);
         }
-        s
+        a
     };
     let expected: Vec<u32> = (0..16u32)
         .flat_map(|i| {
-            let evens = (0..i).filter(|j| j % 2 == 0).sum();
-            let root = (0..).find(|r: &u32| r * r > i).unwrap();
-            [collatz(i + 1), evens, root]
+            [
+                gcd(i + 12, 18),
+                (0..i).filter(|j| j % 4 != 0).count() as u32,
+                10,
+            ]
         })
         .collect();
     assert_eq!(words(&data[0]), expected);

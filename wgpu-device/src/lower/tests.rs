@@ -130,13 +130,7 @@ fn kitchen_sink_unchecked() {
 #[test]
 fn workgroup_kernels() {
     use lockstep_conformance::workgroup_kernels as wk;
-    for kernel in [
-        wk::reduce_sum(),
-        wk::histogram(),
-        wk::claims(),
-        wk::loops(),
-        wk::math(),
-    ] {
+    for kernel in wk::all() {
         for (checked, mode) in [(true, "checked"), (false, "unchecked")] {
             let name = format!("workgroup_{}_{mode}", kernel.name());
             insta::assert_snapshot!(name, lower(kernel.def(), checked, &[]).wgsl);
