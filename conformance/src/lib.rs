@@ -16,5 +16,6 @@ pub mod program;
 pub mod properties;
 pub mod requirement;
 pub mod suite;
+pub mod workgroup_kernels;
 
 pub use factory::{CudaFactory, DeviceFactory, Observer, Session, SimFactory, WgpuFactory};

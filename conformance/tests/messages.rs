@@ -27,6 +27,12 @@ fn error_messages_say_what_went_wrong() {
             index: 17,
             stream: StreamId(1),
         },
+        ServerError::KernelFault {
+            kernel: "tiles".into(),
+            binding: lockstep::kernel::FaultRecord::SHARED_ARRAY | 1,
+            index: 256,
+            stream: StreamId(1),
+        },
         ServerError::DeviceLost {
             reason: "injected device loss".into(),
         },

@@ -30,6 +30,9 @@ pub(crate) struct DeviceInfo {
     pub compute_capability: (i32, i32),
     pub max_grid: [u32; 3],
     pub multiprocessors: u32,
+    /// Static shared memory one block may declare (48 KiB on every GPU since Volta; more
+    /// needs dynamic shared memory, which lowered kernels do not use).
+    pub max_shared_bytes: u64,
     pub driver_version: c_int,
     pub nvrtc_version: (c_int, c_int),
 }
@@ -170,6 +173,8 @@ impl Context {
                 grid(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z).map_err(query)?,
             ],
             multiprocessors: grid(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(query)?,
+            max_shared_bytes: grid(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)
+                .map_err(query)? as u64,
             driver_version: version,
             nvrtc_version: nvrtc_version(),
         };

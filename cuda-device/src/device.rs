@@ -245,6 +245,7 @@ impl CudaDevice {
             alignment_bytes: 256,
             max_load_width_bytes: 16,
             max_workgroups: info.max_grid,
+            max_shared_memory_bytes: info.max_shared_bytes,
             features: Features {
                 graphs: GraphSupport::Hardware,
                 timestamps: true,

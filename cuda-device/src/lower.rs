@@ -11,6 +11,13 @@
 //!   NaN (Rust's `f32::min`/`max`, C's `fminf`) and the left one for equal operands, so
 //!   `min(0.0, -0.0)` is `0.0` as the simulator computes it on x86-64 (`fminf` would give
 //!   `-0.0`; Rust leaves that case unspecified, WGSL defines it this way).
+//! - The transcendental functions are CUDA's accurate ones (`expf`, `logf`, `sqrtf`, `rsqrtf`,
+//!   `tanhf`, `sinf`, `cosf`, `powf`; no `--use_fast_math`), whose documented bounds are within
+//!   the IR's (WGSL's); `fma` is `fmaf`, rounded once.
+//! - Shared arrays are `__shared__` arrays declared in the body; `workgroup_barrier` is
+//!   `__syncthreads()`, which orders shared and global memory within the block. Atomics are
+//!   CUDA's (`atomicAdd`, `atomicMin`, `atomicMax`, `atomicExch`, `atomicCAS`), returning the
+//!   previous value.
 //! - Operands are evaluated left to right, logical operators short-circuit, and both sides of a
 //!   select are evaluated. In checked mode a load has an effect (it may write the fault record),
 //!   so each one is hoisted into a temporary in evaluation order; a load on the right of `&&`/`||`
@@ -22,12 +29,16 @@
 //! and the kernel's id `ls_kernel`; last, `ls_count`, null for a static launch, else a pointer
 //! to the three `u32` workgroup counts of an indirect launch. An indirect launch runs a fixed
 //! grid whose blocks loop over the virtual workgroups, so the counts are read on the device
-//! when the launch executes (the IR has no barriers, so a block may run several workgroups).
+//! when the launch executes. The loop is uniform across the block (it depends on the block index
+//! only), so barriers inside a workgroup's body are reached by every thread; a kernel with
+//! shared arrays synchronises between workgroups, so one workgroup's accesses to them never
+//! race with the next one's.
 
 use std::fmt::Write as _;
 
 use lockstep::kernel::{
-    Access, BinOp, BindingId, Builtin, CmpOp, ElemType, Expr, KernelDef, LogicOp, Scalar, Stmt,
+    Access, Array, AtomicOp, BinOp, Builtin, CmpOp, ElemType, Expr, FaultRecord, KernelDef,
+    LogicOp, Scalar, Stmt, UnaryOp,
 };
 
 /// The name of the kernel's entry point in the compiled module.
@@ -45,6 +56,7 @@ __device__ __forceinline__ i32 ls_add_i32(i32 a, i32 b) { return (i32)((u32)a + 
 __device__ __forceinline__ i32 ls_sub_i32(i32 a, i32 b) { return (i32)((u32)a - (u32)b); }
 __device__ __forceinline__ i32 ls_mul_i32(i32 a, i32 b) { return (i32)((u32)a * (u32)b); }
 __device__ __forceinline__ i32 ls_neg_i32(i32 a) { return (i32)(0u - (u32)a); }
+__device__ __forceinline__ i32 ls_abs_i32(i32 a) { return a < 0 ? ls_neg_i32(a) : a; }
 // Division and remainder by zero, and i32::MIN / -1, yield the left operand.
 __device__ __forceinline__ u32 ls_div_u32(u32 a, u32 b) { return b == 0u ? a : a / b; }
 __device__ __forceinline__ u32 ls_rem_u32(u32 a, u32 b) { return b == 0u ? a : a % b; }
@@ -100,10 +112,23 @@ __device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, u32* record, u
   if (i < n) b[i] = v;
   else ls_fault(record, kernel, binding, i);
 }
+// Atomics return the previous value; out of range they return 0.
+#define LS_ATOMIC(name, op) \
+  template <typename T> \
+  __device__ __forceinline__ T name(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) { \
+    if (i < n) return op(&b[i], v); \
+    ls_fault(record, kernel, binding, i); \
+    return (T)0; \
+  }
+LS_ATOMIC(ls_atomic_add, atomicAdd)
+LS_ATOMIC(ls_atomic_min, atomicMin)
+LS_ATOMIC(ls_atomic_max, atomicMax)
+LS_ATOMIC(ls_atomic_exch, atomicExch)
 template <typename T>
-__device__ __forceinline__ void ls_atomic_add(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) {
-  if (i < n) atomicAdd(&b[i], v);
-  else ls_fault(record, kernel, binding, i);
+__device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, u32* record, u32 kernel, u32 binding) {
+  if (i < n) return atomicCAS(&b[i], expected, v);
+  ls_fault(record, kernel, binding, i);
+  return (T)0;
 }
 "#;
 
@@ -168,6 +193,14 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         .chain(grid.iter().map(|g| format!("const u32 {g}")))
         .collect();
     let _ = writeln!(src, "    {}) {{", body_params.join(",\n    "));
+    for (s, decl) in def.shared.iter().enumerate() {
+        let _ = writeln!(
+            src,
+            "  __shared__ {} s{s}[{}];",
+            c_type(decl.elem),
+            decl.len
+        );
+    }
     for (v, &elem) in def.locals.iter().enumerate() {
         let _ = writeln!(src, "  {} v{v} = 0;", c_type(elem));
     }
@@ -202,6 +235,9 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         src,
         "    ls_body({args}{sep}(u32)(w % nx), (u32)((w / nx) % ny), (u32)(w / plane), nx, ny, nz);"
     );
+    if !def.shared.is_empty() {
+        src.push_str("    __syncthreads();\n");
+    }
     src.push_str("  }\n}\n");
     src
 }
@@ -227,7 +263,11 @@ fn has_load(expr: &Expr) -> bool {
         Expr::Binary { lhs, rhs, .. }
         | Expr::Cmp { lhs, rhs, .. }
         | Expr::Logic { lhs, rhs, .. } => has_load(lhs) || has_load(rhs),
-        Expr::Not(e) | Expr::Neg(e) | Expr::Cast { value: e, .. } => has_load(e),
+        Expr::Not(e)
+        | Expr::Neg(e)
+        | Expr::Unary { value: e, .. }
+        | Expr::Cast { value: e, .. } => has_load(e),
+        Expr::Fma { a, b, c } => has_load(a) || has_load(b) || has_load(c),
         Expr::Select {
             cond,
             if_true,
@@ -279,8 +319,37 @@ impl Lowering<'_> {
         format!("t{}", self.temps - 1)
     }
 
-    fn binding_elem(&self, binding: BindingId) -> ElemType {
-        self.def.bindings[binding.0 as usize].elem
+    /// The C array and length expressions of `array`, and what the fault record calls it.
+    fn array(&self, array: Array) -> (String, String, u32) {
+        let word = FaultRecord::array_word(array);
+        match array {
+            Array::Binding(b) => (format!("b{}", b.0), format!("n{}", b.0), word),
+            Array::Shared(s) => {
+                let len = self.def.shared[s.0 as usize].len;
+                (format!("s{}", s.0), format!("{len}u"), word)
+            }
+        }
+    }
+
+    /// A checked access: `helper(array, len, args…, record, kernel, array word)`.
+    fn checked_call(&self, helper: &str, array: Array, args: &[&str]) -> String {
+        let (name, len, word) = self.array(array);
+        let args: Vec<&str> = args.iter().map(|a| unparen(a)).collect();
+        format!(
+            "{helper}({name}, {len}, {}, ls_fault, ls_kernel, {word}u)",
+            args.join(", ")
+        )
+    }
+
+    /// An atomic on `array[index]`: CUDA's `op` unchecked, the prelude's `helper` checked.
+    fn atomic_call(&self, helpers: (&str, &str), array: Array, args: &[&str]) -> String {
+        let (op, helper) = helpers;
+        if self.checked {
+            return self.checked_call(helper, array, args);
+        }
+        let (name, _, _) = self.array(array);
+        let rest: Vec<&str> = args[1..].iter().map(|a| unparen(a)).collect();
+        format!("{op}(&{name}[{}], {})", unparen(args[0]), rest.join(", "))
     }
 
     fn block(&mut self, body: &[Stmt]) {
@@ -298,45 +367,68 @@ impl Lowering<'_> {
                 self.line(&format!("v{} = {};", var.0, unparen(&value)));
             }
             Stmt::Store {
-                binding,
+                array,
                 index,
                 value,
             } => {
                 let index = self.expr(index);
                 let value = self.expr(value);
-                let b = binding.0;
                 if self.checked {
-                    self.line(&format!(
-                        "ls_store(b{b}, n{b}, {}, {}, ls_fault, ls_kernel, {b}u);",
-                        unparen(&index),
-                        unparen(&value)
-                    ));
+                    let call = self.checked_call("ls_store", *array, &[&index, &value]);
+                    self.line(&format!("{call};"));
                 } else {
-                    self.line(&format!("b{b}[{}] = {};", unparen(&index), unparen(&value)));
+                    let (name, _, _) = self.array(*array);
+                    let (i, v) = (unparen(&index), unparen(&value));
+                    self.line(&format!("{name}[{i}] = {v};"));
                 }
             }
-            Stmt::AtomicAdd {
-                binding,
+            Stmt::Atomic {
+                op,
+                array,
                 index,
                 value,
+                old,
             } => {
                 let index = self.expr(index);
                 let value = self.expr(value);
-                let b = binding.0;
-                if self.checked {
-                    self.line(&format!(
-                        "ls_atomic_add(b{b}, n{b}, {}, {}, ls_fault, ls_kernel, {b}u);",
-                        unparen(&index),
-                        unparen(&value)
-                    ));
-                } else {
-                    self.line(&format!(
-                        "atomicAdd(&b{b}[{}], {});",
-                        unparen(&index),
-                        unparen(&value)
-                    ));
+                let helpers = match op {
+                    AtomicOp::Add => ("atomicAdd", "ls_atomic_add"),
+                    AtomicOp::Min => ("atomicMin", "ls_atomic_min"),
+                    AtomicOp::Max => ("atomicMax", "ls_atomic_max"),
+                    AtomicOp::Exchange => ("atomicExch", "ls_atomic_exch"),
+                };
+                let call = self.atomic_call(helpers, *array, &[&index, &value]);
+                match old {
+                    Some(v) => self.line(&format!("v{} = {call};", v.0)),
+                    None => self.line(&format!("{call};")),
                 }
             }
+            Stmt::CompareExchange {
+                array,
+                index,
+                expected,
+                value,
+                old,
+            } => {
+                let index = self.expr(index);
+                let expected = self.expr(expected);
+                let value = self.expr(value);
+                let args = [index.as_str(), &expected, &value];
+                let call = self.atomic_call(("atomicCAS", "ls_atomic_cas"), *array, &args);
+                self.line(&format!("v{} = {call};", old.0));
+            }
+            Stmt::While { cond, body } => {
+                self.line("while (true) {");
+                self.indent += 1;
+                let cond = self.expr(cond);
+                self.line(&format!("if (!({})) break;", unparen(&cond)));
+                self.indent -= 1;
+                self.block(body);
+                self.line("}");
+            }
+            Stmt::Break => self.line("break;"),
+            Stmt::Continue => self.line("continue;"),
+            Stmt::Barrier => self.line("__syncthreads();"),
             Stmt::If {
                 cond,
                 then_body,
@@ -391,19 +483,17 @@ impl Lowering<'_> {
             Expr::Param(p) => format!("p{p}"),
             Expr::Var(v) => format!("v{}", v.0),
             Expr::Len(b) => format!("n{}", b.0),
-            Expr::Load { binding, index } => {
+            Expr::Load { array, index } => {
                 let index = self.expr(index);
-                let b = binding.0;
                 if self.checked {
                     let t = self.temp();
-                    let ty = c_type(self.binding_elem(*binding));
-                    self.line(&format!(
-                        "const {ty} {t} = ls_load(b{b}, n{b}, {}, ls_fault, ls_kernel, {b}u);",
-                        unparen(&index)
-                    ));
+                    let elem = self.def.elem_of(*array).unwrap_or(ElemType::U32);
+                    let call = self.checked_call("ls_load", *array, &[&index]);
+                    self.line(&format!("const {} {t} = {call};", c_type(elem)));
                     t
                 } else {
-                    format!("b{b}[{}]", unparen(&index))
+                    let (name, _, _) = self.array(*array);
+                    format!("{name}[{}]", unparen(&index))
                 }
             }
             Expr::Binary { op, lhs, rhs } => {
@@ -457,6 +547,15 @@ impl Lowering<'_> {
                     Some(ElemType::F32) => format!("(-{v})"),
                     _ => format!("ls_neg_i32({})", unparen(&v)),
                 }
+            }
+            Expr::Unary { op, value } => {
+                let elem = self.def.elem_type_of(value).unwrap_or(ElemType::F32);
+                let v = self.expr(value);
+                unary(*op, elem, unparen(&v))
+            }
+            Expr::Fma { a, b, c } => {
+                let (a, b, c) = (self.expr(a), self.expr(b), self.expr(c));
+                format!("fmaf({}, {}, {})", unparen(&a), unparen(&b), unparen(&c))
             }
             Expr::Select {
                 cond,
@@ -515,6 +614,7 @@ fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
         (ElemType::F32, BinOp::Rem) => call("fmodf"),
         (ElemType::F32, BinOp::Min) => call("ls_min_f32"),
         (ElemType::F32, BinOp::Max) => call("ls_max_f32"),
+        (ElemType::F32, BinOp::Pow) => call("powf"),
         (ElemType::U32, BinOp::Div) => call("ls_div_u32"),
         (ElemType::U32, BinOp::Rem) => call("ls_rem_u32"),
         (ElemType::U32, BinOp::Min) => call("ls_min_u32"),
@@ -533,10 +633,30 @@ fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
         (_, BinOp::BitAnd) => infix("&"),
         (_, BinOp::BitOr) => infix("|"),
         (_, BinOp::BitXor) => infix("^"),
-        // The validator rejects bitwise operations and shifts on floats; if one got here the
-        // C compiler reports it in the compile log.
+        // The validator rejects bitwise operations and shifts on floats, and `pow` on
+        // integers; if one got here the C compiler reports it in the compile log.
         (ElemType::F32, BinOp::Shl | BinOp::Shr) => infix("<<"),
+        (ElemType::U32 | ElemType::I32, BinOp::Pow) => call("powf"),
     }
+}
+
+/// A function of one operand of type `elem` (`abs` takes integers; the rest floats).
+fn unary(op: UnaryOp, elem: ElemType, v: &str) -> String {
+    let f = match (op, elem) {
+        (UnaryOp::Abs, ElemType::U32) => return format!("({v})"),
+        (UnaryOp::Abs, ElemType::I32) => "ls_abs_i32",
+        (UnaryOp::Abs, ElemType::F32) => "fabsf",
+        (UnaryOp::Floor, _) => "floorf",
+        (UnaryOp::Ceil, _) => "ceilf",
+        (UnaryOp::Sqrt, _) => "sqrtf",
+        (UnaryOp::InverseSqrt, _) => "rsqrtf",
+        (UnaryOp::Exp, _) => "expf",
+        (UnaryOp::Log, _) => "logf",
+        (UnaryOp::Tanh, _) => "tanhf",
+        (UnaryOp::Sin, _) => "sinf",
+        (UnaryOp::Cos, _) => "cosf",
+    };
+    format!("{f}({v})")
 }
 
 fn cast(from: ElemType, to: ElemType, v: &str) -> String {

@@ -136,6 +136,8 @@ pub struct DeviceProperties {
     pub max_load_width_bytes: u32,
     /// Largest workgroup count per dimension of one launch.
     pub max_workgroups: [u32; 3],
+    /// Largest total size of one kernel's workgroup-shared arrays.
+    pub max_shared_memory_bytes: u64,
     pub features: Features,
 }
 

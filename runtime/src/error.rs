@@ -198,8 +198,11 @@ impl CaptureError {
 /// device's, and `Io` is bad input refused at the call, before anything reached a stream.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ServerError {
+    /// `binding` is the fault record's word: a binding's number, or a shared array's (see
+    /// [`FaultRecord`](crate::kernel::FaultRecord)).
     #[error(
-        "kernel `{kernel}` accessed binding {binding} out of range at index {index} on {stream} (checked mode)"
+        "kernel `{kernel}` accessed {} out of range at index {index} on {stream} (checked mode)",
+        crate::kernel::FaultRecord::array_of_word(*binding)
     )]
     KernelFault {
         kernel: String,

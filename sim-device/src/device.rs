@@ -25,7 +25,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::config::SimConfig;
 use crate::fault::{FaultInjector, FaultKind, InjectedFault};
-use crate::interpreter::{self, BindingData, KernelTrap};
+use crate::interpreter::{self, BindingData};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Phase, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
@@ -150,6 +150,9 @@ impl SimDevice {
             alignment_bytes: 256,
             max_load_width_bytes: 16,
             max_workgroups: [65_535; 3],
+            // WebGPU's guaranteed minimum (maxComputeWorkgroupStorageSize), so a kernel that
+            // fits the simulator fits every device.
+            max_shared_memory_bytes: 16 << 10,
             features: Features {
                 graphs: GraphSupport::Software,
                 timestamps: true,
@@ -661,15 +664,23 @@ impl SimDevice {
             count,
             &mut data,
             &launch.params,
+            &mut self.rng,
         ) {
             Ok(outcome) => {
-                for binding in outcome.uninitialized_loads {
-                    let range = launch.bindings[binding as usize];
+                for binding in &outcome.uninitialized_loads {
+                    let range = launch.bindings[binding.0 as usize];
                     self.report(SanitizerReport::UninitializedRead {
-                        operation: format!("{operation} (binding {binding})"),
+                        operation: format!("{operation} (binding {})", binding.0),
                         buffer: range.buffer,
                         offset: range.offset,
                         len: range.len,
+                    });
+                }
+                for finding in interpreter::describe(&launch.kernel, count, &outcome) {
+                    self.report(SanitizerReport::Kernel {
+                        operation: operation.clone(),
+                        finding: finding.kind,
+                        detail: finding.detail,
                     });
                 }
                 for (range, binding) in launch.bindings.iter().zip(&data) {
@@ -680,14 +691,12 @@ impl SimDevice {
                     write_back(alloc, *range, binding);
                 }
             }
-            Err(KernelTrap::OutOfBounds { binding, index }) => {
+            Err(trap) => {
                 self.streams[stream as usize]
                     .errors
                     .push(DeviceError::ExecutionFault {
                         operation,
-                        reason: format!(
-                            "illegal address: binding {binding} index {index} (unchecked mode)"
-                        ),
+                        reason: trap.to_string(),
                     });
             }
         }
@@ -702,15 +711,14 @@ fn transfer_ns(len: u64) -> u64 {
 fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData {
     let words = (range.len / 4) as usize;
     let start = range.offset as usize;
-    BindingData {
-        words: alloc
+    BindingData::new(
+        alloc
             .read(start, 4 * words)
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect(),
-        initialized: alloc.words_written(start, words),
-        dirty: vec![false; words],
-    }
+        alloc.words_written(start, words),
+    )
 }
 
 /// Stores the words a launch wrote back into device memory, a run of consecutive words at a

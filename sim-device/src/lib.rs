@@ -32,5 +32,5 @@ pub use device::{
     SimProbe, SimRead, SimStream, SimTimestamp,
 };
 pub use fault::{FaultKind, FaultPlan, FaultPlanError, FaultRates, InjectedFault, ScriptedFault};
-pub use memory::{POISON_FRESH, SanitizerReport};
+pub use memory::{KernelFinding, POISON_FRESH, SanitizerReport};
 pub use trace::{Observations, TraceEntry};

@@ -36,6 +36,35 @@ pub enum SanitizerReport {
     /// A call that broke the `Device` contract, refused with this `DeviceError::Contract`
     /// (the runtime validates first, so under it this is a runtime bug).
     ContractViolation(DeviceError),
+    /// Something inside one launch that the kernel memory model forbids (see
+    /// `lockstep::kernel`); `detail` names the invocations, the location and the statements.
+    Kernel {
+        operation: String,
+        finding: KernelFinding,
+        detail: String,
+    },
+}
+
+/// What the kernel sanitizer found inside a launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelFinding {
+    /// Two invocations accessed one word, at least one writing, not both atomically, with no
+    /// barrier between them (or in different workgroups).
+    Race,
+    /// A workgroup's invocations reached different barriers, or some a barrier and some the end.
+    DivergentBarrier,
+    /// A read of a shared array's word that no invocation of the workgroup had written.
+    UnwrittenShared,
+}
+
+impl std::fmt::Display for KernelFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KernelFinding::Race => "race",
+            KernelFinding::DivergentBarrier => "barrier in divergent control flow",
+            KernelFinding::UnwrittenShared => "read of unwritten shared memory",
+        })
+    }
 }
 
 impl std::fmt::Display for SanitizerReport {
@@ -72,6 +101,11 @@ impl std::fmt::Display for SanitizerReport {
                 offset + len
             ),
             SanitizerReport::ContractViolation(err) => write!(f, "{err}"),
+            SanitizerReport::Kernel {
+                operation,
+                finding,
+                detail,
+            } => write!(f, "{operation}: {finding}: {detail}"),
         }
     }
 }

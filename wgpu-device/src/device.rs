@@ -166,6 +166,7 @@ impl WgpuDevice {
             alignment_bytes: limits.min_storage_buffer_offset_alignment as u64,
             max_load_width_bytes: 16,
             max_workgroups: [limits.max_compute_workgroups_per_dimension; 3],
+            max_shared_memory_bytes: limits.max_compute_workgroup_storage_size as u64,
             features: Features {
                 graphs: GraphSupport::Software,
                 timestamps: ctx.timestamps,

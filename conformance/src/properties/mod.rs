@@ -5,6 +5,7 @@ mod data;
 mod errors;
 pub mod faults;
 mod graphs;
+mod kernels;
 mod memory;
 mod ordering;
 mod profiling;
@@ -99,6 +100,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "concurrent_submitters",
             summary: "several OS threads submitting at once lose nothing and do not deadlock",
             check: ordering::concurrent_submitters,
+            applies: everywhere,
+        },
+        Property {
+            name: "workgroup_kernels",
+            summary: "a shared-memory reduction, a histogram with shared and global atomics, claims by compare-exchange, while/break/continue loops and the math functions compute the reference (math within the WGSL bounds)",
+            check: kernels::workgroup_kernels,
             applies: everywhere,
         },
         Property {

@@ -166,6 +166,11 @@ fn snapshot_kernels() -> Vec<KernelDef> {
     ];
     defs.extend(KernelKind::ALL.map(|kind| kind.kernel().def().clone()));
     defs.push(overrun().def().clone());
+    defs.extend(
+        lockstep_conformance::workgroup_kernels::all()
+            .iter()
+            .map(|kernel| kernel.def().clone()),
+    );
     defs
 }
 
@@ -218,6 +223,17 @@ fn every_snapshot_and_explorer_kernel_compiles_for_sm_90() {
         snapshot + explorer
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
+/// The conformance suite's kernels with shared arrays, barriers, atomics, `while` loops and
+/// math, one snapshot per kernel.
+#[test]
+fn workgroup_kernels() {
+    use lockstep_conformance::workgroup_kernels as wk;
+    for kernel in wk::all() {
+        let name = format!("workgroup_{}", kernel.name());
+        insta::assert_snapshot!(name, both_modes(kernel.def()));
+    }
 }
 
 #[test]

@@ -17,12 +17,13 @@
 use std::ops;
 
 use super::ir::{
-    Access, Axis, BinOp, BindingDecl, BindingId, Builtin, CmpOp, ElemType, Expr, KernelDef,
-    LogicOp, Scalar, Stmt, VarId,
+    Access, Array, AtomicOp, Axis, BinOp, BindingDecl, BindingId, Builtin, CmpOp, ElemType, Expr,
+    KernelDef, LogicOp, Scalar, SharedDecl, SharedId, Stmt, UnaryOp, VarId,
 };
 use super::validate::{KernelError, validate};
 
-/// A kernel under construction. Statements go into the innermost open block (`if_`, `for_range`).
+/// A kernel under construction. Statements go into the innermost open block (`if_`,
+/// `for_range`, `while_`).
 #[derive(Debug)]
 pub struct KernelBuilder {
     def: KernelDef,
@@ -39,7 +40,7 @@ pub struct Binding {
 impl Binding {
     pub fn load(self, index: impl Into<Expr>) -> Expr {
         Expr::Load {
-            binding: self.id,
+            array: Array::Binding(self.id),
             index: Box::new(index.into()),
         }
     }
@@ -47,6 +48,39 @@ impl Binding {
     /// Number of elements in the bound buffer.
     pub fn len(self) -> Expr {
         Expr::Len(self.id)
+    }
+}
+
+impl From<Binding> for Array {
+    fn from(b: Binding) -> Self {
+        Array::Binding(b.id)
+    }
+}
+
+/// A workgroup-shared array declared on a [`KernelBuilder`].
+#[derive(Clone, Copy, Debug)]
+pub struct Shared {
+    pub id: SharedId,
+    len: u32,
+}
+
+impl Shared {
+    pub fn load(self, index: impl Into<Expr>) -> Expr {
+        Expr::Load {
+            array: Array::Shared(self.id),
+            index: Box::new(index.into()),
+        }
+    }
+
+    /// Number of elements: a `u32` literal.
+    pub fn len(self) -> Expr {
+        Expr::from(self.len)
+    }
+}
+
+impl From<Shared> for Array {
+    fn from(s: Shared) -> Self {
+        Array::Shared(s.id)
     }
 }
 
@@ -71,6 +105,7 @@ impl KernelBuilder {
                 bindings: Vec::new(),
                 params: Vec::new(),
                 locals: Vec::new(),
+                shared: Vec::new(),
                 body: Vec::new(),
             },
             blocks: vec![Vec::new()],
@@ -90,14 +125,28 @@ impl KernelBuilder {
         Expr::Param(self.def.params.len() as u32 - 1)
     }
 
+    /// Declares a workgroup-shared array of `len` elements (undefined until written).
+    pub fn shared(&mut self, elem: ElemType, len: u32) -> Shared {
+        self.def.shared.push(SharedDecl { elem, len });
+        Shared {
+            id: SharedId(self.def.shared.len() as u32 - 1),
+            len,
+        }
+    }
+
     /// Declares a local variable (zero at kernel entry) and assigns `init` to it here.
     pub fn var(&mut self, elem: ElemType, init: impl Into<Expr>) -> Var {
-        self.def.locals.push(elem);
-        let var = Var {
-            id: VarId(self.def.locals.len() as u32 - 1),
-        };
+        let var = self.local(elem);
         self.assign(var, init);
         var
+    }
+
+    /// Declares a local variable without assigning it.
+    fn local(&mut self, elem: ElemType) -> Var {
+        self.def.locals.push(elem);
+        Var {
+            id: VarId(self.def.locals.len() as u32 - 1),
+        }
     }
 
     pub fn global_id(&self, axis: Axis) -> Expr {
@@ -138,20 +187,111 @@ impl KernelBuilder {
         });
     }
 
-    pub fn store(&mut self, binding: Binding, index: impl Into<Expr>, value: impl Into<Expr>) {
+    pub fn store(
+        &mut self,
+        array: impl Into<Array>,
+        index: impl Into<Expr>,
+        value: impl Into<Expr>,
+    ) {
         self.push(Stmt::Store {
-            binding: binding.id,
+            array: array.into(),
             index: index.into(),
             value: value.into(),
         });
     }
 
-    pub fn atomic_add(&mut self, binding: Binding, index: impl Into<Expr>, value: impl Into<Expr>) {
-        self.push(Stmt::AtomicAdd {
-            binding: binding.id,
+    /// `array[index] += value`, atomically, discarding the previous value.
+    pub fn atomic_add(
+        &mut self,
+        array: impl Into<Array>,
+        index: impl Into<Expr>,
+        value: impl Into<Expr>,
+    ) {
+        self.atomic(AtomicOp::Add, array, index, value);
+    }
+
+    /// `array[index] = op(array[index], value)`, atomically, discarding the previous value.
+    pub fn atomic(
+        &mut self,
+        op: AtomicOp,
+        array: impl Into<Array>,
+        index: impl Into<Expr>,
+        value: impl Into<Expr>,
+    ) {
+        self.push(Stmt::Atomic {
+            op,
+            array: array.into(),
             index: index.into(),
             value: value.into(),
+            old: None,
         });
+    }
+
+    /// Like [`atomic`](Self::atomic); returns a fresh variable holding the previous value.
+    pub fn fetch_atomic(
+        &mut self,
+        op: AtomicOp,
+        array: impl Into<Array>,
+        index: impl Into<Expr>,
+        value: impl Into<Expr>,
+    ) -> Var {
+        let array = array.into();
+        let old = self.local(self.elem_or_u32(array));
+        self.push(Stmt::Atomic {
+            op,
+            array,
+            index: index.into(),
+            value: value.into(),
+            old: Some(old.id),
+        });
+        old
+    }
+
+    /// Atomically replaces `array[index]` by `value` if it equals `expected`; returns a fresh
+    /// variable holding the previous value (equal to `expected` exactly when it replaced).
+    pub fn compare_exchange(
+        &mut self,
+        array: impl Into<Array>,
+        index: impl Into<Expr>,
+        expected: impl Into<Expr>,
+        value: impl Into<Expr>,
+    ) -> Var {
+        let array = array.into();
+        let old = self.local(self.elem_or_u32(array));
+        self.push(Stmt::CompareExchange {
+            array,
+            index: index.into(),
+            expected: expected.into(),
+            value: value.into(),
+            old: old.id,
+        });
+        old
+    }
+
+    /// The element type of `array`; `u32` for an undeclared one, which `build` rejects.
+    fn elem_or_u32(&self, array: Array) -> ElemType {
+        self.def.elem_of(array).unwrap_or(ElemType::U32)
+    }
+
+    /// `workgroup_barrier`: see the memory model in the IR's module doc.
+    pub fn workgroup_barrier(&mut self) {
+        self.push(Stmt::Barrier);
+    }
+
+    /// `while cond { body }`.
+    pub fn while_(&mut self, cond: Expr, body: impl FnOnce(&mut Self)) {
+        let body = self.block(body);
+        self.push(Stmt::While { cond, body });
+    }
+
+    /// Leaves the innermost loop.
+    pub fn break_(&mut self) {
+        self.push(Stmt::Break);
+    }
+
+    /// Ends the innermost loop's iteration.
+    pub fn continue_(&mut self) {
+        self.push(Stmt::Continue);
     }
 
     pub fn if_(&mut self, cond: Expr, then_body: impl FnOnce(&mut Self)) {
@@ -258,6 +398,40 @@ macro_rules! arith_ops {
     )*};
 }
 
+fn unary(op: UnaryOp, value: Expr) -> Expr {
+    Expr::Unary {
+        op,
+        value: Box::new(value),
+    }
+}
+
+macro_rules! unary_fns {
+    ($($(#[$doc:meta])* $method:ident $op:ident),*) => {
+        impl Expr {$(
+            $(#[$doc])*
+            pub fn $method(self) -> Expr {
+                unary(UnaryOp::$op, self)
+            }
+        )*}
+    };
+}
+
+unary_fns!(
+    /// `|self|` (any numeric type; `abs(i32::MIN)` is `i32::MIN`).
+    abs Abs,
+    floor Floor,
+    ceil Ceil,
+    sqrt Sqrt,
+    /// `1 / sqrt(self)`.
+    rsqrt InverseSqrt,
+    exp Exp,
+    /// The natural logarithm.
+    log Log,
+    tanh Tanh,
+    sin Sin,
+    cos Cos
+);
+
 arith_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Rem,
     BitAnd bitand BitAnd, BitOr bitor BitOr, BitXor bitxor BitXor, Shl shl Shl, Shr shr Shr);
 
@@ -299,6 +473,18 @@ impl Expr {
     }
     pub fn max(self, rhs: impl Into<Expr>) -> Expr {
         binary(BinOp::Max, self, rhs)
+    }
+    /// `self` to the power `rhs` (`f32`).
+    pub fn pow(self, rhs: impl Into<Expr>) -> Expr {
+        binary(BinOp::Pow, self, rhs)
+    }
+    /// `self * b + c` (`f32`), rounded once or twice.
+    pub fn fma(self, b: impl Into<Expr>, c: impl Into<Expr>) -> Expr {
+        Expr::Fma {
+            a: Box::new(self),
+            b: Box::new(b.into()),
+            c: Box::new(c.into()),
+        }
     }
     pub fn and(self, rhs: impl Into<Expr>) -> Expr {
         Expr::Logic {

@@ -4,14 +4,18 @@
 //! caches by [`KernelDef::content_hash`], and launched through
 //! [`ComputeClient::launch`](crate::ComputeClient::launch).
 
+pub mod accuracy;
 mod builder;
+pub mod display;
 mod ir;
 pub mod semantics;
+mod uniformity;
 mod validate;
 
-pub use builder::{Binding, KernelBuilder, Var};
+pub use builder::{Binding, KernelBuilder, Shared, Var};
 pub use ir::*;
-pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate};
+pub use uniformity::DivergenceCause;
+pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate, validate_for_device};
 
 /// How a device must compile a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -28,7 +32,8 @@ pub struct CompileOptions {
 /// array of [`FaultRecord::WORDS`] elements. The first out-of-range access of any invocation
 /// sets `[FLAG] = 1` and fills the other words; later violations leave the record unchanged
 /// (first fault wins, written with a compare-and-swap on `FLAG` on real devices). The runtime
-/// reads and clears it at `flush`/`sync`.
+/// reads and clears it at `flush`/`sync`. `[BINDING]` names the array: a binding's number, or
+/// [`FaultRecord::SHARED_ARRAY`] plus a shared array's number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultRecord {
     pub kernel_id: u32,
@@ -43,6 +48,25 @@ impl FaultRecord {
     pub const KERNEL: usize = 1;
     pub const BINDING: usize = 2;
     pub const INDEX: usize = 3;
+    /// Added to a shared array's number in `[BINDING]`; binding numbers stay below it.
+    pub const SHARED_ARRAY: u32 = 1 << 31;
+
+    /// What `[BINDING]` holds for a fault in `array`.
+    pub const fn array_word(array: Array) -> u32 {
+        match array {
+            Array::Binding(b) => b.0,
+            Array::Shared(s) => Self::SHARED_ARRAY | s.0,
+        }
+    }
+
+    /// The array a `[BINDING]` word names.
+    pub const fn array_of_word(word: u32) -> Array {
+        if word & Self::SHARED_ARRAY != 0 {
+            Array::Shared(SharedId(word & !Self::SHARED_ARRAY))
+        } else {
+            Array::Binding(BindingId(word))
+        }
+    }
 
     /// Decodes a record read back from the device; `None` when no fault was recorded.
     pub fn decode(words: &[u32; Self::WORDS]) -> Option<Self> {

@@ -1,7 +1,10 @@
 //! The reference semantics of IR operations on scalars. The simulator's interpreter uses these
-//! functions directly; the WGSL and CUDA lowerings must agree with them bit for bit.
+//! functions directly; the WGSL and CUDA lowerings must agree with them bit for bit, except
+//! for the transcendental functions, which must lie within the bounds of
+//! [`accuracy`](super::accuracy). Those are computed here in `f64` by `libm` (a portable port
+//! of musl's) and rounded once to `f32`, so the simulator gives the same bits on every host.
 
-use super::ir::{BinOp, CmpOp, ElemType, Scalar};
+use super::ir::{AtomicOp, BinOp, CmpOp, ElemType, Scalar, UnaryOp};
 
 /// Applies a binary operation to two values of the same type (the validator guarantees it).
 ///
@@ -27,6 +30,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::BitXor => a ^ b,
             BinOp::Shl => a.wrapping_shl(b),
             BinOp::Shr => a.wrapping_shr(b),
+            BinOp::Pow => panic!("validated kernels apply Pow to f32 only"),
         }),
         (I32(a), I32(b)) => I32(match op {
             BinOp::Add => a.wrapping_add(b),
@@ -41,6 +45,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::BitXor => a ^ b,
             BinOp::Shl => a.wrapping_shl(b as u32),
             BinOp::Shr => a.wrapping_shr(b as u32),
+            BinOp::Pow => panic!("validated kernels apply Pow to f32 only"),
         }),
         (F32(a), F32(b)) => F32(match op {
             BinOp::Add => a + b,
@@ -50,6 +55,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::Rem => a % b,
             BinOp::Min => a.min(b),
             BinOp::Max => a.max(b),
+            BinOp::Pow => libm::pow(a as f64, b as f64) as f32,
             BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
                 panic!("validated kernels apply {op:?} to integers only")
             }
@@ -91,6 +97,56 @@ pub fn negate(value: Scalar) -> Scalar {
         Scalar::I32(v) => Scalar::I32(v.wrapping_neg()),
         Scalar::F32(v) => Scalar::F32(-v),
         Scalar::U32(_) => panic!("validated kernels negate i32 or f32 only"),
+    }
+}
+
+/// A function of one operand; see [`UnaryOp`] for the types each takes.
+///
+/// # Panics
+/// If a float-only function gets an integer: the validator rejects such kernels.
+#[inline(always)]
+pub fn unary(op: UnaryOp, value: Scalar) -> Scalar {
+    match (op, value) {
+        (UnaryOp::Abs, Scalar::U32(v)) => Scalar::U32(v),
+        (UnaryOp::Abs, Scalar::I32(v)) => Scalar::I32(v.wrapping_abs()),
+        (op, Scalar::F32(v)) => Scalar::F32(float_unary(op, v)),
+        _ => panic!("validated kernels apply {op:?} to f32 only, got {value:?}"),
+    }
+}
+
+/// `op` on an `f32`: the exact functions exactly, the others through `f64`, rounded once.
+#[inline]
+fn float_unary(op: UnaryOp, v: f32) -> f32 {
+    let x = v as f64;
+    match op {
+        UnaryOp::Abs => v.abs(),
+        UnaryOp::Floor => v.floor(),
+        UnaryOp::Ceil => v.ceil(),
+        UnaryOp::Sqrt => v.sqrt(),
+        UnaryOp::InverseSqrt => (1.0 / libm::sqrt(x)) as f32,
+        UnaryOp::Exp => libm::exp(x) as f32,
+        UnaryOp::Log => libm::log(x) as f32,
+        UnaryOp::Tanh => libm::tanh(x) as f32,
+        UnaryOp::Sin => libm::sin(x) as f32,
+        UnaryOp::Cos => libm::cos(x) as f32,
+    }
+}
+
+/// `a * b + c`, rounded once (devices may round twice; see the module doc of the IR).
+#[inline]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    libm::fmaf(a, b, c)
+}
+
+/// The value an atomic leaves in its word: `op` applied to the word's `old` value and the
+/// `operand` (of the same integer type).
+#[inline]
+pub fn atomic(op: AtomicOp, old: Scalar, operand: Scalar) -> Scalar {
+    match op {
+        AtomicOp::Add => binary(BinOp::Add, old, operand),
+        AtomicOp::Min => binary(BinOp::Min, old, operand),
+        AtomicOp::Max => binary(BinOp::Max, old, operand),
+        AtomicOp::Exchange => operand,
     }
 }
 
@@ -157,6 +213,53 @@ mod tests {
         assert_eq!(
             cast(Scalar::F32(1e20), ElemType::I32),
             Scalar::I32(i32::MAX)
+        );
+    }
+
+    #[test]
+    fn abs_wraps_and_atomics_apply_their_operation() {
+        assert_eq!(
+            unary(UnaryOp::Abs, Scalar::I32(i32::MIN)),
+            Scalar::I32(i32::MIN)
+        );
+        assert_eq!(unary(UnaryOp::Abs, Scalar::I32(-5)), Scalar::I32(5));
+        assert_eq!(
+            unary(UnaryOp::Abs, Scalar::F32(-0.0)).to_bits(),
+            0.0f32.to_bits()
+        );
+        let (old, x) = (Scalar::I32(-3), Scalar::I32(2));
+        assert_eq!(atomic(AtomicOp::Add, old, x), Scalar::I32(-1));
+        assert_eq!(atomic(AtomicOp::Min, old, x), Scalar::I32(-3));
+        assert_eq!(atomic(AtomicOp::Max, old, x), Scalar::I32(2));
+        assert_eq!(atomic(AtomicOp::Exchange, old, x), Scalar::I32(2));
+        assert_eq!(
+            atomic(AtomicOp::Add, Scalar::U32(u32::MAX), Scalar::U32(2)),
+            Scalar::U32(1)
+        );
+    }
+
+    #[test]
+    fn math_rounds_the_f64_result_once() {
+        assert_eq!(
+            fma(1.0 + f32::EPSILON, 1.0 - f32::EPSILON, -1.0),
+            -f32::EPSILON * f32::EPSILON
+        );
+        assert_eq!(unary(UnaryOp::Exp, Scalar::F32(0.0)), Scalar::F32(1.0));
+        assert_eq!(unary(UnaryOp::Log, Scalar::F32(1.0)), Scalar::F32(0.0));
+        assert_eq!(
+            unary(UnaryOp::InverseSqrt, Scalar::F32(4.0)),
+            Scalar::F32(0.5)
+        );
+        assert_eq!(unary(UnaryOp::Floor, Scalar::F32(-1.5)), Scalar::F32(-2.0));
+        assert_eq!(unary(UnaryOp::Ceil, Scalar::F32(-1.5)), Scalar::F32(-1.0));
+        assert_eq!(
+            binary(BinOp::Pow, Scalar::F32(2.0), Scalar::F32(10.0)),
+            Scalar::F32(1024.0)
+        );
+        // exp(1) is e, rounded once to the nearest f32.
+        assert_eq!(
+            unary(UnaryOp::Exp, Scalar::F32(1.0)),
+            Scalar::F32(std::f32::consts::E)
         );
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::kernel::uniformity::DivergenceCause;
 
 fn saxpy() -> KernelDef {
     let mut k = KernelBuilder::new("saxpy", [64, 1, 1]);
@@ -114,5 +115,374 @@ fn fault_record_decodes_only_when_flagged() {
             binding: 2,
             index: 99
         })
+    );
+}
+
+/// Every invocation sums its workgroup's inputs from a shared copy, one partial sum per
+/// chunk of 16 in a uniform `while`, with a barrier around each reuse of the chunk array:
+/// the shape kernels with barriers have (uniform loops, id-dependent branches without a
+/// barrier inside).
+fn reduction() -> KernelBuilder {
+    let mut k = KernelBuilder::new("reduce", [64, 1, 1]);
+    let input = k.binding(ElemType::F32, Access::Read);
+    let out = k.binding(ElemType::F32, Access::ReadWrite);
+    let copy = k.shared(ElemType::F32, 64);
+    let lid = k.local_id(Axis::X);
+    k.store(copy, lid.clone(), input.load(k.global_id(Axis::X)));
+    k.workgroup_barrier();
+    let chunk = k.var(ElemType::U32, 0u32);
+    let sum = k.var(ElemType::F32, 0.0f32);
+    k.while_(chunk.get().lt(4u32), |k| {
+        k.for_range(ElemType::U32, 0u32, 16u32, |k, j| {
+            k.assign(sum, sum.get() + copy.load(chunk.get() * 16u32 + j));
+        });
+        k.assign(chunk, chunk.get() + 1u32);
+    });
+    k.workgroup_barrier();
+    k.if_(lid.equals(0u32), |k| {
+        k.store(out, k.workgroup_id(Axis::X), sum.get())
+    });
+    k
+}
+
+#[test]
+fn a_shared_memory_reduction_builds_and_needs_its_shared_bytes() {
+    let def = reduction().build().unwrap();
+    assert_eq!(
+        def.shared,
+        vec![SharedDecl {
+            elem: ElemType::F32,
+            len: 64
+        }]
+    );
+    assert_eq!(def.shared_bytes(), 256);
+    assert!(matches!(
+        def.body.as_slice(),
+        [
+            Stmt::Store {
+                array: Array::Shared(SharedId(0)),
+                ..
+            },
+            Stmt::Barrier,
+            Stmt::Assign { .. },
+            Stmt::Assign { .. },
+            Stmt::While { .. },
+            Stmt::Barrier,
+            Stmt::If { .. }
+        ]
+    ));
+    let mut properties = crate::device::DeviceProperties {
+        name: "test".into(),
+        backend: "test".into(),
+        memory_bytes: 1 << 20,
+        max_allocation_bytes: 1 << 20,
+        alignment_bytes: 256,
+        max_load_width_bytes: 16,
+        max_workgroups: [1; 3],
+        max_shared_memory_bytes: 256,
+        features: crate::device::Features {
+            graphs: crate::device::GraphSupport::Software,
+            timestamps: false,
+            concurrent_streams: false,
+        },
+    };
+    assert_eq!(validate_for_device(&def, &properties), Ok(()));
+    properties.max_shared_memory_bytes = 255;
+    let err = validate_for_device(&def, &properties).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kernel `reduce`: 256 bytes of workgroup-shared memory, the device allows 255"
+    );
+}
+
+#[test]
+fn atomics_return_their_old_value_in_a_fresh_variable_of_the_arrays_type() {
+    let mut k = KernelBuilder::new("atomics", [8, 1, 1]);
+    let counts = k.binding(ElemType::I32, Access::ReadWrite);
+    let slots = k.shared(ElemType::U32, 8);
+    let old = k.fetch_atomic(AtomicOp::Max, counts, 0u32, -1i32);
+    let seen = k.compare_exchange(slots, 1u32, 0u32, 7u32);
+    k.atomic(AtomicOp::Exchange, slots, 2u32, seen.get());
+    k.atomic_add(counts, 1u32, old.get());
+    let def = k.build().unwrap();
+    assert_eq!(def.locals, vec![ElemType::I32, ElemType::U32]);
+    assert_eq!(
+        def.body[0],
+        Stmt::Atomic {
+            op: AtomicOp::Max,
+            array: Array::Binding(BindingId(0)),
+            index: 0u32.into(),
+            value: (-1i32).into(),
+            old: Some(VarId(0)),
+        }
+    );
+    assert!(matches!(
+        def.body[1],
+        Stmt::CompareExchange {
+            array: Array::Shared(SharedId(0)),
+            old: VarId(1),
+            ..
+        }
+    ));
+}
+
+#[test]
+fn atomics_need_an_integer_array_that_may_be_written() {
+    let mut k = KernelBuilder::new("fshared", [1, 1, 1]);
+    let s = k.shared(ElemType::F32, 4);
+    k.atomic(AtomicOp::Min, s, 0u32, 1.0f32);
+    let err = k.build().unwrap_err();
+    assert_eq!(
+        err,
+        KernelError::AtomicOnFloat {
+            kernel: "fshared".into(),
+            operation: "min",
+            array: Array::Shared(SharedId(0)),
+            elem: ElemType::F32,
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "kernel `fshared`: atomic min on shared array 0 of type f32; atomics need u32 or i32"
+    );
+
+    let mut k = KernelBuilder::new("ro", [1, 1, 1]);
+    let input = k.binding(ElemType::U32, Access::Read);
+    k.compare_exchange(input, 0u32, 0u32, 1u32);
+    assert!(matches!(
+        k.build(),
+        Err(KernelError::WriteToReadOnly {
+            operation: "compare_exchange",
+            binding: 0,
+            ..
+        })
+    ));
+
+    // The old value's variable must have the array's type.
+    let mut k = KernelBuilder::new("oldtype", [1, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    k.fetch_atomic(AtomicOp::Add, out, 0u32, 1u32);
+    let mut def = k.build().unwrap();
+    def.locals[0] = ElemType::I32;
+    assert_eq!(
+        validate(&def).unwrap_err().to_string(),
+        "kernel `oldtype`: the variable receiving an atomic's old value expects u32, found i32"
+    );
+}
+
+#[test]
+fn shared_arrays_are_indexed_by_u32_declared_and_not_empty() {
+    let mut k = KernelBuilder::new("sidx", [1, 1, 1]);
+    let s = k.shared(ElemType::I32, 4);
+    k.store(s, 1i32, 2i32);
+    assert_eq!(
+        k.build().unwrap_err().to_string(),
+        "kernel `sidx`: a store index expects u32, found i32"
+    );
+
+    let mut k = KernelBuilder::new("sload", [1, 1, 1]);
+    let s = k.shared(ElemType::I32, 4);
+    let v = k.var(ElemType::I32, 0i32);
+    k.assign(v, s.load(-1i32));
+    assert!(matches!(k.build(), Err(KernelError::TypeMismatch { .. })));
+
+    let mut k = KernelBuilder::new("unknown", [1, 1, 1]);
+    k.store(Array::Shared(SharedId(2)), 0u32, 1u32);
+    assert_eq!(
+        k.build().unwrap_err(),
+        KernelError::UnknownShared {
+            kernel: "unknown".into(),
+            shared: 2,
+            declared: 0
+        }
+    );
+
+    let mut k = KernelBuilder::new("empty", [1, 1, 1]);
+    k.shared(ElemType::U32, 0);
+    assert_eq!(
+        k.build().unwrap_err(),
+        KernelError::EmptySharedArray {
+            kernel: "empty".into(),
+            shared: 0
+        }
+    );
+}
+
+#[test]
+fn math_takes_floats_and_abs_takes_every_number() {
+    let mut k = KernelBuilder::new("math", [1, 1, 1]);
+    let f = k.binding(ElemType::F32, Access::ReadWrite);
+    let i = k.binding(ElemType::I32, Access::ReadWrite);
+    let x = f.load(0u32);
+    let all = x
+        .clone()
+        .exp()
+        .log()
+        .sqrt()
+        .rsqrt()
+        .tanh()
+        .abs()
+        .floor()
+        .ceil()
+        .sin()
+        .cos();
+    k.store(f, 0u32, all.pow(2.0f32).fma(x.clone(), 1.0f32));
+    k.store(i, 0u32, i.load(0u32).abs());
+    let def = k.build().unwrap();
+    assert_eq!(
+        def.elem_type_of(&x.clone().fma(1.0f32, 2.0f32)),
+        Some(ElemType::F32)
+    );
+
+    for (name, bad) in [
+        ("exp", Expr::from(1u32).exp()),
+        ("floor", Expr::from(1i32).floor()),
+        ("pow", Expr::from(2i32).pow(3i32)),
+        ("fma", Expr::from(2u32).fma(3u32, 4u32)),
+    ] {
+        let mut k = KernelBuilder::new("bad_math", [1, 1, 1]);
+        let out = k.binding(ElemType::F32, Access::ReadWrite);
+        k.store(out, 0u32, bad.cast(ElemType::F32));
+        let err = k.build().unwrap_err();
+        assert!(
+            matches!(&err, KernelError::FloatOnly { op, .. } if *op == name),
+            "{err}"
+        );
+    }
+    let mut k = KernelBuilder::new("mixed_fma", [1, 1, 1]);
+    let out = k.binding(ElemType::F32, Access::ReadWrite);
+    k.store(out, 0u32, Expr::from(1.0f32).fma(1u32, 2.0f32));
+    assert_eq!(
+        k.build().unwrap_err().to_string(),
+        "kernel `mixed_fma`: fma's second operand expects f32, found u32"
+    );
+}
+
+#[test]
+fn break_and_continue_belong_to_a_loop() {
+    let mut k = KernelBuilder::new("stray", [1, 1, 1]);
+    k.break_();
+    assert_eq!(
+        k.build().unwrap_err(),
+        KernelError::OutsideLoop {
+            kernel: "stray".into(),
+            statement: "break"
+        }
+    );
+    let mut k = KernelBuilder::new("stray", [1, 1, 1]);
+    k.if_(true.into(), |k| k.continue_());
+    assert_eq!(
+        k.build().unwrap_err().to_string(),
+        "kernel `stray`: `continue` outside a loop"
+    );
+    let mut k = KernelBuilder::new("loops", [1, 1, 1]);
+    let n = k.var(ElemType::U32, 0u32);
+    k.while_(true.into(), |k| {
+        k.assign(n, n.get() + 1u32);
+        k.if_(n.get().gt(5u32), |k| k.break_());
+        k.for_range(ElemType::U32, 0u32, 3u32, |k, _| k.continue_());
+    });
+    assert!(k.build().is_ok());
+    let mut k = KernelBuilder::new("while_cond", [1, 1, 1]);
+    k.while_(Expr::from(1u32), |_| {});
+    assert!(matches!(k.build(), Err(KernelError::TypeMismatch { .. })));
+}
+
+fn divergence(build: impl FnOnce(&mut KernelBuilder)) -> Result<KernelDef, KernelError> {
+    let mut k = KernelBuilder::new("div", [8, 1, 1]);
+    build(&mut k);
+    k.build()
+}
+
+#[test]
+fn barriers_in_id_dependent_control_flow_are_rejected() {
+    let cause = |r: Result<KernelDef, KernelError>| match r {
+        Err(KernelError::DivergentBarrier { cause, .. }) => Some(cause),
+        Ok(_) => None,
+        Err(other) => panic!("unexpected {other}"),
+    };
+    // Directly under an id-dependent if.
+    let r = divergence(|k| {
+        let lid = k.local_id(Axis::X);
+        k.if_(lid.lt(4u32), |k| k.workgroup_barrier());
+    });
+    assert_eq!(
+        r.clone().unwrap_err().to_string(),
+        "kernel `div`: workgroup_barrier inside an `if` whose condition depends on the invocation id; a barrier must be reached by every invocation of the workgroup"
+    );
+    assert_eq!(cause(r), Some(DivergenceCause::Branch));
+    // Through a variable assigned from the id, and through one assigned in divergent flow.
+    assert_eq!(
+        cause(divergence(|k| {
+            let v = k.var(ElemType::U32, k.global_id(Axis::X) * 2u32);
+            let w = k.var(ElemType::U32, 0u32);
+            k.if_(v.get().equals(4u32), |k| k.assign(w, 1u32));
+            k.if_(w.get().equals(1u32), |k| k.workgroup_barrier());
+        })),
+        Some(DivergenceCause::Branch)
+    );
+    // Loop bounds, a while condition, an id-dependent break.
+    assert_eq!(
+        cause(divergence(|k| {
+            let lid = k.local_id(Axis::X);
+            k.for_range(ElemType::U32, 0u32, lid, |k, _| k.workgroup_barrier());
+        })),
+        Some(DivergenceCause::LoopCondition)
+    );
+    assert_eq!(
+        cause(divergence(|k| {
+            let s = k.shared(ElemType::U32, 8);
+            let lid = k.local_id(Axis::X);
+            k.while_(s.load(lid).gt(0u32), |k| k.workgroup_barrier());
+        })),
+        Some(DivergenceCause::LoopCondition)
+    );
+    assert_eq!(
+        cause(divergence(|k| {
+            let lid = k.local_id(Axis::X);
+            k.while_(true.into(), |k| {
+                k.workgroup_barrier();
+                k.if_(lid.clone().equals(3u32), |k| k.break_());
+            });
+        })),
+        Some(DivergenceCause::LoopExit)
+    );
+    // An atomic's old value differs per invocation.
+    assert_eq!(
+        cause(divergence(|k| {
+            let s = k.shared(ElemType::U32, 1);
+            let ticket = k.fetch_atomic(AtomicOp::Add, s, 0u32, 1u32);
+            k.if_(ticket.get().equals(0u32), |k| k.workgroup_barrier());
+        })),
+        Some(DivergenceCause::Branch)
+    );
+}
+
+#[test]
+fn barriers_in_uniform_control_flow_are_accepted() {
+    assert!(reduction().build().is_ok());
+    // Workgroup ids, parameters, lengths and loads at uniform indices are uniform, and a
+    // break under a uniform condition leaves a loop together.
+    assert!(
+        divergence(|k| {
+            let data = k.binding(ElemType::U32, Access::Read);
+            let n = k.param(ElemType::U32);
+            let wg = k.workgroup_id(Axis::X);
+            k.if_(wg.lt(n.clone()), |k| k.workgroup_barrier());
+            k.for_range(ElemType::U32, 0u32, data.len(), |k, i| {
+                k.workgroup_barrier();
+                k.if_(data.load(i).equals(n.clone()), |k| k.break_());
+            });
+            // An id-dependent break in an inner loop leaves only that loop.
+            k.while_(true.into(), |k| {
+                let lid = k.local_id(Axis::X);
+                k.for_range(ElemType::U32, 0u32, 4u32, |k, j| {
+                    k.if_(j.equals(lid), |k| k.break_());
+                });
+                k.workgroup_barrier();
+                k.break_();
+            });
+        })
+        .is_ok()
     );
 }

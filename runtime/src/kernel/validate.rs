@@ -2,7 +2,11 @@
 
 use thiserror::Error;
 
-use super::ir::{Access, BinOp, BindingId, ElemType, Expr, KernelDef, Stmt, Ty, VarId};
+use super::ir::{
+    Access, Array, BinOp, BindingId, ElemType, Expr, KernelDef, SharedId, Stmt, Ty, UnaryOp, VarId,
+};
+use super::uniformity::{self, DivergenceCause};
+use crate::device::DeviceProperties;
 
 /// Why a kernel definition is invalid. Messages name the kernel and the offending part.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -38,13 +42,48 @@ pub enum KernelError {
         operation: &'static str,
         binding: u32,
     },
+    #[error("kernel `{kernel}`: shared array {shared} is not declared ({declared} shared arrays)")]
+    UnknownShared {
+        kernel: String,
+        shared: u32,
+        declared: usize,
+    },
+    #[error("kernel `{kernel}`: shared array {shared} has no elements")]
+    EmptySharedArray { kernel: String, shared: u32 },
     #[error(
-        "kernel `{kernel}`: atomic add on binding {binding} of type {elem}; atomics need u32 or i32"
+        "kernel `{kernel}`: atomic {operation} on {array} of type {elem}; atomics need u32 or i32"
     )]
     AtomicOnFloat {
         kernel: String,
-        binding: u32,
+        operation: &'static str,
+        array: Array,
         elem: ElemType,
+    },
+    #[error("kernel `{kernel}`: {op} is defined on f32 only, found {found}")]
+    FloatOnly {
+        kernel: String,
+        op: &'static str,
+        found: Ty,
+    },
+    #[error("kernel `{kernel}`: `{statement}` outside a loop")]
+    OutsideLoop {
+        kernel: String,
+        statement: &'static str,
+    },
+    #[error(
+        "kernel `{kernel}`: workgroup_barrier {cause}; a barrier must be reached by every invocation of the workgroup"
+    )]
+    DivergentBarrier {
+        kernel: String,
+        cause: DivergenceCause,
+    },
+    #[error(
+        "kernel `{kernel}`: {bytes} bytes of workgroup-shared memory, the device allows {limit}"
+    )]
+    SharedMemoryTooLarge {
+        kernel: String,
+        bytes: u64,
+        limit: u64,
     },
     #[error("kernel `{kernel}`: {op:?} is defined on integers only, found {found}")]
     IntegerOnly {
@@ -61,7 +100,8 @@ pub enum KernelError {
 /// Largest number of invocations per workgroup that every device accepts.
 pub const MAX_WORKGROUP_INVOCATIONS: u64 = 1024;
 
-/// Checks types, references and access modes of a whole kernel.
+/// Checks types, references, access modes, loops and barriers of a whole kernel: everything
+/// that does not depend on the device.
 pub fn validate(def: &KernelDef) -> Result<(), KernelError> {
     let checker = Checker { def };
     if def.workgroup_size.contains(&0) || def.workgroup_invocations() > MAX_WORKGROUP_INVOCATIONS {
@@ -70,7 +110,33 @@ pub fn validate(def: &KernelDef) -> Result<(), KernelError> {
             size: def.workgroup_size,
         });
     }
-    checker.block(&def.body)
+    if let Some(shared) = def.shared.iter().position(|s| s.len == 0) {
+        return Err(KernelError::EmptySharedArray {
+            kernel: def.name.clone(),
+            shared: shared as u32,
+        });
+    }
+    checker.block(&def.body, 0)?;
+    uniformity::check_barriers(def).map_err(|cause| KernelError::DivergentBarrier {
+        kernel: def.name.clone(),
+        cause,
+    })
+}
+
+/// Checks what a device limits: a validated kernel's shared memory against `properties`.
+pub fn validate_for_device(
+    def: &KernelDef,
+    properties: &DeviceProperties,
+) -> Result<(), KernelError> {
+    let (bytes, limit) = (def.shared_bytes(), properties.max_shared_memory_bytes);
+    if bytes > limit {
+        return Err(KernelError::SharedMemoryTooLarge {
+            kernel: def.name.clone(),
+            bytes,
+            limit,
+        });
+    }
+    Ok(())
 }
 
 struct Checker<'a> {
@@ -123,7 +189,32 @@ impl Checker<'_> {
             })
     }
 
-    fn writable(&self, id: BindingId, operation: &'static str) -> Result<ElemType, KernelError> {
+    /// The element type of `array`, which must be declared.
+    fn array(&self, array: Array) -> Result<ElemType, KernelError> {
+        match array {
+            Array::Binding(id) => Ok(self.binding(id)?.elem),
+            Array::Shared(id) => self.shared(id),
+        }
+    }
+
+    fn shared(&self, id: SharedId) -> Result<ElemType, KernelError> {
+        self.def
+            .shared
+            .get(id.0 as usize)
+            .map(|s| s.elem)
+            .ok_or_else(|| KernelError::UnknownShared {
+                kernel: self.kernel(),
+                shared: id.0,
+                declared: self.def.shared.len(),
+            })
+    }
+
+    /// The element type of `array`, which `operation` writes: a read-write binding or a
+    /// shared array.
+    fn writable(&self, array: Array, operation: &'static str) -> Result<ElemType, KernelError> {
+        let Array::Binding(id) = array else {
+            return self.array(array);
+        };
         let decl = self.binding(id)?;
         if decl.access == Access::Read {
             return Err(KernelError::WriteToReadOnly {
@@ -133,6 +224,37 @@ impl Checker<'_> {
             });
         }
         Ok(decl.elem)
+    }
+
+    /// The element type of an atomic's target: writable, and an integer.
+    fn atomic_target(
+        &self,
+        array: Array,
+        operation: &'static str,
+    ) -> Result<ElemType, KernelError> {
+        let elem = self.writable(array, operation)?;
+        if elem == ElemType::F32 {
+            return Err(KernelError::AtomicOnFloat {
+                kernel: self.kernel(),
+                operation,
+                array,
+                elem,
+            });
+        }
+        Ok(elem)
+    }
+
+    /// `found` must be `f32` for `op`.
+    fn float_only(&self, op: &'static str, found: Ty) -> Result<Ty, KernelError> {
+        if found == Ty::Elem(ElemType::F32) {
+            Ok(found)
+        } else {
+            Err(KernelError::FloatOnly {
+                kernel: self.kernel(),
+                op,
+                found,
+            })
+        }
     }
 
     fn ty(&self, expr: &Expr) -> Result<Ty, KernelError> {
@@ -154,8 +276,8 @@ impl Checker<'_> {
                 }
             })?),
             Expr::Var(v) => Ty::Elem(self.var(*v)?),
-            Expr::Load { binding, index } => {
-                let elem = self.binding(*binding)?.elem;
+            Expr::Load { array, index } => {
+                let elem = self.array(*array)?;
                 self.expect("a load index", U32, index)?;
                 Ty::Elem(elem)
             }
@@ -175,6 +297,9 @@ impl Checker<'_> {
                         op: *op,
                         found: lt,
                     });
+                }
+                if *op == BinOp::Pow {
+                    self.float_only("pow", lt)?;
                 }
                 lt
             }
@@ -202,6 +327,22 @@ impl Checker<'_> {
                 }
                 t
             }
+            Expr::Unary { op, value } => {
+                let t = self.ty(value)?;
+                match (op, t) {
+                    (_, Ty::Bool) => {
+                        return Err(self.mismatch(op.name(), "u32, i32 or f32", t));
+                    }
+                    (UnaryOp::Abs, _) => t,
+                    _ => self.float_only(op.name(), t)?,
+                }
+            }
+            Expr::Fma { a, b, c } => {
+                let t = self.float_only("fma", self.ty(a)?)?;
+                self.expect("fma's second operand", t, b)?;
+                self.expect("fma's third operand", t, c)?;
+                t
+            }
             Expr::Select {
                 cond,
                 if_true,
@@ -225,11 +366,12 @@ impl Checker<'_> {
         })
     }
 
-    fn block(&self, body: &[Stmt]) -> Result<(), KernelError> {
-        body.iter().try_for_each(|s| self.stmt(s))
+    /// Checks `body`, nested in `loops` loops.
+    fn block(&self, body: &[Stmt], loops: u32) -> Result<(), KernelError> {
+        body.iter().try_for_each(|s| self.stmt(s, loops))
     }
 
-    fn stmt(&self, stmt: &Stmt) -> Result<(), KernelError> {
+    fn stmt(&self, stmt: &Stmt, loops: u32) -> Result<(), KernelError> {
         const U32: Ty = Ty::Elem(ElemType::U32);
         match stmt {
             Stmt::Assign { var, value } => {
@@ -237,29 +379,38 @@ impl Checker<'_> {
                 self.expect("an assignment", Ty::Elem(elem), value)
             }
             Stmt::Store {
-                binding,
+                array,
                 index,
                 value,
             } => {
-                let elem = self.writable(*binding, "store")?;
+                let elem = self.writable(*array, "store")?;
                 self.expect("a store index", U32, index)?;
                 self.expect("a stored value", Ty::Elem(elem), value)
             }
-            Stmt::AtomicAdd {
-                binding,
+            Stmt::Atomic {
+                op,
+                array,
                 index,
                 value,
+                old,
             } => {
-                let elem = self.writable(*binding, "atomic add")?;
-                if elem == ElemType::F32 {
-                    return Err(KernelError::AtomicOnFloat {
-                        kernel: self.kernel(),
-                        binding: binding.0,
-                        elem,
-                    });
-                }
+                let elem = self.atomic_target(*array, op.name())?;
                 self.expect("an atomic index", U32, index)?;
-                self.expect("an atomic operand", Ty::Elem(elem), value)
+                self.expect("an atomic operand", Ty::Elem(elem), value)?;
+                old.map_or(Ok(()), |v| self.receives(v, elem))
+            }
+            Stmt::CompareExchange {
+                array,
+                index,
+                expected,
+                value,
+                old,
+            } => {
+                let elem = self.atomic_target(*array, "compare_exchange")?;
+                self.expect("an atomic index", U32, index)?;
+                self.expect("a compared value", Ty::Elem(elem), expected)?;
+                self.expect("an atomic operand", Ty::Elem(elem), value)?;
+                self.receives(*old, elem)
             }
             Stmt::If {
                 cond,
@@ -267,8 +418,8 @@ impl Checker<'_> {
                 else_body,
             } => {
                 self.expect("an if condition", Ty::Bool, cond)?;
-                self.block(then_body)?;
-                self.block(else_body)
+                self.block(then_body, loops)?;
+                self.block(else_body, loops)
             }
             Stmt::For {
                 var,
@@ -282,8 +433,35 @@ impl Checker<'_> {
                 }
                 self.expect("a loop start", Ty::Elem(elem), start)?;
                 self.expect("a loop end", Ty::Elem(elem), end)?;
-                self.block(body)
+                self.block(body, loops + 1)
             }
+            Stmt::While { cond, body } => {
+                self.expect("a while condition", Ty::Bool, cond)?;
+                self.block(body, loops + 1)
+            }
+            Stmt::Break | Stmt::Continue if loops == 0 => Err(KernelError::OutsideLoop {
+                kernel: self.kernel(),
+                statement: if matches!(stmt, Stmt::Break) {
+                    "break"
+                } else {
+                    "continue"
+                },
+            }),
+            Stmt::Break | Stmt::Continue | Stmt::Barrier => Ok(()),
+        }
+    }
+
+    /// An atomic's previous value, of type `elem`, goes to `var`.
+    fn receives(&self, var: VarId, elem: ElemType) -> Result<(), KernelError> {
+        let found = self.var(var)?;
+        if found == elem {
+            Ok(())
+        } else {
+            Err(self.mismatch(
+                "the variable receiving an atomic's old value",
+                &elem.to_string(),
+                Ty::Elem(found),
+            ))
         }
     }
 }

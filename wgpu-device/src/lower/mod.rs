@@ -16,14 +16,23 @@
 //! - Operations whose operands are all literals are folded here with the reference semantics,
 //!   so WGSL constant evaluation (which rejects overflow, division by zero and non-finite
 //!   values) never sees an operation.
-//! - Bindings that an `AtomicAdd` targets are declared `array<atomic<T>>`, and every access to
-//!   them goes through `atomicLoad`/`atomicStore`/`atomicAdd`.
+//! - Arrays (bindings or shared) that an atomic targets are declared `array<atomic<T>>`, and
+//!   every access to them goes through `atomicLoad`/`atomicStore`/`atomic*`. WGSL's
+//!   compare-exchange may fail spuriously; the IR's never does, so it loops until it either
+//!   exchanges or sees another value.
+//! - Shared arrays are `var<workgroup>` arrays of their declared length.
+//! - `workgroup_barrier` is `storageBarrier(); workgroupBarrier();`: the IR's barrier orders
+//!   global memory too, as CUDA's `__syncthreads` does.
+//! - `while` is a `loop` that breaks when its condition (evaluated at the top of every
+//!   iteration, loads first) is false; a `for`'s counter advances in a `continuing` block, so
+//!   `continue` advances it.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use lockstep::kernel::{
-    Access, BinOp, Builtin, CmpOp, ElemType, Expr, KernelDef, LogicOp, Scalar, Stmt, semantics,
+    Access, Array, AtomicOp, BinOp, BindingId, Builtin, CmpOp, ElemType, Expr, FaultRecord,
+    KernelDef, LogicOp, Scalar, Stmt, semantics,
 };
 
 /// Where a launch's info words are: the storage buffer the device fills per launch.
@@ -113,7 +122,7 @@ pub fn lower(def: &KernelDef, checked: bool, aliases: &[u32]) -> Lowered {
     let mut atomics = BTreeSet::new();
     collect_atomics(&def.body, &mut atomics);
     if checked {
-        atomics.insert(def.bindings.len() as u32);
+        atomics.insert((fault_array(def), AtomicOp::Exchange));
     }
     let count = def.bindings.len() + checked as usize;
     let aliases: Vec<u32> = (0..count)
@@ -163,11 +172,21 @@ struct Group {
     writable: bool,
 }
 
-fn collect_atomics(body: &[Stmt], out: &mut BTreeSet<u32>) {
+/// The fault record, as an array: the binding after the declared ones.
+fn fault_array(def: &KernelDef) -> Array {
+    Array::Binding(BindingId(def.bindings.len() as u32))
+}
+
+/// Every array an atomic targets, with the operations applied to it (a compare-exchange
+/// counts as an exchange: neither depends on signedness).
+fn collect_atomics(body: &[Stmt], out: &mut BTreeSet<(Array, AtomicOp)>) {
     for stmt in body {
         match stmt {
-            Stmt::AtomicAdd { binding, .. } => {
-                out.insert(binding.0);
+            Stmt::Atomic { op, array, .. } => {
+                out.insert((*array, *op));
+            }
+            Stmt::CompareExchange { array, .. } => {
+                out.insert((*array, AtomicOp::Exchange));
             }
             Stmt::If {
                 then_body,
@@ -177,18 +196,88 @@ fn collect_atomics(body: &[Stmt], out: &mut BTreeSet<u32>) {
                 collect_atomics(then_body, out);
                 collect_atomics(else_body, out);
             }
-            Stmt::For { body, .. } => collect_atomics(body, out),
-            Stmt::Assign { .. } | Stmt::Store { .. } => {}
+            Stmt::For { body, .. } | Stmt::While { body, .. } => collect_atomics(body, out),
+            Stmt::Assign { .. }
+            | Stmt::Store { .. }
+            | Stmt::Break
+            | Stmt::Continue
+            | Stmt::Barrier => {}
         }
     }
 }
 
-/// What a binding is accessed with; each emits one helper function.
+/// What an array is accessed with; each emits one helper function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum AccessKind {
     Load,
     Store,
-    AtomicAdd,
+    Atomic(AtomicOp),
+    CompareExchange,
+}
+
+impl AccessKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            AccessKind::Load => "load",
+            AccessKind::Store => "store",
+            AccessKind::Atomic(AtomicOp::Add) => "atomic_add",
+            AccessKind::Atomic(AtomicOp::Min) => "atomic_min",
+            AccessKind::Atomic(AtomicOp::Max) => "atomic_max",
+            AccessKind::Atomic(AtomicOp::Exchange) => "atomic_exchange",
+            AccessKind::CompareExchange => "compare_exchange",
+        }
+    }
+}
+
+/// The name of `array`'s helper for `kind`: `load_b0`, `atomic_min_s1`, ….
+fn helper_name(kind: AccessKind, array: Array) -> String {
+    match array {
+        Array::Binding(b) => format!("{}_b{}", kind.prefix(), b.0),
+        Array::Shared(s) => format!("{}_s{}", kind.prefix(), s.0),
+    }
+}
+
+/// How a helper reaches its array's elements.
+struct Slot {
+    /// The WGSL variable.
+    var: String,
+    /// Where the array starts in it (a binding's info word); shared arrays start at 0.
+    offset: Option<String>,
+    /// The array's length in elements, as a WGSL expression.
+    len: String,
+    /// The member's own element type.
+    elem: ElemType,
+    /// The type the variable is declared with (a group's may be `u32` or `i32`).
+    stored: ElemType,
+    atomic: bool,
+}
+
+impl Slot {
+    /// The element at `i`, as a WGSL reference expression.
+    fn at(&self, i: &str) -> String {
+        match &self.offset {
+            Some(offset) => format!("{}[{offset} + {i}]", self.var),
+            None => format!("{}[{i}]", self.var),
+        }
+    }
+
+    /// `x` (of the member's type) as the declared type.
+    fn as_stored(&self, x: &str) -> String {
+        if self.stored == self.elem {
+            x.to_owned()
+        } else {
+            format!("bitcast<{}>({x})", wgsl_type(self.stored))
+        }
+    }
+
+    /// `x` (of the declared type) as the member's type.
+    fn as_member(&self, x: &str) -> String {
+        if self.stored == self.elem {
+            x.to_owned()
+        } else {
+            format!("bitcast<{}>({x})", wgsl_type(self.elem))
+        }
+    }
 }
 
 /// Shared helper functions, emitted once when used.
@@ -249,9 +338,9 @@ struct Lowerer<'a> {
     info: InfoLayout,
     /// For each binding, the first binding of its alias group.
     aliases: Vec<u32>,
-    /// Bindings accessed atomically (`AtomicAdd` targets and the fault record).
-    atomics: BTreeSet<u32>,
-    used: BTreeSet<(u32, AccessKind)>,
+    /// Arrays accessed atomically, with the operations (the fault record: an exchange).
+    atomics: BTreeSet<(Array, AtomicOp)>,
+    used: BTreeSet<(Array, AccessKind)>,
     helpers: BTreeSet<Helper>,
     body: String,
     indent: usize,
@@ -292,6 +381,16 @@ fn literal(value: Scalar, helpers: &mut BTreeSet<Helper>) -> String {
 }
 
 impl Lowerer<'_> {
+    fn is_atomic(&self, array: Array) -> bool {
+        self.atomics.iter().any(|&(a, _)| a == array)
+    }
+
+    /// Whether `array` takes an atomic whose result depends on signedness (`min`, `max`).
+    fn ordered_atomics(&self, array: Array) -> bool {
+        self.atomics.contains(&(array, AtomicOp::Min))
+            || self.atomics.contains(&(array, AtomicOp::Max))
+    }
+
     /// Element type and writability of binding `b` (the fault record is a writable `u32`).
     fn member(&self, b: u32) -> (ElemType, bool) {
         match self.def.bindings.get(b as usize) {
@@ -310,14 +409,20 @@ impl Lowerer<'_> {
                 .filter(|&b| self.aliases[b as usize] == first)
                 .collect();
             let (own, _) = self.member(first);
+            let binding = |b: u32| Array::Binding(BindingId(b));
+            // Members bit-cast to one declared type: `u32`, unless a member's `min`/`max`
+            // needs its own (signed) order. Only one member of a group can be written by
+            // the kernel (launches refuse writable aliases), besides the fault record, whose
+            // compare-exchange does not care.
+            let elem = match members.iter().find(|&&b| self.ordered_atomics(binding(b))) {
+                _ if members.len() == 1 => own,
+                Some(&b) => self.member(b).0,
+                None => ElemType::U32,
+            };
             groups.push(Group {
                 first,
-                elem: if members.len() == 1 {
-                    own
-                } else {
-                    ElemType::U32
-                },
-                atomic: members.iter().any(|b| self.atomics.contains(b)),
+                elem,
+                atomic: members.iter().any(|&b| self.is_atomic(binding(b))),
                 writable: members.iter().any(|&b| self.member(b).1),
             });
         }
@@ -368,30 +473,58 @@ impl Lowerer<'_> {
                 self.line(&format!("v{} = {};", var.0, value.text));
             }
             Stmt::Store {
-                binding,
+                array,
                 index,
                 value,
             } => {
                 let index = self.expr(index);
                 let value = self.expr(value);
-                self.used.insert((binding.0, AccessKind::Store));
-                self.line(&format!(
-                    "store_b{}({}, {});",
-                    binding.0, index.text, value.text
-                ));
+                let call = self.access(*array, AccessKind::Store, &[&index, &value]);
+                self.line(&format!("{call};"));
             }
-            Stmt::AtomicAdd {
-                binding,
+            Stmt::Atomic {
+                op,
+                array,
                 index,
                 value,
+                old,
             } => {
                 let index = self.expr(index);
                 let value = self.expr(value);
-                self.used.insert((binding.0, AccessKind::AtomicAdd));
-                self.line(&format!(
-                    "atomic_add_b{}({}, {});",
-                    binding.0, index.text, value.text
-                ));
+                let call = self.access(*array, AccessKind::Atomic(*op), &[&index, &value]);
+                match old {
+                    Some(v) => self.line(&format!("v{} = {call};", v.0)),
+                    None => self.line(&format!("{call};")),
+                }
+            }
+            Stmt::CompareExchange {
+                array,
+                index,
+                expected,
+                value,
+                old,
+            } => {
+                let index = self.expr(index);
+                let expected = self.expr(expected);
+                let value = self.expr(value);
+                let args = [&index, &expected, &value];
+                let call = self.access(*array, AccessKind::CompareExchange, &args);
+                self.line(&format!("v{} = {call};", old.0));
+            }
+            Stmt::While { cond, body } => {
+                self.line("loop {");
+                self.indent += 1;
+                let cond = self.expr(cond);
+                self.line(&format!("if !{} {{ break; }}", paren(&cond.text)));
+                self.block(body);
+                self.indent -= 1;
+                self.line("}");
+            }
+            Stmt::Break => self.line("break;"),
+            Stmt::Continue => self.line("continue;"),
+            Stmt::Barrier => {
+                self.line("storageBarrier();");
+                self.line("workgroupBarrier();");
             }
             Stmt::If {
                 cond,
@@ -462,11 +595,11 @@ impl Lowerer<'_> {
             }
             Expr::Var(v) => Value::runtime(format!("v{}", v.0)),
             Expr::Len(b) => Value::runtime(format!("info[{}]", InfoLayout::len_word(b.0))),
-            Expr::Load { binding, index } => {
+            Expr::Load { array, index } => {
                 let index = self.expr(index);
-                self.used.insert((binding.0, AccessKind::Load));
+                let call = self.access(*array, AccessKind::Load, &[&index]);
                 let t = self.temp();
-                self.line(&format!("let {t} = load_b{}({});", binding.0, index.text));
+                self.line(&format!("let {t} = {call};"));
                 Value::runtime(t)
             }
             Expr::Binary { op, lhs, rhs } => {
@@ -510,6 +643,22 @@ impl Lowerer<'_> {
                     None => Value::runtime(format!("(-{})", paren(&v.text))),
                 }
             }
+            Expr::Unary { op, value } => {
+                let v = self.expr(value);
+                match v.scalar() {
+                    Some(s) => self.constant(semantics::unary(*op, s)),
+                    None => Value::runtime(format!("{}({})", op.name(), v.text)),
+                }
+            }
+            Expr::Fma { a, b, c } => {
+                let (a, b, c) = (self.expr(a), self.expr(b), self.expr(c));
+                match (a.scalar(), b.scalar(), c.scalar()) {
+                    (Some(Scalar::F32(x)), Some(Scalar::F32(y)), Some(Scalar::F32(z))) => {
+                        self.constant(Scalar::F32(semantics::fma(x, y, z)))
+                    }
+                    _ => Value::runtime(format!("fma({}, {}, {})", a.text, b.text, c.text)),
+                }
+            }
             Expr::Select {
                 cond,
                 if_true,
@@ -534,6 +683,13 @@ impl Lowerer<'_> {
                 Value::runtime(self.cast(from, *to, &v.text))
             }
         }
+    }
+
+    /// A call of `array`'s helper for `kind` with `args`; records that the helper is needed.
+    fn access(&mut self, array: Array, kind: AccessKind, args: &[&Value]) -> String {
+        self.used.insert((array, kind));
+        let args: Vec<&str> = args.iter().map(|v| v.text.as_str()).collect();
+        format!("{}({})", helper_name(kind, array), args.join(", "))
     }
 
     fn constant(&mut self, value: Scalar) -> Value {
@@ -591,6 +747,7 @@ impl Lowerer<'_> {
             (BinOp::Max, ElemType::F32) => self.need(Helper::MaxF32, call("max_f32")),
             (BinOp::Min, _) => format!("min({l}, {r})"),
             (BinOp::Max, _) => format!("max({l}, {r})"),
+            (BinOp::Pow, _) => call("pow"),
             (BinOp::BitAnd, _) => infix("&"),
             (BinOp::BitOr, _) => infix("|"),
             (BinOp::BitXor, _) => infix("^"),
@@ -691,6 +848,16 @@ impl Lowerer<'_> {
             "@group(0) @binding({next}) var<storage, read> info: array<u32, {}>;",
             self.info.words()
         );
+        for (s, decl) in self.def.shared.iter().enumerate() {
+            let ty = wgsl_type(decl.elem);
+            let shared = Array::Shared(lockstep::kernel::SharedId(s as u32));
+            let element = if self.is_atomic(shared) {
+                format!("atomic<{ty}>")
+            } else {
+                ty.to_owned()
+            };
+            let _ = writeln!(out, "var<workgroup> s{s}: array<{element}, {}>;", decl.len);
+        }
         if self.helpers.contains(&Helper::OpaqueZero) {
             out.push_str(
                 "// Zero that WGSL constant evaluation cannot see (non-finite literals).\nvar<private> opaque_zero: u32;\n",
@@ -708,8 +875,8 @@ impl Lowerer<'_> {
             out.push_str(&self.fault_fn());
             out.push('\n');
         }
-        for &(binding, kind) in &self.used.clone() {
-            out.push_str(&self.access_fn(binding, kind));
+        for &(array, kind) in &self.used.clone() {
+            out.push_str(&self.access_fn(array, kind));
             out.push('\n');
         }
         let [x, y, z] = self.def.workgroup_size;
@@ -727,102 +894,141 @@ impl Lowerer<'_> {
     }
 
     fn fault_fn(&self) -> String {
-        let fault_binding = self.def.bindings.len() as u32;
-        let fault = self.var_of(fault_binding);
+        let record = self.slot(fault_array(self.def));
+        let at = |word: usize| format!("{}[base + {word}u]", record.var);
+        let (zero, one) = (record.as_stored("0u"), record.as_stored("1u"));
         format!(
             "// First fault wins: the invocation whose compare-and-swap sets the flag fills the record.
 fn report_fault(binding: u32, index: u32) {{
-    let base = info[{off}];
+    let base = {base};
     loop {{
-        let r = atomicCompareExchangeWeak(&{fault}[base + {flag}u], 0u, 1u);
+        let r = atomicCompareExchangeWeak(&{flag}, {zero}, {one});
         if r.exchanged {{
-            atomicStore(&{fault}[base + {kernel}u], info[{kid}]);
-            atomicStore(&{fault}[base + {binding}u], binding);
-            atomicStore(&{fault}[base + {index}u], index);
+            atomicStore(&{kernel}, {kid});
+            atomicStore(&{binding}, {binding_value});
+            atomicStore(&{index}, {index_value});
             break;
         }}
-        if r.old_value != 0u {{ break; }}
+        if r.old_value != {zero} {{ break; }}
     }}
 }}
 ",
-            off = InfoLayout::offset_word(fault_binding),
-            kid = InfoLayout::KERNEL_ID,
-            flag = lockstep::kernel::FaultRecord::FLAG,
-            kernel = lockstep::kernel::FaultRecord::KERNEL,
-            binding = lockstep::kernel::FaultRecord::BINDING,
-            index = lockstep::kernel::FaultRecord::INDEX,
+            flag = at(FaultRecord::FLAG),
+            kernel = at(FaultRecord::KERNEL),
+            binding = at(FaultRecord::BINDING),
+            index = at(FaultRecord::INDEX),
+            base = record.offset.as_deref().unwrap_or("0u"),
+            kid = record.as_stored(&format!("info[{}]", InfoLayout::KERNEL_ID)),
+            binding_value = record.as_stored("binding"),
+            index_value = record.as_stored("index"),
         )
     }
 
-    fn access_fn(&self, binding: u32, kind: AccessKind) -> String {
-        let elem = self.def.bindings[binding as usize].elem;
-        let ty = wgsl_type(elem);
-        let off = InfoLayout::offset_word(binding);
-        let len = InfoLayout::len_word(binding);
-        let group = self.group_of(binding);
-        let slot = format!("{}[info[{off}] + i]", self.var_of(binding));
-        // Values cross between the member's type and the group's declared type by bit cast.
-        let from_group = |x: String| {
-            if group.elem == elem {
-                x
-            } else {
-                format!("bitcast<{ty}>({x})")
+    /// How helpers reach `array`'s element `i`.
+    fn slot(&self, array: Array) -> Slot {
+        match array {
+            Array::Binding(b) => {
+                let group = self.group_of(b.0);
+                let off = InfoLayout::offset_word(b.0);
+                Slot {
+                    var: self.var_of(b.0),
+                    offset: Some(format!("info[{off}]")),
+                    len: format!("info[{}]", InfoLayout::len_word(b.0)),
+                    elem: self.member(b.0).0,
+                    stored: group.elem,
+                    atomic: group.atomic,
+                }
             }
-        };
-        let to_group = |x: &str| {
-            if group.elem == elem {
-                x.to_owned()
-            } else {
-                format!("bitcast<{}>({x})", wgsl_type(group.elem))
+            Array::Shared(s) => {
+                let decl = self.def.shared[s.0 as usize];
+                Slot {
+                    var: format!("s{}", s.0),
+                    offset: None,
+                    len: format!("{}u", decl.len),
+                    elem: decl.elem,
+                    stored: decl.elem,
+                    atomic: self.is_atomic(array),
+                }
             }
-        };
-        let (signature, body, otherwise) = match kind {
+        }
+    }
+
+    fn access_fn(&self, array: Array, kind: AccessKind) -> String {
+        let slot = self.slot(array);
+        let ty = wgsl_type(slot.elem);
+        let name = helper_name(kind, array);
+        let place = &slot.at("i");
+        let zero = literal(semantics::zero(slot.elem), &mut BTreeSet::new());
+        let (signature, body) = match kind {
             AccessKind::Load => {
-                let read = if group.atomic {
-                    format!("atomicLoad(&{slot})")
+                let read = if slot.atomic {
+                    format!("atomicLoad(&{place})")
                 } else {
-                    slot.clone()
+                    place.clone()
                 };
-                let zero = literal(semantics::zero(elem), &mut BTreeSet::new());
                 (
-                    format!("fn load_b{binding}(i: u32) -> {ty}"),
-                    format!("return {};", from_group(read)),
-                    format!("return {zero};"),
+                    format!("fn {name}(i: u32) -> {ty}"),
+                    format!("return {};", slot.as_member(&read)),
                 )
             }
             AccessKind::Store => {
-                let write = if group.atomic {
-                    format!("atomicStore(&{slot}, {});", to_group("v"))
+                let v = slot.as_stored("v");
+                let write = if slot.atomic {
+                    format!("atomicStore(&{place}, {v});")
                 } else {
-                    format!("{slot} = {};", to_group("v"))
+                    format!("{place} = {v};")
                 };
+                (format!("fn {name}(i: u32, v: {ty})"), write)
+            }
+            // Two's-complement addition and exchange give the same bits for `i32` and `u32`;
+            // `min` and `max` run on the member's own type (see `groups`).
+            AccessKind::Atomic(op) => {
+                let f = match op {
+                    AtomicOp::Add => "atomicAdd",
+                    AtomicOp::Min => "atomicMin",
+                    AtomicOp::Max => "atomicMax",
+                    AtomicOp::Exchange => "atomicExchange",
+                };
+                let old = format!("{f}(&{place}, {})", slot.as_stored("v"));
                 (
-                    format!("fn store_b{binding}(i: u32, v: {ty})"),
-                    write,
-                    String::new(),
+                    format!("fn {name}(i: u32, v: {ty}) -> {ty}"),
+                    format!("return {};", slot.as_member(&old)),
                 )
             }
-            // Two's-complement addition gives the same bits for `i32` and `u32`, so an `i32`
-            // member of a `u32` group adds its bit pattern.
-            AccessKind::AtomicAdd => (
-                format!("fn atomic_add_b{binding}(i: u32, v: {ty})"),
-                format!("atomicAdd(&{slot}, {});", to_group("v")),
-                String::new(),
-            ),
+            AccessKind::CompareExchange => {
+                let e = slot.as_stored("expected");
+                (
+                    format!("fn {name}(i: u32, expected: {ty}, v: {ty}) -> {ty}"),
+                    [
+                        format!("var old: {};", wgsl_type(slot.stored)),
+                        "loop {".to_owned(),
+                        format!(
+                            "    let r = atomicCompareExchangeWeak(&{place}, {e}, {});",
+                            slot.as_stored("v")
+                        ),
+                        "    old = r.old_value;".to_owned(),
+                        format!("    if r.exchanged || old != {e} {{ break; }}"),
+                        "}".to_owned(),
+                        format!("return {};", slot.as_member("old")),
+                    ]
+                    .join("\n"),
+                )
+            }
         };
+        let returns = !matches!(kind, AccessKind::Store);
+        let indented = |depth: &str| body.replace('\n', &format!("\n{depth}"));
         if !self.checked {
-            return format!("{signature} {{\n    {body}\n}}\n");
+            return format!("{signature} {{\n    {}\n}}\n", indented("    "));
         }
-        let early_return = if kind == AccessKind::Load {
-            ""
-        } else {
-            "\n        return;"
-        };
+        let early_return = if returns { "" } else { "\n        return;" };
+        let word = FaultRecord::array_word(array);
         let mut text = format!(
-            "{signature} {{\n    if i < info[{len}] {{\n        {body}{early_return}\n    }}\n    report_fault({binding}u, i);\n"
+            "{signature} {{\n    if i < {} {{\n        {}{early_return}\n    }}\n    report_fault({word}u, i);\n",
+            slot.len,
+            indented("        ")
         );
-        if !otherwise.is_empty() {
-            let _ = writeln!(text, "    {otherwise}");
+        if returns {
+            let _ = writeln!(text, "    return {zero};");
         }
         text.push_str("}\n");
         text
@@ -859,7 +1065,8 @@ fn has_load(expr: &Expr) -> bool {
         Expr::Binary { lhs, rhs, .. }
         | Expr::Cmp { lhs, rhs, .. }
         | Expr::Logic { lhs, rhs, .. } => has_load(lhs) || has_load(rhs),
-        Expr::Not(e) | Expr::Neg(e) => has_load(e),
+        Expr::Not(e) | Expr::Neg(e) | Expr::Unary { value: e, .. } => has_load(e),
+        Expr::Fma { a, b, c } => has_load(a) || has_load(b) || has_load(c),
         Expr::Select {
             cond,
             if_true,

@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
+use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, KernelDef};
 use lockstep_conformance::explore::World;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
@@ -129,6 +129,64 @@ fn kitchen_sink_checked() {
 #[test]
 fn kitchen_sink_unchecked() {
     insta::assert_snapshot!(lower(&kitchen_sink(), false, &[]).wgsl);
+}
+
+/// The conformance suite's kernels with shared arrays, barriers, atomics, `while` loops and
+/// math (what runs on the adapter), one snapshot (one WGSL module) per kernel and mode.
+#[test]
+fn workgroup_kernels() {
+    use lockstep_conformance::workgroup_kernels as wk;
+    for kernel in wk::all() {
+        for (checked, mode) in [(true, "checked"), (false, "unchecked")] {
+            let name = format!("workgroup_{}_{mode}", kernel.name());
+            insta::assert_snapshot!(name, lower(kernel.def(), checked, &[]).wgsl);
+        }
+    }
+}
+
+/// Math on literals is folded with the reference semantics, so WGSL's constant evaluation
+/// never sees `log` of a negative number (an error there) or an infinity.
+#[test]
+fn math_on_literals_folds_to_the_reference_bits() {
+    let mut k = KernelBuilder::new("folded", [1, 1, 1]);
+    let out = k.binding(ElemType::F32, Access::ReadWrite);
+    let lit = lockstep::kernel::Expr::from;
+    k.store(out, 0u32, lit(-1.0f32).log());
+    k.store(out, 1u32, lit(0.0f32).log().abs());
+    k.store(
+        out,
+        2u32,
+        lit(2.0f32).pow(10.0f32).fma(0.5f32, lit(1.0f32).exp()),
+    );
+    let wgsl = lower(&k.build().unwrap(), false, &[]).wgsl;
+    let stores: Vec<&str> = wgsl
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("store_b0("))
+        .collect();
+    let e = std::f32::consts::E;
+    assert_eq!(
+        stores,
+        vec![
+            // libm's NaN for log(-1) has its sign bit set.
+            "store_b0(0u, bitcast<f32>(0xffc00000u | opaque_zero));".to_owned(),
+            "store_b0(1u, bitcast<f32>(0x7f800000u | opaque_zero));".to_owned(),
+            format!("store_b0(2u, {:?}f);", 512.0f32 + e),
+        ]
+    );
+}
+
+/// An `i32` binding that takes `atomicMin` shares its buffer with the fault record: the group
+/// is declared `i32`, so `min` keeps its signed order, and the fault record bit-casts.
+#[test]
+fn a_signed_atomic_min_sets_the_type_of_its_group() {
+    let mut k = KernelBuilder::new("signed_group", [1, 1, 1]);
+    let ints = k.binding(ElemType::I32, Access::ReadWrite);
+    k.atomic(AtomicOp::Min, ints, 0u32, -1i32);
+    let def = k.build().unwrap();
+    let lowered = lower(&def, true, &aliases_of(&[7, 7]));
+    assert_eq!(lowered.plan.sources, vec![0]);
+    insta::assert_snapshot!(lowered.wgsl);
 }
 
 #[test]

@@ -115,6 +115,7 @@ fn binary(op: BinOp, a: &str, b: &str) -> (String, bool) {
         BinOp::Shr => infix(">>"),
         BinOp::Min => (format!("{a}.min({b})"), false),
         BinOp::Max => (format!("{a}.max({b})"), false),
+        BinOp::Pow => (format!("{a}.pow({b})"), false),
     }
 }
 

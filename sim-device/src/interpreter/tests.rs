@@ -1,0 +1,681 @@
+//! The engines on kernels whose results are known exactly.
+
+use lockstep::kernel::accuracy::{MathCall, ulp};
+use lockstep::kernel::{
+    Access, AtomicOp, Axis, BindingId, ElemType, Expr, KernelBuilder, Stmt, UnaryOp,
+};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+
+const ENGINES: [Engine; 2] = [Engine::Batched, Engine::Workgroup];
+
+const CHECKED: CompileOptions = CompileOptions {
+    checked: true,
+    kernel_id: 1,
+};
+
+/// Runs `def` checked over `count` workgroups on the engine that runs it, interleaved by
+/// `seed`.
+fn launch_seeded(
+    def: &KernelDef,
+    count: u32,
+    data: &mut [BindingData],
+    seed: u64,
+) -> LaunchOutcome {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    run(def, CHECKED, [count, 1, 1], data, &[], &mut rng).expect("checked launches do not trap")
+}
+
+fn launch(def: &KernelDef, count: u32, data: &mut [BindingData]) -> LaunchOutcome {
+    launch_seeded(def, count, data, 0)
+}
+
+/// What the sanitizer says about `outcome`, a launch of `def` over `count` workgroups.
+fn findings(def: &KernelDef, count: u32, outcome: &LaunchOutcome) -> Vec<String> {
+    describe(def, [count, 1, 1], outcome)
+        .into_iter()
+        .map(|f| format!("{}: {}", f.kind, f.detail))
+        .collect()
+}
+
+fn words(data: &BindingData) -> Vec<u32> {
+    data.words.clone()
+}
+
+fn floats(values: &[f32]) -> BindingData {
+    binding(values.iter().map(|v| v.to_bits()).collect())
+}
+
+fn binding(words: Vec<u32>) -> BindingData {
+    let n = words.len();
+    BindingData::new(words, vec![true; n])
+}
+
+fn record() -> BindingData {
+    binding(vec![0; FaultRecord::WORDS])
+}
+
+/// Workgroups of 4; invocation `i` stores `i` at `i`, except that invocation 6 first stores
+/// out of range at 100 + i (statement 1) and invocation 2 only later (statement 2, at
+/// 200 + i): the lowest violating invocation is 2, although 6 violates first in statement
+/// order.
+fn two_faulting_statements() -> KernelDef {
+    let mut k = KernelBuilder::new("two", [4, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().equals(6u32), |k| {
+        k.store(out, i.clone() + 100u32, 1u32)
+    });
+    k.if_(i.clone().lt(out.len()), |k| {
+        k.store(out, i.clone(), i.clone())
+    });
+    k.if_(i.clone().equals(2u32), |k| {
+        k.store(out, i.clone() + 200u32, 1u32)
+    });
+    k.build().unwrap()
+}
+
+#[test]
+fn the_fault_record_takes_the_lowest_invocations_first_violation() {
+    let def = two_faulting_statements();
+    let options = CompileOptions {
+        checked: true,
+        kernel_id: 9,
+    };
+    for engine in ENGINES {
+        let mut data = vec![binding(vec![0; 8]), record()];
+        run_on(engine, 0, &def, options, [2, 1, 1], &mut data, &[]).unwrap();
+        assert_eq!(data[0].words, (0..8).collect::<Vec<u32>>());
+        assert_eq!(data[1].words, vec![1, 9, 0, 202], "{engine:?}");
+        // A record that already holds a fault keeps it.
+        let mut data = vec![binding(vec![0; 8]), binding(vec![1, 3, 0, 7])];
+        run_on(engine, 0, &def, options, [2, 1, 1], &mut data, &[]).unwrap();
+        assert_eq!(data[1].words, vec![1, 3, 0, 7]);
+    }
+}
+
+#[test]
+fn an_unchecked_trap_names_the_lowest_invocations_first_violation() {
+    let def = two_faulting_statements();
+    let options = CompileOptions {
+        checked: false,
+        kernel_id: 0,
+    };
+    for engine in ENGINES {
+        let mut data = vec![binding(vec![0; 8])];
+        let trap = run_on(engine, 0, &def, options, [2, 1, 1], &mut data, &[]).unwrap_err();
+        assert_eq!(
+            trap,
+            KernelTrap::OutOfBounds {
+                array: Array::Binding(BindingId(0)),
+                index: 202
+            },
+            "{engine:?}"
+        );
+    }
+}
+
+#[test]
+fn loops_keep_each_lanes_trip_count_and_guards_short_circuit() {
+    // out[i] = sum of 0..i, and a load guarded by `i < len(src) &&` never runs past src.
+    let mut k = KernelBuilder::new("lanes", [8, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let src = k.binding(ElemType::U32, Access::Read);
+    let i = k.global_id(Axis::X);
+    let sum = k.var(ElemType::U32, 0u32);
+    k.for_range(ElemType::U32, 0u32, i.clone(), |k, j| {
+        k.assign(sum, sum.get() + j)
+    });
+    let guarded = i.clone().lt(src.len()).and(src.load(i.clone()).gt(0u32));
+    k.if_(guarded, |k| k.assign(sum, sum.get() + 1000u32));
+    k.store(out, i.clone(), sum.get());
+    let def = k.build().unwrap();
+    let options = CompileOptions {
+        checked: true,
+        kernel_id: 1,
+    };
+    for engine in ENGINES {
+        let mut data = vec![binding(vec![0; 8]), binding(vec![1, 0, 1]), record()];
+        run_on(engine, 0, &def, options, [1, 1, 1], &mut data, &[]).unwrap();
+        assert_eq!(data[0].words, vec![1000, 0, 1001, 3, 6, 10, 15, 21]);
+        assert_eq!(
+            data[2].words,
+            vec![0; 4],
+            "the guarded load never ran out of range ({engine:?})"
+        );
+    }
+}
+
+/// `out[workgroup] = sum of input[workgroup * 64 ..][..64]`: a tree reduction through shared
+/// memory, with a barrier after every level.
+fn reduction(elem: ElemType) -> KernelDef {
+    let mut k = KernelBuilder::new("reduce", [64, 1, 1]);
+    let input = k.binding(elem, Access::Read);
+    let out = k.binding(elem, Access::ReadWrite);
+    let partial = k.shared(elem, 64);
+    let lid = k.local_id(Axis::X);
+    k.store(partial, lid.clone(), input.load(k.global_id(Axis::X)));
+    k.workgroup_barrier();
+    let stride = k.var(ElemType::U32, 32u32);
+    k.while_(stride.get().gt(0u32), |k| {
+        k.if_(lid.clone().lt(stride.get()), |k| {
+            let sum = partial.load(lid.clone()) + partial.load(lid.clone() + stride.get());
+            k.store(partial, lid.clone(), sum);
+        });
+        k.workgroup_barrier();
+        k.assign(stride, stride.get() >> 1u32);
+    });
+    k.if_(lid.equals(0u32), |k| {
+        k.store(out, k.workgroup_id(Axis::X), partial.load(0u32))
+    });
+    k.build().unwrap()
+}
+
+#[test]
+fn a_workgroup_reduction_through_shared_memory_is_exact() {
+    let input: Vec<u32> = (0..256).map(|i| i * 7 + 3).collect();
+    let mut data = vec![binding(input.clone()), binding(vec![0; 4]), record()];
+    let outcome = launch(&reduction(ElemType::U32), 4, &mut data);
+    let expected: Vec<u32> = input.chunks(64).map(|c| c.iter().sum()).collect();
+    assert_eq!(words(&data[1]), expected);
+    assert!(outcome.uninitialized_loads.is_empty());
+    assert_eq!(outcome.divergent_barrier, None);
+    assert_eq!(words(&data[2]), vec![0; 4]);
+
+    // Floats that sum exactly in any order.
+    let input: Vec<f32> = (0..128).map(|i| (i % 13) as f32 - 6.0).collect();
+    let mut data = vec![floats(&input), floats(&[0.0; 2]), record()];
+    launch(&reduction(ElemType::F32), 2, &mut data);
+    let expected: Vec<u32> = input
+        .chunks(64)
+        .map(|c| c.iter().sum::<f32>().to_bits())
+        .collect();
+    assert_eq!(words(&data[1]), expected);
+}
+
+#[test]
+fn global_atomics_min_max_and_add_see_every_workgroup() {
+    let mut k = KernelBuilder::new("extremes", [8, 1, 1]);
+    let input = k.binding(ElemType::I32, Access::Read);
+    let out = k.binding(ElemType::I32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    let v = k.var(ElemType::I32, input.load(i));
+    k.atomic(AtomicOp::Min, out, 0u32, v.get());
+    k.atomic(AtomicOp::Max, out, 1u32, v.get());
+    k.atomic_add(out, 2u32, v.get());
+    let def = k.build().unwrap();
+    let input: Vec<i32> = (0..32).map(|i| (i * 37 % 101) - 50).collect();
+    let mut data = vec![
+        binding(input.iter().map(|&v| v as u32).collect()),
+        binding(vec![i32::MAX as u32, i32::MIN as u32, 0]),
+        record(),
+    ];
+    launch(&def, 4, &mut data);
+    let got: Vec<i32> = data[1].words.iter().map(|&w| w as i32).collect();
+    let min = *input.iter().min().unwrap();
+    let max = *input.iter().max().unwrap();
+    assert_eq!(got, vec![min, max, input.iter().sum()]);
+}
+
+#[test]
+fn exchange_and_compare_exchange_hand_values_on_exactly_once() {
+    // Every invocation exchanges its id + 1 into one word and keeps what it took out; one
+    // invocation's compare-exchange of 0 -> id + 1 wins, the others see the winner.
+    let mut k = KernelBuilder::new("handoff", [16, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    let took = k.fetch_atomic(AtomicOp::Exchange, out, 0u32, i.clone() + 1u32);
+    k.store(out, i.clone() + 2u32, took.get());
+    let seen = k.compare_exchange(out, 1u32, 0u32, i.clone() + 1u32);
+    k.store(out, i.clone() + 34u32, seen.get());
+    let def = k.build().unwrap();
+    let mut data = vec![binding(vec![0; 66]), record()];
+    launch(&def, 2, &mut data);
+    let w = words(&data[0]);
+    // Exchange: the values taken out plus the one left are the initial 0 and every id + 1.
+    let mut chain: Vec<u32> = w[2..34].to_vec();
+    chain.push(w[0]);
+    chain.sort_unstable();
+    assert_eq!(chain, (0..=32).collect::<Vec<u32>>());
+    // Compare-exchange: exactly one winner saw 0; everyone else saw the winner's value.
+    let winner = w[1];
+    let seen = &w[34..66];
+    assert_eq!(seen.iter().filter(|&&s| s == 0).count(), 1);
+    assert_eq!(seen[winner as usize - 1], 0);
+    assert!(seen.iter().all(|&s| s == 0 || s == winner));
+}
+
+#[test]
+fn the_seed_interleaves_a_workgroup_so_order_dependent_results_differ() {
+    // Who wins a compare-exchange, and who exchanges last, depend on the order of the
+    // invocations: each seed gives one order, always the same, and seeds differ.
+    let mut k = KernelBuilder::new("order", [16, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.compare_exchange(out, 0u32, 0u32, i.clone() + 1u32);
+    k.atomic(AtomicOp::Exchange, out, 1u32, i + 1u32);
+    let def = k.build().unwrap();
+    let outcome = |seed: u64| {
+        let mut data = vec![binding(vec![0; 2]), record()];
+        let findings = findings(&def, 1, &launch_seeded(&def, 1, &mut data, seed));
+        assert_eq!(findings, Vec::<String>::new(), "atomics do not race");
+        words(&data[0])
+    };
+    let orders: std::collections::BTreeSet<Vec<u32>> = (0..16).map(outcome).collect();
+    assert!(orders.len() > 4, "16 seeds gave only {orders:?}");
+    assert_eq!(outcome(3), outcome(3));
+}
+
+#[test]
+fn shared_atomics_count_per_workgroup() {
+    // Each workgroup: a shared counter zeroed by invocation 0, a barrier, every invocation
+    // takes a ticket and adds its local id, a barrier, invocation 0 publishes.
+    let mut k = KernelBuilder::new("tickets", [32, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let tickets = k.binding(ElemType::U32, Access::ReadWrite);
+    let counter = k.shared(ElemType::U32, 2);
+    let lid = k.local_id(Axis::X);
+    k.if_(lid.clone().equals(0u32), |k| {
+        k.store(counter, 0u32, 0u32);
+        k.store(counter, 1u32, 0u32);
+    });
+    k.workgroup_barrier();
+    let ticket = k.fetch_atomic(AtomicOp::Add, counter, 0u32, 1u32);
+    k.atomic(AtomicOp::Max, counter, 1u32, lid.clone());
+    k.store(tickets, k.global_id(Axis::X), ticket.get());
+    k.workgroup_barrier();
+    k.if_(lid.equals(0u32), |k| {
+        let wg = k.workgroup_id(Axis::X);
+        k.store(out, wg.clone() * 2u32, counter.load(0u32));
+        k.store(out, wg * 2u32 + 1u32, counter.load(1u32));
+    });
+    let def = k.build().unwrap();
+    let mut data = vec![binding(vec![0; 6]), binding(vec![0; 96]), record()];
+    let outcome = launch(&def, 3, &mut data);
+    assert_eq!(words(&data[0]), vec![32, 31, 32, 31, 32, 31]);
+    for group in data[1].words.chunks(32) {
+        let mut t = group.to_vec();
+        t.sort_unstable();
+        assert_eq!(t, (0..32).collect::<Vec<u32>>(), "tickets are unique");
+    }
+    assert!(outcome.uninitialized_loads.is_empty());
+}
+
+#[test]
+fn while_break_and_continue_steer_each_lane() {
+    // Per invocation i: gcd(i + 12, 18) by Euclid (a while left by break); the j < i that are
+    // not multiples of 4 (a for with continue); and pairs b <= a < 4 (an inner break that
+    // leaves only the inner loop).
+    let mut k = KernelBuilder::new("steer", [8, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    let a = k.var(ElemType::U32, i.clone() + 12u32);
+    let b = k.var(ElemType::U32, 18u32);
+    k.while_(true.into(), |k| {
+        k.if_(b.get().equals(0u32), |k| k.break_());
+        let t = k.var(ElemType::U32, a.get() % b.get());
+        k.assign(a, b.get());
+        k.assign(b, t.get());
+    });
+    let count = k.var(ElemType::U32, 0u32);
+    k.for_range(ElemType::U32, 0u32, i.clone(), |k, j| {
+        k.if_((j.clone() & 3u32).equals(0u32), |k| k.continue_());
+        k.assign(count, count.get() + 1u32);
+    });
+    let pairs = k.var(ElemType::U32, 0u32);
+    k.for_range(ElemType::U32, 0u32, 4u32, |k, x| {
+        k.for_range(ElemType::U32, 0u32, 4u32, |k, y| {
+            k.if_(y.gt(x.clone()), |k| k.break_());
+            k.assign(pairs, pairs.get() + 1u32);
+        });
+    });
+    k.store(out, i.clone() * 3u32, a.get());
+    k.store(out, i.clone() * 3u32 + 1u32, count.get());
+    k.store(out, i * 3u32 + 2u32, pairs.get());
+    let def = k.build().unwrap();
+    let mut data = vec![binding(vec![0; 48]), record()];
+    launch(&def, 2, &mut data);
+    let gcd = |mut a: u32, mut b: u32| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let expected: Vec<u32> = (0..16u32)
+        .flat_map(|i| {
+            [
+                gcd(i + 12, 18),
+                (0..i).filter(|j| j % 4 != 0).count() as u32,
+                10,
+            ]
+        })
+        .collect();
+    assert_eq!(words(&data[0]), expected);
+}
+
+/// Inputs of each function inside its domain, where the WGSL bound is finite.
+fn math_inputs(op: UnaryOp) -> Vec<f32> {
+    let spread = |lo: f32, hi: f32| -> Vec<f32> {
+        (0..64).map(|i| lo + (hi - lo) * i as f32 / 63.0).collect()
+    };
+    match op {
+        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil => spread(-9.5, 9.5),
+        UnaryOp::Sqrt | UnaryOp::InverseSqrt | UnaryOp::Log => spread(1e-3, 1e4),
+        UnaryOp::Exp => spread(-80.0, 80.0),
+        UnaryOp::Tanh => spread(-9.0, 9.0),
+        UnaryOp::Sin | UnaryOp::Cos => {
+            let below_pi = std::f32::consts::PI.next_down();
+            spread(-below_pi, below_pi)
+        }
+    }
+}
+
+#[test]
+fn math_functions_are_within_the_stated_bounds_and_one_ulp_of_f64() {
+    let mut k = KernelBuilder::new("math", [64, 1, 1]);
+    let input = k.binding(ElemType::F32, Access::Read);
+    let out = k.binding(ElemType::F32, Access::ReadWrite);
+    let x = input.load(k.global_id(Axis::X));
+    let base = UnaryOp::ALL.len() as u32 * 64;
+    for (n, op) in UnaryOp::ALL.into_iter().enumerate() {
+        let unary = Expr::Unary {
+            op,
+            value: Box::new(input.load(k.global_id(Axis::X) + n as u32 * 64)),
+        };
+        k.store(out, k.global_id(Axis::X) + n as u32 * 64, unary);
+    }
+    // pow(x, 1.5) and fma(x, x, -x) on the sqrt inputs.
+    let sqrt_in = input.load(k.global_id(Axis::X) + 3u32 * 64);
+    k.store(
+        out,
+        k.global_id(Axis::X) + base,
+        sqrt_in.clone().pow(1.5f32),
+    );
+    k.store(
+        out,
+        k.global_id(Axis::X) + base + 64u32,
+        x.clone().fma(x.clone(), -x),
+    );
+    let def = k.build().unwrap();
+    let inputs: Vec<f32> = UnaryOp::ALL.into_iter().flat_map(math_inputs).collect();
+    let mut data = vec![
+        floats(&inputs),
+        floats(&vec![0.0; inputs.len() + 128]),
+        record(),
+    ];
+    launch(&def, 1, &mut data);
+    let got: Vec<f32> = data[1].words.iter().map(|&w| f32::from_bits(w)).collect();
+    let mut calls: Vec<MathCall> = UnaryOp::ALL
+        .into_iter()
+        .flat_map(|op| {
+            math_inputs(op)
+                .into_iter()
+                .map(move |x| MathCall::Unary(op, x))
+        })
+        .collect();
+    let sqrt_inputs = math_inputs(UnaryOp::Sqrt);
+    calls.extend(sqrt_inputs.iter().map(|&x| MathCall::Pow(x, 1.5)));
+    calls.extend(
+        math_inputs(UnaryOp::Abs)
+            .iter()
+            .map(|&x| MathCall::Fma(x, x, -x)),
+    );
+    assert_eq!(calls.len(), got.len());
+    for (call, &got) in calls.iter().zip(&got) {
+        let exact = call.exact();
+        assert!(call.max_error().is_some(), "{call:?} is bounded");
+        assert!(call.accepts(got), "{call:?} gave {got}, exact {exact}");
+        // The simulator rounds the f64 result once: within one ULP (fma exactly).
+        assert!(
+            (got as f64 - exact).abs() <= ulp(exact),
+            "{call:?} gave {got}, exact {exact}"
+        );
+    }
+}
+
+/// Invocations whose input is odd wait at a barrier the others never reach. The validator
+/// rejects the kernel (the condition depends on the invocation id through the load's index);
+/// the engine checks at run time all the same, as it must for divergence that comes from data.
+fn diverging() -> KernelDef {
+    let mut k = KernelBuilder::new("diverge", [4, 1, 1]);
+    let input = k.binding(ElemType::U32, Access::Read);
+    let v = k.var(ElemType::U32, input.load(k.global_id(Axis::X)));
+    k.if_((v.get() % 2u32).equals(1u32), |_| {});
+    let mut def = k.build().unwrap();
+    let Some(Stmt::If { then_body, .. }) = def.body.last_mut() else {
+        unreachable!("built above")
+    };
+    then_body.push(Stmt::Barrier);
+    assert!(lockstep::kernel::validate(&def).is_err());
+    def
+}
+
+#[test]
+fn a_barrier_in_divergent_control_flow_is_reported() {
+    let def = diverging();
+    let mut data = vec![binding(vec![2, 3, 4, 5]), record()];
+    let outcome = launch(&def, 1, &mut data);
+    assert_eq!(
+        outcome.divergent_barrier,
+        Some(DivergentBarrier {
+            waiting: vec![(3, 1)],
+            finished: Some(0),
+        })
+    );
+    assert_eq!(
+        findings(&def, 1, &outcome),
+        vec![
+            "barrier in divergent control flow: invocation 1 (workgroup [0, 0, 0], local [1, 0, 0]) waits at statement 3 `workgroup_barrier`, invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) has finished"
+        ]
+    );
+    // Uniform data: no report.
+    let mut data = vec![binding(vec![1, 3, 5, 7]), record()];
+    assert_eq!(launch(&def, 1, &mut data).divergent_barrier, None);
+}
+
+#[test]
+fn shared_memory_is_per_workgroup_and_unwritten_reads_are_reported() {
+    // Workgroup 0 writes its shared word, workgroup 1 only reads it.
+    let mut k = KernelBuilder::new("leak", [2, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let s = k.shared(ElemType::U32, 1);
+    let wg = k.workgroup_id(Axis::X);
+    let first = wg.equals(0u32).and(k.local_id(Axis::X).equals(0u32));
+    k.if_(first, |k| k.store(s, 0u32, 7u32));
+    k.workgroup_barrier();
+    k.store(out, k.global_id(Axis::X), s.load(0u32));
+    let def = k.build().unwrap();
+    let mut data = vec![binding(vec![9; 4]), record()];
+    let outcome = launch(&def, 2, &mut data);
+    assert_eq!(words(&data[0]), vec![7, 7, 0, 0]);
+    assert_eq!(outcome.unwritten_shared.len(), 1);
+    assert_eq!(
+        findings(&def, 2, &outcome),
+        vec![
+            "read of unwritten shared memory: invocation 2 (workgroup [1, 0, 0], local [0, 0, 0]) read shared array 0 index 0 at statement 4 `b0[global_id.x] = s0[0u]`, which no invocation of its workgroup had written"
+        ]
+    );
+}
+
+#[test]
+fn shared_accesses_out_of_range_fault_or_trap_like_bindings() {
+    let mut k = KernelBuilder::new("sbounds", [4, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let s = k.shared(ElemType::U32, 2);
+    let i = k.global_id(Axis::X);
+    k.store(s, i.clone(), i.clone());
+    k.workgroup_barrier();
+    k.store(out, i.clone(), s.load(i.clone() % 2u32));
+    let def = k.build().unwrap();
+    let mut data = vec![binding(vec![9; 4]), record()];
+    launch(&def, 1, &mut data);
+    assert_eq!(words(&data[0]), vec![0, 1, 0, 1]);
+    assert_eq!(
+        words(&data[1]),
+        vec![1, 1, FaultRecord::SHARED_ARRAY, 2],
+        "invocation 2 stored out of range first"
+    );
+    let unchecked = CompileOptions {
+        checked: false,
+        kernel_id: 0,
+    };
+    let mut data = vec![binding(vec![9; 4])];
+    let trap = run_on(
+        Engine::Workgroup,
+        0,
+        &def,
+        unchecked,
+        [1, 1, 1],
+        &mut data,
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(
+        trap.to_string(),
+        "illegal address: shared array 0 index 2 (unchecked mode)"
+    );
+}
+
+#[test]
+fn an_endless_loop_is_stopped_by_the_watchdog() {
+    let mut k = KernelBuilder::new("spin", [1, 1, 1]);
+    k.while_(true.into(), |_| {});
+    let def = k.build().unwrap();
+    let trap = run_on(
+        Engine::Workgroup,
+        0,
+        &def,
+        CHECKED,
+        [1, 1, 1],
+        &mut [record()],
+        &[],
+    )
+    .unwrap_err();
+    assert_eq!(
+        trap,
+        KernelTrap::Endless {
+            dispatches: workgroup::MAX_DISPATCHES
+        }
+    );
+}
+
+/// [`reduction`] without the barrier after each level: a level's reads race with the next
+/// level's writes.
+fn racy_reduction() -> KernelDef {
+    let mut def = reduction(ElemType::U32);
+    let Some(Stmt::While { body, .. }) = def.body.get_mut(3) else {
+        unreachable!("the reduction's loop is its fourth statement")
+    };
+    body.retain(|s| *s != Stmt::Barrier);
+    lockstep::kernel::validate(&def).expect("a missing barrier is no invalid kernel");
+    def
+}
+
+#[test]
+fn a_reduction_missing_its_barrier_races_and_its_sum_depends_on_the_seed() {
+    let def = racy_reduction();
+    let input: Vec<u32> = (0..64).collect();
+    let sums: Vec<u32> = (0..8)
+        .map(|seed| {
+            let mut data = vec![binding(input.clone()), binding(vec![0]), record()];
+            let outcome = launch_seeded(&def, 1, &mut data, seed);
+            let found = findings(&def, 1, &outcome);
+            assert_eq!(found.len(), 1, "seed {seed}: {found:?}");
+            assert!(
+                found[0].starts_with("race: shared array 0 index "),
+                "{found:?}"
+            );
+            data[1].words[0]
+        })
+        .collect();
+    assert!(sums.iter().any(|&s| s != 2016), "{sums:?}");
+    let mut data = vec![binding(input), binding(vec![0]), record()];
+    let outcome = launch_seeded(&def, 1, &mut data, 0);
+    assert_eq!(
+        findings(&def, 1, &outcome),
+        vec![
+            "race: shared array 0 index 16: invocation 16 (workgroup [0, 0, 0], local [16, 0, 0]) wrote it at statement 6 `s0[local_id.x] = (s0[local_id.x] + s0[(local_id.x + v0)])`, and invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) read it at statement 6 `s0[local_id.x] = (s0[local_id.x] + s0[(local_id.x + v0)])`, with no barrier between them"
+        ]
+    );
+}
+
+#[test]
+fn writes_from_different_invocations_to_one_global_word_race() {
+    // Every invocation stores its id to out[0]: batched engine.
+    let mut k = KernelBuilder::new("last_wins", [1, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    k.store(out, 0u32, k.global_id(Axis::X));
+    let def = k.build().unwrap();
+    assert_eq!(Engine::for_kernel(&def), Engine::Batched);
+    let mut data = vec![binding(vec![0]), record()];
+    let outcome = launch(&def, 2, &mut data);
+    assert_eq!(
+        findings(&def, 2, &outcome),
+        vec![
+            "race: binding 0 index 0: invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) wrote it at statement 1 `b0[0u] = global_id.x`, and invocation 1 (workgroup [1, 0, 0], local [0, 0, 0]) wrote it at statement 1 `b0[0u] = global_id.x`, in different workgroups, which nothing orders"
+        ]
+    );
+}
+
+#[test]
+fn a_launch_whose_invocations_own_their_words_is_not_watched() {
+    // The explorer's shape: dst[i] = f(dst[i], src[j]) over a one-dimensional grid.
+    let mut k = KernelBuilder::new("own", [8, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    let src = k.binding(ElemType::U32, Access::Read);
+    let i = k.global_id(Axis::X);
+    k.if_(i.clone().lt(dst.len()), |k| {
+        let j = (i.clone() * 3u32) % src.len();
+        k.store(dst, i.clone(), dst.load(i.clone()) + src.load(j));
+    });
+    let def = k.build().unwrap();
+    assert!(owns_its_words(&def, [4, 1, 1]));
+    assert!(
+        !owns_its_words(&def, [4, 2, 1]),
+        "two rows share global_id.x"
+    );
+    let mut data = vec![binding(vec![1; 32]), binding(vec![2; 5]), record()];
+    launch(&def, 4, &mut data);
+    assert!(data.iter().all(|d| d.log.is_none()));
+    // Any other index of a written binding is watched.
+    let mut k = KernelBuilder::new("shifted", [8, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    k.store(dst, k.global_id(Axis::X) + 1u32, 1u32);
+    assert!(!owns_its_words(&k.build().unwrap(), [4, 1, 1]));
+}
+
+#[test]
+fn a_race_on_data_can_make_a_barrier_diverge() {
+    // Invocation 0 sets a flag the others test without a barrier between: under some
+    // interleavings only some invocations see it and wait at the barrier.
+    let mut k = KernelBuilder::new("flag", [4, 1, 1]);
+    let flag = k.binding(ElemType::U32, Access::ReadWrite);
+    let lid = k.local_id(Axis::X);
+    k.if_(lid.equals(0u32), |k| k.store(flag, 0u32, 1u32));
+    k.if_(flag.load(0u32).equals(1u32), |k| k.workgroup_barrier());
+    let def = k.build().expect("the flag's load is at a uniform index");
+    let divergent: Vec<u64> = (0..16)
+        .filter(|&seed| {
+            let mut data = vec![binding(vec![0]), record()];
+            let outcome = launch_seeded(&def, 1, &mut data, seed);
+            assert_eq!(outcome.races.len(), 1);
+            outcome.divergent_barrier.is_some()
+        })
+        .collect();
+    assert!(
+        !divergent.is_empty() && divergent.len() < 16,
+        "{divergent:?}"
+    );
+    let mut data = vec![binding(vec![0]), record()];
+    let outcome = launch_seeded(&def, 1, &mut data, divergent[0]);
+    assert_eq!(
+        findings(&def, 1, &outcome),
+        vec![
+            "race: binding 0 index 0: invocation 3 (workgroup [0, 0, 0], local [3, 0, 0]) read it at statement 3 `if (b0[0u] == 1u)`, and invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) wrote it at statement 2 `b0[0u] = 1u`, with no barrier between them",
+            "barrier in divergent control flow: invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) waits at statement 4 `workgroup_barrier`, invocation 1 (workgroup [0, 0, 0], local [1, 0, 0]) has finished",
+        ]
+    );
+}
