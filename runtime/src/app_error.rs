@@ -7,7 +7,7 @@ use thiserror::Error;
 use crate::error::{DeviceError, IoError, ServerError};
 use crate::kernel::KernelError;
 use crate::launch::CubeCountError;
-use crate::memory::InstallMemoryPoolsError;
+use crate::memory::{InstallMemoryPoolsError, MemoryBudgetError};
 use crate::profiling::ProfileError;
 
 /// Any error a Lockstep call returns, for application code that propagates errors with `?`.
@@ -57,6 +57,9 @@ pub enum Error {
     /// A pool layout that cannot be installed now.
     #[error(transparent)]
     InstallMemoryPools(#[from] InstallMemoryPoolsError),
+    /// A device budget below what the pools reserve.
+    #[error(transparent)]
+    MemoryBudget(#[from] MemoryBudgetError),
     /// A profile that could not be taken or resolved.
     #[error(transparent)]
     Profile(#[from] ProfileError),

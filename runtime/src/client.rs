@@ -38,13 +38,15 @@ use crate::layout::{
     gather, num_elems, plan, scatter,
 };
 use crate::memory::{
-    InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration, MemoryPoolsConfig,
-    MemoryReport, MemoryUsage,
+    InstallMemoryPoolsError, MemoryAllocationMode, MemoryBudgetError, MemoryConfiguration,
+    MemoryPoolsConfig, MemoryReport, MemoryUsage,
 };
 use crate::registry;
 use crate::server::{BufferRange, Server, ServerOptions};
 use crate::stream::StreamId;
 use crate::sync::Arc;
+#[cfg(doc)]
+use crate::{OutOfMemoryReason, PoolLayout};
 
 /// What every clone of a client shares.
 struct Shared<D: Device> {
@@ -945,6 +947,45 @@ impl<D: Device> ComputeClient<D> {
     pub fn memory_cleanup(&self) {
         let _span = call_span!(self, "memory_cleanup");
         self.enqueue(|server, _| server.memory_cleanup());
+    }
+
+    /// Caps the bytes the device's pools reserve together (every page of every stream's pools
+    /// and of the persistent pool), or lifts the cap (`None`); the default is no cap. The
+    /// budget is the device's: it holds for every client of the device and every stream, and
+    /// bounds what the process takes from the device for buffers. Pool caps
+    /// ([`PoolLayout::cap_bytes`]) still bound their own size class within it.
+    ///
+    /// An allocation that needs a page over the budget first gives every free page back and
+    /// waits for released memory, as [`memory_cleanup`](Self::memory_cleanup) does, and
+    /// fails only if the page still does not fit: with [`ServerError::OutOfMemory`] whose
+    /// reason is [`OutOfMemoryReason::Budget`]. [`memory_report`](Self::memory_report) shows
+    /// the budget and the bytes it bounds.
+    ///
+    /// ```
+    /// use lockstep::{ComputeClient, OutOfMemoryReason, ServerError};
+    /// use lockstep_sim::{SimConfig, SimDevice};
+    ///
+    /// let client = ComputeClient::new(SimDevice::new(SimConfig::new(1)));
+    /// client.set_memory_budget(Some(50 << 20))?;
+    /// let weights = client.empty(40 << 20)?;
+    /// let Err(ServerError::OutOfMemory(oom)) = client.empty(16 << 20) else {
+    ///     panic!("40 MiB and 16 MiB exceed a 50 MiB budget");
+    /// };
+    /// assert!(matches!(oom.reason, OutOfMemoryReason::Budget { budget_bytes, .. } if budget_bytes == 50 << 20));
+    /// drop(weights);
+    /// // The weights' page, cached for reuse, goes back to the device: 16 MiB fits now.
+    /// let activations = client.empty(16 << 20)?;
+    /// # Ok::<(), lockstep::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`MemoryBudgetError::BelowReserved`] if the pools still reserve more than
+    /// `budget_bytes` after every free page went back (the budget is unchanged);
+    /// [`MemoryBudgetError::Server`] with what any
+    /// [waiting call](Self#errors-of-every-call-that-waits) returns other than `DeviceLost`.
+    pub fn set_memory_budget(&self, budget_bytes: Option<u64>) -> Result<(), MemoryBudgetError> {
+        let _span = call_span!(self, "set_memory_budget", ?budget_bytes);
+        self.call(move |server, _| Ok(server.set_memory_budget(budget_bytes)))?
     }
 
     /// Installs a pool layout: the calling stream's pools are rebuilt with it if nothing is

@@ -272,10 +272,43 @@ impl ServerError {
 pub struct OutOfMemoryError {
     pub requested_bytes: u64,
     pub stream: StreamId,
-    /// Why the device or the pool refused, e.g. the device's own out-of-memory message.
-    pub reason: String,
+    /// Why the request was refused, after the runtime reclaimed what it could.
+    pub reason: OutOfMemoryReason,
     pub bytes_reserved: u64,
     pub bytes_in_use: u64,
+}
+
+/// Why an allocation was refused: a limit of the runtime's (a pool's cap, the device budget),
+/// the device's own refusal, or a size no device serves.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum OutOfMemoryReason {
+    /// The request's size rounded up to whole alignment units overflows 64 bits.
+    #[error("its size rounded up to whole alignment units overflows 64 bits")]
+    SizeOverflow,
+    /// The stream's sliced pool `pool` (in routing order), which serves the request, reserves
+    /// `cap_bytes` at most and has no room left.
+    #[error(
+        "sliced pool {pool} (slices up to {max_slice_bytes} bytes) reached its cap of {cap_bytes} bytes"
+    )]
+    PoolCap {
+        pool: usize,
+        max_slice_bytes: u64,
+        cap_bytes: u64,
+    },
+    /// A new page would take the bytes every pool of the device reserves over the budget set
+    /// with `ComputeClient::set_memory_budget`.
+    #[error(
+        "a {page_bytes}-byte page would exceed the device budget of {budget_bytes} bytes, {bytes_reserved} of them reserved"
+    )]
+    Budget {
+        page_bytes: u64,
+        budget_bytes: u64,
+        bytes_reserved: u64,
+    },
+    /// The device refused the page (its memory is full, or the page exceeds its largest
+    /// allocation). Boxed: it keeps [`ServerError`] small.
+    #[error(transparent)]
+    Device(Box<DeviceError>),
 }
 
 impl From<KernelError> for ServerError {

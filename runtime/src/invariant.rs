@@ -27,6 +27,9 @@ pub(crate) enum Invariant {
     /// A buffer's graph references equal the graphs, pending graph destructions and open
     /// captures that hold it; every buffer they hold is live; a released buffer is held.
     GraphRefs,
+    /// The bytes every pool of the device reserves (its pages) stay within the device budget,
+    /// if one is set.
+    WithinBudget,
 }
 
 impl std::fmt::Display for Invariant {
@@ -37,6 +40,7 @@ impl std::fmt::Display for Invariant {
             Invariant::FreeAndReferenced => "no slice is both free and referenced",
             Invariant::DeferredFreeEvents => "every deferred free has its events",
             Invariant::GraphRefs => "graph references are counted",
+            Invariant::WithinBudget => "reserved bytes stay within the device budget",
         })
     }
 }
@@ -84,6 +88,9 @@ pub enum PlantedDefect {
     ForgetDeferredFreeEvents,
     /// Counts one graph reference more on the first live buffer ([`Invariant::GraphRefs`]).
     MiscountGraphRef,
+    /// Sets the device budget one byte under what the pools reserve
+    /// ([`Invariant::WithinBudget`]).
+    TightenBudget,
 }
 
 #[cfg(not(loom))]

@@ -96,7 +96,8 @@ pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
 #[cfg(not(loom))]
 pub use dry_run::{LaunchMode, dry_run};
 pub use error::{
-    CaptureError, ContractViolation, DeviceError, IoError, OutOfMemoryError, ServerError,
+    CaptureError, ContractViolation, DeviceError, IoError, OutOfMemoryError, OutOfMemoryReason,
+    ServerError,
 };
 #[cfg(not(loom))]
 pub use graph::Graph;
@@ -112,8 +113,9 @@ pub use layout::{
     extent_bytes,
 };
 pub use memory::{
-    InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryConfiguration,
-    MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout, PoolPreset, PoolReport,
+    InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryBudgetError,
+    MemoryConfiguration, MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout,
+    PoolPreset, PoolReport,
 };
 #[cfg(not(loom))]
 pub use profiling::{

@@ -100,6 +100,15 @@ fn a_miscounted_graph_reference_is_noticed() {
     insta::assert_snapshot!(reason);
 }
 
+#[test]
+fn reserved_bytes_over_the_budget_are_noticed() {
+    let reason = lost_after_planting(PlantedDefect::TightenBudget, |a, _| vec![create(a)]);
+    assert_eq!(
+        reason,
+        "runtime invariant broken (reserved bytes stay within the device budget): the pools reserve 1048576 bytes, over the device budget of 1048575 bytes"
+    );
+}
+
 /// Checks only after a panic, on a threaded and an inline client.
 fn after_panic_only() -> Vec<[ComputeClient<SimDevice>; 2]> {
     let options = ServerOptions {

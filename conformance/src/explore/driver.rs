@@ -9,8 +9,8 @@ use lockstep::kernel::{ElemType, Fnv1a, Scalar};
 use lockstep::{
     Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
     InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
-    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, ProfileError,
-    ReduceOperation, ServerError, StreamId, block_on, contiguous_strides,
+    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, OutOfMemoryReason, PoolPreset,
+    ProfileError, ReduceOperation, ServerError, StreamId, block_on, contiguous_strides,
 };
 use lockstep_sim::{FaultKind, SanitizerReport};
 
@@ -616,7 +616,7 @@ impl<D: Device> Run<'_, D> {
             // An installed pool layout caps what a size class may reserve: a legal refusal.
             ServerError::OutOfMemory(oom)
                 if matches!(self.world.pools, Some(MemoryPoolsConfig::Pools(_)))
-                    && oom.reason.contains("reached its cap") =>
+                    && matches!(oom.reason, OutOfMemoryReason::PoolCap { .. }) =>
             {
                 state.model.capped_refusals += 1;
                 Ok(())

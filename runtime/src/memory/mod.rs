@@ -1,11 +1,14 @@
 //! Device memory above the `Device` trait: per-stream pools of pages carved into slices, a
 //! device-wide persistent pool, layouts users install, and the reports they read.
 
+mod budget;
 mod config;
 mod pool;
 mod report;
 mod usage;
 
+pub(crate) use budget::Budget;
+pub use budget::MemoryBudgetError;
 pub use config::{
     InstallMemoryPoolsError, LayoutError, MemoryConfiguration, MemoryPoolsConfig, PoolLayout,
     PoolPreset,
@@ -16,7 +19,8 @@ use std::fmt::Display;
 use pool::{ExclusivePool, SlicedPool};
 pub(crate) use pool::{Held, NeedPage, PageId, PoolRef, SliceLocation};
 
-use crate::invariant::{Invariant, Violation};
+use crate::error::OutOfMemoryReason;
+use crate::invariant::{Invariant, Violation, ensure};
 use crate::stream::StreamId;
 pub use report::{MemoryReport, PoolKind, PoolReport};
 pub use usage::MemoryUsage;
@@ -73,6 +77,8 @@ pub(crate) struct DeviceMemory {
     streams: BTreeMap<StreamId, StreamPools>,
     persistent: ExclusivePool,
     alignment_bytes: u64,
+    /// Bounds the pages of every pool together.
+    budget: Budget,
 }
 
 impl DeviceMemory {
@@ -82,6 +88,7 @@ impl DeviceMemory {
             streams: BTreeMap::new(),
             persistent: ExclusivePool::new(PoolRef::Persistent),
             alignment_bytes,
+            budget: Budget::default(),
         }
     }
 
@@ -141,12 +148,37 @@ impl DeviceMemory {
         }
     }
 
-    /// Whether `need` stays under its pool's cap.
-    pub fn can_grow(&mut self, stream: StreamId, need: NeedPage) -> bool {
-        match need.pool {
-            PoolRef::Sliced(i) => self.pools(stream).sliced[i].can_grow(),
-            PoolRef::Exclusive | PoolRef::Persistent => true,
+    /// Whether the page `need` asks for stays under its pool's cap and the device budget, or
+    /// which limit it would cross.
+    pub fn can_grow(&mut self, stream: StreamId, need: NeedPage) -> Result<(), OutOfMemoryReason> {
+        if let PoolRef::Sliced(pool) = need.pool {
+            let sliced = &self.pools(stream).sliced[pool];
+            if !sliced.can_grow() {
+                return Err(OutOfMemoryReason::PoolCap {
+                    pool,
+                    max_slice_bytes: sliced.layout.max_slice_bytes,
+                    cap_bytes: sliced.layout.cap_bytes,
+                });
+            }
         }
+        self.budget.admits(need.bytes, self.usage().bytes_reserved)
+    }
+
+    /// Sets the device budget, unless the pools already reserve more than it.
+    pub fn set_budget(&mut self, budget_bytes: Option<u64>) -> Result<(), MemoryBudgetError> {
+        let bytes_reserved = self.usage().bytes_reserved;
+        if let Some(budget_bytes) = budget_bytes
+            && bytes_reserved > budget_bytes
+        {
+            return Err(MemoryBudgetError::BelowReserved {
+                budget_bytes,
+                bytes_reserved,
+            });
+        }
+        self.budget = Budget {
+            bytes: budget_bytes,
+        };
+        Ok(())
     }
 
     /// Adds a freshly allocated `page` for `need` and serves `size` from it.
@@ -228,9 +260,11 @@ impl DeviceMemory {
         Ok(pages)
     }
 
-    /// The report of `stream`'s pools, then the persistent pool.
+    /// The report of `stream`'s pools, then the persistent pool, and the device's budget.
     pub fn report(&mut self, stream: StreamId) -> MemoryReport {
         let persistent = self.persistent.report();
+        let device_bytes_reserved = self.usage().bytes_reserved;
+        let budget_bytes = self.budget.bytes;
         let pools = self.pools(stream);
         MemoryReport {
             pools: pools
@@ -239,6 +273,8 @@ impl DeviceMemory {
                 .map(SlicedPool::report)
                 .chain([pools.exclusive.report(), persistent])
                 .collect(),
+            budget_bytes,
+            device_bytes_reserved,
         }
     }
 
@@ -262,8 +298,24 @@ impl DeviceMemory {
 impl DeviceMemory {
     /// Checks every pool against `held`, every slice the server references (sorted here by
     /// page, then offset): [`Invariant::FreeRanges`], [`Invariant::BytesInUse`] and
-    /// [`Invariant::FreeAndReferenced`].
+    /// [`Invariant::FreeAndReferenced`]; then the pools' pages against the budget
+    /// ([`Invariant::WithinBudget`]).
     pub fn check_invariants<H: Display>(&self, held: &mut [Held<H>]) -> Result<(), Violation> {
+        self.check_pools(held)?;
+        let bytes_reserved = self.usage().bytes_reserved;
+        ensure(
+            self.budget.bytes.is_none_or(|b| bytes_reserved <= b),
+            Invariant::WithinBudget,
+            || {
+                format!(
+                    "the pools reserve {bytes_reserved} bytes, over the device budget of {} bytes",
+                    self.budget.bytes.unwrap_or_default()
+                )
+            },
+        )
+    }
+
+    fn check_pools<H: Display>(&self, held: &mut [Held<H>]) -> Result<(), Violation> {
         held.sort_unstable_by_key(|h| (h.slice.page, h.slice.offset));
         let mut on_pages = 0;
         for (stream, pools) in &self.streams {
@@ -316,6 +368,16 @@ impl DeviceMemory {
         let unit = self.alignment_bytes;
         let pool = self.sliced_pools().find(|p| p.stats.bytes_reserved > 0);
         pool.map(|pool| pool.stats.bytes_in_use += unit).is_some()
+    }
+
+    /// Self-test hook (`PlantedDefect::TightenBudget`): sets the budget one byte under what the
+    /// pools reserve, bypassing [`set_budget`](Self::set_budget)'s refusal. Returns whether
+    /// they reserve anything.
+    pub fn tighten_budget(&mut self) -> bool {
+        let tighter = self.usage().bytes_reserved.checked_sub(1);
+        tighter
+            .map(|bytes| self.budget.bytes = Some(bytes))
+            .is_some()
     }
 
     fn sliced_pools(&mut self) -> impl Iterator<Item = &mut SlicedPool> {

@@ -233,8 +233,7 @@ impl SlicedPool {
     pub fn report(&self) -> PoolReport {
         PoolReport::new(
             PoolKind::Sliced,
-            Some(self.layout.page_bytes),
-            Some(self.layout.max_slice_bytes),
+            Some(self.layout),
             self.pages.len() as u64,
             self.stats,
         )
@@ -341,7 +340,7 @@ impl ExclusivePool {
         } else {
             PoolKind::Exclusive
         };
-        PoolReport::new(kind, None, None, self.pages.len() as u64, self.stats)
+        PoolReport::new(kind, None, self.pages.len() as u64, self.stats)
     }
 }
 

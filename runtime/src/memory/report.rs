@@ -2,6 +2,7 @@
 
 use std::fmt;
 
+use super::config::PoolLayout;
 use super::pool::PoolStats;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +23,9 @@ pub struct PoolReport {
     pub page_bytes: Option<u64>,
     /// Largest slice served, for sliced pools.
     pub max_slice_bytes: Option<u64>,
+    /// Most bytes of pages the pool may reserve, for sliced pools (the others are bounded by
+    /// the device budget only).
+    pub cap_bytes: Option<u64>,
     pub pages: u64,
     pub slices: u64,
     pub bytes_reserved: u64,
@@ -33,15 +37,15 @@ pub struct PoolReport {
 impl PoolReport {
     pub(crate) fn new(
         kind: PoolKind,
-        page_bytes: Option<u64>,
-        max_slice_bytes: Option<u64>,
+        layout: Option<PoolLayout>,
         pages: u64,
         stats: PoolStats,
     ) -> Self {
         Self {
             kind,
-            page_bytes,
-            max_slice_bytes,
+            page_bytes: layout.map(|l| l.page_bytes),
+            max_slice_bytes: layout.map(|l| l.max_slice_bytes),
+            cap_bytes: layout.map(|l| l.cap_bytes),
             pages,
             slices: stats.slices,
             bytes_reserved: stats.bytes_reserved,
@@ -52,10 +56,16 @@ impl PoolReport {
     }
 }
 
-/// The calling stream's pools in routing order, then the device-wide persistent pool.
+/// The calling stream's pools in routing order, then the device-wide persistent pool, and the
+/// device budget that bounds every pool of every stream together.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
     pub pools: Vec<PoolReport>,
+    /// The device budget (`ComputeClient::set_memory_budget`); `None` when none is set.
+    pub budget_bytes: Option<u64>,
+    /// Bytes of pages every pool of the device reserves, every stream's: what the budget
+    /// bounds.
+    pub device_bytes_reserved: u64,
 }
 
 /// Bytes as a person reads them: exact below 1 KiB, else in the largest binary unit with at
@@ -85,10 +95,11 @@ impl fmt::Display for MemoryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:<10} {:>9} {:>9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9}",
+            "{:<10} {:>9} {:>9} {:>9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9}",
             "pool",
             "page",
             "max slice",
+            "cap",
             "pages",
             "slices",
             "reserved",
@@ -100,10 +111,11 @@ impl fmt::Display for MemoryReport {
             let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), human_bytes);
             writeln!(
                 f,
-                "{:<10} {:>9} {:>9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9}",
+                "{:<10} {:>9} {:>9} {:>9} {:>5} {:>6} {:>9} {:>9} {:>9} {:>9}",
                 format!("{:?}", p.kind).to_lowercase(),
                 opt(p.page_bytes),
                 opt(p.max_slice_bytes),
+                opt(p.cap_bytes),
                 p.pages,
                 p.slices,
                 human_bytes(p.bytes_reserved),
@@ -112,7 +124,15 @@ impl fmt::Display for MemoryReport {
                 human_bytes(p.bytes_in_use_peak),
             )?;
         }
-        Ok(())
+        let reserved = human_bytes(self.device_bytes_reserved);
+        match self.budget_bytes {
+            Some(budget) => writeln!(
+                f,
+                "device budget {}, {reserved} reserved by all streams",
+                human_bytes(budget)
+            ),
+            None => writeln!(f, "no device budget, {reserved} reserved by all streams"),
+        }
     }
 }
 

@@ -187,6 +187,7 @@ impl<D: Device> Server<D> {
                 }
                 None => false,
             },
+            PlantedDefect::TightenBudget => self.memory.tighten_budget(),
         }
     }
 }

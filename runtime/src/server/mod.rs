@@ -41,12 +41,12 @@ use crate::actor::ActorState;
 use crate::bytes::Bytes;
 use crate::device::GraphSupport;
 use crate::device::{BufferSlice, Device, LaunchCount};
-use crate::error::{CaptureError, DeviceError, OutOfMemoryError, ServerError};
+use crate::error::{CaptureError, DeviceError, OutOfMemoryError, OutOfMemoryReason, ServerError};
 use crate::kernel::{Access as BindingAccess, FaultRecord};
 use crate::launch::{CountArg, Kernel};
 use crate::memory::{
-    DeviceMemory, InstallMemoryPoolsError, MemoryAllocationMode, MemoryConfiguration, MemoryReport,
-    MemoryUsage, PageId, PoolRef, SliceLocation,
+    DeviceMemory, InstallMemoryPoolsError, MemoryAllocationMode, MemoryBudgetError,
+    MemoryConfiguration, MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,
 };
 use crate::stream::StreamId;
 
@@ -470,8 +470,9 @@ impl<D: Device> Server<D> {
         Ok(id)
     }
 
-    /// Serves a slice from the pools, growing them by a page if needed; on failure reclaims
-    /// everything it can and tries once more.
+    /// Serves a slice from the pools, growing them by a page if needed; when a limit (a pool's
+    /// cap, the device budget) or the device refuses the page, reclaims everything it can
+    /// (as `memory_cleanup` does) and tries once more.
     fn allocate_slice(
         &mut self,
         stream: StreamId,
@@ -482,42 +483,54 @@ impl<D: Device> Server<D> {
             // The knob reproduces the unchecked rounding, which wrapped to zero.
             None if !self.options.checked_slot_sizes => 0,
             None => {
-                let reason = "its size rounded up to whole alignment units overflows 64 bits";
-                return Err(self.out_of_memory(stream, size_bytes, reason.to_owned()));
+                let reason = OutOfMemoryReason::SizeOverflow;
+                return Err(self.out_of_memory(stream, size_bytes, reason));
             }
         };
-        let mut refusal = String::new();
-        for attempt in 0..2 {
-            let need = match self.memory.try_alloc(stream, size) {
-                Ok(slice) => return Ok(slice),
-                Err(need) => need,
-            };
-            if self.memory.can_grow(stream, need) {
-                match self.device.allocate(need.bytes) {
-                    Ok(raw) => {
-                        let page = PageId(self.next_page);
-                        self.next_page += 1;
-                        self.pages.insert(page, raw);
-                        return Ok(self.memory.grow(stream, need, page, size));
-                    }
-                    Err(err) if err.is_fatal() => {
-                        self.push_device_error(stream, err.clone());
-                        return Err(ServerError::device(stream, err));
-                    }
-                    Err(err) => refusal = err.to_string(),
-                }
-            } else {
-                refusal = format!("the pool serving {size}-byte slices reached its cap");
-            }
-            if attempt == 0 {
-                self.reclaim_all();
-            }
+        if let Ok(slice) = self.serve(stream, size)? {
+            return Ok(slice);
         }
-        Err(self.out_of_memory(stream, size_bytes, refusal))
+        self.reclaim_all();
+        self.serve(stream, size)?
+            .map_err(|refusal| self.out_of_memory(stream, size_bytes, refusal))
+    }
+
+    /// Serves `size` (a slot size) from `stream`'s pools, growing one by a page if its cap, the
+    /// budget and the device allow; else says which refused. A fatal device error fails.
+    fn serve(
+        &mut self,
+        stream: StreamId,
+        size: u64,
+    ) -> Result<Result<SliceLocation, OutOfMemoryReason>, ServerError> {
+        let need = match self.memory.try_alloc(stream, size) {
+            Ok(slice) => return Ok(Ok(slice)),
+            Err(need) => need,
+        };
+        if let Err(limit) = self.memory.can_grow(stream, need) {
+            return Ok(Err(limit));
+        }
+        match self.device.allocate(need.bytes) {
+            Ok(raw) => {
+                let page = PageId(self.next_page);
+                self.next_page += 1;
+                self.pages.insert(page, raw);
+                Ok(Ok(self.memory.grow(stream, need, page, size)))
+            }
+            Err(err) if err.is_fatal() => {
+                self.push_device_error(stream, err.clone());
+                Err(ServerError::device(stream, err))
+            }
+            Err(err) => Ok(Err(OutOfMemoryReason::Device(Box::new(err)))),
+        }
     }
 
     /// The refusal of a request of `requested_bytes` on `stream`, with the pools' usage.
-    fn out_of_memory(&self, stream: StreamId, requested_bytes: u64, reason: String) -> ServerError {
+    fn out_of_memory(
+        &self,
+        stream: StreamId,
+        requested_bytes: u64,
+        reason: OutOfMemoryReason,
+    ) -> ServerError {
         let usage = self.memory.usage();
         ServerError::OutOfMemory(OutOfMemoryError {
             requested_bytes,
@@ -649,6 +662,18 @@ impl<D: Device> Server<D> {
     /// Releases all memory the pools can give back.
     pub fn memory_cleanup(&mut self) {
         self.reclaim_all();
+    }
+
+    /// Sets the device budget; if the pools reserve more than it, gives every free page back
+    /// first, and refuses (changing nothing) if they still do.
+    pub fn set_memory_budget(
+        &mut self,
+        budget_bytes: Option<u64>,
+    ) -> Result<(), MemoryBudgetError> {
+        if budget_bytes.is_some_and(|budget| self.memory.usage().bytes_reserved > budget) {
+            self.reclaim_all();
+        }
+        self.memory.set_budget(budget_bytes)
     }
 
     pub fn memory_usage(&mut self) -> MemoryUsage {
