@@ -84,6 +84,10 @@ impl CudaDevice {
     /// Forgets completed collectives and aborts the ranks of those that failed or waited past
     /// the timeout, queueing their error on their stream.
     fn settle_collectives(&mut self) {
+        // The common wait, with no collective in flight, allocates nothing.
+        if self.communicators.values().all(|c| c.pending.is_none()) {
+            return;
+        }
         let ids: Vec<CommunicatorId> = self.communicators.keys().copied().collect();
         for comm in ids {
             let communicator = &self.communicators[&comm];
