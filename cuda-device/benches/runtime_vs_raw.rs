@@ -4,8 +4,9 @@
 //! Run: `cargo bench -p lockstep-cuda --bench runtime_vs_raw` (on a machine with a GPU; without
 //! one it prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 //!
-//! Figures: (a) launches per second of an empty kernel; (b) `write`/`read` of 256 MiB against
-//! pinned copies; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
+//! Figures: (a) launches per second of an empty kernel; (b) `write` of 256 MiB from a `Vec` and
+//! from `staging` bytes, and `read` of 256 MiB (into a pooled pinned block, lent as the
+//! result), against pinned copies, with a sweep of write staging's chunk size and threads; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
 //! stream-ordered `cuMemAllocAsync`+`cuMemFreeAsync`; (d) a 4-byte create → launch → read round
 //! trip. "vs raw" is the runtime's speed over raw's: 1.00 is parity, 0.90 is 10% slower.
 
@@ -23,7 +24,7 @@ use lockstep::kernel::{
 };
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
 use lockstep_conformance::requirement::{Need, cannot_run};
-use lockstep_cuda::{CudaContext, CudaDevice, lower};
+use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
 
 const LAUNCHES: u32 = 50_000;
 const LAUNCH_ROUNDS: u32 = 3;
@@ -32,6 +33,22 @@ const COPY_REPS: usize = 7;
 const ALLOC_BYTES: usize = 1 << 20;
 const ALLOC_REPS: u32 = 2_000;
 const ROUND_TRIPS: u32 = 2_000;
+/// (chunk MiB, most threads) of the write staging sweep.
+const WRITE_SWEEP: [(usize, usize); 12] = [
+    (1, 8),
+    (1, 16),
+    (2, 4),
+    (2, 8),
+    (2, 16),
+    (4, 4),
+    (4, 8),
+    (4, 16),
+    (8, 8),
+    (8, 16),
+    (16, 8),
+    (16, 16),
+];
+const SWEEP_REPS: usize = 3;
 
 /// One line of the report.
 struct Row {
@@ -242,11 +259,12 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
     ]
 }
 
-fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
+fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
     let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
     let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 251) as u8).collect();
     let handle = client.empty(COPY_BYTES).expect("empty");
     let mut writes = Vec::new();
+    let mut staged_writes = Vec::new();
     let mut reads = Vec::new();
     for rep in 0..=COPY_REPS {
         let bytes = Bytes::from(data.clone());
@@ -254,13 +272,22 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         client.write(&handle, bytes).expect("write");
         client.sync().expect("sync");
         let write = start.elapsed().as_secs_f64();
+        let mut staged = Bytes::from(data.clone());
+        client
+            .staging(std::iter::once(&mut staged), false)
+            .expect("staging");
+        let start = Instant::now();
+        client.write(&handle, staged).expect("write");
+        client.sync().expect("sync");
+        let staged_write = start.elapsed().as_secs_f64();
         let start = Instant::now();
         let back = client.read_one(handle.clone()).expect("read");
         let read = start.elapsed().as_secs_f64();
         assert!(back[..] == data[..], "read back what was written");
-        // The first repetition pins the staging memory; it is not measured.
+        // The first repetition pins the pooled blocks; it is not measured.
         if rep > 0 {
             writes.push(gb(write));
+            staged_writes.push(gb(staged_write));
             reads.push(gb(read));
         }
     }
@@ -318,11 +345,19 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         check("cuMemFree", result::free_sync(device));
         check("cuMemFreeHost", result::free_host(pinned));
     }
+    let raw_write = median(raw_writes);
     [
         Row {
-            figure: "(b) write 256 MiB (median)",
+            figure: "(b) write 256 MiB from a Vec (median)",
             runtime: median(writes),
-            raw: median(raw_writes),
+            raw: raw_write,
+            unit: "GB/s",
+            higher_is_better: true,
+        },
+        Row {
+            figure: "(b) write 256 MiB from staging bytes",
+            runtime: median(staged_writes),
+            raw: raw_write,
             unit: "GB/s",
             higher_is_better: true,
         },
@@ -337,9 +372,9 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
 }
 
 /// The same transfers straight on a `CudaDevice`: staging without the runtime, from a source
-/// that stays alive (the runtime frees a written `Bytes` after the write) into a fresh `Vec`
-/// per read (as the runtime returns).
-fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
+/// that stays alive (the runtime frees a written `Bytes` after the write), each read into a
+/// pooled pinned block.
+fn device_copies(ctx: &CudaContext, raw: &[Row; 3]) -> [Row; 2] {
     let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
     let mut device = CudaDevice::with_context(ctx);
     let stream = device.create_stream().expect("stream");
@@ -358,7 +393,7 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
             .expect("read");
         let back = device.wait_read(read).expect("wait_read");
         let read = start.elapsed().as_secs_f64();
-        assert!(back == data, "read back what was written");
+        assert!(*back == *data, "read back what was written");
         if rep > 0 {
             writes.push(gb(write));
             reads.push(gb(read));
@@ -376,11 +411,50 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
         Row {
             figure: "(b) read 256 MiB straight on CudaDevice",
             runtime: median(reads),
-            raw: raw[1].raw,
+            raw: raw[2].raw,
             unit: "GB/s",
             higher_is_better: true,
         },
     ]
+}
+
+/// Writes of 256 MiB from a `Vec` straight on a `CudaDevice`, for every chunk size and thread
+/// count of [`WRITE_SWEEP`], in GB/s (median of a few), beside raw pinned: what to set
+/// `WriteStaging::default` to on this machine.
+fn write_sweep(ctx: &CudaContext, raw_write: f64) {
+    let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 241) as u8).collect();
+    println!(
+        "\nwrite staging sweep, 256 MiB from a Vec straight on CudaDevice (raw pinned {raw_write:.1} GB/s):"
+    );
+    println!(
+        "{:>10} {:>8} {:>8} {:>7}",
+        "chunk", "threads", "GB/s", "vs raw"
+    );
+    for (chunk_mib, threads_max) in WRITE_SWEEP {
+        let staging = WriteStaging {
+            chunk_bytes: chunk_mib << 20,
+            threads_max,
+        };
+        let mut device = CudaDevice::with_context(ctx).with_write_staging(staging);
+        let stream = device.create_stream().expect("stream");
+        let buffer = device.allocate(COPY_BYTES as u64).expect("allocate");
+        let samples = (0..=SWEEP_REPS)
+            .map(|_| {
+                let start = Instant::now();
+                device.write(stream, &buffer, 0, &data).expect("write");
+                device.synchronize(stream).expect("synchronize");
+                COPY_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9
+            })
+            .skip(1)
+            .collect();
+        device.free(buffer);
+        let rate = median(samples);
+        println!(
+            "{:>7} MiB {threads_max:>8} {rate:>8.1} {:>7.2}",
+            chunk_mib,
+            rate / raw_write
+        );
+    }
 }
 
 fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
@@ -579,7 +653,7 @@ fn device_round_trips(ctx: &CudaContext) -> f64 {
             .expect("read");
         let value = device.wait_read(value).expect("wait_read");
         device.wait_read(fault).expect("wait_read");
-        assert_eq!(value, (i + 1).to_le_bytes());
+        assert_eq!(*value, (i + 1).to_le_bytes());
         device.free(buffer);
     };
     (0..100).for_each(&mut once);
@@ -610,6 +684,7 @@ fn main() {
     let mut rows = Vec::from(launches(&ctx, &client, &raw));
     let copy_rows = copies(&client, &raw);
     let device_rows = device_copies(&ctx, &copy_rows);
+    write_sweep(&ctx, copy_rows[0].raw);
     rows.extend(copy_rows);
     rows.extend(device_rows);
     rows.extend(allocations(&client, &raw));

@@ -173,7 +173,7 @@ fn events_order_streams() {
     let written = device.record_event(a).expect("event");
     device.wait_event(b, &written).expect("wait");
     let read = device.read(b, &buffer, 0, 32 << 20).expect("read");
-    assert!(device.wait_read(read).expect("wait_read") == data);
+    assert!(*device.wait_read(read).expect("wait_read") == *data);
     assert!(device.event_complete(&written));
     drop(written);
     device.free(buffer);

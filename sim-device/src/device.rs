@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract::{self, CheckedBuffer, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::host_pool::{HeapAllocator, HostPool, HostPoolStats};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{
-    ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
-    ReduceOperation, StreamId,
+    Bytes, ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
+    PinnedMemory, ReduceOperation, StreamId,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -133,7 +134,12 @@ pub struct SimDevice {
     host_waits: bool,
     /// The enqueue number of the operation executing now, if one is.
     executing: Option<u64>,
+    /// The heap blocks reads are returned in.
+    host_pool: Arc<HostPool<HeapAllocator>>,
 }
+
+/// Most bytes of returned host blocks a simulator keeps for reuse.
+pub const HOST_POOL_CAP_BYTES: usize = 64 << 20;
 
 /// Per-byte cost of transfers in virtual time: 32 bytes per nanosecond.
 const BYTES_PER_NS: u64 = 32;
@@ -181,6 +187,7 @@ impl SimDevice {
             cluster: collective::ClusterMember::alone(),
             host_waits: false,
             executing: None,
+            host_pool: HostPool::new(HeapAllocator, HOST_POOL_CAP_BYTES),
         }
     }
 
@@ -300,6 +307,22 @@ impl SimDevice {
         self.streams[index].queue.push_back((op, enqueued, number));
         self.background();
         Ok(())
+    }
+
+    /// A read's bytes in a block of the device's host pool, as CUDA lends its pinned blocks
+    /// (heap memory here, so the pooled path is what the suite and the explorer drive).
+    fn lend(&self, bytes: &[u8]) -> Bytes {
+        if bytes.is_empty() {
+            return Bytes::default();
+        }
+        match self.host_pool.lend(bytes.len()) {
+            Ok(mut block) => {
+                block.as_mut_slice().copy_from_slice(bytes);
+                block.into_bytes()
+            }
+            // Heap blocks are always allocated.
+            Err(_) => Bytes::from(bytes),
+        }
     }
 
     fn new_marker(&mut self) -> u64 {
@@ -763,6 +786,10 @@ impl Device for SimDevice {
     const TYPE_ID: u16 = 0;
     const SIMULATED: bool = true;
 
+    fn host_pool_stats(&self) -> Option<HostPoolStats> {
+        Some(self.host_pool.stats())
+    }
+
     fn properties(&self) -> &DeviceProperties {
         &self.properties
     }
@@ -890,7 +917,7 @@ impl Device for SimDevice {
         Ok(SimRead(read))
     }
 
-    fn wait_read(&mut self, read: SimRead) -> Result<Vec<u8>, DeviceError> {
+    fn wait_read(&mut self, read: SimRead) -> Result<Bytes, DeviceError> {
         self.run_until("a read", |dev| {
             dev.reads.get(&read.0).is_some_and(|r| r.is_some())
         });
@@ -898,7 +925,7 @@ impl Device for SimDevice {
             self.sanitizer.host_observed(&clock);
         }
         match self.reads.remove(&read.0).flatten() {
-            Some(result) => result,
+            Some(result) => result.map(|bytes| self.lend(&bytes)),
             None => Err(self
                 .check_alive()
                 .expect_err("only a lost device abandons a read")),
