@@ -118,7 +118,7 @@ pub struct SimDevice {
     /// Completion time of each marker (events and timestamps), by id; `None` until reached.
     markers: Vec<Option<u64>>,
     /// Finished reads waiting for `wait_read`, by id; `None` while in flight.
-    reads: BTreeMap<u64, Option<Result<Vec<u8>, DeviceError>>>,
+    reads: BTreeMap<u64, Option<Result<Bytes, DeviceError>>>,
     next_read: u64,
     clock_ns: u64,
     sanitizer: Sanitizer,
@@ -494,8 +494,12 @@ impl SimDevice {
             }
             Op::Read { src, read } => {
                 let (result, outcome) = self.execute_read(stream, src);
-                let content = result.clone().unwrap_or_default();
-                self.reads.insert(read, Some(result));
+                // The trace keeps the bytes read, the read a pooled copy: two at most at once.
+                let (lent, content) = match result {
+                    Ok(bytes) => (Ok(self.lend(&bytes)), bytes),
+                    Err(err) => (Err(err), Vec::new()),
+                };
+                self.reads.insert(read, Some(lent));
                 self.read_clocks.insert(read, sanitizer_clock);
                 (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
             }
@@ -925,7 +929,7 @@ impl Device for SimDevice {
             self.sanitizer.host_observed(&clock);
         }
         match self.reads.remove(&read.0).flatten() {
-            Some(result) => result.map(|bytes| self.lend(&bytes)),
+            Some(result) => result,
             None => Err(self
                 .check_alive()
                 .expect_err("only a lost device abandons a read")),
