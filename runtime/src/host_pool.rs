@@ -12,6 +12,8 @@
 //! - A kept block may still be used by a copy the device enqueued (a write that reads it): the
 //!   pool lends it again only once [`HostBlock::is_idle`] says that copy completed, or after
 //!   [`HostBlock::wait_idle`] waited for it, and frees it only after `wait_idle`.
+//! - A request is served by a block of its class or of a larger one up to twice that, so a
+//!   read of a new size reuses what is kept rather than pinning more.
 //! - The pool keeps at most `cap_bytes` of blocks; a block returned past it is freed on the
 //!   returning thread. Lent blocks are not bounded: they are what callers hold. When what is
 //!   lent and kept together reaches the cap, a request waits for a kept block of its class
@@ -133,63 +135,78 @@ impl<A: HostAllocator> HostPool<A> {
         self.lock().stats
     }
 
-    /// Lends a block for `len` bytes (see [`class_of`]): a kept block of its class whose
-    /// copies completed, else, while what is lent and kept stays under the cap, a fresh one,
-    /// else a kept one of its class once its copy completed (a fresh one if none is kept).
+    /// Lends a block for `len` bytes: a kept block whose copies completed, of its class (see
+    /// [`class_of`]) or a larger one up to twice that, smallest first; else, while what is
+    /// lent and kept stays under the cap, a fresh block of its class; else a kept one of those
+    /// classes once its copy completed (a fresh one if none is kept).
     ///
     /// # Errors
     /// The allocator's, when a fresh block is needed and cannot be made.
     pub fn lend(self: &Arc<Self>, len: usize) -> Result<PooledBlock<A>, DeviceError> {
         let class = class_of(len);
-        let block = match self.take_kept(class) {
-            Some(block) => block,
-            None => self
-                .allocator
-                .allocate(class)
-                .inspect_err(|_| self.forget(class))?,
+        let (block, capacity) = match self.take_kept(class) {
+            Some(kept) => kept,
+            None => {
+                let fresh = self.allocator.allocate(class);
+                (fresh.inspect_err(|_| self.forget(class))?, class)
+            }
         };
         Ok(PooledBlock {
             block: Some(block),
             len,
-            capacity: class,
+            capacity,
             pool: self.clone(),
         })
     }
 
-    /// A kept block of `class` ready for reuse, waiting for one in flight only when the pool is
-    /// at its cap; `None` when a fresh block is to be allocated (counted as lent already).
-    fn take_kept(&self, class: usize) -> Option<A::Block> {
+    /// A kept block serving `class`, with its own class, waiting for one in flight only when
+    /// the pool is at its cap; `None` when a fresh block of `class` is to be allocated. Either
+    /// is counted as lent here.
+    fn take_kept(&self, class: usize) -> Option<(A::Block, usize)> {
         let mut kept = self.lock();
         let at_cap =
             kept.stats.bytes_lent + kept.stats.bytes_kept + class as u64 > kept.stats.cap_bytes;
-        let blocks = kept.blocks.get_mut(&class);
-        let (mut block, ready) = match blocks {
-            Some(blocks) if !blocks.is_empty() => {
-                match blocks.iter_mut().position(HostBlock::is_idle) {
-                    Some(at) => (Some(blocks.swap_remove(at)), true),
-                    // The oldest is the likeliest to be done.
-                    None if at_cap => (Some(blocks.remove(0)), false),
-                    None => (None, false),
-                }
-            }
-            _ => (None, false),
+        let served = class..=class.saturating_mul(2);
+        let ready = kept
+            .blocks
+            .range_mut(served.clone())
+            .find_map(|(&size, blocks)| {
+                let at = blocks.iter_mut().position(HostBlock::is_idle)?;
+                Some((size, blocks.swap_remove(at)))
+            });
+        // At the cap, rather than allocate: the oldest in flight, the likeliest to be done.
+        let in_flight = match ready {
+            None if at_cap => kept
+                .blocks
+                .range_mut(served)
+                .find(|(_, blocks)| !blocks.is_empty())
+                .map(|(&size, blocks)| (size, blocks.remove(0))),
+            _ => None,
         };
+        let must_wait = in_flight.is_some();
+        let taken = ready.or(in_flight);
         let stats = &mut kept.stats;
-        match block {
-            Some(_) => {
+        let lent_bytes = match &taken {
+            Some((size, _)) => {
                 stats.reuses += 1;
                 stats.blocks_kept -= 1;
-                stats.bytes_kept -= class as u64;
+                stats.bytes_kept -= *size as u64;
+                *size
             }
-            None => stats.allocations += 1,
-        }
+            None => {
+                stats.allocations += 1;
+                class
+            }
+        };
         stats.blocks_lent += 1;
-        stats.bytes_lent += class as u64;
+        stats.bytes_lent += lent_bytes as u64;
         drop(kept);
-        if !ready && let Some(block) = &mut block {
-            block.wait_idle();
-        }
-        block
+        taken.map(|(size, mut block)| {
+            if must_wait {
+                block.wait_idle();
+            }
+            (block, size)
+        })
     }
 
     /// Takes back a lent block of `class`: kept if the pool has room, else freed here.

@@ -202,3 +202,39 @@ fn a_pool_dropped_with_blocks_in_flight_waits_for_them_before_freeing() {
         (0, 1)
     );
 }
+
+#[test]
+fn a_request_takes_a_kept_block_up_to_twice_its_class_smallest_first() {
+    let (pool, _probe) = pool(1 << 20);
+    let blocks: Vec<_> = [16_384, 8192, 6144]
+        .map(|len| pool.lend(len).unwrap())
+        .into();
+    let addresses: Vec<_> = blocks
+        .iter()
+        .map(|b| b.block().as_slice().as_ptr())
+        .collect();
+    drop(blocks);
+    let small = pool.lend(4096).unwrap();
+    assert_eq!(
+        small.block().as_slice().as_ptr(),
+        addresses[2],
+        "6 KiB serves 4 KiB"
+    );
+    let next = pool.lend(4096).unwrap();
+    assert_eq!(next.block().as_slice().as_ptr(), addresses[1], "then 8 KiB");
+    let fresh = pool.lend(4096).unwrap();
+    assert_ne!(
+        fresh.block().as_slice().as_ptr(),
+        addresses[0],
+        "16 KiB is too large"
+    );
+    assert_eq!(
+        pool.stats(),
+        stats(&pool, (3, 6144 + 8192 + 4096), (1, 16_384), [4, 2, 0])
+    );
+    drop((small, next, fresh));
+    assert_eq!(
+        pool.stats(),
+        stats(&pool, (0, 0), (4, 16_384 + 8192 + 6144 + 4096), [4, 2, 0])
+    );
+}
