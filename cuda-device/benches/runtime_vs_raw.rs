@@ -26,6 +26,9 @@ use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, Ker
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
 
+mod common;
+use common::{RawStream, check, median, pinned_copies};
+
 const LAUNCHES: u32 = 50_000;
 const LAUNCH_ROUNDS: u32 = 3;
 const COPY_BYTES: usize = 256 << 20;
@@ -70,11 +73,6 @@ impl Row {
     }
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
 fn empty_kernel() -> KernelDef {
     KernelBuilder::new("empty", [1, 1, 1])
         .build()
@@ -93,28 +91,15 @@ fn increment_kernel() -> KernelDef {
 
 /// Raw driver state on the bench's own thread: the same primary context, its own stream.
 struct Raw {
-    stream: sys::CUstream,
+    io: RawStream,
     /// A fault record for the checked kernels, as the runtime binds one.
     record: sys::CUdeviceptr,
     arch: &'static str,
 }
 
-fn check<T>(what: &str, result: Result<T, result::DriverError>) -> T {
-    result.unwrap_or_else(|e| panic!("{what}: {e}"))
-}
-
 impl Raw {
     fn new(ctx: &CudaContext) -> Self {
-        check("cuInit", result::init());
-        let device = check("cuDeviceGet", result::device::get(0));
-        // SAFETY: `device` came from `cuDeviceGet`; the retain lives as long as the bench.
-        let raw_ctx = check("retain", unsafe { result::primary_ctx::retain(device) });
-        // SAFETY: the context was just retained.
-        check("set_current", unsafe { result::ctx::set_current(raw_ctx) });
-        let stream = check(
-            "cuStreamCreate",
-            result::stream::create(result::stream::StreamKind::NonBlocking),
-        );
+        let io = RawStream::new();
         // SAFETY: a plain device allocation, zeroed below and never freed.
         let record = check("cuMemAlloc", unsafe {
             result::malloc_sync(FaultRecord::BYTES)
@@ -125,7 +110,7 @@ impl Raw {
         });
         let (major, minor) = ctx.compute_capability();
         Self {
-            stream,
+            io,
             record,
             arch: Box::leak(format!("sm_{major}{minor}").into_boxed_str()),
         }
@@ -162,16 +147,9 @@ impl Raw {
                 (1, 1, 1),
                 (block, 1, 1),
                 0,
-                self.stream,
+                self.io.stream,
                 &mut args,
             )
-        });
-    }
-
-    fn sync(&self) {
-        // SAFETY: the stream is alive.
-        check("cuStreamSynchronize", unsafe {
-            result::stream::synchronize(self.stream)
         });
     }
 }
@@ -235,7 +213,7 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
         }
         device.synchronize(stream).expect("synchronize");
         let straight = f64::from(LAUNCHES) / start.elapsed().as_secs_f64();
-        let raw_rate = rate(|| raw.launch(function, 1, &mut params), || raw.sync());
+        let raw_rate = rate(|| raw.launch(function, 1, &mut params), || raw.io.sync());
         for (b, r) in best.iter_mut().zip([through_client, straight, raw_rate]) {
             *b = b.max(r);
         }
@@ -292,60 +270,8 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
         }
     }
 
-    // SAFETY: a plain device allocation and a pinned host allocation of COPY_BYTES each,
-    // freed below after the stream is idle.
-    let (device, pinned) = unsafe {
-        (
-            check("cuMemAlloc", result::malloc_sync(COPY_BYTES)),
-            check("cuMemHostAlloc", result::malloc_host(COPY_BYTES, 0)),
-        )
-    };
-    let mut raw_writes = Vec::new();
-    let mut raw_reads = Vec::new();
-    for rep in 0..=COPY_REPS {
-        let start = Instant::now();
-        // SAFETY: both ranges hold COPY_BYTES; the stream is synchronised before reuse.
-        check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(device, pinned, COPY_BYTES, raw.stream).result()
-        });
-        raw.sync();
-        let write = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        // SAFETY: as above.
-        check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(pinned, device, COPY_BYTES, raw.stream).result()
-        });
-        raw.sync();
-        let read = start.elapsed().as_secs_f64();
-        if rep > 0 {
-            raw_writes.push(gb(write));
-            raw_reads.push(gb(read));
-        }
-    }
-    // What the host side costs: copying 256 MiB out of pinned memory into a fresh `Vec` (whose
-    // pages fault in on first touch, as a read's result does) and into a warm one.
-    // SAFETY: `pinned` holds COPY_BYTES bytes, written by the copies above; the stream is idle.
-    let staged = unsafe { std::slice::from_raw_parts(pinned.cast::<u8>(), COPY_BYTES) };
-    let start = Instant::now();
-    let mut fresh = vec![0u8; COPY_BYTES];
-    fresh.copy_from_slice(staged);
-    let fresh_gb = gb(start.elapsed().as_secs_f64());
-    let start = Instant::now();
-    fresh.copy_from_slice(staged);
-    let warm_gb = gb(start.elapsed().as_secs_f64());
-    std::hint::black_box(&fresh);
-    let start = Instant::now();
-    drop(fresh);
-    let drop_ms = start.elapsed().as_secs_f64() * 1e3;
-    println!(
-        "host, one thread: pinned -> fresh Vec {fresh_gb:.1} GB/s, pinned -> warm Vec {warm_gb:.1} GB/s, dropping the 256 MiB Vec {drop_ms:.1} ms"
-    );
-    // SAFETY: the stream is idle; each allocation is freed once.
-    unsafe {
-        check("cuMemFree", result::free_sync(device));
-        check("cuMemFreeHost", result::free_host(pinned));
-    }
-    let raw_write = median(raw_writes);
+    let pinned = pinned_copies(&raw.io, COPY_BYTES, COPY_REPS);
+    let raw_write = pinned.write_gbs;
     [
         Row {
             figure: "(b) write 256 MiB from a Vec (median)",
@@ -364,7 +290,7 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
         Row {
             figure: "(b) read 256 MiB (median)",
             runtime: median(reads),
-            raw: median(raw_reads),
+            raw: pinned.read_gbs,
             unit: "GB/s",
             higher_is_better: true,
         },
@@ -486,12 +412,12 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         unsafe {
             let ptr = check(
                 "cuMemAllocAsync",
-                result::malloc_async(raw.stream, ALLOC_BYTES),
+                result::malloc_async(raw.io.stream, ALLOC_BYTES),
             );
-            check("cuMemFreeAsync", result::free_async(ptr, raw.stream));
+            check("cuMemFreeAsync", result::free_async(ptr, raw.io.stream));
         }
     }
-    raw.sync();
+    raw.io.sync();
     let raw_async = us(start);
     [
         Row {
@@ -569,14 +495,14 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
             let ptr = check("cuMemAlloc", result::malloc_sync(4));
             check(
                 "cuMemcpyHtoDAsync",
-                result::memcpy_htod_async(ptr, &[i], raw.stream),
+                result::memcpy_htod_async(ptr, &[i], raw.io.stream),
             );
             let mut params = [ptr, 1, raw.record, 0, 0];
             raw.launch(function, 32, &mut params);
             check("cuMemcpyDtoHAsync", {
-                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.stream).result()
+                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.io.stream).result()
             });
-            raw.sync();
+            raw.io.sync();
             assert_eq!(*pinned.cast::<u32>(), i + 1);
             check("cuMemFree", result::free_sync(ptr));
         }
