@@ -23,16 +23,11 @@ fn host_pool(c: &ComputeClient<SimDevice>) -> HostPoolStats {
         .expect("the simulator reports its host pool")
 }
 
-fn stats(lent: (u64, u64), kept: (u64, u64), counts: [u64; 3]) -> HostPoolStats {
+/// A fresh pool's counters: nothing lent, kept, allocated, reused or freed.
+fn fresh() -> HostPoolStats {
     HostPoolStats {
         cap_bytes: HOST_POOL_CAP_BYTES as u64,
-        blocks_lent: lent.0,
-        bytes_lent: lent.1,
-        blocks_kept: kept.0,
-        bytes_kept: kept.1,
-        allocations: counts[0],
-        reuses: counts[1],
-        frees: counts[2],
+        ..HostPoolStats::default()
     }
 }
 
@@ -67,7 +62,16 @@ fn reads_return_the_written_bytes_at_every_size_class_twice_from_one_block_each(
     }
     // 4096 and 1 share a class, as do 5120 and 4097: 8 classes, each allocated once.
     let classes_bytes = 4096 + 5120 + 6144 + 8192 + 10_240 + 81_920 + 1_310_720 + 6_291_456;
-    assert_eq!(host_pool(&c), stats((0, 0), (8, classes_bytes), [8, 12, 0]));
+    assert_eq!(
+        host_pool(&c),
+        HostPoolStats {
+            blocks_kept: 8,
+            bytes_kept: classes_bytes,
+            allocations: 8,
+            reuses: 12,
+            ..fresh()
+        }
+    );
 }
 
 #[test]
@@ -76,10 +80,28 @@ fn a_read_block_is_lent_while_its_bytes_live_and_reused_once_they_drop() {
     let h = c.create(Bytes::from(pattern(10_000, 1))).unwrap();
     let first = c.read_one(h.clone()).unwrap();
     let second = c.read_one(h.clone()).unwrap();
-    assert_eq!(host_pool(&c), stats((2, 20_480), (0, 0), [2, 0, 0]));
+    assert_eq!(
+        host_pool(&c),
+        HostPoolStats {
+            blocks_lent: 2,
+            bytes_lent: 20_480,
+            allocations: 2,
+            ..fresh()
+        }
+    );
     let address = first.as_ptr();
     drop(first);
-    assert_eq!(host_pool(&c), stats((1, 10_240), (1, 10_240), [2, 0, 0]));
+    assert_eq!(
+        host_pool(&c),
+        HostPoolStats {
+            blocks_lent: 1,
+            bytes_lent: 10_240,
+            blocks_kept: 1,
+            bytes_kept: 10_240,
+            allocations: 2,
+            ..fresh()
+        }
+    );
     let third = c.read_one(h).unwrap();
     assert_eq!(third.as_ptr(), address, "the block the first read returned");
     assert_eq!((*second == *third, host_pool(&c).reuses), (true, 1));
@@ -95,9 +117,26 @@ fn bytes_dropped_on_another_thread_return_their_block() {
     })
     .join()
     .unwrap();
-    assert_eq!(host_pool(&c), stats((0, 0), (1, 4096), [1, 0, 0]));
+    assert_eq!(
+        host_pool(&c),
+        HostPoolStats {
+            blocks_kept: 1,
+            bytes_kept: 4096,
+            allocations: 1,
+            ..fresh()
+        }
+    );
     drop(c.read_one(h).unwrap());
-    assert_eq!(host_pool(&c), stats((0, 0), (1, 4096), [1, 1, 0]));
+    assert_eq!(
+        host_pool(&c),
+        HostPoolStats {
+            blocks_kept: 1,
+            bytes_kept: 4096,
+            allocations: 1,
+            reuses: 1,
+            ..fresh()
+        }
+    );
 }
 
 #[test]
