@@ -346,15 +346,24 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 3]) -> [Row; 2] {
 
 /// Writes of 256 MiB from a `Vec` straight on a `CudaDevice`, for every chunk size and thread
 /// count of [`WRITE_SWEEP`], in GB/s (median of a few), beside raw pinned: what to set
-/// `WriteStaging::default` to on this machine.
+/// `WriteStaging::default` to on this machine. Beside each, the host side alone: the same
+/// threads (spawned per write, as the device does) copying the same chunks into pinned memory
+/// with no transfer, so a shortfall shows whether the host copy or the overlap is the bound.
 fn write_sweep(ctx: &CudaContext, raw_write: f64) {
     let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 241) as u8).collect();
+    // SAFETY: a pinned host allocation of COPY_BYTES, zeroed here, freed at the end of the
+    // function; nothing else references it.
+    let pinned = unsafe {
+        let ptr = check("cuMemHostAlloc", result::malloc_host(COPY_BYTES, 0)).cast::<u8>();
+        std::ptr::write_bytes(ptr, 0, COPY_BYTES);
+        std::slice::from_raw_parts_mut(ptr, COPY_BYTES)
+    };
     println!(
         "\nwrite staging sweep, 256 MiB from a Vec straight on CudaDevice (raw pinned {raw_write:.1} GB/s):"
     );
     println!(
-        "{:>10} {:>8} {:>8} {:>7}",
-        "chunk", "threads", "GB/s", "vs raw"
+        "{:>10} {:>8} {:>8} {:>7} {:>15}",
+        "chunk", "threads", "GB/s", "vs raw", "host copy GB/s"
     );
     for (chunk_mib, threads_max) in WRITE_SWEEP {
         let staging = WriteStaging {
@@ -364,23 +373,59 @@ fn write_sweep(ctx: &CudaContext, raw_write: f64) {
         let mut device = CudaDevice::with_context(ctx).with_write_staging(staging);
         let stream = device.create_stream().expect("stream");
         let buffer = device.allocate(COPY_BYTES as u64).expect("allocate");
-        let samples = (0..=SWEEP_REPS)
-            .map(|_| {
-                let start = Instant::now();
-                device.write(stream, &buffer, 0, &data).expect("write");
-                device.synchronize(stream).expect("synchronize");
-                COPY_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9
-            })
-            .skip(1)
-            .collect();
+        let rate = median_rate(|| {
+            device.write(stream, &buffer, 0, &data).expect("write");
+            device.synchronize(stream).expect("synchronize");
+        });
         device.free(buffer);
-        let rate = median(samples);
+        let host = median_rate(|| host_copy(pinned, &data, chunk_mib << 20, threads_max));
         println!(
-            "{:>7} MiB {threads_max:>8} {rate:>8.1} {:>7.2}",
+            "{:>7} MiB {threads_max:>8} {rate:>8.1} {:>7.2} {host:>15.1}",
             chunk_mib,
             rate / raw_write
         );
     }
+    // SAFETY: allocated above by `cuMemHostAlloc`; no copy uses it.
+    check("cuMemFreeHost", unsafe {
+        result::free_host(pinned.as_mut_ptr().cast())
+    });
+}
+
+/// GB/s of `COPY_BYTES` moved by `round`, the median of `SWEEP_REPS` after one warm-up.
+fn median_rate(mut round: impl FnMut()) -> f64 {
+    let samples = (0..=SWEEP_REPS)
+        .map(|_| {
+            let start = Instant::now();
+            round();
+            COPY_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9
+        })
+        .skip(1)
+        .collect();
+    median(samples)
+}
+
+/// Copies `data` into `pinned` in chunks of `chunk` bytes, chunk `i` on thread `i % threads`
+/// (at most the machine's cores), as write staging shares them out.
+fn host_copy(pinned: &mut [u8], data: &[u8], chunk: usize, threads_max: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads_max.min(cores).max(1);
+    let mut shares: Vec<Vec<(&mut [u8], &[u8])>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, pair) in pinned.chunks_mut(chunk).zip(data.chunks(chunk)).enumerate() {
+        shares[i % threads].push(pair);
+    }
+    std::thread::scope(|scope| {
+        let mut shares = shares.into_iter();
+        let own = shares.next().expect("at least one thread");
+        for share in shares {
+            scope.spawn(move || {
+                share
+                    .into_iter()
+                    .for_each(|(to, from)| to.copy_from_slice(from))
+            });
+        }
+        own.into_iter()
+            .for_each(|(to, from)| to.copy_from_slice(from));
+    });
 }
 
 fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
