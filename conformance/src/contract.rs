@@ -89,7 +89,7 @@ pub fn run<D: Device>(device: &mut D, other: &mut D) -> Result<Report, DeviceErr
     let buffer = device.allocate(BUFFER_BYTES)?;
     device.write(stream, &buffer, 0, &PATTERN)?;
     let pending = device.read(stream, &buffer, 0, PATTERN.len() as u64)?;
-    let read_back = device.wait_read(pending)?;
+    let read_back = device.wait_read(pending)?.into_vec();
     device.synchronize(stream)?;
     let errors = device.take_errors(stream);
     device.free(buffer);

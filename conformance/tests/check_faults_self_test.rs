@@ -100,7 +100,7 @@ impl<D: Device> Device for Misbehaving<D> {
     ) -> Result<D::PendingRead, DeviceError> {
         self.inner.read(stream, src, offset, len)
     }
-    fn wait_read(&mut self, read: D::PendingRead) -> Result<Vec<u8>, DeviceError> {
+    fn wait_read(&mut self, read: D::PendingRead) -> Result<lockstep::Bytes, DeviceError> {
         self.inner.wait_read(read)
     }
     fn copy(

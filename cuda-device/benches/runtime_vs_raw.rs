@@ -4,8 +4,9 @@
 //! Run: `cargo bench -p lockstep-cuda --bench runtime_vs_raw` (on a machine with a GPU; without
 //! one it prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 //!
-//! Figures: (a) launches per second of an empty kernel; (b) `write`/`read` of 256 MiB against
-//! pinned copies; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
+//! Figures: (a) launches per second of an empty kernel; (b) `write` of 256 MiB from a `Vec` and
+//! from `staging` bytes, and `read` of 256 MiB (into a pooled pinned block, lent as the
+//! result), against pinned copies, with a sweep of write staging's chunk size and threads; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
 //! stream-ordered `cuMemAllocAsync`+`cuMemFreeAsync`; (d) a 4-byte create → launch → read round
 //! trip. "vs raw" is the runtime's speed over raw's: 1.00 is parity, 0.90 is 10% slower.
 
@@ -23,7 +24,10 @@ use lockstep::kernel::{
 };
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
 use lockstep_conformance::requirement::{Need, cannot_run};
-use lockstep_cuda::{CudaContext, CudaDevice, lower};
+use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
+
+mod common;
+use common::{RawStream, check, median, pinned_copies};
 
 const LAUNCHES: u32 = 50_000;
 const LAUNCH_ROUNDS: u32 = 3;
@@ -32,6 +36,22 @@ const COPY_REPS: usize = 7;
 const ALLOC_BYTES: usize = 1 << 20;
 const ALLOC_REPS: u32 = 2_000;
 const ROUND_TRIPS: u32 = 2_000;
+/// (chunk MiB, most threads) of the write staging sweep.
+const WRITE_SWEEP: [(usize, usize); 12] = [
+    (1, 8),
+    (1, 16),
+    (2, 4),
+    (2, 8),
+    (2, 16),
+    (4, 4),
+    (4, 8),
+    (4, 16),
+    (8, 8),
+    (8, 16),
+    (16, 8),
+    (16, 16),
+];
+const SWEEP_REPS: usize = 3;
 
 /// One line of the report.
 struct Row {
@@ -53,11 +73,6 @@ impl Row {
     }
 }
 
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
-}
-
 fn empty_kernel() -> KernelDef {
     KernelBuilder::new("empty", [1, 1, 1])
         .build()
@@ -76,28 +91,15 @@ fn increment_kernel() -> KernelDef {
 
 /// Raw driver state on the bench's own thread: the same primary context, its own stream.
 struct Raw {
-    stream: sys::CUstream,
+    io: RawStream,
     /// A fault record for the checked kernels, as the runtime binds one.
     record: sys::CUdeviceptr,
     arch: &'static str,
 }
 
-fn check<T>(what: &str, result: Result<T, result::DriverError>) -> T {
-    result.unwrap_or_else(|e| panic!("{what}: {e}"))
-}
-
 impl Raw {
     fn new(ctx: &CudaContext) -> Self {
-        check("cuInit", result::init());
-        let device = check("cuDeviceGet", result::device::get(0));
-        // SAFETY: `device` came from `cuDeviceGet`; the retain lives as long as the bench.
-        let raw_ctx = check("retain", unsafe { result::primary_ctx::retain(device) });
-        // SAFETY: the context was just retained.
-        check("set_current", unsafe { result::ctx::set_current(raw_ctx) });
-        let stream = check(
-            "cuStreamCreate",
-            result::stream::create(result::stream::StreamKind::NonBlocking),
-        );
+        let io = RawStream::new();
         // SAFETY: a plain device allocation, zeroed below and never freed.
         let record = check("cuMemAlloc", unsafe {
             result::malloc_sync(FaultRecord::BYTES)
@@ -108,7 +110,7 @@ impl Raw {
         });
         let (major, minor) = ctx.compute_capability();
         Self {
-            stream,
+            io,
             record,
             arch: Box::leak(format!("sm_{major}{minor}").into_boxed_str()),
         }
@@ -145,16 +147,9 @@ impl Raw {
                 (1, 1, 1),
                 (block, 1, 1),
                 0,
-                self.stream,
+                self.io.stream,
                 &mut args,
             )
-        });
-    }
-
-    fn sync(&self) {
-        // SAFETY: the stream is alive.
-        check("cuStreamSynchronize", unsafe {
-            result::stream::synchronize(self.stream)
         });
     }
 }
@@ -218,7 +213,7 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
         }
         device.synchronize(stream).expect("synchronize");
         let straight = f64::from(LAUNCHES) / start.elapsed().as_secs_f64();
-        let raw_rate = rate(|| raw.launch(function, 1, &mut params), || raw.sync());
+        let raw_rate = rate(|| raw.launch(function, 1, &mut params), || raw.io.sync());
         for (b, r) in best.iter_mut().zip([through_client, straight, raw_rate]) {
             *b = b.max(r);
         }
@@ -242,11 +237,12 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
     ]
 }
 
-fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
+fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
     let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
     let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 251) as u8).collect();
     let handle = client.empty(COPY_BYTES).expect("empty");
     let mut writes = Vec::new();
+    let mut staged_writes = Vec::new();
     let mut reads = Vec::new();
     for rep in 0..=COPY_REPS {
         let bytes = Bytes::from(data.clone());
@@ -254,82 +250,47 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         client.write(&handle, bytes).expect("write");
         client.sync().expect("sync");
         let write = start.elapsed().as_secs_f64();
+        let mut staged = Bytes::from(data.clone());
+        client
+            .staging(std::iter::once(&mut staged), false)
+            .expect("staging");
+        let start = Instant::now();
+        client.write(&handle, staged).expect("write");
+        client.sync().expect("sync");
+        let staged_write = start.elapsed().as_secs_f64();
         let start = Instant::now();
         let back = client.read_one(handle.clone()).expect("read");
         let read = start.elapsed().as_secs_f64();
         assert!(back[..] == data[..], "read back what was written");
-        // The first repetition pins the staging memory; it is not measured.
+        // The first repetition pins the pooled blocks; it is not measured.
         if rep > 0 {
             writes.push(gb(write));
+            staged_writes.push(gb(staged_write));
             reads.push(gb(read));
         }
     }
 
-    // SAFETY: a plain device allocation and a pinned host allocation of COPY_BYTES each,
-    // freed below after the stream is idle.
-    let (device, pinned) = unsafe {
-        (
-            check("cuMemAlloc", result::malloc_sync(COPY_BYTES)),
-            check("cuMemHostAlloc", result::malloc_host(COPY_BYTES, 0)),
-        )
-    };
-    let mut raw_writes = Vec::new();
-    let mut raw_reads = Vec::new();
-    for rep in 0..=COPY_REPS {
-        let start = Instant::now();
-        // SAFETY: both ranges hold COPY_BYTES; the stream is synchronised before reuse.
-        check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(device, pinned, COPY_BYTES, raw.stream).result()
-        });
-        raw.sync();
-        let write = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        // SAFETY: as above.
-        check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(pinned, device, COPY_BYTES, raw.stream).result()
-        });
-        raw.sync();
-        let read = start.elapsed().as_secs_f64();
-        if rep > 0 {
-            raw_writes.push(gb(write));
-            raw_reads.push(gb(read));
-        }
-    }
-    // What the host side costs: copying 256 MiB out of pinned memory into a fresh `Vec` (whose
-    // pages fault in on first touch, as a read's result does) and into a warm one.
-    // SAFETY: `pinned` holds COPY_BYTES bytes, written by the copies above; the stream is idle.
-    let staged = unsafe { std::slice::from_raw_parts(pinned.cast::<u8>(), COPY_BYTES) };
-    let start = Instant::now();
-    let mut fresh = vec![0u8; COPY_BYTES];
-    fresh.copy_from_slice(staged);
-    let fresh_gb = gb(start.elapsed().as_secs_f64());
-    let start = Instant::now();
-    fresh.copy_from_slice(staged);
-    let warm_gb = gb(start.elapsed().as_secs_f64());
-    std::hint::black_box(&fresh);
-    let start = Instant::now();
-    drop(fresh);
-    let drop_ms = start.elapsed().as_secs_f64() * 1e3;
-    println!(
-        "host, one thread: pinned -> fresh Vec {fresh_gb:.1} GB/s, pinned -> warm Vec {warm_gb:.1} GB/s, dropping the 256 MiB Vec {drop_ms:.1} ms"
-    );
-    // SAFETY: the stream is idle; each allocation is freed once.
-    unsafe {
-        check("cuMemFree", result::free_sync(device));
-        check("cuMemFreeHost", result::free_host(pinned));
-    }
+    let pinned = pinned_copies(&raw.io, COPY_BYTES, COPY_REPS);
+    let raw_write = pinned.write_gbs;
     [
         Row {
-            figure: "(b) write 256 MiB (median)",
+            figure: "(b) write 256 MiB from a Vec (median)",
             runtime: median(writes),
-            raw: median(raw_writes),
+            raw: raw_write,
+            unit: "GB/s",
+            higher_is_better: true,
+        },
+        Row {
+            figure: "(b) write 256 MiB from staging bytes",
+            runtime: median(staged_writes),
+            raw: raw_write,
             unit: "GB/s",
             higher_is_better: true,
         },
         Row {
             figure: "(b) read 256 MiB (median)",
             runtime: median(reads),
-            raw: median(raw_reads),
+            raw: pinned.read_gbs,
             unit: "GB/s",
             higher_is_better: true,
         },
@@ -337,9 +298,9 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
 }
 
 /// The same transfers straight on a `CudaDevice`: staging without the runtime, from a source
-/// that stays alive (the runtime frees a written `Bytes` after the write) into a fresh `Vec`
-/// per read (as the runtime returns).
-fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
+/// that stays alive (the runtime frees a written `Bytes` after the write), each read into a
+/// pooled pinned block.
+fn device_copies(ctx: &CudaContext, raw: &[Row; 3]) -> [Row; 2] {
     let gb = |seconds: f64| COPY_BYTES as f64 / seconds / 1e9;
     let mut device = CudaDevice::with_context(ctx);
     let stream = device.create_stream().expect("stream");
@@ -358,7 +319,7 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
             .expect("read");
         let back = device.wait_read(read).expect("wait_read");
         let read = start.elapsed().as_secs_f64();
-        assert!(back == data, "read back what was written");
+        assert!(*back == *data, "read back what was written");
         if rep > 0 {
             writes.push(gb(write));
             reads.push(gb(read));
@@ -376,11 +337,95 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 2]) -> [Row; 2] {
         Row {
             figure: "(b) read 256 MiB straight on CudaDevice",
             runtime: median(reads),
-            raw: raw[1].raw,
+            raw: raw[2].raw,
             unit: "GB/s",
             higher_is_better: true,
         },
     ]
+}
+
+/// Writes of 256 MiB from a `Vec` straight on a `CudaDevice`, for every chunk size and thread
+/// count of [`WRITE_SWEEP`], in GB/s (median of a few), beside raw pinned: what to set
+/// `WriteStaging::default` to on this machine. Beside each, the host side alone: the same
+/// threads (spawned per write, as the device does) copying the same chunks into pinned memory
+/// with no transfer, so a shortfall shows whether the host copy or the overlap is the bound.
+fn write_sweep(ctx: &CudaContext, raw_write: f64) {
+    let data: Vec<u8> = (0..COPY_BYTES).map(|i| (i % 241) as u8).collect();
+    // SAFETY: a pinned host allocation of COPY_BYTES, zeroed here, freed at the end of the
+    // function; nothing else references it.
+    let pinned = unsafe {
+        let ptr = check("cuMemHostAlloc", result::malloc_host(COPY_BYTES, 0)).cast::<u8>();
+        std::ptr::write_bytes(ptr, 0, COPY_BYTES);
+        std::slice::from_raw_parts_mut(ptr, COPY_BYTES)
+    };
+    println!(
+        "\nwrite staging sweep, 256 MiB from a Vec straight on CudaDevice (raw pinned {raw_write:.1} GB/s):"
+    );
+    println!(
+        "{:>10} {:>8} {:>8} {:>7} {:>15}",
+        "chunk", "threads", "GB/s", "vs raw", "host copy GB/s"
+    );
+    for (chunk_mib, threads_max) in WRITE_SWEEP {
+        let staging = WriteStaging {
+            chunk_bytes: chunk_mib << 20,
+            threads_max,
+        };
+        let mut device = CudaDevice::with_context(ctx).with_write_staging(staging);
+        let stream = device.create_stream().expect("stream");
+        let buffer = device.allocate(COPY_BYTES as u64).expect("allocate");
+        let rate = median_rate(|| {
+            device.write(stream, &buffer, 0, &data).expect("write");
+            device.synchronize(stream).expect("synchronize");
+        });
+        device.free(buffer);
+        let host = median_rate(|| host_copy(pinned, &data, chunk_mib << 20, threads_max));
+        println!(
+            "{:>7} MiB {threads_max:>8} {rate:>8.1} {:>7.2} {host:>15.1}",
+            chunk_mib,
+            rate / raw_write
+        );
+    }
+    // SAFETY: allocated above by `cuMemHostAlloc`; no copy uses it.
+    check("cuMemFreeHost", unsafe {
+        result::free_host(pinned.as_mut_ptr().cast())
+    });
+}
+
+/// GB/s of `COPY_BYTES` moved by `round`, the median of `SWEEP_REPS` after one warm-up.
+fn median_rate(mut round: impl FnMut()) -> f64 {
+    let samples = (0..=SWEEP_REPS)
+        .map(|_| {
+            let start = Instant::now();
+            round();
+            COPY_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9
+        })
+        .skip(1)
+        .collect();
+    median(samples)
+}
+
+/// Copies `data` into `pinned` in chunks of `chunk` bytes, chunk `i` on thread `i % threads`
+/// (at most the machine's cores), as write staging shares them out.
+fn host_copy(pinned: &mut [u8], data: &[u8], chunk: usize, threads_max: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads_max.min(cores).max(1);
+    let mut shares: Vec<Vec<(&mut [u8], &[u8])>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, pair) in pinned.chunks_mut(chunk).zip(data.chunks(chunk)).enumerate() {
+        shares[i % threads].push(pair);
+    }
+    std::thread::scope(|scope| {
+        let mut shares = shares.into_iter();
+        let own = shares.next().expect("at least one thread");
+        for share in shares {
+            scope.spawn(move || {
+                share
+                    .into_iter()
+                    .for_each(|(to, from)| to.copy_from_slice(from))
+            });
+        }
+        own.into_iter()
+            .for_each(|(to, from)| to.copy_from_slice(from));
+    });
 }
 
 fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
@@ -412,12 +457,12 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         unsafe {
             let ptr = check(
                 "cuMemAllocAsync",
-                result::malloc_async(raw.stream, ALLOC_BYTES),
+                result::malloc_async(raw.io.stream, ALLOC_BYTES),
             );
-            check("cuMemFreeAsync", result::free_async(ptr, raw.stream));
+            check("cuMemFreeAsync", result::free_async(ptr, raw.io.stream));
         }
     }
-    raw.sync();
+    raw.io.sync();
     let raw_async = us(start);
     [
         Row {
@@ -495,14 +540,14 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
             let ptr = check("cuMemAlloc", result::malloc_sync(4));
             check(
                 "cuMemcpyHtoDAsync",
-                result::memcpy_htod_async(ptr, &[i], raw.stream),
+                result::memcpy_htod_async(ptr, &[i], raw.io.stream),
             );
             let mut params = [ptr, 1, raw.record, 0, 0];
             raw.launch(function, 32, &mut params);
             check("cuMemcpyDtoHAsync", {
-                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.stream).result()
+                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.io.stream).result()
             });
-            raw.sync();
+            raw.io.sync();
             assert_eq!(*pinned.cast::<u32>(), i + 1);
             check("cuMemFree", result::free_sync(ptr));
         }
@@ -579,7 +624,7 @@ fn device_round_trips(ctx: &CudaContext) -> f64 {
             .expect("read");
         let value = device.wait_read(value).expect("wait_read");
         device.wait_read(fault).expect("wait_read");
-        assert_eq!(value, (i + 1).to_le_bytes());
+        assert_eq!(*value, (i + 1).to_le_bytes());
         device.free(buffer);
     };
     (0..100).for_each(&mut once);
@@ -610,6 +655,7 @@ fn main() {
     let mut rows = Vec::from(launches(&ctx, &client, &raw));
     let copy_rows = copies(&client, &raw);
     let device_rows = device_copies(&ctx, &copy_rows);
+    write_sweep(&ctx, copy_rows[0].raw);
     rows.extend(copy_rows);
     rows.extend(device_rows);
     rows.extend(allocations(&client, &raw));

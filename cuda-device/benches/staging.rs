@@ -1,14 +1,19 @@
 //! What `ComputeClient::staging` buys on a CUDA GPU: writing 256 MiB from ordinary (pageable)
-//! heap bytes, which the device copies through its pinned staging chunks, against writing the
-//! same bytes after `staging` moved them into pinned memory, which the copy engine reads in
-//! place. Same process, same device, same destination; each figure is the median of several
-//! write + sync rounds, and the staging copy itself is reported on its own. Staged rounds stage
-//! one buffer each, as a loader would, so pinned blocks are reused after the first round.
+//! heap bytes, which the device stages chunk by chunk into a pooled pinned block, against
+//! writing the same bytes after `staging` moved them into pinned memory, which the copy engine
+//! reads in place; and reading 256 MiB back into a pooled pinned block. Each beside raw pinned
+//! copies (cudarc) in the same process, with the ratio. Same device, same destination; each
+//! figure is the median of several rounds, and the staging copy itself is reported on its own.
+//! Staged rounds stage one buffer each, as a loader would, so pinned blocks are reused after
+//! the first round.
 //!
 //! Run: `cargo bench -p lockstep-cuda --bench staging` (on a machine with a GPU; without one it
 //! prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{RawStream, median, pinned_copies};
 
 use lockstep::{AllocationProperty, Bytes, ComputeClient};
 use lockstep_conformance::requirement::{Need, cannot_run};
@@ -17,28 +22,23 @@ use lockstep_cuda::CudaDevice;
 const BYTES: usize = 256 << 20;
 const ROUNDS: usize = 7;
 
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
 fn gb_per_s(duration: Duration) -> f64 {
     BYTES as f64 / duration.as_secs_f64() / 1e9
 }
 
-/// Times `write` + `sync` of each of `inputs` into `dst`.
+/// Median GB/s of `write` + `sync` of each of `inputs` into `dst`.
 fn write_rounds(
     client: &ComputeClient<CudaDevice>,
     dst: &lockstep::Handle,
     inputs: Vec<Bytes>,
-) -> Duration {
+) -> f64 {
     let samples = inputs
         .into_iter()
         .map(|bytes| {
             let start = Instant::now();
             client.write(dst, bytes).expect("a valid write");
             client.sync().expect("the write completes");
-            start.elapsed()
+            gb_per_s(start.elapsed())
         })
         .collect();
     median(samples)
@@ -56,7 +56,7 @@ fn main() {
     println!("device: {}", client.properties().name);
     let data: Vec<u8> = (0..BYTES).map(|i| (i % 251) as u8).collect();
     let dst = client.empty(BYTES).expect("256 MiB fit");
-    // Warm-up: the device's staging pool, the destination's pages.
+    // Warm-up: the context's pinned pool, the destination's pages.
     client.write(&dst, Bytes::from(data.clone())).unwrap();
     client.sync().unwrap();
 
@@ -73,7 +73,7 @@ fn main() {
         client
             .staging(std::iter::once(&mut bytes), false)
             .expect("pinned memory for the round");
-        staging.push(start.elapsed());
+        staging.push(start.elapsed().as_secs_f64() * 1e3);
         assert_eq!(
             bytes.property(),
             AllocationProperty::Pinned,
@@ -81,30 +81,29 @@ fn main() {
         );
         writes.push(write_rounds(&client, &dst, vec![bytes]));
     }
-    let (staging, from_staged) = (median(staging), median(writes));
-    let read = client.read_one(dst).expect("the data reads back");
-    assert!(*read == *data, "the staged writes wrote the data");
+    let (staging_ms, from_staged) = (median(staging), median(writes));
+    let reads = (0..ROUNDS)
+        .map(|_| {
+            let start = Instant::now();
+            let read = client.read_one(dst.clone()).expect("the data reads back");
+            let rate = gb_per_s(start.elapsed());
+            assert!(*read == *data, "the staged writes wrote the data");
+            rate
+        })
+        .collect();
+    let read = median(reads);
+    let raw = pinned_copies(&RawStream::new(), BYTES, ROUNDS);
 
-    println!(
-        "write of {} MiB, median of {ROUNDS} (write + sync):",
-        BYTES >> 20
-    );
-    println!(
-        "  from pageable bytes   {:>9.2} ms  {:>6.1} GB/s",
-        from_pageable.as_secs_f64() * 1e3,
-        gb_per_s(from_pageable)
-    );
-    println!(
-        "  from staged bytes     {:>9.2} ms  {:>6.1} GB/s",
-        from_staged.as_secs_f64() * 1e3,
-        gb_per_s(from_staged)
-    );
-    println!(
-        "  staging itself        {:>9.2} ms  (copy into a reused pinned block)",
-        staging.as_secs_f64() * 1e3
-    );
-    println!(
-        "staged speedup: {:.2}x",
-        from_pageable.as_secs_f64() / from_staged.as_secs_f64()
-    );
+    println!("{} MiB, median of {ROUNDS} rounds:", BYTES >> 20);
+    let line = |what: &str, gbs: f64, raw_gbs: f64| {
+        println!(
+            "  {what:<28} {gbs:>6.1} GB/s   raw pinned {raw_gbs:>6.1} GB/s   vs raw {:.2}",
+            gbs / raw_gbs
+        );
+    };
+    line("write from pageable bytes", from_pageable, raw.write_gbs);
+    line("write from staged bytes", from_staged, raw.write_gbs);
+    line("read (pooled pinned block)", read, raw.read_gbs);
+    println!("  staging itself {staging_ms:>9.2} ms  (copy into a reused pinned block)");
+    println!("staged speedup: {:.2}x", from_staged / from_pageable);
 }

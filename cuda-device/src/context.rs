@@ -1,6 +1,6 @@
 //! The CUDA context one or more [`CudaDevice`](crate::CudaDevice)s run on, and what they share
-//! through it: the compiled modules, pooled events, the pinned staging pool, and whether a
-//! sticky error has made the context unusable.
+//! through it: the compiled modules, pooled events, and whether a sticky error has made the
+//! context unusable (its pinned host blocks are `pinned.rs`'s pool, which holds the context).
 //!
 //! **Invariant:** every driver call is made with this context current on the calling thread
 //! ([`Context::bind`] first). Objects that outlive a device (events, pending reads, kernels)
@@ -16,7 +16,6 @@ use lockstep::DeviceError;
 use lockstep::kernel::KernelDef;
 
 use crate::error::{describe, execution_fault, is_sticky, lost_reason};
-use crate::staging::StagingPool;
 
 /// The oldest CUDA driver this build's bindings (`cuda-13000`) can call: older drivers lack
 /// symbols the bindings load, which cudarc would turn into a panic.
@@ -60,7 +59,6 @@ pub(crate) struct Context {
     events: Mutex<Vec<sys::CUevent>>,
     /// Idle events with timing (timestamps).
     timing_events: Mutex<Vec<sys::CUevent>>,
-    staging: Mutex<StagingPool>,
 }
 
 // SAFETY: the raw handles are opaque driver identifiers; the CUDA driver API is thread-safe
@@ -193,7 +191,6 @@ impl Context {
             modules: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
             timing_events: Mutex::new(Vec::new()),
-            staging: Mutex::new(StagingPool::default()),
         });
         context.bind()?;
         Ok(context)
@@ -347,12 +344,6 @@ impl Context {
         modules.insert(key, (module, function));
         Ok(function)
     }
-
-    // ---- staging -------------------------------------------------------------------------
-
-    pub fn staging(&self) -> MutexGuard<'_, StagingPool> {
-        lock(&self.staging)
-    }
 }
 
 /// Locks `mutex`, ignoring poisoning: every critical section leaves its data consistent
@@ -384,7 +375,6 @@ impl Drop for Context {
             // SAFETY: no kernel of this context is alive, so no launch can use the module.
             let _ = unsafe { result::module::unload(module) };
         }
-        lock(&self.staging).release_all();
         // SAFETY: balances the retain in `new`.
         let _ = unsafe { result::primary_ctx::release(self.device) };
     }

@@ -1,8 +1,8 @@
 //! `CudaDevice`: the [`Device`] trait on the CUDA driver API.
 //!
 //! Streams are non-blocking CUDA streams; events are pooled CUDA events (without timing for
-//! ordering, with timing for timestamps); host transfers go through pinned staging
-//! (`staging.rs`); kernels are lowered to CUDA C (`lower.rs`), compiled by NVRTC for the
+//! ordering, with timing for timestamps); host transfers go through the context's pool of
+//! pinned blocks (`staging.rs`, `pinned.rs`), reads returned in the block they landed in; kernels are lowered to CUDA C (`lower.rs`), compiled by NVRTC for the
 //! device's architecture and cached per context by (IR hash, checked); graphs are CUDA graphs
 //! captured from the stream.
 //!
@@ -32,6 +32,7 @@ use cudarc::driver::sys::{self, CUresult};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract::{self, CheckedBuffer, LiveBuffers, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::host_pool::HostPoolStats;
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{
     Bytes, ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
@@ -39,8 +40,8 @@ use lockstep::{
 };
 
 use crate::context::{Context, Function};
-use crate::pinned::{CudaPinned, PinnedCache};
-use crate::staging::{self, CudaRead};
+use crate::pinned::{self, PinnedAllocator, PinnedPool};
+use crate::staging::{self, CudaRead, WriteStaging};
 
 /// Writes up to this size are handed to the driver straight from the caller's memory: it
 /// copies them into its command stream before returning, which beats staging for small sizes.
@@ -56,24 +57,34 @@ const INLINE_PARAMS: usize = 32;
 /// Creating a context costs hundreds of milliseconds and a compiled kernel is cached per
 /// context, so a process that opens many devices (the conformance suite opens one per case)
 /// opens the context once and a device per use with [`CudaDevice::with_context`].
+///
+/// The context's pinned host blocks (what reads land in and writes stage through) are shared
+/// by its devices and outlive them: every block lent holds the pool, which holds the context.
 #[derive(Clone, Debug)]
-pub struct CudaContext(Arc<Context>);
+pub struct CudaContext {
+    ctx: Arc<Context>,
+    host: Arc<PinnedPool>,
+}
 
 impl CudaContext {
     /// Opens the primary context of GPU `ordinal`. [`DeviceError::Unavailable`] says why when
     /// there is no driver, no NVRTC, no GPU, or a driver older than CUDA 13.
     pub fn new(ordinal: u32) -> Result<Self, DeviceError> {
-        Context::new(ordinal).map(Self)
+        let ctx = Context::new(ordinal)?;
+        Ok(Self {
+            host: PinnedAllocator::pool(ctx.clone()),
+            ctx,
+        })
     }
 
     /// The GPU's name, e.g. "NVIDIA H200".
     pub fn name(&self) -> &str {
-        &self.0.info.name
+        &self.ctx.info.name
     }
 
     /// The compute capability, e.g. `(9, 0)`.
     pub fn compute_capability(&self) -> (i32, i32) {
-        self.0.info.compute_capability
+        self.ctx.info.compute_capability
     }
 }
 
@@ -199,8 +210,10 @@ pub struct CudaDevice {
     streams: Vec<StreamState>,
     /// This device's ranks of NCCL communicators (`device/nccl.rs`).
     communicators: BTreeMap<CommunicatorId, nccl::Communicator>,
-    /// Idle pinned blocks for `staging` (`pinned.rs`).
-    pinned: Arc<PinnedCache>,
+    /// The context's pinned blocks: reads, staged writes, `staging` (`pinned.rs`).
+    host: Arc<PinnedPool>,
+    /// How writes from pageable bytes are staged.
+    write_staging: WriteStaging,
     /// How long a collective may wait for its peers (`device/nccl.rs`).
     collective_timeout: Duration,
     /// Collective failures found by a host wait, for `take_errors` of their stream.
@@ -230,7 +243,7 @@ impl CudaDevice {
     /// A fresh device on a shared context: its own streams and allocations, the context's
     /// compiled kernels and staging memory.
     pub fn with_context(ctx: &CudaContext) -> Self {
-        let info = &ctx.0.info;
+        let info = &ctx.ctx.info;
         let (major, minor) = info.compute_capability;
         let version = |v: i32| format!("{}.{}", v / 1000, v % 1000 / 10);
         let (nvrtc_major, nvrtc_minor) = info.nvrtc_version;
@@ -253,17 +266,25 @@ impl CudaDevice {
             },
         };
         Self {
-            ctx: ctx.0.clone(),
+            ctx: ctx.ctx.clone(),
             owner: Owner::fresh(),
             live: LiveBuffers::default(),
             next_buffer_id: 0,
             properties,
             streams: Vec::new(),
             communicators: BTreeMap::new(),
-            pinned: PinnedCache::new(ctx.0.clone()),
+            host: ctx.host.clone(),
+            write_staging: WriteStaging::default(),
             collective_timeout: Self::DEFAULT_COLLECTIVE_TIMEOUT,
             collective_errors: Vec::new(),
         }
+    }
+
+    /// The device with writes from pageable bytes staged as `staging` says (chunk size and
+    /// copy threads; see [`WriteStaging`]).
+    pub fn with_write_staging(mut self, staging: WriteStaging) -> Self {
+        self.write_staging = staging.sanitized();
+        self
     }
 
     /// How long a collective waits for its peers by default: a minute, well past any
@@ -439,7 +460,14 @@ impl Device for CudaDevice {
             .result()
             .map_err(|e| self.ctx.fail("cuMemcpyHtoDAsync", e));
         }
-        staging::upload(&self.ctx, raw, dst.at(offset), data)
+        staging::upload(
+            &self.host,
+            &self.ctx,
+            raw,
+            dst.at(offset),
+            data,
+            self.write_staging,
+        )
     }
 
     /// Pinned bytes of this context ([`ComputeClient::staging`](lockstep::ComputeClient::staging))
@@ -453,20 +481,28 @@ impl Device for CudaDevice {
     ) -> Result<(), DeviceError> {
         let len = data.len() as u64;
         let result = contract::range(self.owner, "write", dst, offset, len).and_then(|()| {
-            match CudaPinned::of_context(&mut data, &self.ctx) {
-                Some(pinned) => self
+            match pinned::of_context(&mut data, &self.ctx) {
+                Some(lent) => self
                     .uncaptured(stream, "write")
-                    .and_then(|raw| pinned.copy_to_device(raw, dst.at(offset))),
+                    .and_then(|raw| pinned::copy_to_device(lent, raw, dst.at(offset))),
                 None => self.write(stream, dst, offset, &data),
             }
         });
-        // Freed off the actor: the memory's drop waits for the copy reading it.
-        data.free_in_background();
+        if pinned::of_context(&mut data, &self.ctx).is_some() {
+            // Back to the pool at once, with the copy's event: reused once it completed.
+            drop(data);
+        } else {
+            data.free_in_background();
+        }
         result
     }
 
+    fn host_pool_stats(&self) -> Option<HostPoolStats> {
+        Some(self.host.stats())
+    }
+
     fn alloc_pinned_host(&mut self, bytes: usize) -> Result<Option<Bytes>, DeviceError> {
-        self.pinned.alloc(bytes).map(Some)
+        self.host.lend(bytes).map(|lent| Some(lent.into_bytes()))
     }
 
     fn read(
@@ -478,10 +514,10 @@ impl Device for CudaDevice {
     ) -> Result<CudaRead, DeviceError> {
         contract::range(self.owner, "read", src, offset, len)?;
         let raw = self.uncaptured(stream, "read")?;
-        CudaRead::enqueue(&self.ctx, raw, src.at(offset), len as usize)
+        CudaRead::enqueue(&self.host, &self.ctx, raw, src.at(offset), len as usize)
     }
 
-    fn wait_read(&mut self, read: CudaRead) -> Result<Vec<u8>, DeviceError> {
+    fn wait_read(&mut self, read: CudaRead) -> Result<Bytes, DeviceError> {
         self.wait_watching(|_| Ok(read.arrived()), |_| Ok(()))?;
         read.finish()
     }

@@ -39,4 +39,4 @@ pub use device::{
     CudaBuffer, CudaContext, CudaDevice, CudaEvent, CudaGraph, CudaKernel, CudaStream,
     CudaTimestamp,
 };
-pub use staging::CudaRead;
+pub use staging::{CudaRead, WriteStaging};

@@ -1,33 +1,43 @@
-//! Pinned host memory handed to users ([`ComputeClient::staging`]), and writes that the copy
-//! engine reads straight from it, skipping the staging copy of `staging.rs`.
+//! Page-locked host blocks: the [`HostAllocator`] of a context's [`HostPool`], whose blocks
+//! reads land in (lent to the caller as `Bytes`, no copy after the transfer), large writes are
+//! staged through, and [`ComputeClient::staging`] lends.
 //!
 //! Pinning and unpinning are slow (hundreds of milliseconds for 256 MiB, and `cuMemFreeHost`
-//! stalls other driver calls while it runs), so a device keeps the blocks its staged bytes
-//! give back in a [`PinnedCache`] and hands them out again.
+//! stalls other driver calls while it runs), so blocks go back to the pool for reuse.
 //!
-//! **Invariants.** A block is in exactly one place: lent to one [`CudaPinned`], or idle in the
-//! cache. A block returns to the cache (or is freed) only after the last copy reading it
-//! completed: a write records an event after its copy and the memory's drop waits for it.
+//! **Invariants** (beside the pool's, `lockstep::host_pool`). A block a copy engine may still
+//! use carries the event recorded after that copy (`in_flight`): the pool lends it again, and
+//! a writer gets its bytes, only once that event completed, and the block is freed only after
+//! waiting for it. Every block holds an `Arc` of its context, so the context (needed to free
+//! pinned memory) outlives it.
 //!
 //! [`ComputeClient::staging`]: lockstep::ComputeClient::staging
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cudarc::driver::result;
 use cudarc::driver::sys::{self, CUresult};
-use lockstep::{Bytes, DeviceError, PinnedMemory};
+use lockstep::host_pool::{HostAllocator, HostBlock};
+use lockstep::{Bytes, DeviceError, HostPool, PooledBlock};
 
-use crate::context::{Context, lock};
+use crate::context::Context;
+use crate::error::describe;
 
-/// Idle pinned memory a cache keeps; past it, returned blocks are freed.
-const CACHED_BYTES_MAX: usize = 1 << 30;
+/// Most bytes of returned pinned blocks a context's pool keeps; past it, returned blocks are
+/// freed.
+pub(crate) const POOL_CAP_BYTES: usize = 1 << 30;
+
+/// A context's pool of pinned blocks.
+pub(crate) type PinnedPool = HostPool<PinnedAllocator>;
+/// A pinned block lent by a [`PinnedPool`].
+pub(crate) type LentBlock = PooledBlock<PinnedAllocator>;
 
 /// Allocates `bytes` (at least 1) of portable page-locked host memory, zeroed: every byte of it
 /// is initialised, so slices of it are sound whatever copies have or have not written it. The
 /// context must be current. Zeroing costs a fraction of what pinning the pages costs.
-pub(crate) fn alloc_zeroed(bytes: usize) -> Result<NonNull<u8>, cudarc::driver::DriverError> {
+fn alloc_zeroed(bytes: usize) -> Result<NonNull<u8>, cudarc::driver::DriverError> {
     // SAFETY: allocates `bytes` of portable pinned memory in the current context; the pointer
     // is checked for null below.
     let ptr = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_PORTABLE) }?;
@@ -40,138 +50,83 @@ pub(crate) fn alloc_zeroed(bytes: usize) -> Result<NonNull<u8>, cudarc::driver::
     Ok(ptr)
 }
 
-/// One page-locked host allocation (`cuMemHostAlloc`, portable). Its bytes are initialised:
-/// zeroed when allocated, written only through slices since.
+/// Makes the pinned blocks of one context.
 #[derive(Debug)]
-struct Block {
-    ptr: NonNull<u8>,
-    capacity: usize,
-}
-
-// SAFETY: plain host memory owned by whoever holds the block (see the module invariants).
-unsafe impl Send for Block {}
-
-/// A device's idle pinned blocks, shared with the bytes it lent them to.
-#[derive(Debug)]
-pub(crate) struct PinnedCache {
+pub(crate) struct PinnedAllocator {
     ctx: Arc<Context>,
-    idle: Mutex<Vec<Block>>,
 }
 
-impl PinnedCache {
-    pub(crate) fn new(ctx: Arc<Context>) -> Arc<Self> {
-        Arc::new(Self {
-            ctx,
-            idle: Mutex::new(Vec::new()),
+impl PinnedAllocator {
+    pub(crate) fn pool(ctx: Arc<Context>) -> Arc<PinnedPool> {
+        HostPool::new(Self { ctx }, POOL_CAP_BYTES)
+    }
+
+    pub(crate) fn context(&self) -> &Arc<Context> {
+        &self.ctx
+    }
+}
+
+impl HostAllocator for PinnedAllocator {
+    type Block = PinnedBlock;
+
+    fn allocate(&self, capacity: usize) -> Result<PinnedBlock, DeviceError> {
+        self.ctx.bind()?;
+        let ptr = alloc_zeroed(capacity).map_err(|e| match self.ctx.fail("cuMemHostAlloc", e) {
+            DeviceError::ExecutionFault { .. } => DeviceError::TransferFailed {
+                reason: format!(
+                    "cannot allocate {capacity} bytes of pinned host memory: {}",
+                    describe(e)
+                ),
+            },
+            other => other,
+        })?;
+        Ok(PinnedBlock {
+            ptr,
+            capacity,
+            ctx: self.ctx.clone(),
+            in_flight: None,
         })
     }
-
-    /// `len` bytes of pinned memory (initialised, contents unspecified) as pinned [`Bytes`]:
-    /// an idle block of at least `len` and at most twice that, or a fresh zeroed one.
-    pub(crate) fn alloc(self: &Arc<Self>, len: usize) -> Result<Bytes, DeviceError> {
-        let reused = {
-            let mut idle = lock(&self.idle);
-            let fits = idle
-                .iter()
-                .position(|b| b.capacity >= len && b.capacity / 2 <= len);
-            fits.map(|i| idle.swap_remove(i))
-        };
-        let block = match reused {
-            Some(block) => block,
-            None => self.fresh(len.max(1))?,
-        };
-        Ok(Bytes::from_pinned(Box::new(CudaPinned {
-            block,
-            len,
-            cache: self.clone(),
-            in_flight: None,
-        })))
-    }
-
-    fn fresh(&self, capacity: usize) -> Result<Block, DeviceError> {
-        self.ctx.bind()?;
-        let ptr = alloc_zeroed(capacity).map_err(|e| self.ctx.fail("cuMemHostAlloc", e))?;
-        Ok(Block { ptr, capacity })
-    }
-
-    /// Takes back a block no copy reads any more: idle if the cache has room, else freed.
-    fn give(&self, block: Block) {
-        let mut idle = lock(&self.idle);
-        let cached: usize = idle.iter().map(|b| b.capacity).sum();
-        if cached + block.capacity <= CACHED_BYTES_MAX {
-            idle.push(block);
-        } else {
-            drop(idle);
-            self.free(block);
-        }
-    }
-
-    fn free(&self, block: Block) {
-        // On a lost context the memory goes with the process.
-        if self.ctx.bind().is_ok() {
-            // SAFETY: allocated by `cuMemHostAlloc`; no copy reads it any more.
-            let _ = unsafe { result::free_host(block.ptr.as_ptr().cast()) };
-        }
-    }
 }
 
-impl Drop for PinnedCache {
-    fn drop(&mut self) {
-        for block in std::mem::take(&mut *lock(&self.idle)) {
-            self.free(block);
-        }
-    }
-}
-
-/// `len` bytes of a pinned block, lent to one [`Bytes`].
+/// One page-locked host allocation (`cuMemHostAlloc`, portable). Its bytes are initialised:
+/// zeroed when allocated, written since only through slices or by the copy engine.
 #[derive(Debug)]
-pub(crate) struct CudaPinned {
-    block: Block,
-    len: usize,
-    cache: Arc<PinnedCache>,
-    /// Recorded after the last copy that reads this memory.
+pub(crate) struct PinnedBlock {
+    ptr: NonNull<u8>,
+    capacity: usize,
+    ctx: Arc<Context>,
+    /// Recorded after the last copy that reads or writes this memory.
     in_flight: Option<sys::CUevent>,
 }
 
-// SAFETY: the block is owned by this value; the raw event is an opaque driver handle, used only
-// with the context bound.
-unsafe impl Send for CudaPinned {}
-// SAFETY: shared access only reads the memory.
-unsafe impl Sync for CudaPinned {}
+// SAFETY: plain host memory owned by this value (see the pool's invariants); the raw event is an
+// opaque driver handle, used only with the context bound.
+unsafe impl Send for PinnedBlock {}
+// SAFETY: shared access only reads the memory, and never while a copy engine writes it (a read's
+// block is lent only after its event completed).
+unsafe impl Sync for PinnedBlock {}
 
-impl CudaPinned {
-    /// The pinned memory of `ctx` behind `data`, if that is what `data` is.
-    pub(crate) fn of_context<'a>(data: &'a mut Bytes, ctx: &Arc<Context>) -> Option<&'a mut Self> {
-        let memory: &mut dyn Any = data.pinned_mut()?;
-        memory
-            .downcast_mut::<Self>()
-            .filter(|pinned| Arc::ptr_eq(&pinned.cache.ctx, ctx))
+impl PinnedBlock {
+    /// The block's address, for copies the device enqueues.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
     }
 
-    fn ptr(&self) -> *mut u8 {
-        self.block.ptr.as_ptr()
-    }
-
-    /// Enqueues a copy of all of this memory to `dst` on `stream`, read in place by the copy
-    /// engine; the memory stays lent until the copy completed.
-    pub(crate) fn copy_to_device(
-        &mut self,
-        stream: sys::CUstream,
-        dst: sys::CUdeviceptr,
-    ) -> Result<(), DeviceError> {
-        self.wait_in_flight();
-        let ctx = &self.cache.ctx;
-        // SAFETY: `len` bytes of pinned memory owned by `self`, which outlives the copy (see
-        // the module invariants); the caller checked that `len` bytes at `dst` lie inside one
-        // of its buffers (`contract::range`).
-        unsafe { sys::cuMemcpyHtoDAsync_v2(dst, self.ptr().cast(), self.len, stream) }
-            .result()
-            .map_err(|e| ctx.fail("cuMemcpyHtoDAsync", e))?;
+    /// Records an event on `stream` after the copies just enqueued there that use this block,
+    /// which the block waits for before it is written or reused. The caller waited for any
+    /// earlier copy first (`wait`), so one event covers every copy in flight.
+    ///
+    /// # Errors
+    /// If the event cannot be recorded; the stream was synchronised then, so no copy uses the
+    /// block any more.
+    pub(crate) fn record_in_flight(&mut self, stream: sys::CUstream) -> Result<(), DeviceError> {
+        debug_assert!(self.in_flight.is_none(), "earlier copies were waited for");
+        let ctx = &self.ctx;
         let event = ctx.event()?;
         // SAFETY: a pooled event of this context; the stream belongs to it.
         if let Err(e) = unsafe { result::event::record(event, stream) } {
             ctx.recycle_event(event);
-            // The copy may be in flight: wait for the stream before the memory can go.
             // SAFETY: the stream belongs to this context.
             let _ = unsafe { result::stream::synchronize(stream) };
             return Err(ctx.fail("cuEventRecord", e));
@@ -180,40 +135,98 @@ impl CudaPinned {
         Ok(())
     }
 
-    /// Blocks until the last copy reading this memory completed (at once on a lost context).
-    fn wait_in_flight(&mut self) {
+    /// Whether the copy in flight, if any, completed. Never blocks.
+    pub(crate) fn arrived(&self) -> bool {
+        self.in_flight
+            .is_none_or(|event| self.ctx.event_done(event))
+    }
+
+    /// Blocks until the copy in flight, if any, completed.
+    ///
+    /// # Errors
+    /// The driver's failure to wait (a sticky error loses the context); no copy uses the block
+    /// any more then either.
+    pub(crate) fn wait(&mut self) -> Result<(), DeviceError> {
+        let Some(event) = self.in_flight.take() else {
+            return Ok(());
+        };
+        // On a lost context nothing runs any more: no wait needed.
+        let waited = self.ctx.bind().and_then(|()| {
+            // SAFETY: a pooled event of this context, recorded after the copy.
+            unsafe { sys::cuEventSynchronize(event) }
+                .result()
+                .map_err(|e| self.ctx.fail("cuEventSynchronize", e))
+        });
+        self.ctx.recycle_event(event);
+        waited
+    }
+}
+
+impl HostBlock for PinnedBlock {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `capacity` initialised bytes owned by this block; no copy engine writes them
+        // while the slice lives (see `Sync`).
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.capacity) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.wait_idle();
+        // SAFETY: as in `as_slice`, exclusively borrowed, and no copy uses them any more.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr(), self.capacity) }
+    }
+
+    fn is_idle(&mut self) -> bool {
+        if !self.arrived() {
+            return false;
+        }
         if let Some(event) = self.in_flight.take() {
-            let ctx = &self.cache.ctx;
-            if ctx.bind().is_ok() {
-                // SAFETY: a pooled event of this context, recorded after the copy.
-                let _ = unsafe { sys::cuEventSynchronize(event) };
-            }
-            ctx.recycle_event(event);
+            self.ctx.recycle_event(event);
+        }
+        true
+    }
+
+    fn wait_idle(&mut self) {
+        // A failed wait lost the context: nothing uses the block any more.
+        let _ = self.wait();
+    }
+}
+
+impl Drop for PinnedBlock {
+    fn drop(&mut self) {
+        self.wait_idle();
+        // On a lost context the memory goes with the process.
+        if self.ctx.bind().is_ok() {
+            // SAFETY: allocated by `cuMemHostAlloc`; no copy uses it any more (waited above).
+            let _ = unsafe { result::free_host(self.ptr().cast()) };
         }
     }
 }
 
-impl PinnedMemory for CudaPinned {
-    fn as_slice(&self) -> &[u8] {
-        // SAFETY: `len` initialised bytes of the block owned by `self`; copies only read them.
-        unsafe { std::slice::from_raw_parts(self.ptr(), self.len) }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        // A copy may still read the memory: let it finish before handing out a writer.
-        self.wait_in_flight();
-        // SAFETY: as in `as_slice`, and no copy reads them any more.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr(), self.len) }
-    }
+/// The pinned block of `ctx` behind `data`, if that is what `data` is.
+pub(crate) fn of_context<'a>(data: &'a mut Bytes, ctx: &Arc<Context>) -> Option<&'a mut LentBlock> {
+    let memory: &mut dyn Any = data.pinned_mut()?;
+    memory
+        .downcast_mut::<LentBlock>()
+        .filter(|lent| Arc::ptr_eq(lent.pool().allocator().context(), ctx))
 }
 
-impl Drop for CudaPinned {
-    fn drop(&mut self) {
-        self.wait_in_flight();
-        // The block moves to the cache; `self.block` (no drop glue) is not used again.
-        self.cache.give(Block {
-            ptr: self.block.ptr,
-            capacity: self.block.capacity,
-        });
-    }
+/// Enqueues a copy of all of `lent` to `dst` on `stream`, read in place by the copy engine; the
+/// block is reused only after that copy completed.
+pub(crate) fn copy_to_device(
+    lent: &mut LentBlock,
+    stream: sys::CUstream,
+    dst: sys::CUdeviceptr,
+) -> Result<(), DeviceError> {
+    let len = lent.len();
+    let block = lent.block_mut();
+    // One event covers the block's copies: wait for an earlier one (a second write of the
+    // same bytes) first.
+    block.wait()?;
+    // SAFETY: `len` bytes of pinned memory owned by the block, which is neither written nor
+    // reused before the event recorded below completes; the caller checked that `len` bytes at
+    // `dst` lie inside one of its buffers (`contract::range`).
+    unsafe { sys::cuMemcpyHtoDAsync_v2(dst, block.ptr().cast(), len, stream) }
+        .result()
+        .map_err(|e| block.ctx.fail("cuMemcpyHtoDAsync", e))?;
+    block.record_in_flight(stream)
 }

@@ -173,7 +173,7 @@ fn events_order_streams() {
     let written = device.record_event(a).expect("event");
     device.wait_event(b, &written).expect("wait");
     let read = device.read(b, &buffer, 0, 32 << 20).expect("read");
-    assert!(device.wait_read(read).expect("wait_read") == data);
+    assert!(*device.wait_read(read).expect("wait_read") == *data);
     assert!(device.event_complete(&written));
     drop(written);
     device.free(buffer);
@@ -719,4 +719,111 @@ fn every_broken_precondition_is_refused_with_its_typed_error() {
     let mut other = CudaDevice::with_context(&ctx);
     let report = lockstep_conformance::contract::run(&mut device, &mut other).unwrap();
     report.assert_conforms();
+}
+
+fn host_pool(c: &ComputeClient<CudaDevice>) -> lockstep::HostPoolStats {
+    c.memory_report()
+        .expect("memory_report")
+        .host_pool
+        .expect("CUDA reports its pinned pool")
+}
+
+fn pattern(len: usize, salt: u8) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ salt).collect()
+}
+
+#[test]
+fn reads_are_pooled_pinned_blocks_with_the_right_bytes_at_every_size_class() {
+    if gpu("reads_are_pooled_pinned_blocks_with_the_right_bytes_at_every_size_class").is_none() {
+        return;
+    }
+    // A context of its own, so that its pool's counters see only this test.
+    let ctx = CudaContext::new(0).expect("the GPU opened above");
+    let c = client(&ctx);
+    for len in [1, 4096, 4097, 5121, 65_548, (1 << 20) + 4, (5 << 20) + 3] {
+        let h = c.create(Bytes::from(pattern(len, 1))).unwrap();
+        let before = host_pool(&c);
+        let first = c.read_one(h.clone()).unwrap();
+        assert_eq!(first.property(), lockstep::AllocationProperty::Pinned);
+        assert!(*first == *pattern(len, 1), "{len} bytes");
+        let class = lockstep::host_pool::class_of(len) as u64;
+        let lent = host_pool(&c);
+        assert_eq!(
+            (lent.blocks_lent, lent.bytes_lent),
+            (before.blocks_lent + 1, before.bytes_lent + class),
+            "{len} bytes"
+        );
+        drop(first);
+        c.write(&h, Bytes::from(pattern(len, 2))).unwrap();
+        // The write's staging block, if any, is idle again: kept blocks serve the next read.
+        c.sync().unwrap();
+        let second = c.read_one(h).unwrap();
+        assert!(*second == *pattern(len, 2), "{len} bytes, rewritten");
+        let after = host_pool(&c);
+        assert_eq!(after.allocations, lent.allocations, "{len}: no new block");
+        assert!(after.reuses > lent.reuses, "{len}: a kept block was reused");
+    }
+}
+
+#[test]
+fn a_read_block_returns_to_the_pool_when_dropped_on_another_thread_after_its_client() {
+    if gpu("a_read_block_returns_to_the_pool_when_dropped_on_another_thread_after_its_client")
+        .is_none()
+    {
+        return;
+    }
+    let ctx = CudaContext::new(0).expect("the GPU opened above");
+    let c = client(&ctx);
+    let h = c.create(Bytes::from(pattern(10_000, 3))).unwrap();
+    let back = c.read_one(h.clone()).unwrap();
+    assert_eq!(host_pool(&c).blocks_lent, 1);
+    drop((h, c));
+    std::thread::spawn(move || {
+        assert!(*back == *pattern(10_000, 3));
+        drop(back);
+    })
+    .join()
+    .unwrap();
+    let c = client(&ctx);
+    let returned = host_pool(&c);
+    assert_eq!((returned.blocks_lent, returned.blocks_kept), (0, 1));
+    let h = c.create(Bytes::from(pattern(10_000, 4))).unwrap();
+    assert!(*c.read_one(h).unwrap() == *pattern(10_000, 4));
+    let reused = host_pool(&c);
+    assert_eq!(
+        (reused.allocations, reused.reuses),
+        (returned.allocations, returned.reuses + 1)
+    );
+}
+
+#[test]
+fn writes_from_a_vec_arrive_whole_for_every_chunking_and_past_a_segment() {
+    let Some(ctx) = gpu("writes_from_a_vec_arrive_whole_for_every_chunking_and_past_a_segment")
+    else {
+        return;
+    };
+    let stagings = [
+        lockstep_cuda::WriteStaging::default(),
+        lockstep_cuda::WriteStaging {
+            chunk_bytes: 4096,
+            threads_max: 3,
+        },
+        lockstep_cuda::WriteStaging {
+            chunk_bytes: 0,
+            threads_max: 0,
+        },
+    ];
+    for staging in stagings {
+        let c = ComputeClient::new(CudaDevice::with_context(&ctx).with_write_staging(staging));
+        for len in [65_537, (2 << 20) + 3, (9 << 20) + 1] {
+            let h = c.empty(len + 8).unwrap();
+            c.write_at(&h, 8, Bytes::from(pattern(len, 5))).unwrap();
+            let back = c.read_one(h).unwrap();
+            assert!(back[8..] == *pattern(len, 5), "{staging:?}, {len} bytes");
+        }
+    }
+    let c = client(&ctx);
+    let len = (256 << 20) + 4096;
+    let h = c.create(Bytes::from(pattern(len, 6))).unwrap();
+    assert!(*c.read_one(h).unwrap() == *pattern(len, 6), "two segments");
 }

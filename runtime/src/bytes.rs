@@ -1,9 +1,11 @@
 //! Host bytes moving to and from a device.
 //!
 //! A [`Bytes`] is one of three things, all read through `Deref<Target = [u8]>`:
-//! - heap memory (what `from_elems`, `From<Vec<u8>>` and `read` give);
-//! - page-locked host memory a device handed out ([`ComputeClient::staging`]), which its
-//!   transfers read in place;
+//! - heap memory (what `from_elems` and `From<Vec<u8>>` give, and reads on devices without
+//!   pooled host memory);
+//! - host memory a device lent: page-locked blocks ([`ComputeClient::staging`], which its
+//!   transfers read in place), or the pooled block a read landed in
+//!   ([`HostPool`](crate::HostPool)), which returns to its pool when the bytes drop;
 //! - a device read deferred to first access ([`ComputeClient::read_lazy`]).
 //!
 //! [`ComputeClient::staging`]: crate::ComputeClient::staging
@@ -56,18 +58,18 @@ pub trait PinnedMemory: Any + Send + Sync + RefUnwindSafe + UnwindSafe {
 }
 
 /// Produces the bytes of a deferred read; runs once, on the thread of the first access.
-pub(crate) type Loader = Box<dyn FnOnce() -> Result<Vec<u8>, ServerError> + Send>;
+pub(crate) type Loader = Box<dyn FnOnce() -> Result<Bytes, ServerError> + Send>;
 
 /// A deferred read. **Invariant:** `loader` runs at most once, inside `value`'s
-/// initialisation; `value` then holds its outcome for good.
+/// initialisation; `value` then holds its outcome for good, never lazy bytes itself.
 struct Lazy {
     len: usize,
     loader: Mutex<Option<Loader>>,
-    value: OnceLock<Result<Vec<u8>, ServerError>>,
+    value: OnceLock<Result<Bytes, ServerError>>,
 }
 
 impl Lazy {
-    fn get(&self) -> &Result<Vec<u8>, ServerError> {
+    fn get(&self) -> &Result<Bytes, ServerError> {
         self.value.get_or_init(|| {
             let loader = self
                 .loader
@@ -116,13 +118,17 @@ impl Bytes {
         })))
     }
 
-    /// Where the bytes live now. A lazy read reports `Native` once it has been accessed.
+    /// Where the bytes live now. A lazy read, once accessed, reports where its read landed
+    /// (`Native` if it failed).
     pub fn property(&self) -> AllocationProperty {
         match &self.0 {
             Repr::Host(_) => AllocationProperty::Native,
             Repr::Pinned(_) => AllocationProperty::Pinned,
-            Repr::Lazy(lazy) if lazy.value.get().is_none() => AllocationProperty::Device,
-            Repr::Lazy(_) => AllocationProperty::Native,
+            Repr::Lazy(lazy) => match lazy.value.get() {
+                None => AllocationProperty::Device,
+                Some(Ok(bytes)) => bytes.property(),
+                Some(Err(_)) => AllocationProperty::Native,
+            },
         }
     }
 
@@ -192,7 +198,8 @@ impl Bytes {
         }
     }
 
-    /// Heap bytes for a lazy read, performed now on this thread; other bytes as they are.
+    /// The bytes of a lazy read, performed now on this thread (its own if no clone shares
+    /// them, else a heap copy); other bytes as they are.
     ///
     /// # Panics
     /// If the deferred read fails, as `Deref` does.
@@ -204,9 +211,16 @@ impl Bytes {
         )
     )]
     pub(crate) fn into_resident(self) -> Self {
-        match &self.0 {
-            Repr::Lazy(lazy) => Self::from_bytes_vec(lazy_bytes(lazy).to_vec()),
-            _ => self,
+        let Repr::Lazy(lazy) = self.0 else {
+            return self;
+        };
+        lazy_bytes(&lazy);
+        match Arc::try_unwrap(lazy) {
+            Ok(only) => match only.value.into_inner() {
+                Some(Ok(bytes)) => bytes,
+                _ => unreachable!("the read ran and succeeded: `lazy_bytes` panics otherwise"),
+            },
+            Err(shared) => Self::from_bytes_vec(lazy_bytes(&shared).to_vec()),
         }
     }
 
@@ -266,7 +280,7 @@ impl std::fmt::Debug for Bytes {
         write!(f, "Bytes({} bytes", self.len())?;
         let shown: &[u8] = match &self.0 {
             Repr::Lazy(lazy) => match lazy.value.get() {
-                Some(Ok(bytes)) => bytes,
+                Some(Ok(bytes)) => &bytes[..],
                 Some(Err(_)) => return f.write_str(", lazy read failed)"),
                 None => return f.write_str(", lazy)"),
             },
@@ -424,7 +438,7 @@ mod tests {
             2,
             Box::new(|| {
                 LOADS.fetch_add(1, Ordering::Relaxed);
-                Ok(vec![4, 5])
+                Ok(Bytes::from(vec![4, 5]))
             }),
         );
         let shared = lazy.clone();

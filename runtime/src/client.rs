@@ -35,7 +35,7 @@ use crate::kernel::Access;
 use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
 use crate::layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, extent_bytes,
-    gather, num_elems, plan, scatter,
+    gather_bytes, num_elems, plan, scatter,
 };
 use crate::memory::{
     InstallMemoryPoolsError, MemoryAllocationMode, MemoryBudgetError, MemoryConfiguration,
@@ -561,20 +561,19 @@ impl<D: Device> ComputeClient<D> {
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
         let _span = call_span!(self, "read", handles = handles.len());
         let ranges = handles.iter().map(|h| self.range(h)).collect();
-        self.read_ranges(ranges, |bytes| {
-            bytes.into_iter().map(Bytes::from_bytes_vec).collect()
-        })
+        self.read_ranges(ranges, |bytes| bytes)
     }
 
     /// The shared read path: reads `ranges` on the actor, after everything this stream submitted
-    /// before, then turns the raw bytes into the result with `finish` (still on the actor).
+    /// before, then turns the bytes as they landed into the result with `finish` (still on the
+    /// actor).
     fn read_ranges<F>(
         &self,
         ranges: Result<Vec<BufferRange>, IoError>,
         finish: F,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D, F>
     where
-        F: FnOnce(Vec<Vec<u8>>) -> Vec<Bytes> + Send + 'static,
+        F: FnOnce(Vec<Bytes>) -> Vec<Bytes> + Send + 'static,
     {
         let call = ranges.map(|ranges| {
             self.call_async(move |server, stream| server.read(stream, &ranges).map(finish))
@@ -644,11 +643,9 @@ impl<D: Device> ComputeClient<D> {
         }
         let read = self.read_ranges(ranges, move |bytes| {
             bytes
-                .iter()
+                .into_iter()
                 .zip(&layouts)
-                .map(|(b, (shape, strides, elem_size))| {
-                    Bytes::from_bytes_vec(gather(b, shape, strides, *elem_size))
-                })
+                .map(|(b, (shape, strides, elem_size))| gather_bytes(b, shape, strides, *elem_size))
                 .collect()
         });
         // Dropped after the read is queued: if these are the last handles, their release runs

@@ -44,6 +44,8 @@
 //!   only once no copy reads them any more.
 //! - `read` enqueues a copy to the host; its bytes are the buffer's contents after every earlier
 //!   operation of that stream, and `wait_read` blocks until they are available.
+//! - A pooled block a read returns belongs to the `Bytes` until it drops, on any thread, also
+//!   after the device and its client are gone; no copy of the device writes it meanwhile.
 //! - `free` is only called by the runtime once every operation that uses the buffer has
 //!   completed (the runtime waits for events first). No device lets an early free reach memory
 //!   that queued work still uses: CUDA waits for its streams before freeing, wgpu keeps the
@@ -85,6 +87,7 @@ use std::fmt::Debug;
 use crate::bytes::Bytes;
 use crate::collective::{CommunicatorId, ReduceOperation};
 use crate::error::DeviceError;
+use crate::host_pool::HostPoolStats;
 use crate::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use crate::stream::StreamId;
 
@@ -249,8 +252,17 @@ pub trait Device: Send + 'static {
         len: u64,
     ) -> Result<Self::PendingRead, DeviceError>;
 
-    /// Blocks until a read's bytes are on the host.
-    fn wait_read(&mut self, read: Self::PendingRead) -> Result<Vec<u8>, DeviceError>;
+    /// Blocks until a read's bytes are on the host, and returns them where they landed: a
+    /// device with page-locked memory lends the block its copy engine wrote (a
+    /// [`HostPool`](crate::HostPool) block, back in the pool when the `Bytes` drops), so no
+    /// copy follows the transfer; others return heap bytes.
+    fn wait_read(&mut self, read: Self::PendingRead) -> Result<Bytes, DeviceError>;
+
+    /// What the device's pool of host blocks (reads, staged writes) holds, for
+    /// [`MemoryReport`](crate::MemoryReport); `None` where the device has none (the default).
+    fn host_pool_stats(&self) -> Option<HostPoolStats> {
+        None
+    }
 
     /// Enqueues a device-to-device copy.
     fn copy(

@@ -1,6 +1,7 @@
 //! Tensor layouts: shapes, strides, the host-side gather that `read_tensor` performs and the
 //! runs of consecutive elements that `write_tensor` copies. Strides count elements, not bytes.
 
+use crate::bytes::Bytes;
 use crate::error::IoError;
 use crate::handle::Handle;
 
@@ -282,6 +283,16 @@ pub fn gather(src: &[u8], shape: &[usize], strides: &[usize], elem_size: usize) 
     out
 }
 
+/// [`gather`] for bytes a read returned: already dense row-major bytes are returned as they
+/// are (a read's pooled block stays lent, with no copy); others are gathered into heap bytes.
+pub fn gather_bytes(bytes: Bytes, shape: &[usize], strides: &[usize], elem_size: usize) -> Bytes {
+    let dense_bytes = shape.iter().product::<usize>() * elem_size;
+    if bytes.len() == dense_bytes && strides == contiguous_strides(shape) {
+        return bytes;
+    }
+    Bytes::from_bytes_vec(gather(&bytes, shape, strides, elem_size))
+}
+
 /// Steps a multi-index over `shape` to the next element in row-major order (innermost
 /// dimension first), wrapping to all zeros after the last.
 fn advance(index: &mut [usize], shape: &[usize]) {
@@ -384,6 +395,16 @@ mod tests {
                 "{shape:?} {strides:?}"
             );
         }
+    }
+
+    #[test]
+    fn gather_bytes_keeps_dense_bytes_and_gathers_the_rest() {
+        let dense = Bytes::from(vec![1, 2, 3, 4]);
+        let address = dense.as_ptr();
+        let kept = gather_bytes(dense, &[2, 2], &[2, 1], 1);
+        assert_eq!((kept.as_ptr(), &kept[..]), (address, &[1, 2, 3, 4][..]));
+        let transposed = gather_bytes(Bytes::from(vec![1, 2, 3, 4]), &[2, 2], &[1, 2], 1);
+        assert_eq!(*transposed, [1, 3, 2, 4]);
     }
 
     #[test]

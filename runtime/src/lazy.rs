@@ -39,7 +39,7 @@ impl<D: Device> ComputeClient<D> {
             len,
             Box::new(move || {
                 let mut bytes = block_on(client.read_tensor_async(vec![descriptor]))?;
-                Ok(bytes.remove(0).into_vec())
+                Ok(bytes.remove(0))
             }),
         )
     }

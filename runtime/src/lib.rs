@@ -39,6 +39,7 @@ mod error;
 mod graph;
 #[cfg(not(loom))]
 mod handle;
+pub mod host_pool;
 #[cfg_attr(
     loom,
     allow(
@@ -103,6 +104,7 @@ pub use error::{
 pub use graph::Graph;
 #[cfg(not(loom))]
 pub use handle::Handle;
+pub use host_pool::{HostPool, HostPoolStats, PooledBlock};
 #[doc(hidden)]
 pub use invariant::PlantedDefect;
 #[cfg(not(loom))]

@@ -38,10 +38,13 @@ run 90 .gpu/cuda_tests
 run 60 .gpu/collectives_tests --test-threads 1
 run 30 .gpu/decode_loop cuda
 run 30 .gpu/decode_loop wgpu
-run 60 .gpu/bench
+# runtime_vs_raw: read 256 MiB, write 256 MiB from a Vec and from staging bytes, each beside raw
+# pinned copies, and the write staging sweep (chunk size x threads).
+run 120 .gpu/bench
 run 60 .gpu/staging_bench
 run 60 .gpu/collectives_bench
 run 40 .gpu/wgpu_bench
 run 40 .gpu/graph_bench cuda 2000
 run 40 .gpu/graph_bench wgpu 500
+run 60 .gpu/transfers_bench wgpu
 exit $status

@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract::{self, CheckedBuffer, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::host_pool::{HeapAllocator, HostPool, HostPoolStats};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{
-    ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
-    ReduceOperation, StreamId,
+    Bytes, ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
+    PinnedMemory, ReduceOperation, StreamId,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -117,7 +118,7 @@ pub struct SimDevice {
     /// Completion time of each marker (events and timestamps), by id; `None` until reached.
     markers: Vec<Option<u64>>,
     /// Finished reads waiting for `wait_read`, by id; `None` while in flight.
-    reads: BTreeMap<u64, Option<Result<Vec<u8>, DeviceError>>>,
+    reads: BTreeMap<u64, Option<Result<Bytes, DeviceError>>>,
     next_read: u64,
     clock_ns: u64,
     sanitizer: Sanitizer,
@@ -133,7 +134,12 @@ pub struct SimDevice {
     host_waits: bool,
     /// The enqueue number of the operation executing now, if one is.
     executing: Option<u64>,
+    /// The heap blocks reads are returned in.
+    host_pool: Arc<HostPool<HeapAllocator>>,
 }
+
+/// Most bytes of returned host blocks a simulator keeps for reuse.
+pub const HOST_POOL_CAP_BYTES: usize = 64 << 20;
 
 /// Per-byte cost of transfers in virtual time: 32 bytes per nanosecond.
 const BYTES_PER_NS: u64 = 32;
@@ -181,6 +187,7 @@ impl SimDevice {
             cluster: collective::ClusterMember::alone(),
             host_waits: false,
             executing: None,
+            host_pool: HostPool::new(HeapAllocator, HOST_POOL_CAP_BYTES),
         }
     }
 
@@ -300,6 +307,22 @@ impl SimDevice {
         self.streams[index].queue.push_back((op, enqueued, number));
         self.background();
         Ok(())
+    }
+
+    /// A read's bytes in a block of the device's host pool, as CUDA lends its pinned blocks
+    /// (heap memory here, so the pooled path is what the suite and the explorer drive).
+    fn lend(&self, bytes: &[u8]) -> Bytes {
+        if bytes.is_empty() {
+            return Bytes::default();
+        }
+        match self.host_pool.lend(bytes.len()) {
+            Ok(mut block) => {
+                block.as_mut_slice().copy_from_slice(bytes);
+                block.into_bytes()
+            }
+            // Heap blocks are always allocated.
+            Err(_) => Bytes::from(bytes),
+        }
     }
 
     fn new_marker(&mut self) -> u64 {
@@ -471,8 +494,12 @@ impl SimDevice {
             }
             Op::Read { src, read } => {
                 let (result, outcome) = self.execute_read(stream, src);
-                let content = result.clone().unwrap_or_default();
-                self.reads.insert(read, Some(result));
+                // The trace keeps the bytes read, the read a pooled copy: two at most at once.
+                let (lent, content) = match result {
+                    Ok(bytes) => (Ok(self.lend(&bytes)), bytes),
+                    Err(err) => (Err(err), Vec::new()),
+                };
+                self.reads.insert(read, Some(lent));
                 self.read_clocks.insert(read, sanitizer_clock);
                 (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
             }
@@ -763,6 +790,10 @@ impl Device for SimDevice {
     const TYPE_ID: u16 = 0;
     const SIMULATED: bool = true;
 
+    fn host_pool_stats(&self) -> Option<HostPoolStats> {
+        Some(self.host_pool.stats())
+    }
+
     fn properties(&self) -> &DeviceProperties {
         &self.properties
     }
@@ -890,7 +921,7 @@ impl Device for SimDevice {
         Ok(SimRead(read))
     }
 
-    fn wait_read(&mut self, read: SimRead) -> Result<Vec<u8>, DeviceError> {
+    fn wait_read(&mut self, read: SimRead) -> Result<Bytes, DeviceError> {
         self.run_until("a read", |dev| {
             dev.reads.get(&read.0).is_some_and(|r| r.is_some())
         });

@@ -28,8 +28,8 @@ mod trace;
 
 pub use config::SimConfig;
 pub use device::{
-    COLLECTIVE_TIMEOUT_NS, SimBuffer, SimCluster, SimDevice, SimEvent, SimGraph, SimKernel,
-    SimProbe, SimRead, SimStream, SimTimestamp,
+    COLLECTIVE_TIMEOUT_NS, HOST_POOL_CAP_BYTES, SimBuffer, SimCluster, SimDevice, SimEvent,
+    SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp,
 };
 pub use fault::{FaultKind, FaultPlan, FaultPlanError, FaultRates, InjectedFault, ScriptedFault};
 pub use memory::{KernelFinding, POISON_FRESH, SanitizerReport};

@@ -16,9 +16,12 @@ fn client() -> ComputeClient<SimDevice> {
 #[test]
 fn memory_report_reads_well() {
     let c = client();
-    let _small: Vec<_> = (0..3)
+    let small: Vec<_> = (0..3)
         .map(|_| c.create(Bytes::from(vec![1u8; 100])).unwrap())
         .collect();
+    // One read held (its host block lent), one dropped (its block kept for reuse).
+    let _held = c.read_one(small[0].clone()).unwrap();
+    drop(c.read_one(small[1].clone()).unwrap());
     let medium = c.empty(300 << 10).unwrap();
     let _large = c.empty(40 << 20).unwrap();
     drop(medium);

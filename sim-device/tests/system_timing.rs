@@ -71,7 +71,7 @@ impl Device for Untimed {
     ) -> Result<Self::PendingRead, DeviceError> {
         self.inner.read(stream, src, offset, len)
     }
-    fn wait_read(&mut self, read: Self::PendingRead) -> Result<Vec<u8>, DeviceError> {
+    fn wait_read(&mut self, read: Self::PendingRead) -> Result<lockstep::Bytes, DeviceError> {
         self.inner.wait_read(read)
     }
     fn copy(

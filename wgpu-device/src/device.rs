@@ -9,7 +9,7 @@ use std::time::Duration;
 use lockstep::device::contract::{self, CheckedBuffer, LiveBuffers, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, Features, GraphSupport};
+use lockstep::{Bytes, Device, DeviceError, DeviceProperties, Features, GraphSupport};
 
 use crate::batch::{Batch, Staged};
 use crate::bind::BindGroups;
@@ -664,15 +664,18 @@ impl Device for WgpuDevice {
         })
     }
 
-    fn wait_read(&mut self, read: WgpuRead) -> Result<Vec<u8>, DeviceError> {
+    /// Heap bytes: the mapped range copied out once, trimmed in place to the range read.
+    fn wait_read(&mut self, read: WgpuRead) -> Result<Bytes, DeviceError> {
         let Some(staging) = read.staging else {
-            return Ok(Vec::new());
+            return Ok(Bytes::default());
         };
         self.wait_for(read.batch)?;
         let end = (read.skip + read.len).next_multiple_of(4) as u64;
-        let bytes = self.map_read(&staging, end)?;
+        let mut bytes = self.map_read(&staging, end)?;
         self.return_readback(staging);
-        Ok(bytes[read.skip..read.skip + read.len].to_vec())
+        bytes.truncate(read.skip + read.len);
+        bytes.drain(..read.skip);
+        Ok(Bytes::from(bytes))
     }
 
     fn copy(

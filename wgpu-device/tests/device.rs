@@ -31,7 +31,7 @@ fn read(
     len: u64,
 ) -> Vec<u8> {
     let pending = dev.read(s, b, off, len).unwrap();
-    dev.wait_read(pending).unwrap()
+    dev.wait_read(pending).unwrap().into_vec()
 }
 
 /// A small deterministic generator (tests must not depend on a crate for this).

@@ -275,6 +275,7 @@ impl DeviceMemory {
                 .collect(),
             budget_bytes,
             device_bytes_reserved,
+            host_pool: None,
         }
     }
 

@@ -4,6 +4,7 @@ use std::fmt;
 
 use super::config::PoolLayout;
 use super::pool::PoolStats;
+use crate::host_pool::HostPoolStats;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolKind {
@@ -66,6 +67,9 @@ pub struct MemoryReport {
     /// Bytes of pages every pool of the device reserves, every stream's: what the budget
     /// bounds.
     pub device_bytes_reserved: u64,
+    /// The device's pool of host blocks that reads land in (`Device::host_pool_stats`);
+    /// `None` where the device has none.
+    pub host_pool: Option<HostPoolStats>,
 }
 
 /// Bytes as a person reads them: exact below 1 KiB, else in the largest binary unit with at
@@ -132,7 +136,22 @@ impl fmt::Display for MemoryReport {
                 human_bytes(budget)
             ),
             None => writeln!(f, "no device budget, {reserved} reserved by all streams"),
-        }
+        }?;
+        let Some(host) = &self.host_pool else {
+            return Ok(());
+        };
+        writeln!(
+            f,
+            "host blocks: {} lent ({}), {} kept ({}) of cap {}; {} allocated, {} reused, {} freed",
+            host.blocks_lent,
+            human_bytes(host.bytes_lent),
+            host.blocks_kept,
+            human_bytes(host.bytes_kept),
+            human_bytes(host.cap_bytes),
+            host.allocations,
+            host.reuses,
+            host.frees
+        )
     }
 }
 

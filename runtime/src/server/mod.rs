@@ -683,7 +683,10 @@ impl<D: Device> Server<D> {
 
     pub fn memory_report(&mut self, stream: StreamId) -> MemoryReport {
         self.reclaim();
-        self.memory.report(stream)
+        MemoryReport {
+            host_pool: self.device.host_pool_stats(),
+            ..self.memory.report(stream)
+        }
     }
 
     pub fn allocation_mode(&mut self, stream: StreamId, mode: MemoryAllocationMode) {
@@ -748,7 +751,7 @@ impl<D: Device> Server<D> {
         &mut self,
         stream: StreamId,
         ranges: &[BufferRange],
-    ) -> Result<Vec<Vec<u8>>, ServerError> {
+    ) -> Result<Vec<Bytes>, ServerError> {
         self.check_alive()?;
         self.refuse_in_capture(stream, "read")?;
         let mut pending = Vec::with_capacity(ranges.len());
