@@ -33,6 +33,8 @@ mod client;
 pub mod collective;
 pub mod device;
 #[cfg(not(loom))]
+pub mod distributed;
+#[cfg(not(loom))]
 pub mod dry_run;
 mod error;
 #[cfg(not(loom))]

@@ -1,0 +1,183 @@
+//! The blocking drivers: one rendezvous over any [`Transport`], rank 0 serving and the others
+//! joining, with the decisions left to `rendezvous.rs`.
+
+use std::time::Duration;
+
+use super::env::WorldEnv;
+use super::error::{BootstrapError, millis};
+use super::rendezvous::{Admission, Joiner, RankZero, refusal};
+use super::transport::{Link, Listener, Received, Transport};
+
+/// How long a rendezvous may take, and how its connections pace themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RendezvousOptions {
+    /// From the start of each rank's rendezvous to the id in hand: rank 0 waits this long for
+    /// every rank to join, and the others this long to reach rank 0 and hear back.
+    pub timeout: Duration,
+    /// The pause between two connection attempts of a rank that cannot reach rank 0 yet.
+    pub retry_interval: Duration,
+    /// How long rank 0 waits for the first frame of a new connection before dropping it as
+    /// a stranger's.
+    pub join_frame_timeout: Duration,
+}
+
+impl Default for RendezvousOptions {
+    /// Two minutes, like a slow job's start on a busy cluster; a retry every 100 ms.
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(120),
+            retry_interval: Duration::from_millis(100),
+            join_frame_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A process's place in its world once the rendezvous succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct World {
+    pub rank: u32,
+    pub world_size: u32,
+    pub local_rank: u32,
+    /// The communicator id rank 0 made, the same bytes in every process.
+    pub id: Vec<u8>,
+}
+
+/// Runs the rendezvous of `env` over `transport`: rank 0 listens on `MASTER_PORT`, waits for
+/// every other rank, then calls `make_id` and sends its bytes to all; the others connect to
+/// `MASTER_ADDR:MASTER_PORT` and wait for them.
+///
+/// # Errors
+/// [`BootstrapError`]: see its variants and the module documentation for which rank sees what.
+pub fn bootstrap<T: Transport>(
+    transport: &T,
+    env: &WorldEnv,
+    options: RendezvousOptions,
+    make_id: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> Result<World, BootstrapError> {
+    let id = if env.rank == 0 {
+        let listener = transport
+            .listen(env.master_port)
+            .map_err(|err| BootstrapError::Listen {
+                port: env.master_port,
+                reason: err.to_string(),
+            })?;
+        serve(transport, listener, env.world_size, options, make_id)?
+    } else {
+        join(transport, env, options)?
+    };
+    Ok(World {
+        rank: env.rank,
+        world_size: env.world_size,
+        local_rank: env.local_rank,
+        id,
+    })
+}
+
+/// Rank 0: admits a join from each other rank on `listener`, then sends each the id `make_id`
+/// makes, and returns it. The first failure is sent to every joined rank and returned.
+///
+/// # Errors
+/// [`BootstrapError::RankTimeout`], [`BootstrapError::WorldSizeMismatch`],
+/// [`BootstrapError::DuplicateRank`], [`BootstrapError::VersionMismatch`],
+/// [`BootstrapError::Protocol`], or [`BootstrapError::Id`] from `make_id`.
+pub fn serve<T: Transport>(
+    transport: &T,
+    mut listener: T::Listener,
+    world_size: u32,
+    options: RendezvousOptions,
+    make_id: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, BootstrapError> {
+    let mut state = RankZero::new(world_size, millis(options.timeout));
+    let mut joined: Vec<T::Link> = Vec::new();
+    let deadline = transport.now() + options.timeout;
+    while !state.is_complete() {
+        let left = deadline.saturating_sub(transport.now());
+        let accepted = match listener.accept(left) {
+            Ok(Some(link)) => link,
+            Ok(None) => return Err(abort(&mut joined, state.timed_out())),
+            Err(err) => {
+                let error = BootstrapError::Io {
+                    peer: format!("port {}", listener.port()),
+                    during: "accepting a rank",
+                    reason: err.to_string(),
+                };
+                return Err(abort(&mut joined, error));
+            }
+        };
+        let mut link = accepted;
+        let wait = left.min(options.join_frame_timeout);
+        // A connection that says nothing, closes, or fails is no rank: drop it, keep waiting.
+        let Ok(Received::Frame(frame)) = link.recv(wait) else {
+            continue;
+        };
+        match state.admit(&frame, &link.peer()) {
+            Ok(Admission::Joined(_)) => joined.push(link),
+            Ok(Admission::Stranger) => {}
+            Err(error) => {
+                joined.push(link);
+                return Err(abort(&mut joined, error));
+            }
+        }
+    }
+    let id = match make_id() {
+        Ok(id) => id,
+        Err(reason) => return Err(abort(&mut joined, BootstrapError::Id { reason })),
+    };
+    let welcome = state.welcome(id.clone());
+    for link in &mut joined {
+        // A rank that died since it joined will not join the communicator either; the
+        // communicator's own timeout reports it.
+        let _ = link.send(&welcome);
+    }
+    Ok(id)
+}
+
+/// Sends `error` to every joined rank (those gone already are past telling) and returns it.
+fn abort<L: Link>(joined: &mut [L], error: BootstrapError) -> BootstrapError {
+    let frame = refusal(&error);
+    for link in joined {
+        let _ = link.send(&frame);
+    }
+    error
+}
+
+/// A rank other than 0: connects to rank 0 (retrying until the timeout: rank 0 may start
+/// later), sends its join and returns the id of rank 0's reply.
+///
+/// # Errors
+/// [`BootstrapError::Unreachable`], [`BootstrapError::ReplyTimeout`],
+/// [`BootstrapError::RankZeroClosed`], [`BootstrapError::Io`], or the failure rank 0 sent.
+pub fn join<T: Transport>(
+    transport: &T,
+    env: &WorldEnv,
+    options: RendezvousOptions,
+) -> Result<Vec<u8>, BootstrapError> {
+    let joiner = Joiner {
+        rank: env.rank,
+        world_size: env.world_size,
+        addr: format!("{}:{}", env.master_addr, env.master_port),
+        timeout_ms: millis(options.timeout),
+    };
+    let deadline = transport.now() + options.timeout;
+    let mut attempts = 0;
+    let mut link = loop {
+        let left = deadline.saturating_sub(transport.now());
+        attempts += 1;
+        match transport.connect(&env.master_addr, env.master_port, left) {
+            Ok(link) => break link,
+            Err(err) if transport.now() + options.retry_interval >= deadline => {
+                return Err(joiner.unreachable(attempts, err.to_string()));
+            }
+            Err(_) => transport.pause(options.retry_interval),
+        }
+    };
+    link.send(&joiner.join_frame())
+        .map_err(|err| joiner.io("sending its join", &err))?;
+    let left = deadline.saturating_sub(transport.now());
+    match link.recv(left) {
+        Ok(Received::Frame(frame)) => joiner.reply(&frame),
+        Ok(Received::Closed) => Err(joiner.closed()),
+        Ok(Received::TimedOut) => Err(joiner.reply_timed_out()),
+        Err(err) => Err(joiner.io("waiting for the id", &err)),
+    }
+}

@@ -1,0 +1,70 @@
+//! Beyond one process: the rendezvous that gives every process of a world the same
+//! communicator id, from the variables torchrun and `lockstep launch` set.
+//!
+//! Each process reads `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR` and `MASTER_PORT`
+//! ([`WorldEnv`]). Rank 0 listens on `MASTER_PORT`; every other rank connects to
+//! `MASTER_ADDR:MASTER_PORT` (retrying, since rank 0 may start later) and sends a join with its
+//! rank and world size. Once every rank has joined, rank 0 makes the id (NCCL's unique id on
+//! CUDA) and sends it to all of them at once; each process then opens its communicator rank on
+//! its local GPU. Messages are tiny versioned frames (`frame.rs`).
+//!
+//! The decisions are state machines without I/O (`rendezvous.rs`: [`RankZero`], [`Joiner`]),
+//! driven by blocking loops (`bootstrap.rs`) over a [`Transport`]: TCP ([`Tcp`]) between real
+//! processes, an in-memory network with virtual time in the simulator. So the same logic, and
+//! the same errors, hold for both.
+//!
+//! **Naming.** Across processes, a device is named by the global rank of the process that
+//! drives it: `DeviceId { type_id, index: rank }`, and the world's devices are
+//! `0..world_size`. A communicator's device list is a list of global ranks.
+//!
+//! **Failure modes.** Every failure is a typed [`BootstrapError`], and nothing waits past
+//! [`RendezvousOptions::timeout`]:
+//! - a variable missing or malformed: [`EnvError`], before any connection;
+//! - rank 0 not listening (dead, not started within the timeout, a wrong address): the others
+//!   retry, then return [`BootstrapError::Unreachable`]; rank 0 unable to listen (the port in
+//!   use): [`BootstrapError::Listen`];
+//! - a rank that never joins: rank 0 returns [`BootstrapError::RankTimeout`] naming the
+//!   missing ranks, and sends it to every rank that joined, which return it too;
+//! - a rank with another `WORLD_SIZE` ([`BootstrapError::WorldSizeMismatch`]), a rank that joins
+//!   twice (two processes with one `RANK`, or a join claiming rank 0:
+//!   [`BootstrapError::DuplicateRank`]), a peer of another protocol version
+//!   ([`BootstrapError::VersionMismatch`]): the first such join aborts the rendezvous, and rank
+//!   0 and every rank that joined return the same error. Ranks that had not joined yet find
+//!   rank 0 gone and return [`BootstrapError::Unreachable`];
+//! - rank 0 dying after a rank joined: that rank returns [`BootstrapError::RankZeroClosed`];
+//!   rank 0 alive but silent: [`BootstrapError::ReplyTimeout`];
+//! - a connection that sends no rendezvous frame (a port scan, another program) is dropped
+//!   and ignored.
+//!
+//! Not covered: a rank that dies after it joined is not noticed by the rendezvous; its peers
+//! find out when they open the communicator (NCCL's join times out with `PeerTimeout`).
+
+mod bootstrap;
+mod env;
+mod error;
+mod frame;
+mod rendezvous;
+mod tcp;
+mod transport;
+
+#[cfg(test)]
+mod tests;
+
+pub use bootstrap::{RendezvousOptions, World, bootstrap, join, serve};
+pub use env::{EnvError, WorldEnv};
+pub use error::BootstrapError;
+pub use frame::{MAX_FRAME_BYTES, Message, PROTOCOL_VERSION, Undecodable};
+pub use rendezvous::{Admission, Joiner, RankZero, refusal};
+pub use tcp::{Tcp, TcpLink, TcpRendezvousListener};
+pub use transport::{Link, Listener, Received, Transport};
+
+/// Reads the process's environment and runs its rendezvous over TCP with the default options.
+///
+/// # Errors
+/// [`BootstrapError`], [`BootstrapError::Env`] for the variables.
+pub fn bootstrap_from_env(
+    make_id: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> Result<World, BootstrapError> {
+    let env = WorldEnv::from_env()?;
+    bootstrap(&Tcp::default(), &env, RendezvousOptions::default(), make_id)
+}

@@ -1,0 +1,156 @@
+//! The rendezvous over TCP: the standard library's blocking sockets, each frame prefixed with
+//! its length (`u32`, big-endian).
+
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use super::frame::MAX_FRAME_BYTES;
+use super::transport::{Link, Listener, Received, Transport};
+
+/// How often a listener without a connection looks again.
+const ACCEPT_POLL: Duration = Duration::from_millis(5);
+/// How long a send may block (a frame is a few bytes; only a stuck peer takes longer).
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// TCP with the host's monotonic clock.
+#[derive(Debug)]
+pub struct Tcp {
+    origin: Instant,
+}
+
+impl Default for Tcp {
+    fn default() -> Self {
+        Self {
+            origin: Instant::now(),
+        }
+    }
+}
+
+/// A listening socket on every IPv4 interface.
+#[derive(Debug)]
+pub struct TcpRendezvousListener {
+    listener: TcpListener,
+    port: u16,
+}
+
+/// A connected socket.
+#[derive(Debug)]
+pub struct TcpLink {
+    stream: TcpStream,
+    peer: String,
+}
+
+impl TcpLink {
+    fn new(stream: TcpStream) -> io::Result<Self> {
+        stream.set_nonblocking(false)?;
+        stream.set_nodelay(true)?;
+        stream.set_write_timeout(Some(SEND_TIMEOUT))?;
+        let peer = stream
+            .peer_addr()
+            .map_or_else(|_| "an unknown peer".to_owned(), |addr| addr.to_string());
+        Ok(Self { stream, peer })
+    }
+}
+
+impl Transport for Tcp {
+    type Link = TcpLink;
+    type Listener = TcpRendezvousListener;
+
+    fn listen(&self, port: u16) -> io::Result<TcpRendezvousListener> {
+        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, port))?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        Ok(TcpRendezvousListener { listener, port })
+    }
+
+    fn connect(&self, host: &str, port: u16, timeout: Duration) -> io::Result<TcpLink> {
+        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
+        for addr in (host, port).to_socket_addrs()? {
+            match TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1))) {
+                Ok(stream) => return TcpLink::new(stream),
+                Err(err) => last = err,
+            }
+        }
+        Err(last)
+    }
+
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn pause(&self, duration: Duration) {
+        std::thread::sleep(duration);
+    }
+}
+
+impl Listener for TcpRendezvousListener {
+    type Link = TcpLink;
+
+    fn accept(&mut self, timeout: Duration) -> io::Result<Option<TcpLink>> {
+        let since = Instant::now();
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => return TcpLink::new(stream).map(Some),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                    let left = timeout.saturating_sub(since.elapsed());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    std::thread::sleep(left.min(ACCEPT_POLL));
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+impl Link for TcpLink {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        debug_assert!(frame.len() <= MAX_FRAME_BYTES, "frames are small");
+        let mut bytes = (frame.len() as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(frame);
+        self.stream.write_all(&bytes)?;
+        self.stream.flush()
+    }
+
+    fn recv(&mut self, timeout: Duration) -> io::Result<Received> {
+        self.stream
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        let mut header = [0; 4];
+        if let Some(end) = read_or_end(&mut self.stream, &mut header)? {
+            return Ok(end);
+        }
+        let len = u32::from_be_bytes(header) as usize;
+        if len > MAX_FRAME_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame of {len} bytes, over the limit of {MAX_FRAME_BYTES}"),
+            ));
+        }
+        let mut frame = vec![0; len];
+        Ok(read_or_end(&mut self.stream, &mut frame)?.unwrap_or(Received::Frame(frame)))
+    }
+
+    fn peer(&self) -> String {
+        self.peer.clone()
+    }
+}
+
+/// Fills `buf`; `Some` if the connection closed or the read timed out first.
+fn read_or_end(stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<Option<Received>> {
+    match stream.read_exact(buf) {
+        Ok(()) => Ok(None),
+        Err(err) => match err.kind() {
+            io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted => Ok(Some(Received::Closed)),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Ok(Some(Received::TimedOut)),
+            _ => Err(err),
+        },
+    }
+}

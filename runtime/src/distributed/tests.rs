@@ -1,0 +1,265 @@
+//! The rendezvous over loopback TCP: every rank a thread, timeouts short, errors exact.
+
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use super::*;
+
+fn options(timeout_ms: u64) -> RendezvousOptions {
+    RendezvousOptions {
+        timeout: Duration::from_millis(timeout_ms),
+        retry_interval: Duration::from_millis(10),
+        join_frame_timeout: Duration::from_millis(200),
+    }
+}
+
+fn env(rank: u32, world_size: u32, port: u16) -> WorldEnv {
+    WorldEnv {
+        rank,
+        world_size,
+        local_rank: rank,
+        master_addr: "127.0.0.1".to_owned(),
+        master_port: port,
+    }
+}
+
+/// Rank 0 of a world of `world_size` serving on a port the system picks, in a thread.
+fn rank_zero(
+    world_size: u32,
+    timeout_ms: u64,
+) -> (u16, JoinHandle<Result<Vec<u8>, BootstrapError>>) {
+    let tcp = Tcp::default();
+    let listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let serving = thread::spawn(move || {
+        serve(&tcp, listener, world_size, options(timeout_ms), || {
+            Ok(b"the-id".to_vec())
+        })
+    });
+    (port, serving)
+}
+
+/// A rank other than 0, joining after `delay_ms`.
+fn rank(
+    rank: u32,
+    world_size: u32,
+    port: u16,
+    timeout_ms: u64,
+    delay_ms: u64,
+) -> JoinHandle<Result<World, BootstrapError>> {
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(delay_ms));
+        let env = env(rank, world_size, port);
+        bootstrap(&Tcp::default(), &env, options(timeout_ms), || {
+            unreachable!("only rank 0 makes the id")
+        })
+    })
+}
+
+/// The message with the test's port replaced, for snapshots.
+fn message(error: &BootstrapError, port: u16) -> String {
+    error.to_string().replace(&port.to_string(), "PORT")
+}
+
+/// A port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let listener = Tcp::default().listen(0).expect("loopback listens");
+    listener.port()
+}
+
+#[test]
+fn rank_zero_serves_every_rank_the_same_id() {
+    let (port, zero) = rank_zero(4, 5_000);
+    let others: Vec<_> = (1..4).map(|r| rank(r, 4, port, 5_000, 0)).collect();
+    assert_eq!(zero.join().unwrap(), Ok(b"the-id".to_vec()));
+    for (r, other) in (1..).zip(others) {
+        assert_eq!(
+            other.join().unwrap(),
+            Ok(World {
+                rank: r,
+                world_size: 4,
+                local_rank: r,
+                id: b"the-id".to_vec()
+            })
+        );
+    }
+}
+
+#[test]
+fn a_world_of_one_needs_no_peer() {
+    let tcp = Tcp::default();
+    let world = bootstrap(&tcp, &env(0, 1, 0), options(1_000), || Ok(vec![9]));
+    assert_eq!(
+        world,
+        Ok(World {
+            rank: 0,
+            world_size: 1,
+            local_rank: 0,
+            id: vec![9]
+        })
+    );
+}
+
+#[test]
+fn a_late_rank_and_a_late_rank_zero_still_meet() {
+    // Rank 2 comes 300 ms after the others; rank 1 starts before rank 0 listens and retries.
+    let port = closed_port();
+    let early = rank(1, 3, port, 5_000, 0);
+    thread::sleep(Duration::from_millis(100));
+    let late = rank(2, 3, port, 5_000, 300);
+    let tcp = Tcp::default();
+    let zero = bootstrap(&tcp, &env(0, 3, port), options(5_000), || Ok(vec![1]));
+    assert_eq!(zero.map(|w| w.id), Ok(vec![1]));
+    assert_eq!(early.join().unwrap().map(|w| w.id), Ok(vec![1]));
+    assert_eq!(late.join().unwrap().map(|w| w.id), Ok(vec![1]));
+}
+
+#[test]
+fn a_rank_that_never_comes_times_out_everywhere() {
+    let (port, zero) = rank_zero(4, 400);
+    let one = rank(1, 4, port, 5_000, 0);
+    let expected = BootstrapError::RankTimeout {
+        world_size: 4,
+        missing: vec![2, 3],
+        timeout_ms: 400,
+    };
+    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
+    assert_eq!(one.join().unwrap(), Err(expected.clone()));
+    insta::assert_snapshot!(expected, @"rendezvous timed out after 400 ms: ranks [2, 3] of a world of 4 never joined");
+    let one_missing = BootstrapError::RankTimeout {
+        world_size: 2,
+        missing: vec![1],
+        timeout_ms: 400,
+    };
+    insta::assert_snapshot!(one_missing, @"rendezvous timed out after 400 ms: rank 1 of a world of 2 never joined");
+}
+
+#[test]
+fn a_mismatched_world_size_aborts_every_joined_rank() {
+    let (port, zero) = rank_zero(3, 5_000);
+    let two = rank(2, 3, port, 5_000, 0);
+    // Rank 2 joins first (well before rank 1), so it is among the ranks rank 0 tells.
+    let one = rank(1, 2, port, 5_000, 500);
+    let expected = BootstrapError::WorldSizeMismatch {
+        rank: 1,
+        expected: 3,
+        actual: 2,
+    };
+    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
+    assert_eq!(one.join().unwrap(), Err(expected.clone()));
+    assert_eq!(two.join().unwrap(), Err(expected.clone()));
+    insta::assert_snapshot!(expected, @"world size mismatch: rank 1 has WORLD_SIZE=2, rank 0 has WORLD_SIZE=3");
+}
+
+#[test]
+fn a_rank_that_joins_twice_aborts_every_joined_rank() {
+    let (port, zero) = rank_zero(3, 5_000);
+    let first = rank(1, 3, port, 5_000, 0);
+    let second = rank(1, 3, port, 5_000, 200);
+    let expected = BootstrapError::DuplicateRank { rank: 1 };
+    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
+    assert_eq!(first.join().unwrap(), Err(expected.clone()));
+    assert_eq!(second.join().unwrap(), Err(expected.clone()));
+    insta::assert_snapshot!(expected, @"rank 1 joined twice: two processes have RANK=1");
+}
+
+#[test]
+fn a_dead_rank_zero_is_unreachable() {
+    let port = closed_port();
+    let error = rank(1, 2, port, 300, 0).join().unwrap().unwrap_err();
+    let BootstrapError::Unreachable { attempts, .. } = &error else {
+        panic!("expected Unreachable, got {error:?}");
+    };
+    assert!(*attempts >= 2, "it retried: {attempts} attempts");
+    let text = message(&error, port).replace(&format!("{attempts} connection"), "N connection");
+    insta::assert_snapshot!(text, @"rank 0 at 127.0.0.1:PORT is unreachable: N connection attempts in 300 ms failed, the last with: Connection refused (os error 111)");
+}
+
+#[test]
+fn a_rank_zero_that_dies_after_accepting_is_reported() {
+    let tcp = Tcp::default();
+    let mut listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let one = rank(1, 2, port, 5_000, 0);
+    let link = listener.accept(Duration::from_secs(5)).unwrap();
+    drop((link, listener));
+    let error = one.join().unwrap().unwrap_err();
+    assert_eq!(
+        error,
+        BootstrapError::RankZeroClosed {
+            addr: format!("127.0.0.1:{port}"),
+            rank: 1
+        }
+    );
+    insta::assert_snapshot!(message(&error, port), @"rank 0 at 127.0.0.1:PORT closed the connection before rank 1 had the communicator id");
+}
+
+#[test]
+fn a_silent_rank_zero_times_out() {
+    let tcp = Tcp::default();
+    let mut listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let one = rank(1, 2, port, 300, 0);
+    let _held = listener.accept(Duration::from_secs(5)).unwrap();
+    let error = one.join().unwrap().unwrap_err();
+    insta::assert_snapshot!(message(&error, port), @"rank 0 at 127.0.0.1:PORT sent no reply within 300 ms of rank 1 joining");
+}
+
+#[test]
+fn strangers_are_ignored_and_other_versions_refused() {
+    let (port, zero) = rank_zero(2, 5_000);
+    let tcp = Tcp::default();
+    let mut stranger = tcp
+        .connect("127.0.0.1", port, Duration::from_secs(1))
+        .unwrap();
+    stranger.send(b"GET / HTTP/1.1").unwrap();
+    let mut newer = tcp
+        .connect("127.0.0.1", port, Duration::from_secs(1))
+        .unwrap();
+    newer.send(b"LKRV\0\x02\x01").unwrap();
+    let Ok(Received::Frame(reply)) = newer.recv(Duration::from_secs(5)) else {
+        panic!("rank 0 answers a peer of another version");
+    };
+    let error = zero.join().unwrap().unwrap_err();
+    let BootstrapError::VersionMismatch { peer, .. } = &error else {
+        panic!("expected VersionMismatch, got {error:?}");
+    };
+    let text = error.to_string().replace(peer.as_str(), "PEER");
+    insta::assert_snapshot!(text, @"rendezvous protocol version mismatch: this process speaks version 1, PEER speaks 2");
+    assert_eq!(
+        Message::decode(&reply),
+        Ok(Message::Refused(BootstrapError::Aborted {
+            reason: error.to_string()
+        }))
+    );
+    assert_eq!(
+        stranger.recv(Duration::from_secs(1)).unwrap(),
+        Received::Closed
+    );
+}
+
+#[test]
+fn a_failed_id_reaches_every_rank() {
+    let tcp = Tcp::default();
+    let listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let one = rank(1, 2, port, 5_000, 0);
+    let zero = serve(&tcp, listener, 2, options(5_000), || {
+        Err("no NCCL".to_owned())
+    });
+    let expected = BootstrapError::Id {
+        reason: "no NCCL".to_owned(),
+    };
+    assert_eq!(zero, Err(expected));
+    let error = one.join().unwrap().unwrap_err();
+    insta::assert_snapshot!(error, @"rank 0 aborted the rendezvous: rank 0 could not make the communicator id: no NCCL");
+}
+
+#[test]
+fn rank_zero_reports_a_port_in_use() {
+    let tcp = Tcp::default();
+    let held = tcp.listen(0).expect("loopback listens");
+    let port = held.port();
+    let error = bootstrap(&tcp, &env(0, 2, port), options(100), || Ok(vec![])).unwrap_err();
+    insta::assert_snapshot!(message(&error, port), @"rank 0 cannot listen on port PORT for the rendezvous: Address already in use (os error 98)");
+}
