@@ -14,6 +14,7 @@ use lockstep_conformance::CudaFactory;
 #[cfg(feature = "wgpu")]
 use lockstep_conformance::WgpuFactory;
 use lockstep_conformance::explore::{self, ExploreConfig};
+use lockstep_conformance::launch::LaunchConfig;
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::{DeviceFactory, SimFactory, suite};
 
@@ -98,6 +99,24 @@ enum Command {
         /// them as a Rust test against the public API.
         #[arg(long)]
         shrink: bool,
+    },
+    /// Start NPROC processes of PROGRAM on this host as one world (like torchrun's standalone
+    /// mode): each gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
+    /// MASTER_PORT, its output is prefixed with `[rank k]`, and the launch fails if any
+    /// process fails (the others are killed after the grace period).
+    Launch {
+        /// Processes to start, ranks 0 to NPROC-1.
+        #[arg(long)]
+        nproc: u32,
+        /// The rendezvous port (default: a free one).
+        #[arg(long)]
+        master_port: Option<u16>,
+        /// How long the other processes may run once one has failed, in milliseconds.
+        #[arg(long, default_value_t = 5000)]
+        grace_ms: u64,
+        /// The program and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "PROGRAM")]
+        command: Vec<std::ffi::OsString>,
     },
 }
 
@@ -199,6 +218,35 @@ fn main() -> ExitCode {
             shrink: true,
             ..
         } => shrink(&explore::World::draw(seed, faults).with_ops(ops), faults),
+        Command::Launch {
+            nproc,
+            master_port,
+            grace_ms,
+            command,
+        } => launch(nproc, master_port, grace_ms, command),
+    }
+}
+
+fn launch(
+    nproc: u32,
+    master_port: Option<u16>,
+    grace_ms: u64,
+    mut command: Vec<std::ffi::OsString>,
+) -> ExitCode {
+    let program = command.remove(0);
+    let config = LaunchConfig {
+        nproc,
+        master_port,
+        grace: Duration::from_millis(grace_ms),
+        program,
+        args: command,
+    };
+    match lockstep_conformance::launch::launch(&config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("lockstep launch: {err}");
+            ExitCode::FAILURE
+        }
     }
 }
 

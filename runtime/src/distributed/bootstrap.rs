@@ -19,6 +19,10 @@ pub struct RendezvousOptions {
     /// How long rank 0 waits for the first frame of a new connection before dropping it as
     /// a stranger's.
     pub join_frame_timeout: Duration,
+    /// How much longer than `timeout` a joined rank waits for rank 0's reply: rank 0 started
+    /// its clock first, so when a rank never comes, the others hear rank 0's verdict (which
+    /// ranks are missing) instead of timing out on their own.
+    pub verdict_margin: Duration,
 }
 
 impl Default for RendezvousOptions {
@@ -28,6 +32,7 @@ impl Default for RendezvousOptions {
             timeout: Duration::from_secs(120),
             retry_interval: Duration::from_millis(100),
             join_frame_timeout: Duration::from_secs(5),
+            verdict_margin: Duration::from_secs(2),
         }
     }
 }
@@ -173,11 +178,11 @@ pub fn join<T: Transport>(
     };
     link.send(&joiner.join_frame())
         .map_err(|err| joiner.io("sending its join", &err))?;
-    let left = deadline.saturating_sub(transport.now());
+    let left = (deadline + options.verdict_margin).saturating_sub(transport.now());
     match link.recv(left) {
         Ok(Received::Frame(frame)) => joiner.reply(&frame),
         Ok(Received::Closed) => Err(joiner.closed()),
-        Ok(Received::TimedOut) => Err(joiner.reply_timed_out()),
+        Ok(Received::TimedOut) => Err(joiner.reply_timed_out(millis(options.verdict_margin))),
         Err(err) => Err(joiner.io("waiting for the id", &err)),
     }
 }

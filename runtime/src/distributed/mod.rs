@@ -18,7 +18,8 @@
 //! `0..world_size`. A communicator's device list is a list of global ranks.
 //!
 //! **Failure modes.** Every failure is a typed [`BootstrapError`], and nothing waits past
-//! [`RendezvousOptions::timeout`]:
+//! [`RendezvousOptions::timeout`] (a rank that joined waits
+//! [`RendezvousOptions::verdict_margin`] more, to hear rank 0's verdict):
 //! - a variable missing or malformed: [`EnvError`], before any connection;
 //! - rank 0 not listening (dead, not started within the timeout, a wrong address): the others
 //!   retry, then return [`BootstrapError::Unreachable`]; rank 0 unable to listen (the port in

@@ -159,12 +159,12 @@ impl Joiner {
         }
     }
 
-    /// No reply came in time.
-    pub fn reply_timed_out(&self) -> BootstrapError {
+    /// No reply came within the timeout and `margin_ms` more.
+    pub fn reply_timed_out(&self, margin_ms: u64) -> BootstrapError {
         BootstrapError::ReplyTimeout {
             addr: self.addr.clone(),
             rank: self.rank,
-            timeout_ms: self.timeout_ms,
+            timeout_ms: self.timeout_ms.saturating_add(margin_ms),
         }
     }
 

@@ -10,6 +10,7 @@ fn options(timeout_ms: u64) -> RendezvousOptions {
         timeout: Duration::from_millis(timeout_ms),
         retry_interval: Duration::from_millis(10),
         join_frame_timeout: Duration::from_millis(200),
+        verdict_margin: Duration::from_millis(200),
     }
 }
 
@@ -202,7 +203,7 @@ fn a_silent_rank_zero_times_out() {
     let one = rank(1, 2, port, 300, 0);
     let _held = listener.accept(Duration::from_secs(5)).unwrap();
     let error = one.join().unwrap().unwrap_err();
-    insta::assert_snapshot!(message(&error, port), @"rank 0 at 127.0.0.1:PORT sent no reply within 300 ms of rank 1 joining");
+    insta::assert_snapshot!(message(&error, port), @"rank 0 at 127.0.0.1:PORT sent no reply within 500 ms of rank 1 joining");
 }
 
 #[test]
