@@ -21,6 +21,7 @@ macro_rules! call_span {
 pub(crate) use call_span;
 
 mod collective;
+mod peer;
 mod tensor_write;
 
 use std::future::Future;

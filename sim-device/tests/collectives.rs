@@ -541,3 +541,48 @@ fn a_sender_that_never_sends_fails_the_receiving_read() {
     let copied = a.to_client(src, b, ElemType::U32).unwrap();
     assert_eq!(b.read_one(copied).unwrap().to_elems::<u32>(), vec![4; 4]);
 }
+
+#[test]
+fn send_to_and_receive_from_copy_between_clients_that_hold_only_their_own() {
+    // As across processes: each side calls its half; device 1 joins the communicator of all
+    // three devices without copying anything.
+    let clients = cluster(SimConfig::new(21), 3);
+    let src = clients[0].create(Bytes::from_elems(&[5u32, 6, 7])).unwrap();
+    clients[0].send_to(src, sim(2)).unwrap();
+    clients[1]
+        .ensure_init_collective(clients[1].enumerate_all_devices())
+        .unwrap();
+    let received = clients[2].receive_from(sim(0), 12).unwrap();
+    assert_eq!(
+        clients[2].read_one(received).unwrap().to_elems::<u32>(),
+        vec![5, 6, 7]
+    );
+    let empty = clients[0].create(Bytes::from(Vec::new())).unwrap();
+    clients[0].send_to(empty, sim(1)).unwrap();
+    let nothing = clients[1].receive_from(sim(0), 0).unwrap();
+    assert_eq!(clients[1].read_one(nothing).unwrap().len(), 0);
+    for c in &clients {
+        c.sync().unwrap();
+    }
+}
+
+#[test]
+fn point_to_point_copies_refuse_a_bad_peer_at_once() {
+    let clients = cluster(SimConfig::new(22), 2);
+    let c = &clients[0];
+    let h = c.create(Bytes::from_elems(&[1u32])).unwrap();
+    let message = |result: Result<(), ServerError>| match result {
+        Err(ServerError::Collective { error, .. }) => error.to_string(),
+        other => panic!("expected a refused collective, got {other:?}"),
+    };
+    insta::assert_snapshot!(message(c.send_to(h.clone(), sim(0))), @"invalid device list [0:0, 0:1]: 0:0 cannot copy to itself");
+    insta::assert_snapshot!(message(c.send_to(h.clone(), sim(2))), @"device 0:2 is not one of the communicator's devices [0:0, 0:1]");
+    insta::assert_snapshot!(message(c.receive_from(sim(3), 4).map(drop)), @"device 0:3 is not one of the communicator's devices [0:0, 0:1]");
+    let alone = ComputeClient::new(SimDevice::new(SimConfig::new(22)));
+    let other = alone.create(Bytes::from_elems(&[1u32])).unwrap();
+    assert!(matches!(
+        c.send_to(other, sim(1)),
+        Err(ServerError::Io(IoError::WrongDevice { .. }))
+    ));
+    c.sync().unwrap();
+}

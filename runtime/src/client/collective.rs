@@ -89,7 +89,7 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Checks that this device can join a collective over `devices`.
-    fn check_collective(&self, devices: &[DeviceId]) -> Result<(), ServerError> {
+    pub(super) fn check_collective(&self, devices: &[DeviceId]) -> Result<(), ServerError> {
         let peers = &self.shared.peers;
         if !peers.collectives {
             return Err(self.refused(CollectiveError::Unsupported { device: peers.id }));
@@ -98,7 +98,7 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// A collective refused at a call on this client's stream.
-    fn refused(&self, error: CollectiveError) -> ServerError {
+    pub(super) fn refused(&self, error: CollectiveError) -> ServerError {
         ServerError::Collective {
             stream: self.stream_id(),
             error,
