@@ -21,6 +21,9 @@
 
 mod nccl;
 mod watch;
+mod world;
+
+pub use world::JoinWorldError;
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -218,6 +221,8 @@ pub struct CudaDevice {
     collective_timeout: Duration,
     /// Collective failures found by a host wait, for `take_errors` of their stream.
     collective_errors: Vec<(CudaStream, DeviceError)>,
+    /// The world of processes this device is a rank of, if any (`device/world.rs`).
+    world: Option<world::WorldMember>,
 }
 
 // SAFETY: the raw stream and event handles are opaque driver identifiers; the device is driven
@@ -277,6 +282,7 @@ impl CudaDevice {
             write_staging: WriteStaging::default(),
             collective_timeout: Self::DEFAULT_COLLECTIVE_TIMEOUT,
             collective_errors: Vec::new(),
+            world: None,
         }
     }
 
@@ -284,6 +290,12 @@ impl CudaDevice {
     /// copy threads; see [`WriteStaging`]).
     pub fn with_write_staging(mut self, staging: WriteStaging) -> Self {
         self.write_staging = staging.sanitized();
+        self
+    }
+
+    /// This device as `member`'s rank of its world.
+    fn in_world(mut self, member: world::WorldMember) -> Self {
+        self.world = Some(member);
         self
     }
 
@@ -878,11 +890,11 @@ impl Device for CudaDevice {
     }
 
     fn ordinal(&self) -> u32 {
-        self.ctx.ordinal()
+        self.member()
     }
 
     fn device_count(&self) -> u32 {
-        Self::gpu_count()
+        self.member_count()
     }
 
     fn supports_collectives(&self) -> bool {

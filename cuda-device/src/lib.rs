@@ -37,6 +37,6 @@ mod staging;
 
 pub use device::{
     CudaBuffer, CudaContext, CudaDevice, CudaEvent, CudaGraph, CudaKernel, CudaStream,
-    CudaTimestamp,
+    CudaTimestamp, JoinWorldError,
 };
 pub use staging::{CudaRead, WriteStaging};

@@ -135,9 +135,13 @@ fn devices_of(peers: &[u32]) -> Vec<DeviceId> {
 }
 
 pub(super) fn failed(peers: &[u32], call: &str, result: nccl::ncclResult_t) -> DeviceError {
+    failed_because(peers, &format!("{call} returned {result:?}"))
+}
+
+fn failed_because(peers: &[u32], reason: &str) -> DeviceError {
     DeviceError::Collective(CollectiveError::CommunicatorFailed {
         devices: devices_of(peers),
-        reason: format!("{call} returned {result:?}"),
+        reason: reason.to_owned(),
     })
 }
 
@@ -180,8 +184,8 @@ impl CudaDevice {
         id: CommunicatorId,
         peers: &[u32],
     ) -> Result<(), DeviceError> {
-        let ordinal = self.ctx.ordinal();
-        contract::communicator_peers(ordinal, Self::gpu_count(), peers)?;
+        contract::communicator_peers(self.member(), self.member_count(), peers)?;
+        self.check_world_list(peers)?;
         self.ctx.bind()?;
         let (rank, generation) = self.join(peers)?;
         self.communicators.insert(
@@ -199,7 +203,7 @@ impl CudaDevice {
     /// This GPU's rank of the current communicator of `peers` (made once per generation, in a
     /// rendezvous bounded by the collective timeout), and that generation.
     fn join(&self, peers: &[u32]) -> Result<(RankCell, u64), DeviceError> {
-        let ordinal = self.ctx.ordinal();
+        let ordinal = self.member();
         let key = (peers.to_vec(), ordinal);
         let (known, generation) = {
             let table = lock(ranks());
@@ -209,7 +213,7 @@ impl CudaDevice {
         if let Some(rank) = known {
             return Ok((rank, generation));
         }
-        let unique = Self::unique_id(peers)?;
+        let unique = self.unique_id(peers, generation)?;
         let position = peers
             .iter()
             .position(|&p| p == ordinal)
@@ -255,7 +259,7 @@ impl CudaDevice {
                 }
                 nccl::ncclResult_t::ncclInProgress => {
                     abort(rank);
-                    let own = self.ctx.ordinal();
+                    let own = self.member();
                     let err = self.peer_timeout(peers, own, enqueued_by(peers, own));
                     // A peer that joins later meets the others under a fresh id.
                     retire(peers);
@@ -270,8 +274,19 @@ impl CudaDevice {
         }
     }
 
-    /// The unique id every rank of `peers` joins, made by the first to ask.
-    fn unique_id(peers: &[u32]) -> Result<nccl::ncclUniqueId, DeviceError> {
+    /// The unique id every rank of `peers` joins: in a world, the one rank 0 sent (its
+    /// communicator, once aborted in generation 0, is not made again); else made by the first
+    /// device of this process to ask.
+    fn unique_id(&self, peers: &[u32], generation: u64) -> Result<nccl::ncclUniqueId, DeviceError> {
+        if let Some(world) = self.world {
+            return match generation {
+                0 => Ok(world.id),
+                _ => Err(failed_because(
+                    peers,
+                    "the world's communicator was aborted; meeting again needs a new rendezvous",
+                )),
+            };
+        }
         let mut table = lock(ranks());
         if let Some(unique) = table.ids.get(peers) {
             return Ok(*unique);
@@ -341,10 +356,7 @@ impl CudaDevice {
         check(&peers, call, result)?;
         let sequence = {
             let mut table = lock(ranks());
-            let count = table
-                .progress
-                .entry((peers, self.ctx.ordinal()))
-                .or_default();
+            let count = table.progress.entry((peers, self.member())).or_default();
             *count += 1;
             *count - 1
         };

@@ -126,7 +126,7 @@ impl CudaDevice {
     /// Aborts this device's rank of `comm` and retires its communicator; returns the
     /// `PeerTimeout` of its oldest pending collective (or of the one being enqueued).
     pub(super) fn abort_communicator(&mut self, comm: CommunicatorId) -> DeviceError {
-        let own = self.ctx.ordinal();
+        let own = self.member();
         let communicator = self
             .communicators
             .get_mut(&comm)
