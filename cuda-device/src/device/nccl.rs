@@ -12,6 +12,11 @@
 //! NCCL on a rank another one is using or has aborted. Collectives are still matched with the
 //! peers' in call order, so one device per GPU should use a communicator at a time.
 //!
+//! A device that is one rank of a world of processes (`device/world.rs`) makes no id of its
+//! own: its one communicator, the world's, joins with the id rank 0 sent in the rendezvous,
+//! with NCCL rank = global rank; across processes, the laggard a `PeerTimeout` names is the
+//! first other rank, since the process sees only its own progress.
+//!
 //! Without `libnccl` the device reports no collectives: the runtime refuses them with a typed
 //! `Unsupported` error and copies between clients by read-then-write.
 //!
