@@ -4,7 +4,8 @@
 # benchmarks and the decode_loop example, stripped into .gpu/, and fetches Debian's Vulkan loader into .gl/
 # (the H200 machine has the NVIDIA ICD but no loader). Then, with the device tool (kind
 # nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
-# scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer).
+# scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer, and
+# scripts/gpu/world-h200.sh for processes of one world).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .gpu
@@ -21,6 +22,10 @@ cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=js
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
 cp "$(cargo bench -p lockstep-conformance --bench transfers --no-run --message-format=json | executable transfers)" .gpu/transfers_bench
 cp "$(cargo build --release -p lockstep-conformance --example decode_loop --message-format=json | executable decode_loop)" .gpu/decode_loop
+# Processes of one world (scripts/gpu/world-h200.sh): the launcher, its GPU-free probe, and the
+# CUDA rank that checks and measures collectives across processes.
+cp "$(cargo build --release -p lockstep-conformance --bin rendezvous-probe --message-format=json | executable rendezvous-probe)" .gpu/rendezvous-probe
+cp "$(cargo build --release -p lockstep-cuda --example world --message-format=json | executable world)" .gpu/world
 strip .gpu/*
 du -sh .gpu
 
