@@ -61,7 +61,7 @@ pub(crate) trait ActorState: Send + 'static {
     /// Runs with `true` just before a blocking call's task and with `false` just after it,
     /// while the call's caller waits for the reply: the points where the state may change what
     /// calling threads read without the actor (the server publishes its released slices, see
-    /// `server/books.rs`). Never around a task whose caller does not wait.
+    /// `memory/books.rs`). Never around a task whose caller does not wait.
     fn caller_waits(&mut self, _waits: bool) {}
 }
 
@@ -201,6 +201,10 @@ impl<S: ActorState> ActorHandle<S> {
     /// Queues `task` and returns a receiver of its result, which arrives once every task
     /// submitted before it has run. A panic in `task` is returned through the receiver (and so
     /// reported once, to this caller), never to [`ActorState::task_panicked`].
+    #[cfg_attr(
+        all(loom, test),
+        allow(dead_code, reason = "the loom models' blocking calls use their slot")
+    )]
     pub(crate) fn submit_async<R: Send + 'static>(
         &self,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
