@@ -7,7 +7,10 @@
 //! Figures: (a) launches per second of an empty kernel; (b) `write`/`read` of 256 MiB against
 //! pinned copies; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
 //! stream-ordered `cuMemAllocAsync`+`cuMemFreeAsync`; (d) a 4-byte create → launch → read round
-//! trip. "vs raw" is the runtime's speed over raw's: 1.00 is parity, 0.90 is 10% slower.
+//! trip; (e) the median of single `memory_usage` calls (a blocking call that does no device
+//! work: the hand-off to the actor and back) against single `cuStreamQuery`s of an idle stream
+//! (the cheapest driver call that answers). "vs raw" is the runtime's speed over raw's: 1.00 is
+//! parity, 0.90 is 10% slower.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -437,6 +440,39 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
     ]
 }
 
+/// (e): the median of single blocking calls that do no device work, against the median of
+/// single `cuStreamQuery`s of the bench's idle stream.
+fn blocking_round_trip(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
+    let median_us = |mut call: Box<dyn FnMut() + '_>| {
+        (0..100).for_each(|_| call());
+        let samples = (0..ROUND_TRIPS)
+            .map(|_| {
+                let start = Instant::now();
+                call();
+                start.elapsed().as_secs_f64() * 1e6
+            })
+            .collect();
+        median(samples)
+    };
+    let runtime = median_us(Box::new(|| {
+        client.memory_usage().expect("memory_usage");
+    }));
+    raw.sync();
+    let raw_us = median_us(Box::new(|| {
+        // SAFETY: the stream is alive; a query only reads its state.
+        check("cuStreamQuery", unsafe {
+            sys::cuStreamQuery(raw.stream).result()
+        });
+    }));
+    Row {
+        figure: "(e) memory_usage round trip (median) vs cuStreamQuery",
+        runtime,
+        raw: raw_us,
+        unit: "us",
+        higher_is_better: false,
+    }
+}
+
 fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
     let kernel = Kernel::new(increment_kernel()).expect("valid");
     let once = |i: u32| {
@@ -614,6 +650,7 @@ fn main() {
     rows.extend(device_rows);
     rows.extend(allocations(&client, &raw));
     rows.extend(round_trips(&ctx, &client, &raw));
+    rows.push(blocking_round_trip(&client, &raw));
 
     println!(
         "\n{:<48} {:>12} {:>12} {:>11}  vs raw",
