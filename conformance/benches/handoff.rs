@@ -101,6 +101,26 @@ fn round_trips(client: &ComputeClient<SimDevice>) -> (f64, f64) {
     let start = Instant::now();
     (0..REPS).for_each(once);
     let runtime = micros_per(start, REPS);
+    // Where the time goes: each client call of the round trip, timed alone.
+    let mut steps = [0f64; 3];
+    for i in 0..REPS {
+        let t = Instant::now();
+        let handle = client.create(Bytes::from_elems(&[i])).expect("create");
+        steps[0] += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let args = KernelArguments::new().binding(&handle);
+        client
+            .launch(&kernel, CubeCount::Static(1, 1, 1), args)
+            .expect("launch");
+        steps[1] += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        client.read_one(handle).expect("read");
+        steps[2] += t.elapsed().as_secs_f64();
+    }
+    let [create, launch, read] = steps.map(|s| s * 1e6 / f64::from(REPS));
+    println!(
+        "round trip breakdown: create {create:.2} us, launch {launch:.2} us, read {read:.2} us"
+    );
 
     let mut device = device();
     let stream = device.create_stream().expect("stream");

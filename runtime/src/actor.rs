@@ -15,10 +15,11 @@
 //! **Architecture Invariant:** the state (and so the device) is touched by the actor thread only;
 //! it need not be `Sync`, and nothing in it is locked.
 //!
-//! The hand-off spins before it parks, on both sides, for a bounded time
-//! ([`crate::sync::SPIN_BUDGET`]): the actor, having run what was queued, watches a flag that
-//! submitters raise before it waits on the condition variable; a blocking caller watches its
-//! reply slot before it parks (`reply.rs`, which also makes a blocking call allocate nothing).
+//! The hand-off spins before it parks, on both sides, for a bounded time (`sync::ACTOR_SPIN`,
+//! 10 µs, and `sync::CALLER_SPIN`, 50 µs): the actor, having run what was queued, watches a
+//! flag that submitters raise before it waits on the condition variable; a blocking caller
+//! watches its reply slot before it parks (`reply.rs`, which also makes a blocking call
+//! allocate nothing).
 //! A thread that spins finds the other side's work within a few hundred nanoseconds, where a
 //! futex wake-up costs microseconds; one that finds nothing parks, so an idle device costs no
 //! core. Correctness never rests on the spin: the flag is a hint, and both waits re-check their
@@ -43,8 +44,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use crate::oneshot;
 use crate::stream::StreamId;
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, Condvar, Mutex, MutexGuard, Ordering, lock, spin_until, thread,
-    wait,
+    ACTOR_SPIN, Arc, AtomicBool, AtomicU64, CALLER_SPIN, Condvar, Mutex, MutexGuard, Ordering,
+    lock, spin_until, thread, wait,
 };
 
 /// The state an actor owns.
@@ -237,7 +238,9 @@ impl<S: ActorState> ActorHandle<S> {
             return;
         };
         let queued = shared.submitted.load(Ordering::Acquire);
-        if !spin_until(|| shared.completed.load(Ordering::Acquire) >= queued) {
+        if !spin_until(CALLER_SPIN, || {
+            shared.completed.load(Ordering::Acquire) >= queued
+        }) {
             let _ = self.submit_blocking(|_| ());
         }
     }
@@ -336,7 +339,7 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
     loop {
         // Spin briefly before taking the lock to wait: a submitter that comes back within the
         // spin (the next call of a loop) finds the actor awake, with no wake-up to pay.
-        spin_until(|| shared.attention.load(Ordering::Acquire));
+        spin_until(ACTOR_SPIN, || shared.attention.load(Ordering::Acquire));
         {
             let mut queue = lock(&shared.queue);
             loop {

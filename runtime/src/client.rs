@@ -571,9 +571,19 @@ impl<D: Device> ComputeClient<D> {
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
         let _span = call_span!(self, "read", handles = handles.len());
         let ranges = handles.iter().map(|h| self.range(h)).collect();
-        self.read_ranges(ranges, |bytes| {
-            bytes.into_iter().map(Bytes::from_bytes_vec).collect()
-        })
+        self.read_ranges(ranges, whole)
+    }
+
+    /// [`read_async`](Self::read_async), blocking: a blocking call (spinning before it parks,
+    /// through the calling thread's reply slot), where released memory returns to the pools
+    /// (`memory/books.rs`).
+    fn read_blocking(&self, handles: Vec<Handle>) -> Result<Vec<Bytes>, ServerError> {
+        let _span = call_span!(self, "read", handles = handles.len());
+        let ranges = handles
+            .iter()
+            .map(|h| self.range(h))
+            .collect::<Result<Vec<_>, IoError>>()?;
+        self.call(move |server, stream| server.read(stream, &ranges).map(whole))
     }
 
     /// The shared read path: reads `ranges` on the actor, after everything this stream submitted
@@ -601,7 +611,7 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// None: it panics where [`read_async`](Self::read_async) returns an error.
     pub fn read(&self, handles: Vec<Handle>) -> Vec<Bytes> {
-        block_on(self.read_async(handles)).unwrap_or_else(|err| {
+        self.read_blocking(handles).unwrap_or_else(|err| {
             panic!("read failed: {err}; use read_one or read_async to handle read errors")
         })
     }
@@ -611,7 +621,7 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// As [`read_async`](Self::read_async).
     pub fn read_one(&self, handle: Handle) -> Result<Bytes, ServerError> {
-        Ok(block_on(self.read_async(vec![handle]))?.remove(0))
+        Ok(self.read_blocking(vec![handle])?.remove(0))
     }
 
     /// Reads one handle, blocking.
@@ -1069,6 +1079,11 @@ impl<D: Device> ComputeClient<D> {
     pub fn allocation_paths(&self) -> AllocationPaths {
         lock(&self.shared.books).paths()
     }
+}
+
+/// Whole handles' bytes as read.
+fn whole(bytes: Vec<Vec<u8>>) -> Vec<Bytes> {
+    bytes.into_iter().map(Bytes::from_bytes_vec).collect()
 }
 
 /// Drives a future to completion on the calling thread. The runtime's futures are resolved by

@@ -7,7 +7,7 @@
 //! - The caller puts the task in the slot, sets `WAITING` and queues the slot.
 //! - The actor takes the task, runs it, puts the reply in the slot and swaps `state` to `DONE`;
 //!   if the swap returns `PARKED`, it unparks the caller.
-//! - The caller spins until `DONE` (bounded, `sync::spin_until`); then it swaps `WAITING` for
+//! - The caller spins until `DONE` (bounded, `sync::CALLER_SPIN`); then it swaps `WAITING` for
 //!   `PARKED` and parks until `DONE`. If that swap fails, the reply is already there.
 //!
 //! So a reply is never missed: either the actor's swap sees `PARKED` and unparks (an unpark
@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{ACTOR_DROPPED_TASK, ActorState, TaskPanicked, run_blocking};
-use crate::sync::{AtomicU8, Mutex, Ordering, lock, spin_until, thread, thread_local};
+use crate::sync::{AtomicU8, CALLER_SPIN, Mutex, Ordering, lock, spin_until, thread, thread_local};
 
 /// The call is queued or running; its caller spins.
 const WAITING: u8 = 0;
@@ -94,7 +94,7 @@ impl<F, R> Slot<F, R> {
     /// Waits for the reply: spins, then parks.
     fn wait(&self) -> Result<R, TaskPanicked> {
         let done = || self.state.load(Ordering::Acquire) == DONE;
-        if !spin_until(done)
+        if !spin_until(CALLER_SPIN, done)
             && self
                 .state
                 .compare_exchange(WAITING, PARKED, Ordering::AcqRel, Ordering::Acquire)
