@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod blocking_path;
 pub mod contract;
 pub mod explore;
 pub mod factory;

@@ -38,13 +38,14 @@ use crate::layout::{
     gather_bytes, num_elems, plan, scatter,
 };
 use crate::memory::{
-    InstallMemoryPoolsError, MemoryAllocationMode, MemoryBudgetError, MemoryConfiguration,
-    MemoryPoolsConfig, MemoryReport, MemoryUsage,
+    AllocationPaths, AtCall, Books, InstallMemoryPoolsError, MemoryAllocationMode,
+    MemoryBudgetError, MemoryConfiguration, MemoryPoolsConfig, MemoryReport, MemoryUsage,
+    take_at_call,
 };
 use crate::registry;
 use crate::server::{BufferRange, Server, ServerOptions};
 use crate::stream::StreamId;
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex, lock};
 #[cfg(doc)]
 use crate::{OutOfMemoryReason, PoolLayout};
 
@@ -55,6 +56,9 @@ struct Shared<D: Device> {
     properties: DeviceProperties,
     /// What the device reported about its backend's devices and its collectives.
     peers: collective::Peers,
+    /// The pools' books, shared with the server: allocations the pools can serve are taken
+    /// here at the call (memory/books.rs).
+    books: Arc<Mutex<Books>>,
 }
 
 /// The entry point to a device: allocate, transfer, launch, synchronise.
@@ -208,13 +212,16 @@ impl<D: Device> ComputeClient<D> {
     ) -> Self {
         let properties = device.properties().clone();
         let peers = collective::Peers::of(&device);
-        let actor = actor(Server::new(device, options));
+        let server = Server::new(device, options);
+        let books = server.books();
+        let actor = actor(server);
         Self {
             shared: Arc::new(Shared {
                 actor,
                 id,
                 properties,
                 peers,
+                books,
             }),
             stream: None,
         }
@@ -317,20 +324,23 @@ impl<D: Device> ComputeClient<D> {
         let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
         let data = data.map(Bytes::into_resident);
-        let buffer = self.call(move |server, stream| {
-            let buffer = server.allocate(stream, size_bytes)?;
-            if let Some(data) = data.filter(|d| !d.is_empty()) {
-                let range = BufferRange {
-                    buffer,
-                    offset: 0,
-                    len: size_bytes,
-                };
-                server.write(stream, range, data);
-            }
-            Ok(buffer)
-        })?;
-        let actor = self.shared.actor.clone();
         let stream = self.stream_id();
+        // Served at the call when a page the pools hold has room, if need be once the actor
+        // has run what was queued before; else by the actor, which can grow the pools and
+        // report out of memory (memory/books.rs).
+        let at_call = take_at_call(&self.shared.books, &self.shared.actor, stream, size_bytes)?;
+        let buffer = match at_call {
+            AtCall::Taken(buffer) => {
+                self.shared.actor.submit(stream, move |server| {
+                    server.register(stream, buffer, size_bytes, data)
+                });
+                buffer
+            }
+            AtCall::Missed | AtCall::ActorOnly => {
+                self.call(move |server, stream| server.allocate(stream, size_bytes, data))?
+            }
+        };
+        let actor = self.shared.actor.clone();
         let release = Box::new(move |buffer| actor.submit(stream, move |s| s.release(buffer)));
         Ok(Handle::new(self.shared.id, buffer, size_bytes, release))
     }
@@ -564,6 +574,18 @@ impl<D: Device> ComputeClient<D> {
         self.read_ranges(ranges, |bytes| bytes)
     }
 
+    /// [`read_async`](Self::read_async), blocking: a blocking call (spinning before it parks,
+    /// through the calling thread's reply slot), where released memory returns to the pools
+    /// (`memory/books.rs`).
+    fn read_blocking(&self, handles: Vec<Handle>) -> Result<Vec<Bytes>, ServerError> {
+        let _span = call_span!(self, "read", handles = handles.len());
+        let ranges = handles
+            .iter()
+            .map(|h| self.range(h))
+            .collect::<Result<Vec<_>, IoError>>()?;
+        self.call(move |server, stream| server.read(stream, &ranges))
+    }
+
     /// The shared read path: reads `ranges` on the actor, after everything this stream submitted
     /// before, then turns the bytes as they landed into the result with `finish` (still on the
     /// actor).
@@ -590,7 +612,7 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// None: it panics where [`read_async`](Self::read_async) returns an error.
     pub fn read(&self, handles: Vec<Handle>) -> Vec<Bytes> {
-        block_on(self.read_async(handles)).unwrap_or_else(|err| {
+        self.read_blocking(handles).unwrap_or_else(|err| {
             panic!("read failed: {err}; use read_one or read_async to handle read errors")
         })
     }
@@ -600,7 +622,7 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// As [`read_async`](Self::read_async).
     pub fn read_one(&self, handle: Handle) -> Result<Bytes, ServerError> {
-        Ok(block_on(self.read_async(vec![handle]))?.remove(0))
+        Ok(self.read_blocking(vec![handle])?.remove(0))
     }
 
     /// Reads one handle, blocking.
@@ -940,10 +962,16 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Gives back to the device every page the pools hold without live slices, after waiting
-    /// for the work that still used released memory. Non-blocking for the caller.
+    /// for the work that still used released memory. Blocks until done (pages leave the pools
+    /// only while a caller waits: see `allocate`'s note on allocations served at the call).
     pub fn memory_cleanup(&self) {
         let _span = call_span!(self, "memory_cleanup");
-        self.enqueue(|server, _| server.memory_cleanup());
+        // Blocking: only a call whose caller waits may take pages from the pools, which
+        // calling threads allocate from (memory/books.rs). A failed call has nothing to clean.
+        let _ = self.call(|server, _| {
+            server.memory_cleanup();
+            Ok(())
+        });
     }
 
     /// Caps the bytes the device's pools reserve together (every page of every stream's pools
@@ -1012,7 +1040,10 @@ impl<D: Device> ComputeClient<D> {
     /// the device-wide persistent pool. Closes any open persistent window.
     pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
         let _span = call_span!(self, "allocation_mode", ?mode);
-        self.enqueue(move |server, stream| server.allocation_mode(stream, mode));
+        // In the books, at the call: allocations served at the call read it (memory/books.rs).
+        lock(&self.shared.books)
+            .memory
+            .set_mode(self.stream_id(), mode);
     }
 
     /// Runs `task` with this client's stream allocating from the persistent pool (for weights,
@@ -1023,13 +1054,29 @@ impl<D: Device> ComputeClient<D> {
         struct Window<'a, D: Device>(&'a ComputeClient<D>);
         impl<D: Device> Drop for Window<'_, D> {
             fn drop(&mut self) {
-                self.0
-                    .enqueue(|server, stream| server.persistent_window(stream, false));
+                self.0.persistent_window(false);
             }
         }
-        self.enqueue(|server, stream| server.persistent_window(stream, true));
+        self.persistent_window(true);
         let _window = Window(self);
         task(input)
+    }
+}
+
+impl<D: Device> ComputeClient<D> {
+    /// Opens or closes a persistent window on this client's stream, in the books at the call:
+    /// allocations served at the call read it (memory/books.rs).
+    fn persistent_window(&self, open: bool) {
+        lock(&self.shared.books)
+            .memory
+            .persistent_window(self.stream_id(), open);
+    }
+
+    /// How the device's allocations were served so far, at the call or by the actor (all
+    /// clients of the device together). Test hook: the explorer checks that both paths run.
+    #[doc(hidden)]
+    pub fn allocation_paths(&self) -> AllocationPaths {
+        lock(&self.shared.books).paths()
     }
 }
 

@@ -114,6 +114,8 @@ pub use layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, contiguous_strides,
     extent_bytes,
 };
+#[doc(hidden)]
+pub use memory::AllocationPaths;
 pub use memory::{
     InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryBudgetError,
     MemoryConfiguration, MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout,

@@ -21,6 +21,10 @@ cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=js
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
 cp "$(cargo bench -p lockstep-conformance --bench transfers --no-run --message-format=json | executable transfers)" .gpu/transfers_bench
 cp "$(cargo build --release -p lockstep-conformance --example decode_loop --message-format=json | executable decode_loop)" .gpu/decode_loop
+# The hand-off's own tests on a machine with cores enough to spin (the build machine has two,
+# where the actor and its callers park at once): the actor, and allocations at the call.
+cp "$(cargo test --release -p lockstep --lib --no-run --message-format=json | executable lockstep)" .gpu/runtime_tests
+cp "$(cargo test --release -p lockstep-sim --test allocation_at_call --no-run --message-format=json | executable allocation_at_call)" .gpu/allocation_tests
 strip .gpu/*
 du -sh .gpu
 

@@ -657,8 +657,10 @@ impl<D: Device> Run<'_, D> {
         match &step.action {
             Action::Create { slot, len, fill } => {
                 let values = data(*fill, *len);
-                state.hit(Method::Create, s, self.size_class(*len), &[]);
-                match client.create(Bytes::from_elems(&values)) {
+                let call = (Method::Create, s, self.size_class(*len));
+                let created =
+                    state.allocation(client, call, || client.create(Bytes::from_elems(&values)));
+                match created {
                     Ok(handle) => {
                         allocated(state)?;
                         let buf = state.model.create(s, values);
@@ -669,8 +671,8 @@ impl<D: Device> Run<'_, D> {
                 }
             }
             Action::EmptyThenFill { slot, len, fill } => {
-                state.hit(Method::Empty, s, self.size_class(*len), &[]);
-                match client.empty(len * 4) {
+                let call = (Method::Empty, s, self.size_class(*len));
+                match state.allocation(client, call, || client.empty(len * 4)) {
                     Ok(handle) => {
                         allocated(state)?;
                         let values = data(*fill, *len);

@@ -9,7 +9,8 @@
 //! overflowing sizes, views at non-zero offsets of packed groups, one handle bound twice, a
 //! misaligned offset, a handle of another client, ordinary) and relations (the buffer held by
 //! the live graph, recorded by the open capture, dropped while the work that used it may still
-//! be queued, last used by another stream, or by the caller) list only what applies to each
+//! be queued, last used by another stream, or by the caller; for `create` and `empty`, whether
+//! the calling thread served the allocation or the actor did) list only what applies to each
 //! method. A call on a lost device is one cell per method: every call then fails with
 //! `DeviceLost`. On a prepared stream or one holding a failure, relations are not told apart:
 //! the server orders a buffer's accesses by its history and by captures alone. Unreachable cells are declared with their reason ([`space::EXCLUDED`]), and
@@ -201,6 +202,13 @@ impl Recorder {
             Some(u) if u.last != s => Relation::OtherStream,
             _ => Relation::Own,
         }
+    }
+
+    /// Records an allocating call of `method` on a stream in `state` that `path` served
+    /// ([`Relation::AtCall`] or [`Relation::ByActor`]).
+    pub fn allocated(&mut self, method: Method, state: StreamState, arg: Arg, path: Relation) {
+        debug_assert!(!waits(method), "an allocation waits for nothing queued");
+        self.hits.hit(Cell::new(method, state, arg, path));
     }
 
     /// Records the driver dropping its handle of `buf` while its owner stream is in `state`.

@@ -225,16 +225,23 @@ pub enum Relation {
     OtherStream,
     /// Last used by the calling stream (or new).
     Own,
+    /// An allocation served at the call, from a page the stream's pools held (the runtime's
+    /// `memory/books.rs`).
+    AtCall,
+    /// An allocation the actor served or refused, in a blocking call.
+    ByActor,
 }
 
 impl Relation {
-    pub const ALL: [Relation; 6] = [
+    pub const ALL: [Relation; 8] = [
         Relation::None,
         Relation::LiveGraph,
         Relation::CapturingStream,
         Relation::Queued,
         Relation::OtherStream,
         Relation::Own,
+        Relation::AtCall,
+        Relation::ByActor,
     ];
 
     pub fn name(self) -> &'static str {
@@ -245,6 +252,8 @@ impl Relation {
             Relation::Queued => "queued",
             Relation::OtherStream => "other",
             Relation::Own => "own",
+            Relation::AtCall => "at-call",
+            Relation::ByActor => "by-actor",
         }
     }
 }
@@ -305,14 +314,16 @@ const SHARED: &[Relation] = &[
 ];
 /// A tensor's buffer: graphs capture launches on buffer slots only.
 const TENSOR: &[Relation] = &[Relation::Own, Relation::OtherStream];
+/// Who served an allocation: the calling thread or the actor.
+const PATHS: &[Relation] = &[Relation::AtCall, Relation::ByActor];
 const ANY: &[(Arg, &[Relation])] = &[(Arg::Any, NONE)];
 const SIZES: &[(Arg, &[Relation])] = &[
-    (Arg::Empty, NONE),
-    (Arg::One, NONE),
-    (Arg::BelowEdge, NONE),
-    (Arg::AtEdge, NONE),
-    (Arg::AboveEdge, NONE),
-    (Arg::Ordinary, NONE),
+    (Arg::Empty, PATHS),
+    (Arg::One, PATHS),
+    (Arg::BelowEdge, PATHS),
+    (Arg::AtEdge, PATHS),
+    (Arg::AboveEdge, PATHS),
+    (Arg::Ordinary, PATHS),
 ];
 
 /// The argument classes of `method`, each with the relations that apply to it.
@@ -320,12 +331,13 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
     match method {
         Method::Create => SIZES,
         Method::Empty => &[
-            (Arg::Empty, NONE),
-            (Arg::One, NONE),
-            (Arg::BelowEdge, NONE),
-            (Arg::AtEdge, NONE),
-            (Arg::AboveEdge, NONE),
-            (Arg::Ordinary, NONE),
+            (Arg::Empty, PATHS),
+            (Arg::One, PATHS),
+            (Arg::BelowEdge, PATHS),
+            (Arg::AtEdge, PATHS),
+            (Arg::AboveEdge, PATHS),
+            (Arg::Ordinary, PATHS),
+            // No pool serves it: the actor refuses it.
             (Arg::Overflowing, NONE),
         ],
         Method::CreateTensors | Method::Write | Method::ToClientInto => &[(Arg::Ordinary, NONE)],
