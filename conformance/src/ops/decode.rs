@@ -8,8 +8,9 @@
 //! ones for the PyTorch baseline).
 
 use lockstep::kernel::Scalar;
-use lockstep::{Bytes, ComputeClient, CubeCount, Device, Handle, Kernel, KernelArguments};
+use lockstep::{ComputeClient, Device, Handle, Kernel};
 
+use super::check::{create, launch};
 use super::check_within;
 use super::layer_norm::{EPS, layer_norm, layer_norm_bounds};
 use super::matvec::{Epilogue, argmax, argmax_host, embedding, matvec, matvec_bounds};
@@ -177,14 +178,8 @@ impl DecodeModel {
         first: u32,
         history_len: usize,
     ) -> Result<Self, String> {
-        let create = |v: &[f32]| {
-            c.create(Bytes::from_elems(v))
-                .map_err(|e| format!("create: {e}"))
-        };
-        let create_u32 = |v: &[u32]| {
-            c.create(Bytes::from_elems(v))
-                .map_err(|e| format!("create: {e}"))
-        };
+        let create_u32 = |v: &[u32]| create(c, v);
+        let create = |v: &[f32]| create(c, v);
         let Dims {
             model,
             hidden,
@@ -239,12 +234,7 @@ impl DecodeModel {
             (&[probs, &self.token, &self.history, &self.count], &[], 1),
         ];
         for (kernel, (bindings, params, groups)) in self.kernels.iter().zip(steps) {
-            let args = bindings
-                .iter()
-                .fold(KernelArguments::new(), |a, h| a.binding(h));
-            let args = params.iter().fold(args, |a, &p| a.param(p));
-            c.launch(kernel, CubeCount::Static(groups as u32, 1, 1), args)
-                .map_err(|e| format!("launch of `{}`: {e}", kernel.name()))?;
+            launch(c, kernel, (groups, 1), bindings, params)?;
         }
         Ok(())
     }

@@ -18,6 +18,7 @@
 //! for the kernel sanitizer's self-tests.
 
 pub mod block;
+pub mod check;
 pub mod decode;
 pub mod faulty;
 pub mod layer_norm;
