@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds here everything the H200 pass runs: the CUDA binaries (scripts/gpu/cuda.sh), the
-# collective and staging tests and benchmarks, the wgpu dispatch benchmark, the graph benchmark
-# and the decode_loop example, stripped into .gpu/, and fetches Debian's Vulkan loader into .gl/
-# (the H200 machine has the NVIDIA ICD but no loader). Then, with the device tool (kind
-# nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
-# scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer).
+# collective and staging tests and benchmarks, the wgpu dispatch benchmark, the graph benchmark,
+# the kernels benchmark and the decode_loop, real_kernels and faulty_kernels examples (the
+# PyTorch baseline, scripts/gpu/torch_baseline.py, needs no build), stripped into .gpu/, and
+# fetches Debian's Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but no loader).
+# Then, with the device tool (kind nvidia-h200-x2 for the two-GPU collectives), carry [".gpu",
+# ".gl"] and run scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf .gpu
@@ -19,7 +20,10 @@ cp "$(cargo bench -p lockstep-cuda --bench collectives --no-run --message-format
 cp "$(cargo bench -p lockstep-cuda --bench staging --no-run --message-format=json | executable staging)" .gpu/staging_bench
 cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
-cp "$(cargo build --release -p lockstep-conformance --example decode_loop --message-format=json | executable decode_loop)" .gpu/decode_loop
+cp "$(cargo bench -p lockstep-conformance --bench kernels --no-run --message-format=json | executable kernels)" .gpu/kernels_bench
+for example in decode_loop real_kernels faulty_kernels; do
+  cp "$(cargo build --release -p lockstep-conformance --example "$example" --message-format=json | executable "$example")" ".gpu/$example"
+done
 strip .gpu/*
 du -sh .gpu
 

@@ -315,3 +315,29 @@ pub fn run_decode<D: Device>(
     }
     Ok(tokens)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_follow_splitmix64_as_the_torch_baseline_draws_them() {
+        // SplitMix64's published first output from state 0.
+        assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(
+            unit(0, 0),
+            (0xE220_A839_7B1D_CDAFu64 >> 40) as f32 / 16_777_216.0
+        );
+        assert_eq!(
+            (fan_in(64), fan_in(128), fan_in(2048)),
+            (0.125, 0.0625, 1.0 / 64.0)
+        );
+        let w = Weights::generate(Dims::SMALL, 7);
+        // The values scripts/gpu/torch_baseline.py's self-check prints for the same seed.
+        let first = [w.embed[0], w.gamma[0], w.w1[0], w.b_out[95]];
+        assert_eq!(
+            first.map(f32::to_bits),
+            [0x3d99_8680, 0x3f7e_095a, 0xbd78_95c8, 0xbdc2_4b42]
+        );
+    }
+}

@@ -66,7 +66,8 @@ pub fn check_within(what: &str, got: &[f32], bounds: &[(f64, f64)]) -> Result<()
     }
     for (i, (&got, &(exact, bound))) in got.iter().zip(bounds).enumerate() {
         let distance = (got as f64 - exact).abs();
-        if !(distance <= bound) {
+        // A NaN distance (a non-finite result) is out of bounds too.
+        if distance.is_nan() || distance > bound {
             return Err(format!(
                 "{what}[{i}] = {got:e}, exact {exact:e}: off by {distance:e}, bound {bound:e}"
             ));
