@@ -84,9 +84,14 @@ impl World {
         } else {
             FaultRates::default()
         };
-        let kernels = (0..rng.random_range(1..=4))
+        let mut kernels: Vec<Formula> = (0..rng.random_range(1..=4))
             .map(|i| Formula::draw(&mut rng, i))
             .collect();
+        // Sharing has a stream of its own: the rest of the world is drawn as before it.
+        let mut sharing = ChaCha8Rng::seed_from_u64(seed ^ 0x5a4e_d5a4_ed00_5eed);
+        for kernel in &mut kernels {
+            kernel.draw_sharing(&mut sharing);
+        }
         let mut world = World {
             seed,
             streams: rng.random_range(1..=8),
