@@ -280,5 +280,8 @@ mod tests {
                 assert_ne!(a.def().body, b.def().body, "{} twice", a.def().name);
             }
         }
+        // The lowering tests see sharing formulas too: shared arrays and barriers.
+        let sharing = sample.iter().filter(|k| !k.def().shared.is_empty()).count();
+        assert_eq!(sharing, 17);
     }
 }

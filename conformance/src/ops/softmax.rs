@@ -2,7 +2,6 @@
 //! `exp(x - max) / sum`, each fold through [`fold_workgroup`].
 
 use lockstep::Kernel;
-use lockstep::kernel::accuracy::ulp;
 use lockstep::kernel::{Access, Axis, ElemType, Expr, KernelBuilder};
 
 use super::block::{
@@ -53,7 +52,7 @@ pub fn softmax() -> Kernel {
 /// the sum of positive terms adds at most one rounding (`2⁻²⁴`) per addition on its longest
 /// chain (`L`, [`sum_chain`]); the quotient is within 2.5 ULP. So the result is within
 /// `(e(d) + eₘ + L·2⁻²⁴ + 2.5·2⁻²³)·1.001` relative (the factor covers second-order terms)
-/// plus one ULP of the smallest normal.
+/// plus the smallest normal `f32` (a device may flush subnormal results to zero).
 pub fn softmax_bounds(row: &[f32]) -> Vec<(f64, f64)> {
     let m = fold_workgroup_host(lane_fold_host(row, LANES, -f32::MAX, Fold::Max), Fold::Max);
     let d: Vec<f32> = row.iter().map(|&x| x - m).collect();
@@ -67,7 +66,7 @@ pub fn softmax_bounds(row: &[f32]) -> Vec<(f64, f64)> {
         .map(|(&d, &e)| {
             let p = e / sum;
             let rel = (exp_rel(d) + sum_rel + 5.0 * U) * 1.001;
-            (p, p * rel + ulp(f32::MIN_POSITIVE as f64))
+            (p, p * rel + f32::MIN_POSITIVE as f64)
         })
         .collect()
 }
