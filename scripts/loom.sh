@@ -13,4 +13,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export RUSTFLAGS="${RUSTFLAGS:-} --cfg loom"
 export CARGO_TARGET_DIR=target/loom
 
-exec cargo test -p lockstep --release --lib loom_tests "$@"
+exec cargo test -p lockstep-runtime --release --lib loom_tests "$@"

@@ -19,4 +19,8 @@ pub mod requirement;
 pub mod suite;
 pub mod workgroup_kernels;
 
-pub use factory::{CudaFactory, DeviceFactory, Observer, Session, SimFactory, WgpuFactory};
+#[cfg(feature = "cuda")]
+pub use factory::CudaFactory;
+#[cfg(feature = "wgpu")]
+pub use factory::WgpuFactory;
+pub use factory::{DeviceFactory, Observer, Session, SimFactory};

@@ -9,9 +9,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "cuda")]
+use lockstep_conformance::CudaFactory;
+#[cfg(feature = "wgpu")]
+use lockstep_conformance::WgpuFactory;
 use lockstep_conformance::explore::{self, ExploreConfig};
 use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::{CudaFactory, DeviceFactory, SimFactory, WgpuFactory, suite};
+use lockstep_conformance::{DeviceFactory, SimFactory, suite};
 
 #[derive(Parser)]
 #[command(
@@ -97,6 +101,48 @@ enum Command {
     },
 }
 
+#[cfg(feature = "cuda")]
+fn check_cuda(config: RunConfig, property: Option<&str>) -> ExitCode {
+    match CudaFactory::new(0) {
+        Ok(factory) => check(&factory, config, property),
+        Err(err) => {
+            eprintln!("cuda: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(feature = "wgpu")]
+fn check_wgpu(config: RunConfig, property: Option<&str>) -> ExitCode {
+    match WgpuFactory::from_env() {
+        Ok(factory) => check(&factory, config, property),
+        Err(err) => {
+            println!("device: wgpu — {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn check_cuda(_: RunConfig, _: Option<&str>) -> ExitCode {
+    built_without("cuda")
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn check_wgpu(_: RunConfig, _: Option<&str>) -> ExitCode {
+    built_without("wgpu")
+}
+
+/// A device this build left out (`--no-default-features`): says how to get it.
+#[cfg(not(all(feature = "cuda", feature = "wgpu")))]
+fn built_without(feature: &str) -> ExitCode {
+    eprintln!(
+        "device: {feature} — this lockstep was built without its `{feature}` feature; \
+         rebuild with `--features {feature}` (on by default)"
+    );
+    ExitCode::FAILURE
+}
+
 fn main() -> ExitCode {
     init_tracing();
     match Cli::parse().command {
@@ -112,20 +158,8 @@ fn main() -> ExitCode {
             };
             match device {
                 DeviceKind::Sim => check(&SimFactory::default(), config, property.as_deref()),
-                DeviceKind::Cuda => match CudaFactory::new(0) {
-                    Ok(factory) => check(&factory, config, property.as_deref()),
-                    Err(err) => {
-                        eprintln!("cuda: {err}");
-                        ExitCode::FAILURE
-                    }
-                },
-                DeviceKind::Wgpu => match WgpuFactory::from_env() {
-                    Ok(factory) => check(&factory, config, property.as_deref()),
-                    Err(err) => {
-                        println!("device: wgpu — {err}");
-                        ExitCode::FAILURE
-                    }
-                },
+                DeviceKind::Cuda => check_cuda(config, property.as_deref()),
+                DeviceKind::Wgpu => check_wgpu(config, property.as_deref()),
             }
         }
         Command::Explore {

@@ -43,8 +43,8 @@ pub struct Execution {
     /// Checked-kernel faults (out-of-range stores) returned where the model expected them.
     pub kernel_faults: u64,
     pub device_lost: bool,
-    /// Allocations an installed pool's cap refused (legal; the shrinker's printer cannot
-    /// predict them).
+    /// Allocations an installed pool's cap or the world's budget refused (legal; the
+    /// shrinker's printer cannot predict them).
     pub capped_refusals: u64,
     /// The coverage cells this run's calls hit.
     pub coverage: Hits,
@@ -374,7 +374,7 @@ fn finish_peers<D: Device>(
     Ok(())
 }
 
-/// Installs the world's pools; returns the memory baseline.
+/// Installs the world's pools and sets its budget; returns the memory baseline.
 fn prepare<D: Device>(
     world: &World,
     client: &ComputeClient<D>,
@@ -383,6 +383,11 @@ fn prepare<D: Device>(
         client
             .install_memory_pools(pools)
             .map_err(|e| format!("installing the world's pools on an idle device: {e}"))?;
+    }
+    if world.budget_bytes.is_some() {
+        client
+            .set_memory_budget(world.budget_bytes)
+            .map_err(|e| format!("setting the world's budget on an idle device: {e}"))?;
     }
     client
         .memory_usage()
@@ -613,10 +618,17 @@ impl<D: Device> Run<'_, D> {
     ) -> Result<(), String> {
         match err {
             ServerError::OutOfMemory(_) if oversized => Ok(()),
-            // An installed pool layout caps what a size class may reserve: a legal refusal.
+            // An installed pool layout caps what a size class may reserve, the world's budget
+            // what all pools reserve: legal refusals.
             ServerError::OutOfMemory(oom)
-                if matches!(self.world.pools, Some(MemoryPoolsConfig::Pools(_)))
-                    && matches!(oom.reason, OutOfMemoryReason::PoolCap { .. }) =>
+                if matches!(
+                    (&oom.reason, &self.world.pools, self.world.budget_bytes),
+                    (
+                        OutOfMemoryReason::PoolCap { .. },
+                        Some(MemoryPoolsConfig::Pools(_)),
+                        _
+                    ) | (OutOfMemoryReason::Budget { .. }, _, Some(_))
+                ) =>
             {
                 state.model.capped_refusals += 1;
                 Ok(())

@@ -72,7 +72,8 @@ pub struct Model {
     pub surfaced: BTreeMap<u64, StreamId>,
     /// Allocations refused with out-of-memory.
     pub refused_allocations: u64,
-    /// Allocations an installed pool's cap refused (legal, not injected).
+    /// Allocations an installed pool's cap or the world's budget refused (legal, not
+    /// injected).
     pub capped_refusals: u64,
     pub reads_checked: u64,
     /// Injected faults returned by some call.

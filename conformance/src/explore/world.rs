@@ -34,6 +34,9 @@ pub struct World {
     pub max_background_steps: u32,
     /// Installed before the workload starts; `None` keeps the device's default layout.
     pub pools: Option<MemoryPoolsConfig>,
+    /// The device memory budget set before the workload starts (after `pools`); `None` sets
+    /// none.
+    pub budget_bytes: Option<u64>,
     pub faults: FaultRates,
     pub graphs: bool,
     pub kernels: Vec<Formula>,
@@ -101,6 +104,7 @@ impl World {
             max_allocation_bytes,
             max_background_steps: rng.random_range(0..=8),
             pools,
+            budget_bytes: None,
             faults,
             graphs: rng.random_bool(0.5),
             kernels,
@@ -111,6 +115,11 @@ impl World {
         // arrives once a fault stops the explored device, so peers come in fault-free worlds.
         if !world.injects_faults() && rng.random_ratio(1, 3) {
             world.peers = rng.random_range(1..=2);
+        }
+        // Drawn after the peers, for the same reason. Small enough that some worlds' workloads
+        // reach it (8 MiB pages of the default medium pool exceed the smallest).
+        if rng.random_ratio(1, 4) {
+            world.budget_bytes = Some([4 * MIB, 16 * MIB, 64 * MIB][rng.random_range(0..3)]);
         }
         world.size_edges_bytes = world.size_edges();
         world
@@ -224,6 +233,10 @@ impl fmt::Display for World {
                 .collect::<Vec<_>>()
                 .join(", "),
         };
+        let budget = match self.budget_bytes {
+            Some(bytes) => format!("{} MiB", bytes / MIB),
+            None => "none".to_owned(),
+        };
         let r = &self.faults;
         writeln!(
             f,
@@ -237,7 +250,7 @@ impl fmt::Display for World {
         )?;
         writeln!(
             f,
-            "device: {} MiB, largest allocation {} MiB, up to {} background steps, pools: {pools}",
+            "device: {} MiB, largest allocation {} MiB, up to {} background steps, pools: {pools}, budget: {budget}",
             self.memory_bytes / MIB,
             self.max_allocation_bytes / MIB,
             self.max_background_steps

@@ -1,14 +1,19 @@
 //! How the suite gets a device: one factory per backend, each opening a fresh client per case.
+//! The CUDA and wgpu factories exist with the crate's `cuda` and `wgpu` features (on by default).
 
 use lockstep::{ComputeClient, Device};
 use lockstep_sim::{FaultPlan, InjectedFault};
 
+#[cfg(feature = "cuda")]
 mod cuda;
 mod sim;
+#[cfg(feature = "wgpu")]
 mod wgpu;
 
+#[cfg(feature = "cuda")]
 pub use cuda::CudaFactory;
 pub use sim::SimFactory;
+#[cfg(feature = "wgpu")]
 pub use wgpu::WgpuFactory;
 
 /// What a device can tell the suite beyond the client API (the simulator's sanitizer).

@@ -20,6 +20,7 @@ pub fn seed_6(options: lockstep::ServerOptions) {
     // The explorer's own thread: setup, cleanup, memory baseline.
     let mut client = clients.next().unwrap();
     client.set_stream(StreamId(100));
+    client.set_memory_budget(Some(67108864)).unwrap();
     let baseline = client.memory_usage().unwrap();
     let mut s3 = client.clone();
     s3.set_stream(StreamId(3));

@@ -259,6 +259,10 @@ impl<'w> Printer<'w> {
             self.code
                 .line(format!("client.install_memory_pools(&{pools}).unwrap();"));
         }
+        if let Some(bytes) = self.world.budget_bytes {
+            self.code
+                .line(format!("client.set_memory_budget(Some({bytes})).unwrap();"));
+        }
         self.code
             .line("let baseline = client.memory_usage().unwrap();");
         for peer in 0..self.world.peers {
