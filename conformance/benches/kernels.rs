@@ -28,6 +28,7 @@ use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 /// What one run measures.
+#[derive(Clone, Copy)]
 struct Sizes {
     reduce_elems: usize,
     reduce_groups: usize,
@@ -183,6 +184,13 @@ fn measure<D: Device>(open: impl Fn() -> Result<D>, s: &Sizes) -> Result<()> {
     let checked = ComputeClient::new(open()?);
     let props = client.properties();
     println!("device: {} ({})", props.name, props.backend);
+    // The reduction's input is one allocation: no larger than the device allows (wgpu caps a
+    // storage binding), a power of two of elements.
+    let fits = (props.max_allocation_bytes / 4).max(1);
+    let s = &Sizes {
+        reduce_elems: s.reduce_elems.min(1 << fits.ilog2()),
+        ..*s
+    };
     let gib = (s.reduce_elems * 4) as f64 / (1u64 << 30) as f64;
     let copy = raw_copy(open()?, (s.reduce_elems * 4) as u64, s.reps)?;
     let reduce = reduction(&client, s)?;
