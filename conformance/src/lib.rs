@@ -12,6 +12,7 @@ pub mod explore;
 pub mod factory;
 pub mod fuzzing;
 pub mod kernels;
+pub mod ops;
 pub mod perfetto;
 pub mod program;
 pub mod properties;

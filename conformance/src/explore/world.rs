@@ -87,9 +87,14 @@ impl World {
         } else {
             FaultRates::default()
         };
-        let kernels = (0..rng.random_range(1..=4))
+        let mut kernels: Vec<Formula> = (0..rng.random_range(1..=4))
             .map(|i| Formula::draw(&mut rng, i))
             .collect();
+        // Sharing has a stream of its own: the rest of the world is drawn as before it.
+        let mut sharing = ChaCha8Rng::seed_from_u64(seed ^ 0x5a4e_d5a4_ed00_5eed);
+        for kernel in &mut kernels {
+            kernel.draw_sharing(&mut sharing);
+        }
         let mut world = World {
             seed,
             streams: rng.random_range(1..=8),
@@ -288,5 +293,8 @@ mod tests {
                 assert_ne!(a.def().body, b.def().body, "{} twice", a.def().name);
             }
         }
+        // The lowering tests see sharing formulas too: shared arrays and barriers.
+        let sharing = sample.iter().filter(|k| !k.def().shared.is_empty()).count();
+        assert_eq!(sharing, 17);
     }
 }

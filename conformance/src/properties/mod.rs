@@ -7,6 +7,7 @@ pub mod faults;
 mod graphs;
 mod kernels;
 mod memory;
+mod ops;
 mod ordering;
 mod profiling;
 mod tensor_writes;
@@ -106,6 +107,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "workgroup_kernels",
             summary: "a shared-memory reduction, a histogram with shared and global atomics, claims by compare-exchange, while/break/continue loops and the math functions compute the reference (math within the WGSL bounds)",
             check: kernels::workgroup_kernels,
+            applies: everywhere,
+        },
+        Property {
+            name: "real_kernels",
+            summary: "a two-pass f32 reduction (bit-exact), a row softmax, a layer norm and a tiled matrix product (within their derived bounds), and a decode step captured and replayed, every stage checked",
+            check: ops::real_kernels,
             applies: everywhere,
         },
         Property {
