@@ -31,6 +31,8 @@
 //! one-dimensional launch whose kernel indexes every binding it writes by `global_id.x`
 //! alone, where each word belongs to one invocation (the explorer's kernels).
 
+mod builtins;
+mod column;
 mod findings;
 mod lanes;
 mod program;
@@ -47,6 +49,7 @@ use lockstep::kernel::{
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use column::Spares;
 pub(crate) use findings::describe;
 use lanes::{Batch, Launch};
 use program::{Numbers, Program};
@@ -80,6 +83,22 @@ impl BindingData {
     /// `len` words that nothing wrote (a fresh shared array): zero, and reported when read.
     pub fn unwritten(len: usize) -> Self {
         Self::new(vec![0; len], vec![false; len])
+    }
+
+    /// The word at `index` if it is in range and holds written data.
+    #[inline]
+    fn written(&self, index: u32) -> Option<u32> {
+        let i = index as usize;
+        (*self.initialized.get(i)?).then(|| self.words[i])
+    }
+
+    /// Stores `bits` at `index` (in range) for this launch.
+    #[inline]
+    fn store(&mut self, index: u32, bits: u32) {
+        let i = index as usize;
+        self.words[i] = bits;
+        self.initialized[i] = true;
+        self.dirty[i] = true;
     }
 }
 
@@ -330,12 +349,15 @@ fn drive(
     let mut outcome = LaunchOutcome::default();
     let mut violation = None;
     let mut first_invocation = 0;
+    let group_lanes = launch.def.workgroup_invocations() as usize;
+    let mut spares = Spares::new(groups_per_batch * group_lanes);
     for groups in workgroups.chunks(groups_per_batch) {
         let mut lanes = Batch::new(
             launch,
             bindings,
             &mut outcome,
             &mut violation,
+            &mut spares,
             groups,
             hidden,
         );

@@ -55,7 +55,8 @@ impl Batch<'_, '_> {
             } => {
                 let cond = self.eval(cond, lanes).bools();
                 let (then_lanes, else_lanes): (Vec<u32>, Vec<u32>) =
-                    lanes.iter().partition(|&&l| cond[l as usize]);
+                    lanes.iter().partition(|&&l| cond[l as usize] != 0);
+                self.spares.give(cond);
                 self.block(then_body, &then_lanes);
                 self.block(else_body, &else_lanes);
             }
@@ -89,6 +90,8 @@ impl Batch<'_, '_> {
                 !self.trapped[l as usize] && below(elem, counter[l as usize], end[l as usize])
             });
         }
+        self.spares.give(counter);
+        self.spares.give(end);
     }
 }
 

@@ -124,7 +124,8 @@ fn step(batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) -> Vec<(usiz
         }
         Inst::BranchUnless { cond, target } => {
             let cond = batch.eval(cond, &lanes).bools();
-            let (taken, skipped) = lanes.into_iter().partition(|&l| cond[l as usize]);
+            let (taken, skipped) = lanes.into_iter().partition(|&l| cond[l as usize] != 0);
+            batch.spares.give(cond);
             vec![(pc + 1, taken), (*target, skipped)]
         }
         Inst::Jump(target) => vec![(*target, lanes)],
@@ -138,6 +139,8 @@ fn step(batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) -> Vec<(usiz
             let (_, last) = batch.eval(end, &lanes).words();
             batch.set_slot(*counter, &first, &lanes);
             batch.set_slot(*limit, &last, &lanes);
+            batch.spares.give(first);
+            batch.spares.give(last);
             vec![(pc + 1, lanes)]
         }
         Inst::ForTest {
