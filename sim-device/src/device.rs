@@ -712,11 +712,7 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
     let words = (range.len / 4) as usize;
     let start = range.offset as usize;
     BindingData::new(
-        alloc
-            .read(start, 4 * words)
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect(),
+        alloc.read_words(start, words),
         alloc.words_written(start, words),
     )
 }
@@ -734,10 +730,10 @@ fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &Bindin
         let end = (i..data.words.len())
             .find(|&j| !data.dirty[j])
             .unwrap_or(data.words.len());
-        let bytes: Vec<u8> = data.words[i..end]
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
+        let mut bytes = Vec::with_capacity(4 * (end - i));
+        for w in &data.words[i..end] {
+            bytes.extend_from_slice(&w.to_le_bytes());
+        }
         alloc.write(start + 4 * i, &bytes);
         i = end;
     }
