@@ -73,9 +73,6 @@ impl Term {
     /// `f` at every element: `dst[i]` and the gathered `src[i]`, evaluated a node at a time over
     /// the whole buffer (per element, the tree walk cost more than the simulated kernel).
     fn eval(&self, dst: &[u32], src: &[u32], k: u32) -> Vec<u32> {
-        let combine = |a: Vec<u32>, b: Vec<u32>, f: &dyn Fn(u32, u32) -> u32| {
-            a.iter().zip(&b).map(|(&a, &b)| f(a, b)).collect()
-        };
         match self {
             Term::Dst => dst.to_vec(),
             Term::Src => src.to_vec(),
@@ -84,23 +81,26 @@ impl Term {
             Term::Op(op, a, b) => {
                 let (a, b) = (a.eval(dst, src, k), b.eval(dst, src, k));
                 match op {
-                    BinOp::Add => combine(a, b, &u32::wrapping_add),
-                    BinOp::Sub => combine(a, b, &u32::wrapping_sub),
-                    BinOp::Mul => combine(a, b, &u32::wrapping_mul),
-                    BinOp::Min => combine(a, b, &u32::min),
-                    BinOp::Max => combine(a, b, &u32::max),
-                    BinOp::BitAnd => combine(a, b, &|a, b| a & b),
-                    BinOp::BitOr => combine(a, b, &|a, b| a | b),
-                    BinOp::BitXor => combine(a, b, &|a, b| a ^ b),
-                    BinOp::Shr => combine(a, b, &|a, b| a >> (b % 32)),
+                    BinOp::Add => combine(a, &b, u32::wrapping_add),
+                    BinOp::Sub => combine(a, &b, u32::wrapping_sub),
+                    BinOp::Mul => combine(a, &b, u32::wrapping_mul),
+                    BinOp::Min => combine(a, &b, u32::min),
+                    BinOp::Max => combine(a, &b, u32::max),
+                    BinOp::BitAnd => combine(a, &b, |a, b| a & b),
+                    BinOp::BitOr => combine(a, &b, |a, b| a | b),
+                    BinOp::BitXor => combine(a, &b, |a, b| a ^ b),
+                    BinOp::Shr => combine(a, &b, |a, b| a >> (b % 32)),
                     other => unreachable!("{other:?} is never drawn"),
                 }
             }
             Term::SelectLt(t) => {
-                let [a, b, c, d] = t.each_ref().map(|t| t.eval(dst, src, k));
-                (0..dst.len())
-                    .map(|i| if a[i] < b[i] { c[i] } else { d[i] })
-                    .collect()
+                let [a, b, mut c, d] = t.each_ref().map(|t| t.eval(dst, src, k));
+                for i in 0..dst.len() {
+                    if a[i] >= b[i] {
+                        c[i] = d[i];
+                    }
+                }
+                c
             }
         }
     }
@@ -124,6 +124,12 @@ impl Term {
             }
         }
     }
+}
+
+/// `f(a[i], b[i])` at every element, into `a`.
+fn combine(mut a: Vec<u32>, b: &[u32], f: impl Fn(u32, u32) -> u32) -> Vec<u32> {
+    a.iter_mut().zip(b).for_each(|(a, &b)| *a = f(*a, b));
+    a
 }
 
 /// One random kernel of a world.
