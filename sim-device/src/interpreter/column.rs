@@ -113,6 +113,48 @@ fn combine(lanes: &[u32], out: &mut [u32], rhs: &[u32], f: impl Fn(u32, u32) -> 
     }
 }
 
+/// The value every lane of `column` holds, if they hold one (`None` for no lanes).
+fn uniform(column: &[u32], lanes: &[u32]) -> Option<u32> {
+    let first = column[*lanes.first()? as usize];
+    let same = match dense(lanes) {
+        Some(n) => column[..n].iter().all(|&v| v == first),
+        None => lanes.iter().all(|&l| column[l as usize] == first),
+    };
+    same.then_some(first)
+}
+
+/// A `u32` divisor above 1, with its quotients and remainders by multiplications: Lemire,
+/// Kaser and Kurz, "Faster Remainder by Direct Computation" (2019), exact for every `u32`
+/// dividend with a 64-bit `m`.
+struct Divisor {
+    d: u32,
+    /// `ceil(2^64 / d)`.
+    m: u64,
+}
+
+impl Divisor {
+    /// `None` for 0 and 1 (`m` would not fit; `semantics` takes care of them).
+    fn new(d: u32) -> Option<Self> {
+        (d > 1).then(|| Self {
+            d,
+            m: u64::MAX / d as u64 + 1,
+        })
+    }
+
+    /// `a / d`.
+    #[inline(always)]
+    fn quotient(&self, a: u32) -> u32 {
+        ((self.m as u128 * a as u128) >> 64) as u32
+    }
+
+    /// `a % d`.
+    #[inline(always)]
+    fn remainder(&self, a: u32) -> u32 {
+        let low = self.m.wrapping_mul(a as u64);
+        ((low as u128 * self.d as u128) >> 64) as u32
+    }
+}
+
 /// Runs `$body` with `$name` bound to `$value` as a constant, one arm per listed variant (the
 /// match is exhaustive, so a new variant must be listed): each arm is its own copy of the loop
 /// in `$body`, with the variant folded in.
@@ -136,6 +178,16 @@ macro_rules! with_elem {
 
 /// `op` on the lanes of `lhs` and `rhs`, columns of `elem`, into `lhs`.
 pub(super) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], lanes: &[u32]) {
+    if let (ElemType::U32, BinOp::Div | BinOp::Rem) = (elem, op)
+        && let Some(divisor) = uniform(rhs, lanes).and_then(Divisor::new)
+    {
+        // A division is slow; by one divisor on every lane (`% len(src)`), it need not be.
+        match op {
+            BinOp::Div => update(lanes, lhs, |a| divisor.quotient(a)),
+            _ => update(lanes, lhs, |a| divisor.remainder(a)),
+        }
+        return;
+    }
     with_elem!(elem, ELEM => with_constant!(op, OP: BinOp => combine(lanes, lhs, rhs, |a, b| {
         semantics::binary(OP, Scalar::from_bits(ELEM, a), Scalar::from_bits(ELEM, b)).to_bits()
     });
@@ -209,5 +261,57 @@ pub(super) fn copy(out: &mut [u32], from: &[u32], lanes: &[u32]) {
         None => lanes
             .iter()
             .for_each(|&l| out[l as usize] = from[l as usize]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotients_and_remainders_by_a_divisor_are_exact() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            // xorshift64: any spread of values will do.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u32
+        };
+        let mut divisors: Vec<u32> = vec![2, 3, 5, 7, 10, 641, 1 << 16, (1 << 31) + 1, u32::MAX];
+        divisors.extend((2..40).chain((0..32).map(|k| 1 << k)).filter(|&d| d > 1));
+        divisors.extend((0..200).map(|_| next().max(2)));
+        divisors.extend((0..200).map(|_| (next() >> 20).max(2)));
+        for d in divisors {
+            let divisor = Divisor::new(d).expect("above 1");
+            let mut dividends = vec![0, 1, d - 1, d, d.wrapping_add(1), u32::MAX, u32::MAX - 1];
+            dividends.extend((0..300).map(|_| next()));
+            let multiples = (1..4).filter_map(|k: u32| k.checked_mul(d));
+            dividends.extend(multiples.flat_map(|m| [m - 1, m]));
+            for a in dividends {
+                assert_eq!(divisor.quotient(a), a / d, "{a} / {d}");
+                assert_eq!(divisor.remainder(a), a % d, "{a} % {d}");
+            }
+        }
+        assert!(Divisor::new(0).is_none() && Divisor::new(1).is_none());
+    }
+
+    #[test]
+    fn a_column_divided_by_one_value_matches_the_semantics() {
+        let lanes: Vec<u32> = (0..6).collect();
+        for (op, divisor) in [
+            (BinOp::Div, 7),
+            (BinOp::Rem, 7),
+            (BinOp::Rem, 0),
+            (BinOp::Div, 1),
+        ] {
+            let mut lhs = vec![0, 6, 7, 50, u32::MAX, 13];
+            let expected: Vec<u32> = lhs
+                .iter()
+                .map(|&a| semantics::binary(op, Scalar::U32(a), Scalar::U32(divisor)).to_bits())
+                .collect();
+            binary(op, ElemType::U32, &mut lhs, &[divisor; 6], &lanes);
+            assert_eq!(lhs, expected, "{op:?} by {divisor}");
+        }
     }
 }
