@@ -3,6 +3,19 @@
 
 use lockstep::kernel::Builtin;
 
+/// Every id in a box of `size`, x fastest, then y, then z: the order of a launch's workgroups
+/// and of a workgroup's invocations.
+pub(super) fn ids(size: [u32; 3]) -> Vec<[u32; 3]> {
+    let [x, y, z] = size;
+    let mut ids = Vec::with_capacity(x as usize * y as usize * z as usize);
+    for z in 0..z {
+        for y in 0..y {
+            ids.extend((0..x).map(|x| [x, y, z]));
+        }
+    }
+    ids
+}
+
 /// A batch's lanes are its workgroups in order, each one lane per local id, x fastest.
 pub(super) struct Builtins {
     groups: Vec<[u32; 3]>,
@@ -56,16 +69,10 @@ impl Builtins {
 
     /// `f(workgroup id, local id)` on every lane.
     fn per_lane(&self, f: impl Fn([u32; 3], [u32; 3]) -> u32) -> Vec<u32> {
-        let [wx, wy, wz] = self.workgroup_size;
+        let locals = ids(self.workgroup_size);
         let mut column = Vec::with_capacity(self.lane_count());
         for &group in &self.groups {
-            for lz in 0..wz {
-                for ly in 0..wy {
-                    for lx in 0..wx {
-                        column.push(f(group, [lx, ly, lz]));
-                    }
-                }
-            }
+            column.extend(locals.iter().map(|&local| f(group, local)));
         }
         column
     }

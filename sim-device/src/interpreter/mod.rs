@@ -233,9 +233,7 @@ fn run_on(
         num_workgroups: count,
         numbers: (watch && engine == Engine::Batched).then(|| Numbers::new(def)),
     };
-    let workgroups: Vec<[u32; 3]> = (0..count[2])
-        .flat_map(|z| (0..count[1]).flat_map(move |y| (0..count[0]).map(move |x| [x, y, z])))
-        .collect();
+    let workgroups = builtins::ids(count);
     if engine == Engine::Batched {
         let group_lanes = def.workgroup_invocations().max(1) as usize;
         let groups_per_batch = (BATCH_LANES / group_lanes).max(1);
