@@ -234,13 +234,12 @@ impl Allocation {
             offset + len <= self.size,
             "the runtime reads inside its buffers"
         );
-        let mut out = vec![POISON_FRESH; len];
-        let mut at = 0;
+        let mut out = Vec::with_capacity(len);
         for (index, within, n) in pieces(offset, len) {
-            if let Some(chunk) = &self.chunks[index] {
-                out[at..at + n].copy_from_slice(&chunk.bytes[within..within + n]);
+            match &self.chunks[index] {
+                Some(chunk) => out.extend_from_slice(&chunk.bytes[within..within + n]),
+                None => out.resize(out.len() + n, POISON_FRESH),
             }
-            at += n;
         }
         out
     }
