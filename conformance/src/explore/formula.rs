@@ -177,9 +177,18 @@ impl Formula {
 
     /// What the kernel must compute, on host copies. `src` is never empty.
     pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
-        let gathered: Vec<u32> = (0..dst.len() as u64)
-            .map(|i| {
-                src[((i * self.stride as u64 + self.shift as u64) % src.len() as u64) as usize]
+        // j = (i * stride + shift) % len(src), stepped from i = 0: a step adds the stride and
+        // wraps (a division per element cost more than the rest of the model).
+        let (len, stride) = (src.len(), self.stride as usize);
+        let mut j = self.shift as usize % len;
+        let gathered: Vec<u32> = (0..dst.len())
+            .map(|_| {
+                let value = src[j];
+                j += stride;
+                while j >= len {
+                    j -= len;
+                }
+                value
             })
             .collect();
         let new = self.f.eval(dst, &gathered, k);
@@ -190,6 +199,27 @@ impl Formula {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_gathers_src_at_i_times_stride_plus_shift_modulo_its_length() {
+        for (len, stride, shift) in (1..=9).flat_map(|len| {
+            (1..4).flat_map(move |stride| (0..8).map(move |shift| (len, stride, shift)))
+        }) {
+            let formula = Formula {
+                name: "t".into(),
+                f: Term::Src,
+                stride,
+                shift,
+            };
+            let src: Vec<u32> = (100..100 + len).collect();
+            let mut dst = vec![0; 20];
+            formula.apply(&mut dst, &src, 0);
+            let expected: Vec<u32> = (0..20)
+                .map(|i| src[(i * stride as usize + shift as usize) % len as usize])
+                .collect();
+            assert_eq!(dst, expected, "len {len}, stride {stride}, shift {shift}");
+        }
+    }
 
     #[test]
     fn the_reference_gathers_and_wraps() {
