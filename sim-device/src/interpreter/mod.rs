@@ -85,13 +85,6 @@ impl BindingData {
         Self::new(vec![0; len], vec![false; len])
     }
 
-    /// The word at `index` if it is in range and holds written data.
-    #[inline]
-    fn written(&self, index: u32) -> Option<u32> {
-        let i = index as usize;
-        (*self.initialized.get(i)?).then(|| self.words[i])
-    }
-
     /// Stores `bits` at `index` (in range) for this launch.
     #[inline]
     fn store(&mut self, index: u32, bits: u32) {

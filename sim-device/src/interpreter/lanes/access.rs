@@ -22,11 +22,16 @@ impl Batch<'_, '_> {
         }
         // Unwatched, an in-range read of a written word has no effect beyond its value: such
         // reads go first, then the others (each with an effect of its own) in lane order.
-        let data = self.data(array);
+        let BindingData {
+            words, initialized, ..
+        } = self.data(array);
         let mut unusual = Vec::new();
-        column::each(lanes, |l| match data.written(at[l]) {
-            Some(word) => at[l] = word,
-            None => unusual.push(l),
+        column::each(lanes, |l| {
+            let i = at[l] as usize;
+            match initialized.get(i) {
+                Some(true) => at[l] = words[i],
+                _ => unusual.push(l),
+            }
         });
         for l in unusual {
             at[l] = self.load_word(l as u32, array, at[l], len);
