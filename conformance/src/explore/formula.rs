@@ -4,6 +4,8 @@
 //! The reference ([`Formula::apply`]) is plain wrapping Rust arithmetic, written independently
 //! of the simulator's interpreter, so a kernel and its model can only agree by both being right.
 
+use std::borrow::Cow;
+
 use lockstep::Kernel;
 use lockstep::kernel::{Access, Axis, BinOp, ElemType, Expr, KernelBuilder};
 use rand::Rng;
@@ -79,7 +81,7 @@ impl Term {
             Term::K => vec![k; dst.len()],
             Term::Lit(v) => vec![*v; dst.len()],
             Term::Op(op, a, b) => {
-                let (a, b) = (a.eval(dst, src, k), b.eval(dst, src, k));
+                let (a, b) = (a.eval(dst, src, k), b.column(dst, src, k));
                 match op {
                     BinOp::Add => combine(a, &b, u32::wrapping_add),
                     BinOp::Sub => combine(a, &b, u32::wrapping_sub),
@@ -94,7 +96,8 @@ impl Term {
                 }
             }
             Term::SelectLt(t) => {
-                let [a, b, mut c, d] = t.each_ref().map(|t| t.eval(dst, src, k));
+                let [a, b, c, d] = t.each_ref().map(|t| t.column(dst, src, k));
+                let mut c = c.into_owned();
                 for i in 0..dst.len() {
                     if a[i] >= b[i] {
                         c[i] = d[i];
@@ -102,6 +105,15 @@ impl Term {
                 }
                 c
             }
+        }
+    }
+
+    /// [`eval`](Self::eval), without copying `dst` or `src` when the term is one of them.
+    fn column<'a>(&self, dst: &'a [u32], src: &'a [u32], k: u32) -> Cow<'a, [u32]> {
+        match self {
+            Term::Dst => Cow::Borrowed(dst),
+            Term::Src => Cow::Borrowed(src),
+            _ => Cow::Owned(self.eval(dst, src, k)),
         }
     }
 
