@@ -70,9 +70,11 @@ impl Builtins {
     /// `f(workgroup id, local id)` on every lane.
     fn per_lane(&self, f: impl Fn([u32; 3], [u32; 3]) -> u32) -> Vec<u32> {
         let locals = ids(self.workgroup_size);
-        let mut column = Vec::with_capacity(self.lane_count());
-        for &group in &self.groups {
-            column.extend(locals.iter().map(|&local| f(group, local)));
+        let mut column = vec![0; self.lane_count()];
+        for (lanes, &group) in column.chunks_exact_mut(locals.len()).zip(&self.groups) {
+            for (lane, &local) in lanes.iter_mut().zip(&locals) {
+                *lane = f(group, local);
+            }
         }
         column
     }

@@ -85,6 +85,25 @@ impl BindingData {
         Self::new(vec![0; len], vec![false; len])
     }
 
+    /// The words, for stores.
+    fn stores(&mut self) -> Stores<'_> {
+        Stores {
+            words: &mut self.words,
+            initialized: &mut self.initialized,
+            dirty: &mut self.dirty,
+        }
+    }
+}
+
+/// A [`BindingData`]'s words as slices, for a loop of stores (the compiler keeps a slice's
+/// address and length in registers, not a vector's).
+struct Stores<'a> {
+    words: &'a mut [u32],
+    initialized: &'a mut [bool],
+    dirty: &'a mut [bool],
+}
+
+impl Stores<'_> {
     /// Stores `bits` at `index` (in range) for this launch.
     #[inline]
     fn store(&mut self, index: u32, bits: u32) {

@@ -22,9 +22,8 @@ impl Batch<'_, '_> {
         }
         // Unwatched, an in-range read of a written word has no effect beyond its value: such
         // reads go first, then the others (each with an effect of its own) in lane order.
-        let BindingData {
-            words, initialized, ..
-        } = self.data(array);
+        let data = self.data(array);
+        let (words, initialized) = (&data.words[..], &data.initialized[..]);
         let mut unusual = Vec::new();
         column::each(lanes, |l| {
             let i = at[l] as usize;
@@ -53,11 +52,11 @@ impl Batch<'_, '_> {
         }
         // Unwatched, a store in range has no effect but on its word: those go first, then
         // the lanes out of range (an effect each) in lane order.
-        let data = self.data_mut(array);
+        let mut stores = self.data_mut(array).stores();
         let mut outside = Vec::new();
         column::each(lanes, |l| {
             if at[l] < len {
-                data.store(at[l], value[l]);
+                stores.store(at[l], value[l]);
             } else {
                 outside.push(l);
             }
@@ -185,6 +184,6 @@ impl Batch<'_, '_> {
 
     #[inline]
     pub(super) fn store_word(&mut self, array: Array, index: u32, bits: u32) {
-        self.data_mut(array).store(index, bits);
+        self.data_mut(array).stores().store(index, bits);
     }
 }
