@@ -720,21 +720,15 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
 /// Stores the words a launch wrote back into device memory, a run of consecutive words at a
 /// time; words it did not store keep their bytes (and their written-bits).
 fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &BindingData) {
-    let start = range.offset as usize;
+    let (start, dirty) = (range.offset as usize, &data.dirty[..]);
     let mut i = 0;
-    while i < data.words.len() {
-        if !data.dirty[i] {
-            i += 1;
-            continue;
+    while let Some(from) = dirty[i..].iter().position(|&d| d).map(|n| i + n) {
+        let end = (dirty[from..].iter().position(|&d| !d)).map_or(dirty.len(), |n| from + n);
+        let mut bytes = vec![0; 4 * (end - from)];
+        for (to, w) in bytes.chunks_exact_mut(4).zip(&data.words[from..end]) {
+            to.copy_from_slice(&w.to_le_bytes());
         }
-        let end = (i..data.words.len())
-            .find(|&j| !data.dirty[j])
-            .unwrap_or(data.words.len());
-        let mut bytes = Vec::with_capacity(4 * (end - i));
-        for w in &data.words[i..end] {
-            bytes.extend_from_slice(&w.to_le_bytes());
-        }
-        alloc.write(start + 4 * i, &bytes);
+        alloc.write(start + 4 * from, &bytes);
         i = end;
     }
 }

@@ -3,7 +3,8 @@
 //! Each operation is matched once per column, not once per lane: an operation and a type that
 //! are constants in a loop turn `lockstep::kernel::semantics` (always inlined) into the
 //! operation itself, and a loop over lanes that no branch has split is a plain loop over
-//! slices, which the compiler vectorises. Results are those of `semantics` on each lane.
+//! slices, which the compiler vectorises. Results are those of `semantics` on each lane. (The
+//! simulator's all-reduce folds its ranks' inputs with [`binary`] too.)
 
 use lockstep::kernel::{BinOp, CmpOp, ElemType, Scalar, UnaryOp, semantics};
 
@@ -177,7 +178,7 @@ macro_rules! with_elem {
 }
 
 /// `op` on the lanes of `lhs` and `rhs`, columns of `elem`, into `lhs`.
-pub(super) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], lanes: &[u32]) {
+pub(crate) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], lanes: &[u32]) {
     if let (ElemType::U32, BinOp::Div | BinOp::Rem) = (elem, op)
         && let Some(divisor) = uniform(rhs, lanes).and_then(Divisor::new)
     {

@@ -32,7 +32,7 @@
 //! alone, where each word belongs to one invocation (the explorer's kernels).
 
 mod builtins;
-mod column;
+pub(crate) mod column;
 mod findings;
 mod lanes;
 mod program;
