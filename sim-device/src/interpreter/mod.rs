@@ -360,7 +360,7 @@ fn drive(
     let mut violation = None;
     let mut first_invocation = 0;
     let group_lanes = launch.def.workgroup_invocations() as usize;
-    let mut spares = Spares::new(groups_per_batch * group_lanes);
+    let mut spares = Spares::new(groups_per_batch.min(workgroups.len()) * group_lanes);
     for groups in workgroups.chunks(groups_per_batch) {
         let mut lanes = Batch::new(
             launch,

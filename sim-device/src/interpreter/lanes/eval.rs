@@ -1,5 +1,5 @@
 //! Expressions over the lanes of a batch: each node evaluated for every active lane before the
-//! next, into buffers of the batch's [`Spares`](super::super::column::Spares) — an operation
+//! next, into buffers of the launch's [`Spares`](super::super::column::Spares) — an operation
 //! writes its result over its first operand's column, whose buffer it takes.
 
 use lockstep::kernel::{Array, ElemType, Expr, LogicOp};
