@@ -8,6 +8,8 @@
 //! The reference ([`Formula::apply`]) is plain wrapping Rust arithmetic, written independently
 //! of the simulator's interpreter, so a kernel and its model can only agree by both being right.
 
+use std::borrow::Cow;
+
 use lockstep::Kernel;
 use lockstep::kernel::{Access, Axis, BinOp, ElemType, Expr, KernelBuilder};
 use rand::Rng;
@@ -93,9 +95,6 @@ impl Term {
     /// evaluated a node at a time over the whole buffer (per element, the tree walk cost more
     /// than the simulated kernel).
     fn eval(&self, dst: &[u32], src: &[u32], n: &[u32], k: u32) -> Vec<u32> {
-        let combine = |a: Vec<u32>, b: Vec<u32>, f: &dyn Fn(u32, u32) -> u32| {
-            a.iter().zip(&b).map(|(&a, &b)| f(a, b)).collect()
-        };
         match self {
             Term::Dst => dst.to_vec(),
             Term::Src => src.to_vec(),
@@ -103,26 +102,40 @@ impl Term {
             Term::K => vec![k; dst.len()],
             Term::Lit(v) => vec![*v; dst.len()],
             Term::Op(op, a, b) => {
-                let (a, b) = (a.eval(dst, src, n, k), b.eval(dst, src, n, k));
+                let (a, b) = (a.eval(dst, src, n, k), b.column(dst, src, n, k));
                 match op {
-                    BinOp::Add => combine(a, b, &u32::wrapping_add),
-                    BinOp::Sub => combine(a, b, &u32::wrapping_sub),
-                    BinOp::Mul => combine(a, b, &u32::wrapping_mul),
-                    BinOp::Min => combine(a, b, &u32::min),
-                    BinOp::Max => combine(a, b, &u32::max),
-                    BinOp::BitAnd => combine(a, b, &|a, b| a & b),
-                    BinOp::BitOr => combine(a, b, &|a, b| a | b),
-                    BinOp::BitXor => combine(a, b, &|a, b| a ^ b),
-                    BinOp::Shr => combine(a, b, &|a, b| a >> (b % 32)),
+                    BinOp::Add => combine(a, &b, u32::wrapping_add),
+                    BinOp::Sub => combine(a, &b, u32::wrapping_sub),
+                    BinOp::Mul => combine(a, &b, u32::wrapping_mul),
+                    BinOp::Min => combine(a, &b, u32::min),
+                    BinOp::Max => combine(a, &b, u32::max),
+                    BinOp::BitAnd => combine(a, &b, |a, b| a & b),
+                    BinOp::BitOr => combine(a, &b, |a, b| a | b),
+                    BinOp::BitXor => combine(a, &b, |a, b| a ^ b),
+                    BinOp::Shr => combine(a, &b, |a, b| a >> (b % 32)),
                     other => unreachable!("{other:?} is never drawn"),
                 }
             }
             Term::SelectLt(t) => {
-                let [a, b, c, d] = t.each_ref().map(|t| t.eval(dst, src, n, k));
-                (0..dst.len())
-                    .map(|i| if a[i] < b[i] { c[i] } else { d[i] })
-                    .collect()
+                let [a, b, c, d] = t.each_ref().map(|t| t.column(dst, src, n, k));
+                let mut c = c.into_owned();
+                for i in 0..dst.len() {
+                    if a[i] >= b[i] {
+                        c[i] = d[i];
+                    }
+                }
+                c
             }
+        }
+    }
+
+    /// [`eval`](Self::eval), without copying `dst`, `src` or `n` when the term is one of them.
+    fn column<'a>(&self, dst: &'a [u32], src: &'a [u32], n: &'a [u32], k: u32) -> Cow<'a, [u32]> {
+        match self {
+            Term::Dst => Cow::Borrowed(dst),
+            Term::Src => Cow::Borrowed(src),
+            Term::Neighbour => Cow::Borrowed(n),
+            _ => Cow::Owned(self.eval(dst, src, n, k)),
         }
     }
 
@@ -148,6 +161,12 @@ impl Term {
             }
         }
     }
+}
+
+/// `f(a[i], b[i])` at every element, into `a`.
+fn combine(mut a: Vec<u32>, b: &[u32], f: impl Fn(u32, u32) -> u32) -> Vec<u32> {
+    a.iter_mut().zip(b).for_each(|(a, &b)| *a = f(*a, b));
+    a
 }
 
 /// One random kernel of a world.
@@ -223,9 +242,18 @@ impl Formula {
 
     /// What the kernel must compute, on host copies. `src` is never empty.
     pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
-        let gathered: Vec<u32> = (0..dst.len() as u64)
-            .map(|i| {
-                src[((i * self.stride as u64 + self.shift as u64) % src.len() as u64) as usize]
+        // j = (i * stride + shift) % len(src), stepped from i = 0: a step adds the stride and
+        // wraps (a division per element cost more than the rest of the model).
+        let (len, stride) = (src.len(), self.stride as usize);
+        let mut j = self.shift as usize % len;
+        let gathered: Vec<u32> = (0..dst.len())
+            .map(|_| {
+                let value = src[j];
+                j += stride;
+                while j >= len {
+                    j -= len;
+                }
+                value
             })
             .collect();
         let neighbours = self.neighbours(dst);
@@ -253,6 +281,28 @@ impl Formula {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_gathers_src_at_i_times_stride_plus_shift_modulo_its_length() {
+        for (len, stride, shift) in (1..=9).flat_map(|len| {
+            (1..4).flat_map(move |stride| (0..8).map(move |shift| (len, stride, shift)))
+        }) {
+            let formula = Formula {
+                name: "t".into(),
+                f: Term::Src,
+                stride,
+                shift,
+                rotate: None,
+            };
+            let src: Vec<u32> = (100..100 + len).collect();
+            let mut dst = vec![0; 20];
+            formula.apply(&mut dst, &src, 0);
+            let expected: Vec<u32> = (0..20)
+                .map(|i| src[(i * stride as usize + shift as usize) % len as usize])
+                .collect();
+            assert_eq!(dst, expected, "len {len}, stride {stride}, shift {shift}");
+        }
+    }
 
     #[test]
     fn the_reference_gathers_and_wraps() {

@@ -503,8 +503,26 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
     (tensor_strategy(i) == MemoryLayoutStrategy::Contiguous || dims[i] < 2).then_some(i)
 }
 
-/// `len` elements drawn from `fill`.
+/// `len` elements drawn from `fill`: the generator's words in order, as `len` draws of a `u32`
+/// would give them, filled a block at a time.
 pub fn data(fill: u64, len: usize) -> Vec<u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(fill);
-    (0..len).map(|_| rng.random()).collect()
+    let mut out = vec![0; len];
+    rng.fill(&mut out[..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_is_the_generators_draws_in_order() {
+        // Lengths around the generator's 64-word blocks.
+        for len in [0, 1, 63, 64, 65, 1000] {
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let drawn: Vec<u32> = (0..len).map(|_| rng.random()).collect();
+            assert_eq!(data(9, len), drawn, "{len} words");
+        }
+    }
 }
