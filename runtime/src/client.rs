@@ -147,6 +147,7 @@ impl<D: Device> ComputeClient<D> {
         Self::with_options(device, ServerOptions::default())
     }
 
+    /// Like [`new`](Self::new), with the server's knobs set by `options`.
     pub fn with_options(device: D, options: ServerOptions) -> Self {
         Self::start(registry::anonymous_id::<D>(), device, options)
     }
@@ -220,6 +221,8 @@ impl<D: Device> ComputeClient<D> {
         }
     }
 
+    /// Which device this client drives: handles it creates carry this id, and every call refuses a
+    /// handle of another device ([`IoError::WrongDevice`]).
     pub fn device_id(&self) -> DeviceId {
         self.shared.id
     }
@@ -236,10 +239,12 @@ impl<D: Device> ComputeClient<D> {
         self.stream = Some(stream);
     }
 
+    /// What the device is and can do: its name, memory, limits and features.
     pub fn properties(&self) -> &DeviceProperties {
         &self.shared.properties
     }
 
+    /// The device's optional capabilities (graphs, timestamps, concurrent streams).
     pub fn features(&self) -> &Features {
         &self.shared.properties.features
     }

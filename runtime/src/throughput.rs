@@ -57,7 +57,9 @@ pub struct ThroughputValue {
     pub per_second: f64,
     /// Operations or bytes the timed launches did.
     pub work: u64,
+    /// Time the timed launches took.
     pub elapsed: Duration,
+    /// How they were timed.
     pub method: TimingMethod,
 }
 

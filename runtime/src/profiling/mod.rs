@@ -91,12 +91,18 @@ pub enum ProfileError {
     /// time it.
     #[error("profiling `{name}` failed: {source}")]
     Server {
+        /// The name given to `profile`.
         name: String,
+        /// Why the stream refused or the device failed.
         #[source]
         source: ServerError,
     },
+    /// `LOCKSTEP_PROFILE` or a parsed level named no level.
     #[error("unknown profiling level `{value}`: use basic, medium, full, execution-only or off")]
-    UnknownLevel { value: String },
+    UnknownLevel {
+        /// The text given.
+        value: String,
+    },
 }
 
 type DurationFuture = Pin<Box<dyn Future<Output = Result<Duration, ProfileError>> + Send>>;
@@ -116,6 +122,7 @@ impl std::fmt::Debug for ProfileDuration {
 }
 
 impl ProfileDuration {
+    /// How the duration is measured: device timestamps or the host clock around stream syncs.
     pub fn timing_method(&self) -> TimingMethod {
         self.method
     }
