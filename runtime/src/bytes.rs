@@ -296,7 +296,10 @@ impl std::fmt::Debug for Bytes {
     }
 }
 
-/// Reads lazy bytes on first access; see [`lazy_bytes`] for the panic.
+/// Reads lazy bytes on first access.
+///
+/// # Panics
+/// If the deferred read fails, with its error: call [`Bytes::materialize`] first to handle it.
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -32,7 +32,7 @@ pub enum ThroughputKey {
 /// The size of a measurement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelConfig {
-    /// Workgroups of [`WORKGROUP_SIZE`] invocations, each handling one element.
+    /// Workgroups of 64 invocations, each handling one element.
     pub workgroups: u32,
     /// Multiply-adds per invocation (arithmetic only).
     pub iterations: u32,

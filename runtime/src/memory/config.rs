@@ -51,7 +51,7 @@ pub enum LayoutError {
     /// An empty pool list.
     #[error("the pool list is empty; use PoolPreset::ExclusivePages for no sliced pools")]
     Empty,
-    /// More pools than [`MAX_POOLS`].
+    /// More pools than a stream may have (8).
     #[error("{count} pools given, at most {MAX_POOLS} are allowed")]
     TooManyPools {
         /// Pools given.

@@ -1,7 +1,7 @@
 //! The coverage space: which cells (method, stream state, argument class, relation) exist, and
 //! which of them the explorer cannot reach, each with its reason.
 //!
-//! A cell's dimensions list only what applies to its method ([`spec`]); a lost device is one
+//! A cell's dimensions list only what applies to its method (`spec`); a lost device is one
 //! cell per method, since every call after a loss fails with `DeviceLost`. [`NOT_CALLED`] names
 //! every public method the explorer never calls and why; [`EXCLUDED`] declares the cells of
 //! called methods that it cannot reach.

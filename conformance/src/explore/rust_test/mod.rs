@@ -10,7 +10,7 @@
 //! driver judged only at the end fails at the read). Host threads become named clients on the
 //! driver's streams: thread `t`'s own stream is `StreamId(FIRST_OWN_STREAM + t)` and the
 //! driver's own calls go to `StreamId(HOST_STREAM)`. The expectations are exact only where no fault is injected and every allocation
-//! succeeds; [`print`] refuses other runs.
+//! succeeds; [`print()`] refuses other runs.
 
 mod capture_code;
 mod edge_code;
