@@ -115,6 +115,8 @@ struct Shared<D: Device> {
 /// (`write`, `launch`) check their input and return [`IoError`]; what goes wrong after is
 /// returned by the stream's next `flush`, `sync` or read. Each method's `# Errors` lists the
 /// rest; [`lockstep::Error`](crate::Error) takes them all, for `?`.
+///
+#[doc = include_str!("client/groups.md")]
 pub struct ComputeClient<D: Device> {
     shared: Arc<Shared<D>>,
     /// Pinned stream; `None` means the calling thread's stream.
