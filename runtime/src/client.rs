@@ -345,6 +345,8 @@ impl<D: Device> ComputeClient<D> {
     /// Allocates device memory holding `data`. The write is enqueued on this client's stream.
     /// Out of memory is returned here, at the call.
     ///
+    /// Example: [Creating and allocating](Self#creating-and-allocating).
+    ///
     /// # Errors
     /// [`ServerError::OutOfMemory`] if the device cannot serve `data.len()` bytes even after the
     /// runtime reclaimed released memory and retried, and what any
@@ -528,6 +530,8 @@ impl<D: Device> ComputeClient<D> {
     /// row after the first reads back shifted; write tensors with
     /// [`write_tensor`](Self::write_tensor), which follows the strides.
     ///
+    /// Example: [Writing](Self#writing).
+    ///
     /// # Errors
     /// As [`write_at`](Self::write_at).
     pub fn write(&self, handle: &Handle, data: Bytes) -> Result<(), IoError> {
@@ -556,6 +560,8 @@ impl<D: Device> ComputeClient<D> {
     /// Reads whole handles. The future resolves after every earlier submission of this
     /// client's stream; if that stream has a pending failure, the failure is returned instead
     /// of the bytes.
+    ///
+    /// Example: [Reading](Self#reading).
     ///
     /// # Errors
     /// [`IoError::WrongDevice`] (as [`ServerError::Io`]) for another device's handle;
@@ -722,6 +728,8 @@ impl<D: Device> ComputeClient<D> {
     /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the
     /// launch itself surface at the stream's next `flush`/`sync`/read.
     ///
+    /// Example: [Launching](Self#launching).
+    ///
     /// # Errors
     /// Refused at the call, with nothing enqueued: [`IoError::InvalidLaunch`] for bindings or
     /// parameters that differ from the kernel's declarations in number or type, a binding that is
@@ -822,6 +830,8 @@ impl<D: Device> ComputeClient<D> {
     /// Prepares this client's stream for a capture: allocations become persistent until
     /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
     ///
+    /// Example: [Graphs](Self#graphs).
+    ///
     /// # Errors
     /// [`CaptureError::AlreadyCapturing`](crate::CaptureError::AlreadyCapturing) if the stream
     /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
@@ -879,6 +889,8 @@ impl<D: Device> ComputeClient<D> {
     /// Waits until every earlier submission of this stream has completed; returns its oldest
     /// failure, exactly once. Afterwards the stream is healthy again.
     ///
+    /// Example: [Streams and synchronisation](Self#streams-and-synchronisation).
+    ///
     /// # Errors
     /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures; the
     /// stream's oldest failure ([`ServerError::KernelFault`], [`ServerError::Device`],
@@ -930,6 +942,8 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
+    ///
+    /// Example: [Memory](Self#memory).
     ///
     /// # Errors
     /// Only what any [waiting call](Self#errors-of-every-call-that-waits) returns other than

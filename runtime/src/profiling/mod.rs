@@ -157,6 +157,8 @@ impl<D: Device> ComputeClient<D> {
     /// stream: from everything submitted before the call to everything submitted by its end.
     /// The duration resolves later, so profiling does not wait for the work.
     ///
+    /// Example: [Profiling](Self#profiling).
+    ///
     /// # Errors
     /// [`ProfileError::Server`] at once, before `func` runs, if the stream is capturing a graph
     /// ([`CaptureError::Refused`](crate::CaptureError::Refused)) or the device is lost; after
