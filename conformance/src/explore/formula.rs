@@ -129,14 +129,18 @@ impl Term {
 /// One random kernel of a world.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Formula {
+    /// The kernel's name, `explore_<index>`.
     pub name: String,
+    /// The value each output element gets, a term over `dst[i]`, `src[j]` and `k`.
     pub f: Term,
     /// `j = (i * stride + shift) % len(src)`: which source element each output reads.
     pub stride: u32,
+    /// Offset of the source element read (see `stride`).
     pub shift: u32,
 }
 
 impl Formula {
+    /// Draws formula number `index` of a world from `rng`.
     pub fn draw(rng: &mut impl Rng, index: usize) -> Formula {
         Formula {
             name: format!("explore_{index}"),
