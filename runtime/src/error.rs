@@ -72,8 +72,10 @@ pub enum DeviceError {
         /// The compiler's log, verbatim.
         log: String,
     },
-    /// The device does not implement an operation (a collective or graph capture on a backend
-    /// without it). Check [`Features`](crate::Features) before calling.
+    /// The device does not implement an operation (collectives or peer copies on a backend
+    /// without them, timestamps on an adapter without them), or not in the state asked (CUDA:
+    /// the elapsed time of a timestamp not yet completed). [`Features`](crate::Features) says
+    /// what a device supports.
     #[error("`{operation}` is not supported by this device")]
     Unsupported {
         /// The operation refused.

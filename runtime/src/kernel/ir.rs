@@ -216,7 +216,7 @@ pub struct VarId(pub u32);
 /// A dimension of the launch grid or of a workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Axis {
-    /// The first dimension (the fastest-varying in `GlobalId` order).
+    /// The first dimension.
     X,
     /// The second dimension.
     Y,

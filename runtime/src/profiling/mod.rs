@@ -97,7 +97,7 @@ pub enum ProfileError {
         #[source]
         source: ServerError,
     },
-    /// `LOCKSTEP_PROFILE` or a parsed level named no level.
+    /// The text of a level ([`PROFILE_ENV`], or [`ProfileLevel::parse`]'s input) names none.
     #[error("unknown profiling level `{value}`: use basic, medium, full, execution-only or off")]
     UnknownLevel {
         /// The text given.
