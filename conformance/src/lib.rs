@@ -4,6 +4,7 @@
 //! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod audit;
 pub mod blocking_path;

@@ -119,6 +119,8 @@ struct Shared<D: Device> {
 /// (`write`, `launch`) check their input and return [`IoError`]; what goes wrong after is
 /// returned by the stream's next `flush`, `sync` or read. Each method's `# Errors` lists the
 /// rest; [`lockstep::Error`](crate::Error) takes them all, for `?`.
+///
+#[doc = include_str!("client/groups.md")]
 pub struct ComputeClient<D: Device> {
     shared: Arc<Shared<D>>,
     /// Pinned stream; `None` means the calling thread's stream.
@@ -151,6 +153,7 @@ impl<D: Device> ComputeClient<D> {
         Self::with_options(device, ServerOptions::default())
     }
 
+    /// Like [`new`](Self::new), with the server's knobs set by `options`.
     pub fn with_options(device: D, options: ServerOptions) -> Self {
         Self::start(registry::anonymous_id::<D>(), device, options)
     }
@@ -227,6 +230,8 @@ impl<D: Device> ComputeClient<D> {
         }
     }
 
+    /// Which device this client drives: handles it creates carry this id, and every call refuses a
+    /// handle of another device ([`IoError::WrongDevice`]).
     pub fn device_id(&self) -> DeviceId {
         self.shared.id
     }
@@ -243,10 +248,12 @@ impl<D: Device> ComputeClient<D> {
         self.stream = Some(stream);
     }
 
+    /// What the device is and can do: its name, memory, limits and features.
     pub fn properties(&self) -> &DeviceProperties {
         &self.shared.properties
     }
 
+    /// The device's optional capabilities (graphs, timestamps, concurrent streams).
     pub fn features(&self) -> &Features {
         &self.shared.properties.features
     }
@@ -347,6 +354,8 @@ impl<D: Device> ComputeClient<D> {
 
     /// Allocates device memory holding `data`. The write is enqueued on this client's stream.
     /// Out of memory is returned here, at the call.
+    ///
+    /// Example: [Creating and allocating](Self#creating-and-allocating).
     ///
     /// # Errors
     /// [`ServerError::OutOfMemory`] if the device cannot serve `data.len()` bytes even after the
@@ -531,6 +540,8 @@ impl<D: Device> ComputeClient<D> {
     /// row after the first reads back shifted; write tensors with
     /// [`write_tensor`](Self::write_tensor), which follows the strides.
     ///
+    /// Example: [Writing](Self#writing).
+    ///
     /// # Errors
     /// As [`write_at`](Self::write_at).
     pub fn write(&self, handle: &Handle, data: Bytes) -> Result<(), IoError> {
@@ -559,6 +570,8 @@ impl<D: Device> ComputeClient<D> {
     /// Reads whole handles. The future resolves after every earlier submission of this
     /// client's stream; if that stream has a pending failure, the failure is returned instead
     /// of the bytes.
+    ///
+    /// Example: [Reading](Self#reading).
     ///
     /// # Errors
     /// [`IoError::WrongDevice`] (as [`ServerError::Io`]) for another device's handle;
@@ -734,6 +747,8 @@ impl<D: Device> ComputeClient<D> {
     /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the
     /// launch itself surface at the stream's next `flush`/`sync`/read.
     ///
+    /// Example: [Launching](Self#launching).
+    ///
     /// # Errors
     /// Refused at the call, with nothing enqueued: [`IoError::InvalidLaunch`] for bindings or
     /// parameters that differ from the kernel's declarations in number or type, a binding that is
@@ -834,6 +849,8 @@ impl<D: Device> ComputeClient<D> {
     /// Prepares this client's stream for a capture: allocations become persistent until
     /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
     ///
+    /// Example: [Graphs](Self#graphs).
+    ///
     /// # Errors
     /// [`CaptureError::AlreadyCapturing`](crate::CaptureError::AlreadyCapturing) if the stream
     /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
@@ -891,6 +908,8 @@ impl<D: Device> ComputeClient<D> {
     /// Waits until every earlier submission of this stream has completed; returns its oldest
     /// failure, exactly once. Afterwards the stream is healthy again.
     ///
+    /// Example: [Streams and synchronisation](Self#streams-and-synchronisation).
+    ///
     /// # Errors
     /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures; the
     /// stream's oldest failure ([`ServerError::KernelFault`], [`ServerError::Device`],
@@ -942,6 +961,8 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
+    ///
+    /// Example: [Memory](Self#memory).
     ///
     /// # Errors
     /// Only what any [waiting call](Self#errors-of-every-call-that-waits) returns other than

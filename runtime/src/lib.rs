@@ -19,6 +19,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[cfg_attr(
     all(loom, not(test)),

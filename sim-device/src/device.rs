@@ -99,6 +99,8 @@ struct StreamState {
 pub struct SimProbe(Arc<Mutex<Observations>>);
 
 impl SimProbe {
+    /// What the device has observed so far (a lock held while the guard lives: drop it before the
+    /// next device call).
     pub fn observations(&self) -> MutexGuard<'_, Observations> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -147,6 +149,8 @@ const TRANSFER_LATENCY_NS: u64 = 500;
 const LAUNCH_LATENCY_NS: u64 = 2_000;
 
 impl SimDevice {
+    /// A device built from `config`, alone (for a device with peers, see
+    /// [`SimCluster`](crate::SimCluster)).
     pub fn new(config: SimConfig) -> Self {
         let properties = DeviceProperties {
             name: "lockstep simulator".to_owned(),
@@ -196,6 +200,7 @@ impl SimDevice {
         SimProbe(self.observations.clone())
     }
 
+    /// The config the device was built from.
     pub fn config(&self) -> &SimConfig {
         &self.config
     }

@@ -15,22 +15,39 @@ pub const POISON_FRESH: u8 = 0xA5;
 pub enum SanitizerReport {
     /// Bytes read (by a copy to the host, a device copy or a kernel) that were never written.
     UninitializedRead {
+        /// The operation that read, for the message.
         operation: String,
+        /// The device's id of the buffer.
         buffer: u64,
+        /// Byte offset of the unwritten range in the buffer.
         offset: u64,
+        /// Length of the unwritten range, in bytes.
         len: u64,
     },
     /// An operation touched an allocation that had already been freed.
-    UseAfterFree { operation: String, buffer: u64 },
+    UseAfterFree {
+        /// The operation, for the message.
+        operation: String,
+        /// The device's id of the freed buffer.
+        buffer: u64,
+    },
     /// The runtime freed an allocation while queued work still used it.
-    FreeWhileInUse { buffer: u64 },
+    FreeWhileInUse {
+        /// The device's id of the buffer.
+        buffer: u64,
+    },
     /// Two operations on different streams touched overlapping bytes, at least one writing,
     /// with no happens-before edge between them (see `sanitizer`).
     Race {
+        /// The device's id of the buffer.
         buffer: u64,
+        /// Byte offset of the overlap in the buffer.
         offset: u64,
+        /// Length of the overlap, in bytes.
         len: u64,
+        /// The earlier access, for the message.
         first: String,
+        /// The later access, for the message.
         second: String,
     },
     /// A call that broke the `Device` contract, refused with this `DeviceError::Contract`
@@ -39,8 +56,11 @@ pub enum SanitizerReport {
     /// Something inside one launch that the kernel memory model forbids (see
     /// `lockstep::kernel`); `detail` names the invocations, the location and the statements.
     Kernel {
+        /// The launch, for the message.
         operation: String,
+        /// What the kernel sanitizer found.
         finding: KernelFinding,
+        /// The invocations, array, index and statements involved, for a person to read.
         detail: String,
     },
 }

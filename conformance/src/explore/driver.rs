@@ -32,16 +32,21 @@ use crate::kernels::overrun;
 /// What one execution of a world did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Execution {
+    /// Hash of every operation the explored device executed, in order: equal for equal runs.
     pub trace_hash: u64,
     /// Operations the simulated devices (the explored one and its peers) executed.
     pub device_ops: u64,
+    /// Client calls the workload made.
     pub host_ops: u64,
+    /// Reads compared with the model and found equal.
     pub reads_checked: u64,
+    /// Faults the simulator injected.
     pub faults_injected: u64,
     /// Injected faults some call returned.
     pub faults_surfaced: u64,
     /// Checked-kernel faults (out-of-range stores) returned where the model expected them.
     pub kernel_faults: u64,
+    /// Whether the explored device was lost.
     pub device_lost: bool,
     /// Allocations an installed pool's cap or the world's budget refused (legal; the
     /// shrinker's printer cannot predict them).

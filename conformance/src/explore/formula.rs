@@ -172,10 +172,13 @@ fn combine(mut a: Vec<u32>, b: &[u32], f: impl Fn(u32, u32) -> u32) -> Vec<u32> 
 /// One random kernel of a world.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Formula {
+    /// The kernel's name, `explore_<index>`.
     pub name: String,
+    /// The value each output element gets, a term over `dst[i]`, `src[j]` and `k`.
     pub f: Term,
     /// `j = (i * stride + shift) % len(src)`: which source element each output reads.
     pub stride: u32,
+    /// Offset of the source element read (see `stride`).
     pub shift: u32,
     /// In a sharing formula, how many lanes round its workgroup the neighbour is (1 to
     /// `WORKGROUP - 1`).
@@ -183,6 +186,7 @@ pub struct Formula {
 }
 
 impl Formula {
+    /// Draws formula number `index` of a world from `rng`.
     pub fn draw(rng: &mut impl Rng, index: usize) -> Formula {
         Formula {
             name: format!("explore_{index}"),

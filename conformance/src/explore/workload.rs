@@ -205,11 +205,14 @@ pub struct Step {
 /// the `n`-th operation of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
+    /// Each thread's steps, in its own order.
     pub threads: Vec<Vec<Step>>,
+    /// The thread of each operation, in run order.
     pub schedule: Vec<usize>,
 }
 
 impl Workload {
+    /// Draws the workload of `world`, from its seed: the same world gives the same workload.
     pub fn draw(world: &World) -> Workload {
         let mut rng = ChaCha8Rng::seed_from_u64(world.seed.rotate_left(17) ^ 0xa5a5);
         // Swarm testing: each seed leaves out half of the actions, so that combinations
@@ -245,10 +248,12 @@ impl Workload {
         })
     }
 
+    /// Number of operations, over every thread.
     pub fn len(&self) -> usize {
         self.schedule.len()
     }
 
+    /// Whether there are no operations.
     pub fn is_empty(&self) -> bool {
         self.schedule.is_empty()
     }

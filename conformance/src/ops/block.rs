@@ -9,7 +9,9 @@ use lockstep::kernel::{ElemType, Expr, KernelBuilder, Shared, Var};
 /// How two values fold into one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fold {
+    /// `a + b`.
     Sum,
+    /// The larger of `a` and `b`.
     Max,
 }
 

@@ -19,8 +19,11 @@ use super::softmax::{softmax, softmax_bounds};
 /// The model's sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
+    /// The width of a token's embedding and of the residual stream.
     pub model: usize,
+    /// The width of the MLP's hidden layer.
     pub hidden: usize,
+    /// How many tokens there are.
     pub vocab: usize,
 }
 
@@ -58,15 +61,25 @@ pub fn unit(stream: u64, i: u64) -> f32 {
 /// (model × hidden), `w_out` (vocab × model).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Weights {
+    /// The sizes every other field follows.
     pub dims: Dims,
+    /// Token embeddings, vocab × model.
     pub embed: Vec<f32>,
+    /// The layer norm's scale, model long.
     pub gamma: Vec<f32>,
+    /// The layer norm's shift, model long.
     pub beta: Vec<f32>,
+    /// The MLP's first layer, hidden × model.
     pub w1: Vec<f32>,
+    /// The first layer's bias, hidden long.
     pub b1: Vec<f32>,
+    /// The MLP's second layer, model × hidden.
     pub w2: Vec<f32>,
+    /// The second layer's bias, model long.
     pub b2: Vec<f32>,
+    /// The projection to the vocabulary, vocab × model.
     pub w_out: Vec<f32>,
+    /// The projection's bias, vocab long.
     pub b_out: Vec<f32>,
 }
 
@@ -109,12 +122,19 @@ pub fn fan_in(n: usize) -> f32 {
 /// What one step left on the device, read back.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stages {
+    /// The current token's embedding.
     pub x: Vec<f32>,
+    /// `x` layer-normalised.
     pub ln: Vec<f32>,
+    /// The MLP's hidden activations, `tanh(w1 · ln + b1)`.
     pub h: Vec<f32>,
+    /// The MLP's output plus the residual, `w2 · h + b2 + x`.
     pub y: Vec<f32>,
+    /// `w_out · y + b_out`.
     pub logits: Vec<f32>,
+    /// The softmax of `logits`.
     pub probs: Vec<f32>,
+    /// The most likely token: the next step's input.
     pub token: u32,
 }
 

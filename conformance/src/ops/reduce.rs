@@ -14,7 +14,7 @@ pub const LANES: u32 = 256;
 const UNROLL: u32 = 4;
 
 /// `partials[w]` = the sum of the elements that workgroup `w`'s invocations visit: with `T` the
-/// launch's invocations, invocation `t` keeps [`UNROLL`] accumulators, adding elements
+/// launch's invocations, invocation `t` keeps `UNROLL` accumulators, adding elements
 /// `t + (4j + a)·T` to accumulator `a` while all four are in range and then the rest to the
 /// first, sums them as `(a0 + a1) + (a2 + a3)`, and the workgroup folds its invocations' sums
 /// in a tree. Bindings: `input` (read, fewer than 2³¹ elements), `partials` (one per

@@ -21,21 +21,28 @@ use lockstep::kernel::Fnv1a;
 /// How many cases to run and from which seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunConfig {
+    /// Cases to run (proptest cases; each a fresh session).
     pub cases: u32,
+    /// Seeds the case generator: equal seeds give equal cases.
     pub seed: u64,
 }
 
 /// A property that failed: the shrunk case and why it failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
+    /// Why the shrunk case failed.
     pub message: String,
+    /// The shrunk case, printed.
     pub minimal_case: String,
 }
 
 /// One property of the contract.
 pub struct Property<F: DeviceFactory> {
+    /// The property's name, as reports list it.
     pub name: &'static str,
+    /// What it claims, in one line.
     pub summary: &'static str,
+    /// Runs the property on devices of the factory.
     pub check: fn(&F, RunConfig) -> Result<(), Failure>,
     /// Whether the property can run on the factory's devices; one that cannot is reported not
     /// applicable, never passed.

@@ -94,10 +94,12 @@ impl SimCluster {
         Self { devices }
     }
 
+    /// The devices, by ordinal.
     pub fn devices(&self) -> &[SimDevice] {
         &self.devices
     }
 
+    /// The devices, by ordinal, to wrap in clients.
     pub fn into_devices(self) -> Vec<SimDevice> {
         self.devices
     }

@@ -51,6 +51,7 @@ pub struct Hits {
 }
 
 impl Hits {
+    /// Counts one hit of `cell`; a cell the space does not list is kept aside as a gap.
     pub fn hit(&mut self, cell: Cell) {
         let space = Space::get();
         match space.index(cell) {
@@ -66,6 +67,7 @@ impl Hits {
         }
     }
 
+    /// Adds `other`'s hits to these.
     pub fn merge(&mut self, other: &Hits) {
         if self.counts.is_empty() {
             self.counts = vec![0; other.counts.len()];
@@ -123,6 +125,7 @@ struct Use {
 /// One run's recording: the hits, and what the relations are judged from.
 #[derive(Debug, Default)]
 pub struct Recorder {
+    /// The cells hit so far.
     pub hits: Hits,
     /// Model buffer → its last use.
     uses: BTreeMap<u64, Use>,
@@ -133,7 +136,9 @@ pub struct Recorder {
 /// How a buffer stands towards the open capture and the live graph.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Held {
+    /// A live graph replays launches that use the buffer.
     pub by_graph: bool,
+    /// The open capture recorded a launch that uses the buffer.
     pub by_capture: bool,
 }
 
