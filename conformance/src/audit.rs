@@ -11,8 +11,11 @@ use crate::factory::Observer;
 /// The blocking calls that return a stream's failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Blocking {
+    /// `ComputeClient::flush`.
     Flush,
+    /// `ComputeClient::sync`.
     Sync,
+    /// A read (`read_one` and friends).
     Read,
 }
 
@@ -93,10 +96,13 @@ pub struct FaultAudit<'a> {
     deferred: Vec<(String, BTreeSet<WindowId>)>,
     /// Operations the device had been given when the current blocking call began.
     enqueued_before_call: u64,
+    /// What the audit saw: faults surfaced, batched, refused creates, reads it could not compare.
     pub stats: FaultStats,
 }
 
 impl<'a> FaultAudit<'a> {
+    /// An audit of a program on `streams` streams, reading the device's injected faults from
+    /// `observer`.
     pub fn new(observer: &'a dyn Observer, streams: usize) -> Self {
         Self {
             observer,

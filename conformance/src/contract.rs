@@ -22,14 +22,18 @@ pub const PATTERN: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
 /// One broken precondition: what the device returned and what the contract says it returns.
 #[derive(Debug, PartialEq)]
 pub struct Case {
+    /// The precondition broken, for the report.
     pub name: &'static str,
+    /// What the device returned.
     pub got: Result<(), DeviceError>,
+    /// What the contract says it returns (a `DeviceError::Contract`).
     pub want: Result<(), DeviceError>,
 }
 
 /// Every case, then what the device did afterwards.
 #[derive(Debug)]
 pub struct Report {
+    /// Each case, in the order run.
     pub cases: Vec<Case>,
     /// Asynchronous failures on the stream after every case (none: refusals enqueue nothing).
     pub errors: Vec<DeviceError>,

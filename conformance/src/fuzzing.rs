@@ -23,9 +23,17 @@ pub enum Size {
     Small(u16),
     /// `2^(8 + shift % 11) + delta % 2`: a power of two from 256 B to 256 KiB, or one byte
     /// either side of it, where the default pools' slice classes (4 KiB, 256 KiB) end.
-    Boundary { shift: u8, delta: i8 },
+    Boundary {
+        /// Picks the power of two: `2^(8 + shift % 11)`.
+        shift: u8,
+        /// Adds `delta % 2` bytes (-1, 0 or 1).
+        delta: i8,
+    },
     /// `usize::MAX - below`: a size whose rounding to the allocation unit overflows.
-    Overflowing { below: u16 },
+    Overflowing {
+        /// Bytes below `usize::MAX`.
+        below: u16,
+    },
 }
 
 impl Size {
@@ -40,45 +48,83 @@ impl Size {
     }
 }
 
+/// One client call of a fuzz input, with operands the fuzzer draws freely; each is reduced to a
+/// valid range or checked against the reference model. Operations alternate between two streams, by
+/// position.
 #[derive(Arbitrary, Debug)]
 pub enum IoOp {
+    /// `create` of `len` bytes counting up from `fill`, into `slot`.
     Create {
+        /// The slot the handle goes to (modulo the slot count).
         slot: u8,
+        /// Bytes created.
         len: u16,
+        /// First byte of the data; each next byte is one more (wrapping).
         fill: u8,
     },
+    /// `empty` of a [`Size`], into `slot`; an overflowing size must be refused as out of memory.
     Empty {
+        /// The slot the handle goes to (modulo the slot count).
         slot: u8,
+        /// The size asked for.
         size: Size,
     },
+    /// `write_at` into the handle in `slot`, if any: must land when it fits and be refused with
+    /// `OutOfRange` when it does not.
     Write {
+        /// The slot written (modulo the slot count).
         slot: u8,
+        /// Byte offset of the write.
         offset: u32,
+        /// Bytes written.
         len: u16,
+        /// First byte of the data; each next byte is one more (wrapping).
         fill: u8,
     },
+    /// `read_one` of the handle in `slot`, checked against the model.
     Read {
+        /// The slot read (modulo the slot count).
         slot: u8,
     },
+    /// `read_tensor_async` of the handle in `slot` with a drawn layout: the gathered bytes, or the
+    /// error the layout calls for.
     ReadTensor {
+        /// The slot read (modulo the slot count).
         slot: u8,
+        /// Up to 4 dimensions, each taken modulo 9.
         shape: Vec<u8>,
+        /// Element strides, one per dimension (up to 4).
         strides: Vec<u16>,
+        /// Element size in bytes, taken modulo 17 (0 must be refused).
         elem_size: u8,
     },
+    /// `create_tensors` of up to 4 tensors, each read back with its strides; the first one's memory
+    /// goes into `slot`.
     CreateTensors {
+        /// The slot the first tensor's memory goes to (modulo the slot count).
         slot: u8,
+        /// Per tensor: whether rows may be pitched (`Optimized`), up to 3 dimensions (each modulo
+        /// 9) and the element size (`1 + elem % 16` bytes).
         tensors: Vec<(bool, Vec<u8>, u8)>,
     },
+    /// `create_tensor` with data `extra % 3` bytes off the dense size: read back when the size is
+    /// right, refused with `SizeMismatch` otherwise.
     CreateTensor {
+        /// Up to 3 dimensions, each taken modulo 9.
         shape: Vec<u8>,
+        /// Element size, `1 + elem_size % 16` bytes.
         elem_size: u8,
+        /// Bytes added to the dense size, taken modulo 3 (so -2 to 2).
         extra: i8,
     },
+    /// Drops the handle in `slot`.
     Release {
+        /// The slot emptied (modulo the slot count).
         slot: u8,
     },
+    /// `sync` of the stream the operation's position picks.
     Sync {
+        /// Ignored: the position picks the stream.
         stream: bool,
     },
 }

@@ -19,6 +19,7 @@ pub enum KernelKind {
 }
 
 impl KernelKind {
+    /// Every kernel kind.
     pub const ALL: [KernelKind; 3] = [
         KernelKind::AddConst,
         KernelKind::MulAdd,
@@ -30,6 +31,7 @@ impl KernelKind {
         !matches!(self, KernelKind::AddConst)
     }
 
+    /// The kernel, built and validated.
     pub fn kernel(self) -> Kernel {
         let def = match self {
             KernelKind::AddConst => {

@@ -4,14 +4,17 @@
 //! Every run is seeded; a failing property prints its seed and the one command that replays it.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod audit;
+pub mod blocking_path;
 pub mod contract;
 pub mod explore;
 pub mod factory;
 pub mod fuzzing;
 pub mod kernels;
 pub mod launch;
+pub mod ops;
 pub mod perfetto;
 pub mod program;
 pub mod properties;

@@ -27,51 +27,76 @@ pub const MAX_ELEMS: usize = 48;
 /// succeeds (bounded by the faults a plan injects).
 const MAX_FINAL_SYNCS: usize = 64;
 
+/// One operation of a conformance [`Program`]; slots are indices below [`SLOTS`], and an operation
+/// on an empty slot does nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     /// Creates a buffer holding `data` in `slot`, dropping the slot's previous handle.
     Create {
+        /// The slot the handle goes to.
         slot: usize,
+        /// The buffer's `u32` elements (at most [`MAX_ELEMS`]).
         data: Vec<u32>,
     },
     /// Writes `data` at element `offset` (both clipped to the buffer).
     Write {
+        /// The slot written.
         slot: usize,
+        /// Element offset, taken modulo the buffer's length.
         offset: usize,
+        /// The elements written, cut to what fits from `offset`.
         data: Vec<u32>,
     },
+    /// Launches `kernel` on the buffers in `dst` and `src` (skipped when a slot it needs is empty);
+    /// a launch whose writable `dst` aliases `src` must be refused.
     Launch {
+        /// The kernel.
         kernel: KernelKind,
+        /// The slot bound read-write.
         dst: usize,
+        /// The slot bound read-only (unused by kernels without a `src`).
         src: usize,
+        /// The kernel's scalar parameter (unused by `AtomicSum`).
         k: u32,
     },
+    /// Reads the slot's buffer, compared with the model (or the stream's pending failure).
     Read {
+        /// The slot read.
         slot: usize,
     },
     /// Drops the slot's handle; its memory must outlive the work already submitted with it.
     Release {
+        /// The slot emptied.
         slot: usize,
     },
+    /// Syncs the operation's stream: its pending failure, or `Ok`.
     Sync,
+    /// Flushes the operation's stream: its pending failure so far, or `Ok`.
     Flush,
     /// Launches a kernel that stores out of range: a `KernelFault` for this stream.
     Fault {
+        /// The slot whose buffer the kernel overruns.
         slot: usize,
+        /// Elements past the end the kernel stores to.
         past_end: u32,
     },
 }
 
+/// An operation and the stream it is issued on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Op {
+    /// The program's stream, below [`Program::streams`].
     pub stream: usize,
+    /// What it does.
     pub step: Step,
 }
 
 /// A program: operations in submission order, each on one of `streams` streams.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Program {
+    /// Number of streams the operations use, at least 1.
     pub streams: usize,
+    /// The operations, in submission order.
     pub ops: Vec<Op>,
     /// Seeds the simulated device the program runs on (ignored by real devices).
     pub sim_seed: u64,
@@ -150,7 +175,9 @@ pub struct Executor<'a, D: Device> {
     /// On a device that injects faults, what judges errors and reads instead of
     /// `pending_fault` and exact comparison.
     pub audit: Option<FaultAudit<'a>>,
+    /// Reads compared with the model and found equal.
     pub reads_checked: usize,
+    /// Failures returned where the model expected them.
     pub faults_surfaced: usize,
 }
 

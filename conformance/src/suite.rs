@@ -6,23 +6,29 @@ use crate::properties::{self, Failure, RunConfig};
 /// How one property fared.
 #[derive(Debug)]
 pub struct PropertyResult {
+    /// The property's name.
     pub name: &'static str,
+    /// What it claims, in one line.
     pub summary: &'static str,
     /// Cases run: none where the property is not applicable.
     pub cases: u32,
+    /// The verdict.
     pub outcome: Outcome,
 }
 
 /// A property's verdict on one device.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Every case held.
     Passed,
+    /// A case failed; shrunk.
     Failed(Failure),
     /// The device cannot run the property (e.g. it cannot inject faults): nothing was checked.
     NotApplicable,
 }
 
 impl Outcome {
+    /// The failure, when the property failed.
     pub fn failure(&self) -> Option<&Failure> {
         match self {
             Outcome::Failed(failure) => Some(failure),

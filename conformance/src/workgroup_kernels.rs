@@ -142,9 +142,13 @@ pub fn claims() -> Kernel {
 /// What [`claims`] left, read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claims {
+    /// The `owners` binding: which invocation (plus one) claimed each slot, 0 where none did.
     pub owners: Vec<u32>,
+    /// The `seen` binding: what each invocation's compare-exchange found.
     pub seen: Vec<u32>,
+    /// The `chain` binding: the last exchanged value globally, then per workgroup.
     pub chain: Vec<u32>,
+    /// The `taken` binding: what each invocation's exchange took out.
     pub taken: Vec<u32>,
 }
 
@@ -264,6 +268,7 @@ pub fn loops_reference(input: &[u32]) -> Vec<u32> {
 /// The math functions [`math`] applies, in row order: every unary function, then `pow`
 /// (two input rows), then `fma` (three).
 pub const MATH_INPUT_ROWS: usize = UnaryOp::ALL.len() + 2 + 3;
+/// Output rows of [`math`]: one per unary function, then `pow` and `fma`.
 pub const MATH_OUTPUT_ROWS: usize = UnaryOp::ALL.len() + 2;
 
 /// `out[r * n + i]` = function `r` of row `r`'s operands at `i`, for `i < n` (parameter `n`;

@@ -8,7 +8,10 @@
 //! from `staging` bytes, and `read` of 256 MiB (into a pooled pinned block, lent as the
 //! result), against pinned copies, with a sweep of write staging's chunk size and threads; (c) allocating and dropping 1 MiB against `cuMemAlloc`+`cuMemFree` and the
 //! stream-ordered `cuMemAllocAsync`+`cuMemFreeAsync`; (d) a 4-byte create → launch → read round
-//! trip. "vs raw" is the runtime's speed over raw's: 1.00 is parity, 0.90 is 10% slower.
+//! trip; (e) the median of single `memory_usage` calls (a blocking call that does no device
+//! work: the hand-off to the actor and back) against single `cuStreamQuery`s of an idle stream
+//! (the cheapest driver call that answers). "vs raw" is the runtime's speed over raw's: 1.00 is
+//! parity, 0.90 is 10% slower.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -19,10 +22,11 @@ use cudarc::driver::result;
 use cudarc::driver::sys;
 use cudarc::nvrtc::{CompileOptions as NvrtcOptions, compile_ptx_with_opts};
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{
-    Access, Axis, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelDef,
-};
+use lockstep::kernel::{CompileOptions, FaultRecord, KernelBuilder, KernelDef};
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
+use lockstep_conformance::blocking_path::{
+    client_round_trip_us, empty_and_drop_us, increment_kernel, median_us, straight_round_trip_us,
+};
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
 
@@ -77,16 +81,6 @@ fn empty_kernel() -> KernelDef {
     KernelBuilder::new("empty", [1, 1, 1])
         .build()
         .expect("an empty kernel is valid")
-}
-
-fn increment_kernel() -> KernelDef {
-    let mut k = KernelBuilder::new("increment", [32, 1, 1]);
-    let dst = k.binding(ElemType::U32, Access::ReadWrite);
-    let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(dst.len()), |k| {
-        k.store(dst, i.clone(), dst.load(i) + 1u32)
-    });
-    k.build().expect("increment is valid")
 }
 
 /// Raw driver state on the bench's own thread: the same primary context, its own stream.
@@ -430,16 +424,7 @@ fn host_copy(pinned: &mut [u8], data: &[u8], chunk: usize, threads_max: usize) {
 
 fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
     let us = |start: Instant| start.elapsed().as_secs_f64() * 1e6 / f64::from(ALLOC_REPS);
-    for _ in 0..100 {
-        drop(client.empty(ALLOC_BYTES).expect("empty"));
-    }
-    let start = Instant::now();
-    for _ in 0..ALLOC_REPS {
-        drop(client.empty(ALLOC_BYTES).expect("empty"));
-    }
-    // A blocking call after the last release: every release task has run.
-    client.memory_usage().expect("memory_usage");
-    let runtime = us(start);
+    let runtime = empty_and_drop_us(client, ALLOC_BYTES, ALLOC_REPS);
 
     let start = Instant::now();
     for _ in 0..ALLOC_REPS {
@@ -482,53 +467,32 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
     ]
 }
 
-fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
-    let kernel = Kernel::new(increment_kernel()).expect("valid");
-    let once = |i: u32| {
-        let handle = client.create(Bytes::from_elems(&[i])).expect("create");
-        client
-            .launch(
-                &kernel,
-                CubeCount::Static(1, 1, 1),
-                KernelArguments::new().binding(&handle),
-            )
-            .expect("launch");
-        let back = client.read_one(handle).expect("read").to_elems::<u32>();
-        assert_eq!(back, vec![i + 1]);
-    };
-    (0..100).for_each(once);
-    let start = Instant::now();
-    (0..ROUND_TRIPS).for_each(once);
-    let runtime = start.elapsed().as_secs_f64() * 1e6 / f64::from(ROUND_TRIPS);
-    // Where the time goes: each client call of the round trip, timed alone.
-    let mut steps = [0f64; 4];
-    for i in 0..ROUND_TRIPS {
-        let t = Instant::now();
-        let handle = client.create(Bytes::from_elems(&[i])).expect("create");
-        steps[0] += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        client
-            .launch(
-                &kernel,
-                CubeCount::Static(1, 1, 1),
-                KernelArguments::new().binding(&handle),
-            )
-            .expect("launch");
-        steps[1] += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let back = client.read_one(handle).expect("read");
-        steps[2] += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        drop(back);
+/// (e): the median of single blocking calls that do no device work, against the median of
+/// single `cuStreamQuery`s of the bench's idle stream.
+fn blocking_round_trip(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
+    let runtime = median_us(ROUND_TRIPS, || {
         client.memory_usage().expect("memory_usage");
-        steps[3] += t.elapsed().as_secs_f64();
+    });
+    raw.io.sync();
+    let raw_us = median_us(ROUND_TRIPS, || {
+        // SAFETY: the stream is alive; a query only reads its state.
+        check("cuStreamQuery", unsafe {
+            sys::cuStreamQuery(raw.io.stream).result()
+        });
+    });
+    Row {
+        figure: "(e) memory_usage round trip (median) vs cuStreamQuery",
+        runtime,
+        raw: raw_us,
+        unit: "us",
+        higher_is_better: false,
     }
-    let [create, launch, read, release] = steps.map(|s| s * 1e6 / f64::from(ROUND_TRIPS));
-    println!(
-        "(d) breakdown: create {create:.1} us, launch {launch:.1} us, read {read:.1} us, drop + memory_usage round trip {release:.1} us"
-    );
+}
 
-    let straight = device_round_trips(ctx);
+fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
+    let (runtime, [create, launch, read]) = client_round_trip_us(client, ROUND_TRIPS);
+    println!("(d) breakdown: create {create:.1} us, launch {launch:.1} us, read {read:.1} us");
+    let straight = straight_round_trip_us(&mut CudaDevice::with_context(ctx), ROUND_TRIPS);
 
     let function = raw.function(&increment_kernel());
     // SAFETY: four bytes of pinned memory for the result, never freed.
@@ -574,65 +538,6 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
     ]
 }
 
-/// The round trip straight on a `CudaDevice`: allocate, write, launch (checked, with its fault
-/// record), read the value and the record back as the runtime does, free. Microseconds each.
-fn device_round_trips(ctx: &CudaContext) -> f64 {
-    let mut device = CudaDevice::with_context(ctx);
-    let stream = device.create_stream().expect("stream");
-    let options = CompileOptions {
-        checked: true,
-        kernel_id: 0,
-    };
-    let kernel = device
-        .compile(&increment_kernel(), options)
-        .expect("compile");
-    let record = device
-        .allocate(FaultRecord::BYTES as u64)
-        .expect("allocate");
-    device
-        .write(stream, &record, 0, &[0; FaultRecord::BYTES])
-        .expect("write");
-    let mut once = |i: u32| {
-        let buffer = device.allocate(4).expect("allocate");
-        device
-            .write(stream, &buffer, 0, &i.to_le_bytes())
-            .expect("write");
-        let bindings = [
-            BufferSlice {
-                buffer: &buffer,
-                offset: 0,
-                len: 4,
-            },
-            BufferSlice {
-                buffer: &record,
-                offset: 0,
-                len: FaultRecord::BYTES as u64,
-            },
-        ];
-        device
-            .launch(
-                stream,
-                &kernel,
-                LaunchCount::Static([1, 1, 1]),
-                &bindings,
-                &[],
-            )
-            .expect("launch");
-        let value = device.read(stream, &buffer, 0, 4).expect("read");
-        let fault = device
-            .read(stream, &record, 0, FaultRecord::BYTES as u64)
-            .expect("read");
-        let value = device.wait_read(value).expect("wait_read");
-        device.wait_read(fault).expect("wait_read");
-        assert_eq!(*value, (i + 1).to_le_bytes());
-        device.free(buffer);
-    };
-    (0..100).for_each(&mut once);
-    let start = Instant::now();
-    (0..ROUND_TRIPS).for_each(&mut once);
-    start.elapsed().as_secs_f64() * 1e6 / f64::from(ROUND_TRIPS)
-}
-
 fn main() {
     let ctx = match CudaContext::new(0) {
         Ok(ctx) => ctx,
@@ -660,6 +565,7 @@ fn main() {
     rows.extend(device_rows);
     rows.extend(allocations(&client, &raw));
     rows.extend(round_trips(&ctx, &client, &raw));
+    rows.push(blocking_round_trip(&client, &raw));
 
     println!(
         "\n{:<48} {:>12} {:>12} {:>11}  vs raw",

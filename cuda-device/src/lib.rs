@@ -26,6 +26,7 @@
 //! unsafe block and impl says why it holds in a `SAFETY:` comment (denied otherwise).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![warn(missing_docs)]
 
 mod compile;
 mod context;

@@ -37,7 +37,9 @@ const SEGMENT_BYTES_MAX: usize = 256 << 20;
 /// [`CudaDevice::with_write_staging`]: crate::CudaDevice::with_write_staging
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteStaging {
+    /// Bytes each thread copies into pinned memory before that chunk's transfer starts.
     pub chunk_bytes: usize,
+    /// Most threads copying at once, the calling one included (capped at the machine's cores).
     pub threads_max: usize,
 }
 

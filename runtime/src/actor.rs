@@ -15,6 +15,16 @@
 //! **Architecture Invariant:** the state (and so the device) is touched by the actor thread only;
 //! it need not be `Sync`, and nothing in it is locked.
 //!
+//! The hand-off spins before it parks, on both sides, for a bounded time (`sync::ACTOR_SPIN`,
+//! 10 µs, and `sync::CALLER_SPIN`, 50 µs): the actor, having run what was queued, watches a
+//! flag that submitters raise before it waits on the condition variable; a blocking caller
+//! watches its reply slot before it parks (`reply.rs`, which also makes a blocking call
+//! allocate nothing).
+//! A thread that spins finds the other side's work within a few hundred nanoseconds, where a
+//! futex wake-up costs microseconds; one that finds nothing parks, so an idle device costs no
+//! core. Correctness never rests on the spin: the flag is a hint, and both waits re-check their
+//! condition under the protocol that parks.
+//!
 //! An actor can also run inline ([`ActorHandle::inline`]): no thread, the state behind a lock,
 //! each task run by the thread that submits it before `submit` returns. Every guarantee above
 //! holds (a thread's tasks run in its submission order; a blocking call observes them; a panic
@@ -25,13 +35,18 @@
 //! time. A task must not call back into its own actor (tasks never carry handles, so the
 //! runtime's never do): inline, that would wait for a lock its own thread holds.
 
+mod reply;
+
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::oneshot;
 use crate::stream::StreamId;
-use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock, thread, wait};
+use crate::sync::{
+    ACTOR_SPIN, Arc, AtomicBool, AtomicU64, CALLER_SPIN, Condvar, Mutex, MutexGuard, Ordering,
+    lock, spin_until, thread, wait,
+};
 
 /// The state an actor owns.
 pub(crate) trait ActorState: Send + 'static {
@@ -43,13 +58,33 @@ pub(crate) trait ActorState: Send + 'static {
     /// panic was caught (returned to its caller, or handed to `task_panicked` just after this),
     /// so the state may be half-updated and should check itself.
     fn task_finished(&mut self, panicked: bool);
+
+    /// Runs with `true` just before a blocking call's task and with `false` just after it,
+    /// while the call's caller waits for the reply: the points where the state may change what
+    /// calling threads read without the actor (the server publishes its released slices, see
+    /// `memory/books.rs`). Never around a task whose caller does not wait.
+    fn caller_waits(&mut self, _waits: bool) {}
 }
 
 /// Reported if the actor dropped a task unrun, which only a bug in this module could cause.
 pub(crate) const ACTOR_DROPPED_TASK: &str = "the actor dropped a task without running it";
 
 /// A queued task. Each catches its own panic ([`run_caught`]), so running one never unwinds.
-type Task<S> = Box<dyn FnOnce(&mut S) + Send>;
+enum Task<S> {
+    /// A task whose caller does not wait for it (or waits through a oneshot channel).
+    Plain(Box<dyn FnOnce(&mut S) + Send>),
+    /// A blocking call, in its caller's reusable slot.
+    Call(reply::Call<S>),
+}
+
+impl<S> Task<S> {
+    fn run(self, state: &mut S) {
+        match self {
+            Task::Plain(task) => task(state),
+            Task::Call(call) => call.serve(state),
+        }
+    }
+}
 
 struct Queue<S> {
     tasks: VecDeque<Task<S>>,
@@ -69,6 +104,15 @@ struct Shared<S> {
     queue: Mutex<Queue<S>>,
     /// Signalled when a task is queued or the last handle drops, and when the actor exits.
     changed: Condvar,
+    /// Raised under the lock when a task is queued or the last handle drops, lowered under it
+    /// when the actor takes the queue: what the actor spins on before it waits. A hint only:
+    /// the actor decides under the lock.
+    attention: AtomicBool,
+    /// Tasks queued so far; each task's number is its position in the queue's order.
+    /// Incremented under the lock, after the push.
+    submitted: AtomicU64,
+    /// Tasks the actor has run (numbers up to this one), stored after each task.
+    completed: AtomicU64,
 }
 
 /// A handle to a running actor. Cloning is cheap; the actor lives while any clone does.
@@ -106,6 +150,9 @@ impl<S: ActorState> ActorHandle<S> {
                 exited: false,
             }),
             changed: Condvar::new(),
+            attention: AtomicBool::new(false),
+            submitted: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
         });
         let worker = shared.clone();
         let body = move || run(worker, state);
@@ -135,58 +182,67 @@ impl<S: ActorState> ActorHandle<S> {
     /// Queues `task` and returns at once. Tasks run in submission order. A panic in `task` is
     /// handed to [`ActorState::task_panicked`] with `stream`.
     pub(crate) fn submit(&self, stream: StreamId, task: impl FnOnce(&mut S) + Send + 'static) {
-        self.push(Box::new(move |state: &mut S| {
+        self.push(Task::Plain(Box::new(move |state: &mut S| {
             if let Err(TaskPanicked(message)) = run_caught(state, task) {
                 // The actor must outlive any panic, or every later blocking call would wait for
                 // a reply that never comes: a panicking handler is contained too.
                 let _ = catch_unwind(AssertUnwindSafe(|| state.task_panicked(stream, message)));
             }
-        }));
+        })));
     }
 
     /// Queues `task` (on a thread) or runs it now (inline).
     fn push(&self, task: Task<S>) {
         match &self.runner {
-            Runner::Thread(shared) => {
-                let waiting = {
-                    let mut queue = lock(&shared.queue);
-                    queue.tasks.push_back(task);
-                    queue.waiting
-                };
-                if waiting {
-                    shared.changed.notify_one();
-                }
-            }
-            Runner::Inline(state) => task(&mut *hold(state)),
+            Runner::Thread(shared) => shared.push(task),
+            Runner::Inline(state) => task.run(&mut *hold(state)),
         }
     }
 
     /// Queues `task` and returns a receiver of its result, which arrives once every task
     /// submitted before it has run. A panic in `task` is returned through the receiver (and so
     /// reported once, to this caller), never to [`ActorState::task_panicked`].
+    #[cfg_attr(
+        all(loom, test),
+        allow(dead_code, reason = "the loom models' blocking calls use their slot")
+    )]
     pub(crate) fn submit_async<R: Send + 'static>(
         &self,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> oneshot::Receiver<Result<R, TaskPanicked>> {
         let (tx, rx) = oneshot::channel();
-        self.push(Box::new(move |state: &mut S| {
+        self.push(Task::Plain(Box::new(move |state: &mut S| {
             tx.send(run_caught(state, task))
-        }));
+        })));
         rx
     }
 
     /// Runs `task` on the actor and waits for its result. The task observes every task the
-    /// calling thread submitted before.
+    /// calling thread submitted before. On a thread, the task and its reply travel in the
+    /// calling thread's reusable slot (`reply.rs`): nothing is allocated per call.
     pub(crate) fn submit_blocking<R: Send + 'static>(
         &self,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, TaskPanicked> {
-        if let Runner::Inline(state) = &self.runner {
-            return run_caught(&mut *hold(state), task);
+        match &self.runner {
+            Runner::Inline(state) => run_blocking(&mut *hold(state), task),
+            Runner::Thread(shared) => reply::call(task, |call| shared.push(Task::Call(call))),
         }
-        self.submit_async(task)
-            .recv()
-            .unwrap_or_else(|_| Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())))
+    }
+
+    /// Returns once the actor has run every task queued before the call (by any thread): spins
+    /// on the actor's count of tasks run, then, past the spin, waits for a blocking no-op,
+    /// which the FIFO queue runs after them. Inline, every task has run already.
+    pub(crate) fn catch_up(&self) {
+        let Runner::Thread(shared) = &self.runner else {
+            return;
+        };
+        let queued = shared.submitted.load(Ordering::Acquire);
+        if !spin_until(CALLER_SPIN, || {
+            shared.completed.load(Ordering::Acquire) >= queued
+        }) {
+            let _ = self.submit_blocking(|_| ());
+        }
     }
 
     /// Runs `task` on the calling thread while the actor is paused: no other task runs
@@ -246,6 +302,7 @@ impl<S: ActorState> Drop for ActorHandle<S> {
         if queue.handles > 0 {
             return;
         }
+        shared.attention.store(true, Ordering::Release);
         shared.changed.notify_all();
         if queue.actor_thread == Some(thread::current().id()) {
             return;
@@ -256,17 +313,39 @@ impl<S: ActorState> Drop for ActorHandle<S> {
     }
 }
 
+impl<S> Shared<S> {
+    /// Queues `task`, waking the actor only if it waits on the condition variable: a spinning
+    /// actor sees `attention`, and one that is running tasks takes the queue when done.
+    fn push(&self, task: Task<S>) {
+        let waiting = {
+            let mut queue = lock(&self.queue);
+            queue.tasks.push_back(task);
+            self.submitted.fetch_add(1, Ordering::Release);
+            self.attention.store(true, Ordering::Release);
+            queue.waiting
+        };
+        if waiting {
+            self.changed.notify_one();
+        }
+    }
+}
+
 fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
     // Tasks are taken from the shared queue a batch at a time (all that are queued), so the
     // lock is taken once per batch rather than once per task while submitters keep it busy.
     let mut batch: VecDeque<Task<S>> = VecDeque::new();
+    let mut completed = 0u64;
     lock(&shared.queue).actor_thread = Some(thread::current().id());
     loop {
+        // Spin briefly before taking the lock to wait: a submitter that comes back within the
+        // spin (the next call of a loop) finds the actor awake, with no wake-up to pay.
+        spin_until(ACTOR_SPIN, || shared.attention.load(Ordering::Acquire));
         {
             let mut queue = lock(&shared.queue);
             loop {
                 if !queue.tasks.is_empty() {
                     std::mem::swap(&mut batch, &mut queue.tasks);
+                    shared.attention.store(false, Ordering::Relaxed);
                     break;
                 }
                 if queue.handles == 0 {
@@ -283,7 +362,9 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
             }
         }
         while let Some(task) = batch.pop_front() {
-            task(&mut state);
+            task.run(&mut state);
+            completed += 1;
+            shared.completed.store(completed, Ordering::Release);
         }
     }
 }
@@ -349,6 +430,18 @@ fn run_caught<S: ActorState, R>(
     let panicked = result.is_err();
     // Contained like `task_panicked`: the actor outlives a panicking check.
     let _ = catch_unwind(AssertUnwindSafe(|| state.task_finished(panicked)));
+    result
+}
+
+/// Runs a blocking call's task as [`run_caught`] does, between the two
+/// [`ActorState::caller_waits`] calls (each contained like `task_panicked`).
+fn run_blocking<S: ActorState, R>(
+    state: &mut S,
+    task: impl FnOnce(&mut S) -> R,
+) -> Result<R, TaskPanicked> {
+    let _ = catch_unwind(AssertUnwindSafe(|| state.caller_waits(true)));
+    let result = run_caught(state, task);
+    let _ = catch_unwind(AssertUnwindSafe(|| state.caller_waits(false)));
     result
 }
 
@@ -942,6 +1035,46 @@ mod loom_tests {
             assert_eq!(entries_of(&dropped.entries, 0), [1]);
             assert_eq!(entries_of(&dropped.entries, 1), [1]);
             other.join().unwrap();
+        });
+    }
+
+    /// The blocking hand-off (`reply.rs`): one thread's calls reuse one slot, and each gets
+    /// its own reply, whether it arrives during the caller's spin or after the caller parked,
+    /// while another thread's tasks keep the actor busy.
+    #[test]
+    fn a_reused_reply_slot_returns_each_call_its_own_reply() {
+        check(|| {
+            let actor = spawn();
+            let other = {
+                let actor = actor.clone();
+                loom::thread::spawn(move || actor.submit(StreamId(1), push(1, 1)))
+            };
+            for call in 1..=2u32 {
+                // One closure type for every round: every call goes through the same slot.
+                let seen = actor
+                    .submit_blocking(move |log| {
+                        log.entries.push((0, call));
+                        entries_of(&log.entries, 0)
+                    })
+                    .unwrap();
+                assert_eq!(seen, (1..=call).collect::<Vec<_>>());
+            }
+            other.join().unwrap();
+        });
+    }
+
+    /// Two threads block at once, each on its own slot: neither reply is lost or crossed, and
+    /// the actor, spinning or waiting between them, serves both.
+    #[test]
+    fn concurrent_blocking_callers_each_get_their_reply() {
+        check(|| {
+            let actor = spawn();
+            let other = {
+                let actor = actor.clone();
+                loom::thread::spawn(move || actor.submit_blocking(|_| 1u32).unwrap())
+            };
+            assert_eq!(actor.submit_blocking(|_| 0u32), Ok(0));
+            assert_eq!(other.join().unwrap(), 1);
         });
     }
 

@@ -53,7 +53,9 @@ pub enum AllocationProperty {
 /// in [`Bytes::from_pinned`]. Its owner frees it when dropped. A device recognises its own
 /// memory in [`Device::write_bytes`](crate::Device::write_bytes) by downcasting (`Any`).
 pub trait PinnedMemory: Any + Send + Sync + RefUnwindSafe + UnwindSafe {
+    /// The memory, read-only.
     fn as_slice(&self) -> &[u8];
+    /// The memory, to fill before a write.
     fn as_mut_slice(&mut self) -> &mut [u8];
 }
 
@@ -88,6 +90,7 @@ impl Lazy {
 }
 
 impl Bytes {
+    /// Takes ownership of heap bytes (no copy).
     pub fn from_bytes_vec(bytes: Vec<u8>) -> Self {
         Self(Repr::Host(bytes))
     }
@@ -157,6 +160,7 @@ impl Bytes {
         }
     }
 
+    /// Whether there are no bytes (known without performing a deferred read).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -190,6 +194,12 @@ impl Bytes {
             .collect()
     }
 
+    /// The bytes as a `Vec`, moved for heap bytes and copied otherwise; a deferred read is
+    /// performed now.
+    ///
+    /// # Panics
+    /// If a deferred read fails (as `Deref` does): call [`materialize`](Self::materialize) first to
+    /// get the error instead.
     pub fn into_vec(self) -> Vec<u8> {
         match self.0 {
             Repr::Host(v) => v,
@@ -300,7 +310,10 @@ impl std::fmt::Debug for Bytes {
     }
 }
 
-/// Reads lazy bytes on first access; see [`lazy_bytes`] for the panic.
+/// Reads lazy bytes on first access.
+///
+/// # Panics
+/// If the deferred read fails, with its error: call [`Bytes::materialize`] first to handle it.
 impl Deref for Bytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

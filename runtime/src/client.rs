@@ -39,13 +39,14 @@ use crate::layout::{
     gather_bytes, num_elems, plan, scatter,
 };
 use crate::memory::{
-    InstallMemoryPoolsError, MemoryAllocationMode, MemoryBudgetError, MemoryConfiguration,
-    MemoryPoolsConfig, MemoryReport, MemoryUsage,
+    AllocationPaths, AtCall, Books, InstallMemoryPoolsError, MemoryAllocationMode,
+    MemoryBudgetError, MemoryConfiguration, MemoryPoolsConfig, MemoryReport, MemoryUsage,
+    take_at_call,
 };
 use crate::registry;
 use crate::server::{BufferRange, Server, ServerOptions};
 use crate::stream::StreamId;
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex, lock};
 #[cfg(doc)]
 use crate::{OutOfMemoryReason, PoolLayout};
 
@@ -56,6 +57,9 @@ struct Shared<D: Device> {
     properties: DeviceProperties,
     /// What the device reported about its backend's devices and its collectives.
     peers: collective::Peers,
+    /// The pools' books, shared with the server: allocations the pools can serve are taken
+    /// here at the call (memory/books.rs).
+    books: Arc<Mutex<Books>>,
 }
 
 /// The entry point to a device: allocate, transfer, launch, synchronise.
@@ -116,6 +120,8 @@ struct Shared<D: Device> {
 /// (`write`, `launch`) check their input and return [`IoError`]; what goes wrong after is
 /// returned by the stream's next `flush`, `sync` or read. Each method's `# Errors` lists the
 /// rest; [`lockstep::Error`](crate::Error) takes them all, for `?`.
+///
+#[doc = include_str!("client/groups.md")]
 pub struct ComputeClient<D: Device> {
     shared: Arc<Shared<D>>,
     /// Pinned stream; `None` means the calling thread's stream.
@@ -148,6 +154,7 @@ impl<D: Device> ComputeClient<D> {
         Self::with_options(device, ServerOptions::default())
     }
 
+    /// Like [`new`](Self::new), with the server's knobs set by `options`.
     pub fn with_options(device: D, options: ServerOptions) -> Self {
         Self::start(registry::anonymous_id::<D>(), device, options)
     }
@@ -209,18 +216,23 @@ impl<D: Device> ComputeClient<D> {
     ) -> Self {
         let properties = device.properties().clone();
         let peers = collective::Peers::of(&device);
-        let actor = actor(Server::new(device, options));
+        let server = Server::new(device, options);
+        let books = server.books();
+        let actor = actor(server);
         Self {
             shared: Arc::new(Shared {
                 actor,
                 id,
                 properties,
                 peers,
+                books,
             }),
             stream: None,
         }
     }
 
+    /// Which device this client drives: handles it creates carry this id, and every call refuses a
+    /// handle of another device ([`IoError::WrongDevice`]).
     pub fn device_id(&self) -> DeviceId {
         self.shared.id
     }
@@ -237,10 +249,12 @@ impl<D: Device> ComputeClient<D> {
         self.stream = Some(stream);
     }
 
+    /// What the device is and can do: its name, memory, limits and features.
     pub fn properties(&self) -> &DeviceProperties {
         &self.shared.properties
     }
 
+    /// The device's optional capabilities (graphs, timestamps, concurrent streams).
     pub fn features(&self) -> &Features {
         &self.shared.properties.features
     }
@@ -318,26 +332,31 @@ impl<D: Device> ComputeClient<D> {
         let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
         let data = data.map(Bytes::into_resident);
-        let buffer = self.call(move |server, stream| {
-            let buffer = server.allocate(stream, size_bytes)?;
-            if let Some(data) = data.filter(|d| !d.is_empty()) {
-                let range = BufferRange {
-                    buffer,
-                    offset: 0,
-                    len: size_bytes,
-                };
-                server.write(stream, range, data);
-            }
-            Ok(buffer)
-        })?;
-        let actor = self.shared.actor.clone();
         let stream = self.stream_id();
+        // Served at the call when a page the pools hold has room, if need be once the actor
+        // has run what was queued before; else by the actor, which can grow the pools and
+        // report out of memory (memory/books.rs).
+        let at_call = take_at_call(&self.shared.books, &self.shared.actor, stream, size_bytes)?;
+        let buffer = match at_call {
+            AtCall::Taken(buffer) => {
+                self.shared.actor.submit(stream, move |server| {
+                    server.register(stream, buffer, size_bytes, data)
+                });
+                buffer
+            }
+            AtCall::Missed | AtCall::ActorOnly => {
+                self.call(move |server, stream| server.allocate(stream, size_bytes, data))?
+            }
+        };
+        let actor = self.shared.actor.clone();
         let release = Box::new(move |buffer| actor.submit(stream, move |s| s.release(buffer)));
         Ok(Handle::new(self.shared.id, buffer, size_bytes, release))
     }
 
     /// Allocates device memory holding `data`. The write is enqueued on this client's stream.
     /// Out of memory is returned here, at the call.
+    ///
+    /// Example: [Creating and allocating](Self#creating-and-allocating).
     ///
     /// # Errors
     /// [`ServerError::OutOfMemory`] if the device cannot serve `data.len()` bytes even after the
@@ -522,6 +541,8 @@ impl<D: Device> ComputeClient<D> {
     /// row after the first reads back shifted; write tensors with
     /// [`write_tensor`](Self::write_tensor), which follows the strides.
     ///
+    /// Example: [Writing](Self#writing).
+    ///
     /// # Errors
     /// As [`write_at`](Self::write_at).
     pub fn write(&self, handle: &Handle, data: Bytes) -> Result<(), IoError> {
@@ -551,6 +572,8 @@ impl<D: Device> ComputeClient<D> {
     /// client's stream; if that stream has a pending failure, the failure is returned instead
     /// of the bytes.
     ///
+    /// Example: [Reading](Self#reading).
+    ///
     /// # Errors
     /// [`IoError::WrongDevice`] (as [`ServerError::Io`]) for another device's handle;
     /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures a graph;
@@ -563,6 +586,18 @@ impl<D: Device> ComputeClient<D> {
         let _span = call_span!(self, "read", handles = handles.len());
         let ranges = handles.iter().map(|h| self.range(h)).collect();
         self.read_ranges(ranges, |bytes| bytes)
+    }
+
+    /// [`read_async`](Self::read_async), blocking: a blocking call (spinning before it parks,
+    /// through the calling thread's reply slot), where released memory returns to the pools
+    /// (`memory/books.rs`).
+    fn read_blocking(&self, handles: Vec<Handle>) -> Result<Vec<Bytes>, ServerError> {
+        let _span = call_span!(self, "read", handles = handles.len());
+        let ranges = handles
+            .iter()
+            .map(|h| self.range(h))
+            .collect::<Result<Vec<_>, IoError>>()?;
+        self.call(move |server, stream| server.read(stream, &ranges))
     }
 
     /// The shared read path: reads `ranges` on the actor, after everything this stream submitted
@@ -591,7 +626,7 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// None: it panics where [`read_async`](Self::read_async) returns an error.
     pub fn read(&self, handles: Vec<Handle>) -> Vec<Bytes> {
-        block_on(self.read_async(handles)).unwrap_or_else(|err| {
+        self.read_blocking(handles).unwrap_or_else(|err| {
             panic!("read failed: {err}; use read_one or read_async to handle read errors")
         })
     }
@@ -601,7 +636,7 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// As [`read_async`](Self::read_async).
     pub fn read_one(&self, handle: Handle) -> Result<Bytes, ServerError> {
-        Ok(block_on(self.read_async(vec![handle]))?.remove(0))
+        Ok(self.read_blocking(vec![handle])?.remove(0))
     }
 
     /// Reads one handle, blocking.
@@ -713,6 +748,8 @@ impl<D: Device> ComputeClient<D> {
     /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the
     /// launch itself surface at the stream's next `flush`/`sync`/read.
     ///
+    /// Example: [Launching](Self#launching).
+    ///
     /// # Errors
     /// Refused at the call, with nothing enqueued: [`IoError::InvalidLaunch`] for bindings or
     /// parameters that differ from the kernel's declarations in number or type, a binding that is
@@ -813,6 +850,8 @@ impl<D: Device> ComputeClient<D> {
     /// Prepares this client's stream for a capture: allocations become persistent until
     /// `stop_capture`. Call it before the warm-up run, then [`start_capture`](Self::start_capture).
     ///
+    /// Example: [Graphs](Self#graphs).
+    ///
     /// # Errors
     /// [`CaptureError::AlreadyCapturing`](crate::CaptureError::AlreadyCapturing) if the stream
     /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
@@ -870,6 +909,8 @@ impl<D: Device> ComputeClient<D> {
     /// Waits until every earlier submission of this stream has completed; returns its oldest
     /// failure, exactly once. Afterwards the stream is healthy again.
     ///
+    /// Example: [Streams and synchronisation](Self#streams-and-synchronisation).
+    ///
     /// # Errors
     /// [`CaptureError::Refused`](crate::CaptureError::Refused) while the stream captures; the
     /// stream's oldest failure ([`ServerError::KernelFault`], [`ServerError::Device`],
@@ -922,6 +963,8 @@ impl<D: Device> ComputeClient<D> {
 
     /// Device memory in use, summed over all streams. Answers even when a stream has failed.
     ///
+    /// Example: [Memory](Self#memory).
+    ///
     /// # Errors
     /// Only what any [waiting call](Self#errors-of-every-call-that-waits) returns other than
     /// `DeviceLost`: it answers on a lost device too.
@@ -941,10 +984,16 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Gives back to the device every page the pools hold without live slices, after waiting
-    /// for the work that still used released memory. Non-blocking for the caller.
+    /// for the work that still used released memory. Blocks until done (pages leave the pools
+    /// only while a caller waits: see `allocate`'s note on allocations served at the call).
     pub fn memory_cleanup(&self) {
         let _span = call_span!(self, "memory_cleanup");
-        self.enqueue(|server, _| server.memory_cleanup());
+        // Blocking: only a call whose caller waits may take pages from the pools, which
+        // calling threads allocate from (memory/books.rs). A failed call has nothing to clean.
+        let _ = self.call(|server, _| {
+            server.memory_cleanup();
+            Ok(())
+        });
     }
 
     /// Caps the bytes the device's pools reserve together (every page of every stream's pools
@@ -1013,7 +1062,10 @@ impl<D: Device> ComputeClient<D> {
     /// the device-wide persistent pool. Closes any open persistent window.
     pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
         let _span = call_span!(self, "allocation_mode", ?mode);
-        self.enqueue(move |server, stream| server.allocation_mode(stream, mode));
+        // In the books, at the call: allocations served at the call read it (memory/books.rs).
+        lock(&self.shared.books)
+            .memory
+            .set_mode(self.stream_id(), mode);
     }
 
     /// Runs `task` with this client's stream allocating from the persistent pool (for weights,
@@ -1024,13 +1076,29 @@ impl<D: Device> ComputeClient<D> {
         struct Window<'a, D: Device>(&'a ComputeClient<D>);
         impl<D: Device> Drop for Window<'_, D> {
             fn drop(&mut self) {
-                self.0
-                    .enqueue(|server, stream| server.persistent_window(stream, false));
+                self.0.persistent_window(false);
             }
         }
-        self.enqueue(|server, stream| server.persistent_window(stream, true));
+        self.persistent_window(true);
         let _window = Window(self);
         task(input)
+    }
+}
+
+impl<D: Device> ComputeClient<D> {
+    /// Opens or closes a persistent window on this client's stream, in the books at the call:
+    /// allocations served at the call read it (memory/books.rs).
+    fn persistent_window(&self, open: bool) {
+        lock(&self.shared.books)
+            .memory
+            .persistent_window(self.stream_id(), open);
+    }
+
+    /// How the device's allocations were served so far, at the call or by the actor (all
+    /// clients of the device together). Test hook: the explorer checks that both paths run.
+    #[doc(hidden)]
+    pub fn allocation_paths(&self) -> AllocationPaths {
+        lock(&self.shared.books).paths()
     }
 }
 

@@ -17,10 +17,15 @@ use crate::device::DeviceId;
 /// the inputs of floats is the device's promise: the simulator folds them in rank order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOperation {
+    /// The sum (wrapping for integers).
     Sum,
+    /// The product (wrapping for integers).
     Prod,
+    /// The smallest input (as [`BinOp::Min`](crate::kernel::BinOp::Min)).
     Min,
+    /// The largest input (as [`BinOp::Max`](crate::kernel::BinOp::Max)).
     Max,
+    /// The sum divided by the number of devices.
     Mean,
 }
 
@@ -45,36 +50,62 @@ pub struct CommunicatorId(pub u64);
 /// Why a collective or a peer copy failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum CollectiveError {
+    /// The device (or its backend) has no collectives: check [`Features`](crate::Features) first.
     #[error("device {device} does not support collectives")]
-    Unsupported { device: DeviceId },
+    Unsupported {
+        /// The device that refused.
+        device: DeviceId,
+    },
+    /// The communicator's device list leaves out the device that called.
     #[error(
         "device {device} is not one of the communicator's devices {}",
         list(devices)
     )]
     NotInCommunicator {
+        /// The device that called.
         device: DeviceId,
+        /// The communicator's devices, in rank order.
         devices: Vec<DeviceId>,
     },
+    /// A device list with a device of another backend, an index the backend does not have, or a
+    /// device twice.
     #[error("invalid device list {}: {reason}", list(devices))]
     InvalidDevices {
+        /// The list given.
         devices: Vec<DeviceId>,
+        /// What is wrong with it, for a person to read.
         reason: String,
     },
+    /// The devices issued different collectives at one position of the communicator's sequence
+    /// (another kind, size, element type or operation, or a message of another length): every
+    /// device must issue the same collectives in the same order.
     #[error("mismatched collective: {reason}")]
-    Mismatch { reason: String },
+    Mismatch {
+        /// What each device issued, for a person to read.
+        reason: String,
+    },
+    /// A peer did not arrive at a collective within the timeout (it issued fewer collectives,
+    /// stopped, or was lost). The collective's destination is unspecified.
     #[error(
         "collective #{sequence} on communicator {} timed out after {timeout_ns} ns: device {peer} never arrived",
         list(devices)
     )]
     PeerTimeout {
+        /// The communicator's devices, in rank order.
         devices: Vec<DeviceId>,
+        /// Position of the collective in the communicator's sequence, from 0.
         sequence: u64,
+        /// The peer waited for (the one that issued the fewest collectives).
         peer: DeviceId,
+        /// How long the device waited, in nanoseconds (virtual time on the simulator).
         timeout_ns: u64,
     },
+    /// The backend's communicator failed (an NCCL error); it cannot be used again.
     #[error("communicator {} failed: {reason}", list(devices))]
     CommunicatorFailed {
+        /// The communicator's devices, in rank order.
         devices: Vec<DeviceId>,
+        /// What the backend reported.
         reason: String,
     },
 }

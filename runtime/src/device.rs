@@ -94,7 +94,9 @@ use crate::stream::StreamId;
 /// Identifies a device in this process: its backend and an index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DeviceId {
+    /// The backend ([`Device::TYPE_ID`]): simulator 0, wgpu 1, CUDA 2.
     pub type_id: u16,
+    /// The device's ordinal within its backend, from 0.
     pub index: u32,
 }
 
@@ -116,6 +118,7 @@ pub enum GraphSupport {
 /// Optional capabilities.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Features {
+    /// How the device runs captured graphs.
     pub graphs: GraphSupport,
     /// Device timestamps for profiling.
     pub timestamps: bool,
@@ -131,7 +134,9 @@ pub struct DeviceProperties {
     pub name: String,
     /// Backend and driver, e.g. "vulkan (NVIDIA 580.0)".
     pub backend: String,
+    /// Total device memory, in bytes.
     pub memory_bytes: u64,
+    /// Largest single allocation, in bytes (a pool page or an exclusive slice cannot exceed it).
     pub max_allocation_bytes: u64,
     /// Alignment of binding offsets inside an allocation, and of pitched rows.
     pub alignment_bytes: u64,
@@ -141,20 +146,26 @@ pub struct DeviceProperties {
     pub max_workgroups: [u32; 3],
     /// Largest total size of one kernel's workgroup-shared arrays.
     pub max_shared_memory_bytes: u64,
+    /// Optional capabilities.
     pub features: Features,
 }
 
 /// A byte range of a device buffer, as bound to a kernel or targeted by a copy.
 #[derive(Debug)]
 pub struct BufferSlice<'a, B> {
+    /// The allocation the range lies in.
     pub buffer: &'a B,
+    /// Byte offset of the range in the buffer.
     pub offset: u64,
+    /// Length of the range, in bytes.
     pub len: u64,
 }
 
 /// How many workgroups a launch runs.
 #[derive(Debug)]
 pub enum LaunchCount<'a, B> {
+    /// Workgroups along x, y and z, within [`DeviceProperties::max_workgroups`] (the runtime
+    /// skips a launch with a zero count and never passes one).
     Static([u32; 3]),
     /// Three little-endian `u32` workgroup counts read from device memory when the launch
     /// executes (indirect dispatch).
@@ -187,6 +198,7 @@ pub trait Device: Send + 'static {
     /// every task).
     const SIMULATED: bool = false;
 
+    /// What the device is and can do; constant for the device's life.
     fn properties(&self) -> &DeviceProperties;
 
     /// Creates a new stream. Streams are never destroyed before the device.

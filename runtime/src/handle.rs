@@ -74,6 +74,7 @@ impl Handle {
         self.size
     }
 
+    /// The device whose memory this handle views: only that device's client accepts it.
     pub fn device(&self) -> DeviceId {
         self.allocation.device
     }

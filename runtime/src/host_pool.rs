@@ -66,6 +66,8 @@ pub trait HostBlock: Send + Sync + RefUnwindSafe + UnwindSafe + 'static {
 
 /// Makes the blocks of one [`HostPool`].
 pub trait HostAllocator: Send + Sync + RefUnwindSafe + UnwindSafe + 'static {
+    /// The memory this allocator hands out (pinned memory on CUDA, heap memory on the
+    /// simulator); freed when dropped.
     type Block: HostBlock;
     /// A block of exactly `capacity` bytes (at least [`CLASS_BYTES_MIN`]).
     ///
@@ -79,10 +81,13 @@ pub trait HostAllocator: Send + Sync + RefUnwindSafe + UnwindSafe + 'static {
 pub struct HostPoolStats {
     /// Most bytes of blocks the pool keeps.
     pub cap_bytes: u64,
+    /// Blocks lent out now (held by a `Bytes` or a transfer in flight).
     pub blocks_lent: u64,
+    /// The capacity, in bytes, of the blocks lent out now.
     pub bytes_lent: u64,
     /// Blocks returned and kept for reuse (some may still be read by a copy in flight).
     pub blocks_kept: u64,
+    /// The capacity, in bytes, of the blocks kept for reuse (at most `cap_bytes`).
     pub bytes_kept: u64,
     /// Blocks allocated since the pool was made.
     pub allocations: u64,
@@ -127,10 +132,13 @@ impl<A: HostAllocator> HostPool<A> {
         })
     }
 
+    /// What makes this pool's blocks (the device's pinned-memory allocator, for one).
     pub fn allocator(&self) -> &A {
         &self.allocator
     }
 
+    /// The pool's counters now: what it lends and keeps, and what it allocated, reused and
+    /// freed since it was made.
     pub fn stats(&self) -> HostPoolStats {
         self.lock().stats
     }
@@ -277,14 +285,17 @@ impl<A: HostAllocator> PooledBlock<A> {
         self.block.as_ref().expect("present until dropped")
     }
 
+    /// The block, mutably, for the device that lent it (to fill it before a copy).
     pub fn block_mut(&mut self) -> &mut A::Block {
         self.block.as_mut().expect("present until dropped")
     }
 
+    /// The bytes in use: what was asked for, at most the block's capacity.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// No bytes in use.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

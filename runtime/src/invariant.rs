@@ -30,6 +30,9 @@ pub(crate) enum Invariant {
     /// The bytes every pool of the device reserves (its pages) stay within the device budget,
     /// if one is set.
     WithinBudget,
+    /// A slice served at the call (`memory/books.rs`) is registered once: until then its buffer
+    /// id is issued, belongs to no live buffer, and only the books hold the slice.
+    InFlight,
 }
 
 impl std::fmt::Display for Invariant {
@@ -41,6 +44,7 @@ impl std::fmt::Display for Invariant {
             Invariant::DeferredFreeEvents => "every deferred free has its events",
             Invariant::GraphRefs => "graph references are counted",
             Invariant::WithinBudget => "reserved bytes stay within the device budget",
+            Invariant::InFlight => "a slice served at the call is registered once",
         })
     }
 }
@@ -91,6 +95,9 @@ pub enum PlantedDefect {
     /// Sets the device budget one byte under what the pools reserve
     /// ([`Invariant::WithinBudget`]).
     TightenBudget,
+    /// Puts the first live buffer back in flight, as if a call had just taken its slice
+    /// ([`Invariant::InFlight`]).
+    ReissueInFlight,
 }
 
 #[cfg(not(loom))]

@@ -25,14 +25,17 @@ impl Kernel {
         })
     }
 
+    /// The kernel's definition, as validated.
     pub fn def(&self) -> &KernelDef {
         &self.def
     }
 
+    /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.def.name
     }
 
+    /// The content hash devices key their compiled kernels by ([`KernelDef::content_hash`]).
     pub fn content_hash(&self) -> u64 {
         self.hash
     }
@@ -93,15 +96,21 @@ impl CubeCount {
 /// Why [`CubeCount::covering`] cannot size a grid.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum CubeCountError {
+    /// `workgroup_size` was zero.
     #[error("a workgroup of zero invocations covers no elements")]
     ZeroWorkgroupSize,
+    /// The grid needs more than `u32::MAX` workgroups along x: split the work over several
+    /// launches, or cover it with a kernel that loops.
     #[error(
         "{n_elements} elements in workgroups of {workgroup_size} need {workgroups} workgroups, more than the {max} a launch can count",
         max = u32::MAX
     )]
     TooManyWorkgroups {
+        /// Elements to cover.
         n_elements: u64,
+        /// Invocations per workgroup.
         workgroup_size: u32,
+        /// Workgroups needed.
         workgroups: u64,
     },
 }
@@ -110,20 +119,25 @@ pub enum CubeCountError {
 /// declared parameter.
 #[derive(Clone, Debug, Default)]
 pub struct KernelArguments {
+    /// One handle per binding the kernel declares, in declaration order.
     pub bindings: Vec<Handle>,
+    /// One value per parameter the kernel declares, in order and of the declared type.
     pub params: Vec<Scalar>,
 }
 
 impl KernelArguments {
+    /// No arguments: add them with [`binding`](Self::binding) and [`param`](Self::param).
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Appends the next binding (the handle is cloned: the launch keeps the memory alive).
     pub fn binding(mut self, handle: &Handle) -> Self {
         self.bindings.push(handle.clone());
         self
     }
 
+    /// Appends the next scalar parameter.
     pub fn param(mut self, value: Scalar) -> Self {
         self.params.push(value);
         self

@@ -8,6 +8,7 @@ use crate::handle::Handle;
 /// How a tensor was laid out in device memory.
 #[derive(Clone, Debug)]
 pub struct MemoryLayout {
+    /// The handle holding the tensor, from its first element.
     pub memory: Handle,
     /// Element strides per dimension; the last dimension is the innermost.
     pub strides: Vec<usize>,
@@ -26,12 +27,16 @@ pub enum MemoryLayoutStrategy {
 /// A tensor to lay out: its shape, element size and strategy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryLayoutDescriptor {
+    /// Whether rows may be padded.
     pub strategy: MemoryLayoutStrategy,
+    /// Elements per dimension, outermost first.
     pub shape: Vec<usize>,
+    /// Size of one element, in bytes (at least 1).
     pub elem_size: usize,
 }
 
 impl MemoryLayoutDescriptor {
+    /// Describes a tensor of `shape` with `elem_size`-byte elements, laid out by `strategy`.
     pub fn new(strategy: MemoryLayoutStrategy, shape: Vec<usize>, elem_size: usize) -> Self {
         Self {
             strategy,
@@ -117,13 +122,18 @@ pub(crate) fn scatter(
 /// What to read back or write: a handle viewed as a tensor, from its first byte.
 #[derive(Clone, Debug)]
 pub struct CopyDescriptor {
+    /// The handle holding the tensor; its first byte is the first element.
     pub handle: Handle,
+    /// Elements per dimension, outermost first.
     pub shape: Vec<usize>,
+    /// Element strides per dimension (same rank as `shape`); the last dimension is the innermost.
     pub strides: Vec<usize>,
+    /// Size of one element, in bytes (at least 1).
     pub elem_size: usize,
 }
 
 impl CopyDescriptor {
+    /// Views `handle` as a tensor of `shape` with `strides` and `elem_size`-byte elements.
     pub fn new(handle: Handle, shape: Vec<usize>, strides: Vec<usize>, elem_size: usize) -> Self {
         Self {
             handle,

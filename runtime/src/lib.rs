@@ -19,6 +19,7 @@
 //! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[cfg_attr(
     all(loom, not(test)),
@@ -116,6 +117,8 @@ pub use layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, contiguous_strides,
     extent_bytes,
 };
+#[doc(hidden)]
+pub use memory::AllocationPaths;
 pub use memory::{
     InstallMemoryPoolsError, LayoutError, MemoryAllocationMode, MemoryBudgetError,
     MemoryConfiguration, MemoryPoolsConfig, MemoryReport, MemoryUsage, PoolKind, PoolLayout,

@@ -32,7 +32,7 @@ pub enum ThroughputKey {
 /// The size of a measurement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelConfig {
-    /// Workgroups of [`WORKGROUP_SIZE`] invocations, each handling one element.
+    /// Workgroups of 64 invocations, each handling one element.
     pub workgroups: u32,
     /// Multiply-adds per invocation (arithmetic only).
     pub iterations: u32,
@@ -57,7 +57,9 @@ pub struct ThroughputValue {
     pub per_second: f64,
     /// Operations or bytes the timed launches did.
     pub work: u64,
+    /// Time the timed launches took.
     pub elapsed: Duration,
+    /// How they were timed.
     pub method: TimingMethod,
 }
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds here everything the H200 pass runs: the CUDA binaries (scripts/gpu/cuda.sh), the
-# collective and staging tests and benchmarks, the wgpu dispatch benchmark, the graph and transfers
-# benchmarks and the decode_loop example, stripped into .gpu/, and fetches Debian's Vulkan loader into .gl/
-# (the H200 machine has the NVIDIA ICD but no loader). Then, with the device tool (kind
-# nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
+# collective and staging tests and benchmarks, the wgpu dispatch benchmark, the graph, transfers
+# and kernels benchmarks, the actor's and allocation path's tests, the decode_loop, real_kernels
+# and faulty_kernels examples (the PyTorch baseline, scripts/gpu/torch_baseline.py, needs no
+# build), the launcher's probe and the world example, stripped into .gpu/, and fetches Debian's
+# Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but no loader). Then, with the
+# device tool (kind nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
 # scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer, and
 # scripts/gpu/world-h200.sh for processes of one world).
 set -euo pipefail
@@ -21,7 +23,14 @@ cp "$(cargo bench -p lockstep-cuda --bench staging --no-run --message-format=jso
 cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
 cp "$(cargo bench -p lockstep-conformance --bench transfers --no-run --message-format=json | executable transfers)" .gpu/transfers_bench
-cp "$(cargo build --release -p lockstep-conformance --example decode_loop --message-format=json | executable decode_loop)" .gpu/decode_loop
+# The hand-off's own tests on a machine with cores enough to spin (the build machine has two,
+# where the actor and its callers park at once): the actor, and allocations at the call.
+cp "$(cargo test --release -p lockstep-runtime --lib --no-run --message-format=json | executable lockstep)" .gpu/runtime_tests
+cp "$(cargo test --release -p lockstep-sim --test allocation_at_call --no-run --message-format=json | executable allocation_at_call)" .gpu/allocation_tests
+cp "$(cargo bench -p lockstep-conformance --bench kernels --no-run --message-format=json | executable kernels)" .gpu/kernels_bench
+for example in decode_loop real_kernels faulty_kernels; do
+  cp "$(cargo build --release -p lockstep-conformance --example "$example" --message-format=json | executable "$example")" ".gpu/$example"
+done
 # Processes of one world (scripts/gpu/world-h200.sh): the launcher, its GPU-free probe, and the
 # CUDA rank that checks and measures collectives across processes.
 cp "$(cargo build --release -p lockstep-conformance --bin rendezvous-probe --message-format=json | executable rendezvous-probe)" .gpu/rendezvous-probe

@@ -2,8 +2,9 @@
 # Runs on the H200 machine (no Rust there) from the repository root, with .gpu/ and .gl/ carried
 # from scripts/gpu/h200.sh: the whole conformance suite on CUDA (every GPU present: the
 # collective properties use two) and on Vulkan (wgpu), the CUDA device and collective tests, the
-# example and every benchmark (the explorer's runs on the host's cores: explore-h200.sh). Each step
-# is bounded in time; logs go to $OUT when set. CASES sets the cases per property (default 64).
+# examples, the faulty kernels under compute-sanitizer, every benchmark and the PyTorch baseline
+# (the explorer's runs on the host's cores: explore-h200.sh). Each step is bounded in time; logs
+# go to $OUT when set. CASES sets the cases per property (default 64).
 set -uo pipefail
 out=${OUT:-/tmp}
 # A test or benchmark that finds no GPU, NCCL, NVRTC or Vulkan adapter here fails instead of
@@ -35,9 +36,22 @@ for property in all_reduce to_client; do
   run 60 env CUDA_VISIBLE_DEVICES=0 .gpu/lockstep check --device cuda --cases 16 --seed 7 --property "$property"
 done
 run 90 .gpu/cuda_tests
+run 60 .gpu/runtime_tests actor::
+run 60 .gpu/allocation_tests
 run 60 .gpu/collectives_tests --test-threads 1
 run 30 .gpu/decode_loop cuda
 run 30 .gpu/decode_loop wgpu
+run 60 .gpu/real_kernels cuda
+run 60 .gpu/real_kernels wgpu
+# The kernel sanitizer's faulty kernels under CUDA's own sanitizer, to compare findings with
+# `.gpu/faulty_kernels sim` (printed first). compute-sanitizer exits non-zero when it finds
+# what these kernels contain, so its status does not fail the run.
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+run 30 .gpu/faulty_kernels sim
+for tool in racecheck synccheck; do
+  echo "== compute-sanitizer --tool $tool .gpu/faulty_kernels cuda"
+  timeout 120 "$sanitizer" --tool "$tool" .gpu/faulty_kernels cuda 2>&1 | tail -n 60 | tee -a "$out/h200.log"
+done
 # runtime_vs_raw: read 256 MiB, write 256 MiB from a Vec and from staging bytes, each beside raw
 # pinned copies, and the write staging sweep (chunk size x threads).
 run 120 .gpu/bench
@@ -47,4 +61,8 @@ run 40 .gpu/wgpu_bench
 run 40 .gpu/graph_bench cuda 2000
 run 40 .gpu/graph_bench wgpu 500
 run 60 .gpu/transfers_bench wgpu
+# The real kernels' speed, then PyTorch's on the same shapes and the same decode model.
+run 120 .gpu/kernels_bench cuda
+run 120 .gpu/kernels_bench wgpu
+run 180 python3 scripts/gpu/torch_baseline.py
 exit $status

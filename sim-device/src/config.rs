@@ -9,11 +9,14 @@ pub struct SimConfig {
     /// Seeds the scheduler (which ready stream advances next, how much runs in the background)
     /// and, through a separate generator, probabilistic faults.
     pub seed: u64,
+    /// Device memory, in bytes: allocations beyond it fail with `OutOfMemory`.
     pub memory_bytes: u64,
+    /// Largest single allocation, in bytes.
     pub max_allocation_bytes: u64,
     /// At every device call, up to this many queued operations execute "in the background",
     /// as a real GPU progresses while the host is busy. Zero makes execution fully lazy.
     pub max_background_steps: u32,
+    /// Faults the device injects.
     pub faults: FaultPlan,
     /// Keep every trace entry (for export) and not just the running hash.
     pub record_trace: bool,
@@ -23,6 +26,8 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// A device seeded with `seed`: 1 GiB of memory, 256 MiB allocations at most, up to 3
+    /// background operations per call, no faults, no recorded trace, no watchdog.
     pub fn new(seed: u64) -> Self {
         Self {
             seed,
@@ -35,11 +40,14 @@ impl SimConfig {
         }
     }
 
+    /// The same config, injecting `faults`.
     pub fn with_faults(mut self, faults: FaultPlan) -> Self {
         self.faults = faults;
         self
     }
 
+    /// The same config, with `memory_bytes` of memory and allocations of at most
+    /// `max_allocation_bytes`.
     pub fn with_memory(mut self, memory_bytes: u64, max_allocation_bytes: u64) -> Self {
         self.memory_bytes = memory_bytes;
         self.max_allocation_bytes = max_allocation_bytes;

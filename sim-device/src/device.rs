@@ -99,6 +99,8 @@ struct StreamState {
 pub struct SimProbe(Arc<Mutex<Observations>>);
 
 impl SimProbe {
+    /// What the device has observed so far (a lock held while the guard lives: drop it before the
+    /// next device call).
     pub fn observations(&self) -> MutexGuard<'_, Observations> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -147,6 +149,8 @@ const TRANSFER_LATENCY_NS: u64 = 500;
 const LAUNCH_LATENCY_NS: u64 = 2_000;
 
 impl SimDevice {
+    /// A device built from `config`, alone (for a device with peers, see
+    /// [`SimCluster`](crate::SimCluster)).
     pub fn new(config: SimConfig) -> Self {
         let properties = DeviceProperties {
             name: "lockstep simulator".to_owned(),
@@ -196,6 +200,7 @@ impl SimDevice {
         SimProbe(self.observations.clone())
     }
 
+    /// The config the device was built from.
     pub fn config(&self) -> &SimConfig {
         &self.config
     }
@@ -739,11 +744,7 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
     let words = (range.len / 4) as usize;
     let start = range.offset as usize;
     BindingData::new(
-        alloc
-            .read(start, 4 * words)
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect(),
+        alloc.read_words(start, words),
         alloc.words_written(start, words),
     )
 }
@@ -751,21 +752,15 @@ fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData 
 /// Stores the words a launch wrote back into device memory, a run of consecutive words at a
 /// time; words it did not store keep their bytes (and their written-bits).
 fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &BindingData) {
-    let start = range.offset as usize;
+    let (start, dirty) = (range.offset as usize, &data.dirty[..]);
     let mut i = 0;
-    while i < data.words.len() {
-        if !data.dirty[i] {
-            i += 1;
-            continue;
+    while let Some(from) = dirty[i..].iter().position(|&d| d).map(|n| i + n) {
+        let end = (dirty[from..].iter().position(|&d| !d)).map_or(dirty.len(), |n| from + n);
+        let mut bytes = vec![0; 4 * (end - from)];
+        for (to, w) in bytes.chunks_exact_mut(4).zip(&data.words[from..end]) {
+            to.copy_from_slice(&w.to_le_bytes());
         }
-        let end = (i..data.words.len())
-            .find(|&j| !data.dirty[j])
-            .unwrap_or(data.words.len());
-        let bytes: Vec<u8> = data.words[i..end]
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
-        alloc.write(start + 4 * i, &bytes);
+        alloc.write(start + 4 * from, &bytes);
         i = end;
     }
 }

@@ -42,7 +42,9 @@ pub enum FaultKind {
 /// after reclaiming: the refusal reaches the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScriptedFault {
+    /// What the fault does.
     pub kind: FaultKind,
+    /// Which trigger of `kind` faults first, counting from 1.
     pub nth: u64,
     /// How many consecutive triggers fault, from the `nth`; zero faults none.
     pub count: u64,
@@ -53,10 +55,14 @@ pub struct ScriptedFault {
 /// A scripted fault that cannot be aimed as asked.
 #[derive(Clone, Copy, Debug, Error, PartialEq, Eq)]
 pub enum FaultPlanError {
+    /// `on_stream` aimed an `AllocationFailure` at a stream.
     #[error(
         "an allocation belongs to no stream, so an AllocationFailure cannot be aimed at {stream}: count allocations on every stream instead"
     )]
-    AllocationOnStream { stream: StreamId },
+    AllocationOnStream {
+        /// The stream it was aimed at.
+        stream: StreamId,
+    },
 }
 
 impl ScriptedFault {
@@ -105,20 +111,27 @@ impl ScriptedFault {
 /// Per-trigger probabilities of each fault kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FaultRates {
+    /// Probability that an allocation fails (per allocation, 0 to 1).
     pub allocation_failure: f64,
+    /// Probability that an executed transfer fails (per transfer).
     pub transfer_failure: f64,
+    /// Probability that an executed launch faults (per launch).
     pub kernel_fault: f64,
+    /// Probability that an executed operation loses the device (per operation).
     pub device_loss: f64,
 }
 
 /// The faults a simulated device injects. The default injects none.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FaultPlan {
+    /// Faults at fixed triggers.
     pub scripted: Vec<ScriptedFault>,
+    /// Faults drawn at random, from the device's seed.
     pub rates: FaultRates,
 }
 
 impl FaultPlan {
+    /// A plan of only `faults`, with no probabilistic ones.
     pub fn scripted(faults: impl IntoIterator<Item = ScriptedFault>) -> Self {
         Self {
             scripted: faults.into_iter().collect(),
@@ -133,6 +146,7 @@ impl FaultPlan {
 pub struct InjectedFault {
     /// Numbers injected faults of one device from 0, in injection order.
     pub id: u64,
+    /// What the fault was.
     pub kind: FaultKind,
     /// The device's index of the stream whose operation faulted (in creation order); `None`
     /// for allocations, which belong to no stream.

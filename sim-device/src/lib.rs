@@ -16,6 +16,7 @@
 //!   equal for equal seeds and programs.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod config;
 mod device;

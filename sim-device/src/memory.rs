@@ -15,22 +15,39 @@ pub const POISON_FRESH: u8 = 0xA5;
 pub enum SanitizerReport {
     /// Bytes read (by a copy to the host, a device copy or a kernel) that were never written.
     UninitializedRead {
+        /// The operation that read, for the message.
         operation: String,
+        /// The device's id of the buffer.
         buffer: u64,
+        /// Byte offset of the unwritten range in the buffer.
         offset: u64,
+        /// Length of the unwritten range, in bytes.
         len: u64,
     },
     /// An operation touched an allocation that had already been freed.
-    UseAfterFree { operation: String, buffer: u64 },
+    UseAfterFree {
+        /// The operation, for the message.
+        operation: String,
+        /// The device's id of the freed buffer.
+        buffer: u64,
+    },
     /// The runtime freed an allocation while queued work still used it.
-    FreeWhileInUse { buffer: u64 },
+    FreeWhileInUse {
+        /// The device's id of the buffer.
+        buffer: u64,
+    },
     /// Two operations on different streams touched overlapping bytes, at least one writing,
     /// with no happens-before edge between them (see `sanitizer`).
     Race {
+        /// The device's id of the buffer.
         buffer: u64,
+        /// Byte offset of the overlap in the buffer.
         offset: u64,
+        /// Length of the overlap, in bytes.
         len: u64,
+        /// The earlier access, for the message.
         first: String,
+        /// The later access, for the message.
         second: String,
     },
     /// A call that broke the `Device` contract, refused with this `DeviceError::Contract`
@@ -39,8 +56,11 @@ pub enum SanitizerReport {
     /// Something inside one launch that the kernel memory model forbids (see
     /// `lockstep::kernel`); `detail` names the invocations, the location and the statements.
     Kernel {
+        /// The launch, for the message.
         operation: String,
+        /// What the kernel sanitizer found.
         finding: KernelFinding,
+        /// The invocations, array, index and statements involved, for a person to read.
         detail: String,
     },
 }
@@ -178,6 +198,25 @@ fn all_bits(words: &[u64], from: usize, n: usize) -> bool {
     true
 }
 
+/// For each 4-byte word of bytes `from..from + n` (`from` and `n` multiples of 4): whether all
+/// four of its bits in `written` are set, appended to `out`. Runs of 16 written words (one full
+/// `u64` of bits) are appended at once.
+fn words_written_in(written: &[u64], from: usize, n: usize, out: &mut Vec<bool>) {
+    let mut bit = from;
+    while bit < from + n {
+        let shift = bit % 64;
+        let bits = written[bit / 64] >> shift;
+        // Words of the range in this `u64`.
+        let take = ((64 - shift) / 4).min((from + n - bit) / 4);
+        if bits == u64::MAX >> shift {
+            out.extend(std::iter::repeat_n(true, take));
+        } else {
+            out.extend((0..take).map(|k| bits >> (4 * k) & 0xF == 0xF));
+        }
+        bit += 4 * take;
+    }
+}
+
 /// `n` set bits from bit `shift` (`shift + n <= 64`).
 fn mask(shift: usize, n: usize) -> u64 {
     (u64::MAX >> (64 - n)) << shift
@@ -215,13 +254,12 @@ impl Allocation {
             offset + len <= self.size,
             "the runtime reads inside its buffers"
         );
-        let mut out = vec![POISON_FRESH; len];
-        let mut at = 0;
+        let mut out = Vec::with_capacity(len);
         for (index, within, n) in pieces(offset, len) {
-            if let Some(chunk) = &self.chunks[index] {
-                out[at..at + n].copy_from_slice(&chunk.bytes[within..within + n]);
+            match &self.chunks[index] {
+                Some(chunk) => out.extend_from_slice(&chunk.bytes[within..within + n]),
+                None => out.resize(out.len() + n, POISON_FRESH),
             }
-            at += n;
         }
         out
     }
@@ -230,6 +268,32 @@ impl Allocation {
     pub fn read_word(&self, offset: usize) -> u32 {
         let bytes = self.read(offset, 4);
         u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+    }
+
+    /// The `words` little-endian words from `offset`, poison where never written. The same as
+    /// [`read`](Self::read) a word at a time, a chunk at a time.
+    pub fn read_words(&self, offset: usize, words: usize) -> Vec<u32> {
+        if !offset.is_multiple_of(4) {
+            return self
+                .read(offset, 4 * words)
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
+        }
+        let poison = u32::from_le_bytes([POISON_FRESH; 4]);
+        let mut out = Vec::with_capacity(words);
+        // Chunks hold whole words when `offset` is 4-aligned (CHUNK_BYTES is a multiple of 4).
+        for (index, within, n) in pieces(offset, 4 * words) {
+            match &self.chunks[index] {
+                None => out.extend(std::iter::repeat_n(poison, n / 4)),
+                Some(chunk) => out.extend(
+                    chunk.bytes[within..within + n]
+                        .chunks_exact(4)
+                        .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])),
+                ),
+            }
+        }
+        out
     }
 
     /// For each of the `words` 4-byte words from `offset`: whether all its bytes were written.
@@ -245,11 +309,7 @@ impl Allocation {
         for (index, within, n) in pieces(offset, 4 * words) {
             match &self.chunks[index] {
                 None => out.extend(std::iter::repeat_n(false, n / 4)),
-                Some(chunk) => out.extend(
-                    (within..within + n)
-                        .step_by(4)
-                        .map(|at| chunk.written[at / 64] >> (at % 64) & 0xF == 0xF),
-                ),
+                Some(chunk) => words_written_in(&chunk.written, within, n, &mut out),
             }
         }
         out
@@ -357,6 +417,37 @@ mod tests {
             alloc.words_written(CHUNK_BYTES - 8, 4),
             vec![false, false, true, true]
         );
+    }
+
+    #[test]
+    fn words_read_and_written_match_the_bytes_a_word_at_a_time() {
+        let mut alloc = Allocation::new(3 * CHUNK_BYTES);
+        // Written: a run across a chunk boundary, with one half-written word inside.
+        let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        alloc.write(CHUNK_BYTES - 500, &data);
+        alloc.write(CHUNK_BYTES - 502, &[1, 2]);
+        alloc.write(CHUNK_BYTES + 100, &[9, 9]);
+        // Spans starting in, before and after the run, aligned and not, unmaterialised chunks too.
+        for start in [
+            0,
+            CHUNK_BYTES - 640,
+            CHUNK_BYTES - 504,
+            CHUNK_BYTES - 3,
+            CHUNK_BYTES + 96,
+        ] {
+            for words in [0, 1, 15, 16, 17, 300, (3 * CHUNK_BYTES - start) / 4] {
+                let written: Vec<bool> = (0..words)
+                    .map(|i| alloc.all_written(start + 4 * i, 4))
+                    .collect();
+                assert_eq!(
+                    alloc.words_written(start, words),
+                    written,
+                    "{start}+{words}"
+                );
+                let read: Vec<u32> = (0..words).map(|i| alloc.read_word(start + 4 * i)).collect();
+                assert_eq!(alloc.read_words(start, words), read, "{start}+{words}");
+            }
+        }
     }
 
     #[test]

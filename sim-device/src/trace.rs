@@ -8,6 +8,7 @@ use lockstep::kernel::Fnv1a;
 pub struct TraceEntry {
     /// Virtual time at which the operation started.
     pub start_ns: u64,
+    /// Virtual time it took.
     pub duration_ns: u64,
     /// Index of the device stream, in creation order.
     pub stream: u32,
@@ -27,11 +28,14 @@ pub struct Observations {
     /// Hash over every executed operation and its operands, in execution order. Equal seeds and
     /// equal programs give equal hashes, on every machine.
     pub trace_hash: u64,
+    /// Operations executed so far.
     pub ops_executed: u64,
     /// Operations enqueued on the device's streams so far; each is numbered from 0 in enqueue
     /// order ([`InjectedFault::op`](crate::InjectedFault::op)).
     pub ops_enqueued: u64,
+    /// The device's virtual clock, in nanoseconds.
     pub virtual_time_ns: u64,
+    /// Everything the sanitizer reported, in order.
     pub reports: Vec<crate::SanitizerReport>,
     /// Every fault the device injected, in injection order.
     pub faults: Vec<crate::InjectedFault>,

@@ -160,3 +160,12 @@ fn a_panic_over_sound_books_changes_nothing() {
         assert_eq!(create(&b).size(), 16);
     }
 }
+
+#[test]
+fn a_registered_buffer_back_in_flight_is_noticed() {
+    let reason = lost_after_planting(PlantedDefect::ReissueInFlight, |a, _| vec![create(a)]);
+    assert_eq!(
+        reason,
+        "runtime invariant broken (a slice served at the call is registered once): buffer 0 is in flight, but a live buffer has its id"
+    );
+}

@@ -23,9 +23,13 @@ pub struct WgpuOptions {
 /// A backend named by `LOCKSTEP_WGPU_BACKEND`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
+    /// Vulkan (`vulkan` or `vk`): Linux, Windows, Android; lavapipe on a machine without a GPU.
     Vulkan,
+    /// Metal (`metal`): macOS and iOS.
     Metal,
+    /// Direct3D 12 (`dx12` or `d3d12`): Windows.
     Dx12,
+    /// OpenGL / GLES (`gl`, `gles` or `opengl`).
     Gl,
 }
 
@@ -232,6 +236,7 @@ impl GpuContext {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The name of the adapter the context chose, as wgpu reports it.
     pub fn adapter_name(&self) -> &str {
         &self.adapter_info.name
     }

@@ -26,6 +26,7 @@
 //! only records.
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod batch;
 mod bind;

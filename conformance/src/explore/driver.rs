@@ -32,16 +32,21 @@ use crate::kernels::overrun;
 /// What one execution of a world did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Execution {
+    /// Hash of every operation the explored device executed, in order: equal for equal runs.
     pub trace_hash: u64,
     /// Operations the simulated devices (the explored one and its peers) executed.
     pub device_ops: u64,
+    /// Client calls the workload made.
     pub host_ops: u64,
+    /// Reads compared with the model and found equal.
     pub reads_checked: u64,
+    /// Faults the simulator injected.
     pub faults_injected: u64,
     /// Injected faults some call returned.
     pub faults_surfaced: u64,
     /// Checked-kernel faults (out-of-range stores) returned where the model expected them.
     pub kernel_faults: u64,
+    /// Whether the explored device was lost.
     pub device_lost: bool,
     /// Allocations an installed pool's cap or the world's budget refused (legal; the
     /// shrinker's printer cannot predict them).
@@ -657,8 +662,10 @@ impl<D: Device> Run<'_, D> {
         match &step.action {
             Action::Create { slot, len, fill } => {
                 let values = data(*fill, *len);
-                state.hit(Method::Create, s, self.size_class(*len), &[]);
-                match client.create(Bytes::from_elems(&values)) {
+                let call = (Method::Create, s, self.size_class(*len));
+                let created =
+                    state.allocation(client, call, || client.create(Bytes::from_elems(&values)));
+                match created {
                     Ok(handle) => {
                         allocated(state)?;
                         let buf = state.model.create(s, values);
@@ -669,8 +676,8 @@ impl<D: Device> Run<'_, D> {
                 }
             }
             Action::EmptyThenFill { slot, len, fill } => {
-                state.hit(Method::Empty, s, self.size_class(*len), &[]);
-                match client.empty(len * 4) {
+                let call = (Method::Empty, s, self.size_class(*len));
+                match state.allocation(client, call, || client.empty(len * 4)) {
                     Ok(handle) => {
                         allocated(state)?;
                         let values = data(*fill, *len);

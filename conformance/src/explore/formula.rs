@@ -1,8 +1,14 @@
 //! Random elementwise kernels for explored workloads: `dst[i] = f(dst[i], src[j], k)` with
-//! `j = (i * stride + shift) % len(src)`, where `f` is a random expression over `u32`.
+//! `j = (i * stride + shift) % len(src)`, where `f` is a random expression over `u32`. A
+//! sharing formula also reads `n`, a neighbour's `dst` value: every invocation stages its
+//! `dst[i]` (zero past the end) in a workgroup-shared array, passes a barrier, and reads the
+//! word `rotate` lanes further round its workgroup; so the explorer's kernels use shared memory
+//! and barriers, and run on the simulator's interleaving engine under its kernel sanitizer.
 //!
 //! The reference ([`Formula::apply`]) is plain wrapping Rust arithmetic, written independently
 //! of the simulator's interpreter, so a kernel and its model can only agree by both being right.
+
+use std::borrow::Cow;
 
 use lockstep::Kernel;
 use lockstep::kernel::{Access, Axis, BinOp, ElemType, Expr, KernelBuilder};
@@ -15,6 +21,8 @@ use crate::kernels::WORKGROUP;
 pub enum Term {
     Dst,
     Src,
+    /// The neighbour's `dst` value, in a sharing formula only.
+    Neighbour,
     K,
     Lit(u32),
     Op(BinOp, Box<Term>, Box<Term>),
@@ -66,97 +74,164 @@ impl Term {
                 b.visit(f);
             }
             Term::SelectLt(t) => t.iter().for_each(|t| t.visit(f)),
-            Term::Dst | Term::Src | Term::K | Term::Lit(_) => {}
+            Term::Dst | Term::Src | Term::Neighbour | Term::K | Term::Lit(_) => {}
         }
     }
 
-    /// `f` at every element: `dst[i]` and the gathered `src[i]`, evaluated a node at a time over
-    /// the whole buffer (per element, the tree walk cost more than the simulated kernel).
-    fn eval(&self, dst: &[u32], src: &[u32], k: u32) -> Vec<u32> {
-        let combine = |a: Vec<u32>, b: Vec<u32>, f: &dyn Fn(u32, u32) -> u32| {
-            a.iter().zip(&b).map(|(&a, &b)| f(a, b)).collect()
-        };
+    /// This term with each `Dst` leaf turned into `Neighbour` with probability one half.
+    fn share(&self, rng: &mut impl Rng) -> Term {
+        match self {
+            Term::Dst if rng.random_bool(0.5) => Term::Neighbour,
+            Term::Op(op, a, b) => Term::Op(*op, Box::new(a.share(rng)), Box::new(b.share(rng))),
+            Term::SelectLt(t) => {
+                let [a, b, c, d] = &**t;
+                Term::SelectLt(Box::new([a, b, c, d].map(|t| t.share(rng))))
+            }
+            leaf => leaf.clone(),
+        }
+    }
+
+    /// `f` at every element: `dst[i]`, the gathered `src[i]` and the neighbours' `n[i]`,
+    /// evaluated a node at a time over the whole buffer (per element, the tree walk cost more
+    /// than the simulated kernel).
+    fn eval(&self, dst: &[u32], src: &[u32], n: &[u32], k: u32) -> Vec<u32> {
         match self {
             Term::Dst => dst.to_vec(),
             Term::Src => src.to_vec(),
+            Term::Neighbour => n.to_vec(),
             Term::K => vec![k; dst.len()],
             Term::Lit(v) => vec![*v; dst.len()],
             Term::Op(op, a, b) => {
-                let (a, b) = (a.eval(dst, src, k), b.eval(dst, src, k));
+                let (a, b) = (a.eval(dst, src, n, k), b.column(dst, src, n, k));
                 match op {
-                    BinOp::Add => combine(a, b, &u32::wrapping_add),
-                    BinOp::Sub => combine(a, b, &u32::wrapping_sub),
-                    BinOp::Mul => combine(a, b, &u32::wrapping_mul),
-                    BinOp::Min => combine(a, b, &u32::min),
-                    BinOp::Max => combine(a, b, &u32::max),
-                    BinOp::BitAnd => combine(a, b, &|a, b| a & b),
-                    BinOp::BitOr => combine(a, b, &|a, b| a | b),
-                    BinOp::BitXor => combine(a, b, &|a, b| a ^ b),
-                    BinOp::Shr => combine(a, b, &|a, b| a >> (b % 32)),
+                    BinOp::Add => combine(a, &b, u32::wrapping_add),
+                    BinOp::Sub => combine(a, &b, u32::wrapping_sub),
+                    BinOp::Mul => combine(a, &b, u32::wrapping_mul),
+                    BinOp::Min => combine(a, &b, u32::min),
+                    BinOp::Max => combine(a, &b, u32::max),
+                    BinOp::BitAnd => combine(a, &b, |a, b| a & b),
+                    BinOp::BitOr => combine(a, &b, |a, b| a | b),
+                    BinOp::BitXor => combine(a, &b, |a, b| a ^ b),
+                    BinOp::Shr => combine(a, &b, |a, b| a >> (b % 32)),
                     other => unreachable!("{other:?} is never drawn"),
                 }
             }
             Term::SelectLt(t) => {
-                let [a, b, c, d] = t.each_ref().map(|t| t.eval(dst, src, k));
-                (0..dst.len())
-                    .map(|i| if a[i] < b[i] { c[i] } else { d[i] })
-                    .collect()
+                let [a, b, c, d] = t.each_ref().map(|t| t.column(dst, src, n, k));
+                let mut c = c.into_owned();
+                for i in 0..dst.len() {
+                    if a[i] >= b[i] {
+                        c[i] = d[i];
+                    }
+                }
+                c
             }
         }
     }
 
-    fn expr(&self, dst: &Expr, src: &Expr, k: &Expr) -> Expr {
+    /// [`eval`](Self::eval), without copying `dst`, `src` or `n` when the term is one of them.
+    fn column<'a>(&self, dst: &'a [u32], src: &'a [u32], n: &'a [u32], k: u32) -> Cow<'a, [u32]> {
+        match self {
+            Term::Dst => Cow::Borrowed(dst),
+            Term::Src => Cow::Borrowed(src),
+            Term::Neighbour => Cow::Borrowed(n),
+            _ => Cow::Owned(self.eval(dst, src, n, k)),
+        }
+    }
+
+    /// `f` over the expressions each leaf reads: `[dst, src, neighbour, k]`.
+    fn expr(&self, leaves: &[Expr; 4]) -> Expr {
+        let [dst, src, neighbour, k] = leaves;
         match self {
             Term::Dst => dst.clone(),
             Term::Src => src.clone(),
+            Term::Neighbour => neighbour.clone(),
             Term::K => k.clone(),
             Term::Lit(v) => Expr::from(*v),
             Term::Op(op, a, b) => Expr::Binary {
                 op: *op,
-                lhs: Box::new(a.expr(dst, src, k)),
-                rhs: Box::new(b.expr(dst, src, k)),
+                lhs: Box::new(a.expr(leaves)),
+                rhs: Box::new(b.expr(leaves)),
             },
             Term::SelectLt(t) => {
                 let [a, b, c, d] = &**t;
-                a.expr(dst, src, k)
-                    .lt(b.expr(dst, src, k))
-                    .select(c.expr(dst, src, k), d.expr(dst, src, k))
+                a.expr(leaves)
+                    .lt(b.expr(leaves))
+                    .select(c.expr(leaves), d.expr(leaves))
             }
         }
     }
+}
+
+/// `f(a[i], b[i])` at every element, into `a`.
+fn combine(mut a: Vec<u32>, b: &[u32], f: impl Fn(u32, u32) -> u32) -> Vec<u32> {
+    a.iter_mut().zip(b).for_each(|(a, &b)| *a = f(*a, b));
+    a
 }
 
 /// One random kernel of a world.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Formula {
+    /// The kernel's name, `explore_<index>`.
     pub name: String,
+    /// The value each output element gets, a term over `dst[i]`, `src[j]` and `k`.
     pub f: Term,
     /// `j = (i * stride + shift) % len(src)`: which source element each output reads.
     pub stride: u32,
+    /// Offset of the source element read (see `stride`).
     pub shift: u32,
+    /// In a sharing formula, how many lanes round its workgroup the neighbour is (1 to
+    /// `WORKGROUP - 1`).
+    pub rotate: Option<u32>,
 }
 
 impl Formula {
+    /// Draws formula number `index` of a world from `rng`.
     pub fn draw(rng: &mut impl Rng, index: usize) -> Formula {
         Formula {
             name: format!("explore_{index}"),
             f: Term::draw(rng, 3),
             stride: rng.random_range(1..4),
             shift: rng.random_range(0..8),
+            rotate: None,
         }
     }
 
-    /// The kernel: bindings `dst` (read-write), `src` (read); parameter `k`.
+    /// Makes one formula in 16 a sharing one, drawing from `rng`: a stream of its own, so that
+    /// every other draw of a world stays what it was before formulas shared. Rare, because a
+    /// sharing kernel runs on the simulator's interleaving engine, a workgroup at a time: at
+    /// one in 4 the explorer ran at a third of its speed.
+    pub fn draw_sharing(&mut self, rng: &mut impl Rng) {
+        if rng.random_ratio(1, 16) {
+            self.rotate = Some(rng.random_range(1..WORKGROUP));
+            self.f = self.f.share(rng);
+        }
+    }
+
+    /// The kernel: bindings `dst` (read-write), `src` (read); parameter `k`. A sharing
+    /// formula's invocations read their neighbour's `dst` through a shared array, after a
+    /// barrier that every invocation reaches (the guard on `i` comes after it).
     pub fn kernel(&self) -> Kernel {
         let mut b = KernelBuilder::new(self.name.clone(), [WORKGROUP, 1, 1]);
         let dst = b.binding(ElemType::U32, Access::ReadWrite);
         let src = b.binding(ElemType::U32, Access::Read);
         let k = b.param(ElemType::U32);
         let i = b.global_id(Axis::X);
+        let neighbour = self.rotate.map_or(Expr::from(0u32), |rotate| {
+            let staged = b.shared(ElemType::U32, WORKGROUP);
+            let own = b.var(ElemType::U32, 0u32);
+            b.if_(i.clone().lt(dst.len()), |b| {
+                b.assign(own, dst.load(i.clone()))
+            });
+            let lane = b.local_id(Axis::X);
+            b.store(staged, lane.clone(), own.get());
+            b.workgroup_barrier();
+            staged.load((lane + rotate) % WORKGROUP)
+        });
         b.if_(i.clone().lt(dst.len()), |b| {
             let j = (i.clone() * self.stride + self.shift) % src.len();
-            let value = self.f.expr(&dst.load(i.clone()), &src.load(j), &k);
-            b.store(dst, i, value);
+            let leaves = [dst.load(i.clone()), src.load(j), neighbour, k];
+            b.store(dst, i, self.f.expr(&leaves));
         });
         let def = b
             .build()
@@ -171,19 +246,67 @@ impl Formula {
 
     /// What the kernel must compute, on host copies. `src` is never empty.
     pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
-        let gathered: Vec<u32> = (0..dst.len() as u64)
-            .map(|i| {
-                src[((i * self.stride as u64 + self.shift as u64) % src.len() as u64) as usize]
+        // j = (i * stride + shift) % len(src), stepped from i = 0: a step adds the stride and
+        // wraps (a division per element cost more than the rest of the model).
+        let (len, stride) = (src.len(), self.stride as usize);
+        let mut j = self.shift as usize % len;
+        let gathered: Vec<u32> = (0..dst.len())
+            .map(|_| {
+                let value = src[j];
+                j += stride;
+                while j >= len {
+                    j -= len;
+                }
+                value
             })
             .collect();
-        let new = self.f.eval(dst, &gathered, k);
+        let neighbours = self.neighbours(dst);
+        let new = self.f.eval(dst, &gathered, &neighbours, k);
         dst.copy_from_slice(&new);
+    }
+
+    /// What each invocation of a sharing formula reads as its neighbour's value: `dst` at the
+    /// index `rotate` lanes further round its workgroup, zero past the end (or everywhere, for
+    /// a formula that does not share, which never reads it).
+    fn neighbours(&self, dst: &[u32]) -> Vec<u32> {
+        let Some(rotate) = self.rotate else {
+            return vec![0; dst.len()];
+        };
+        let lanes = WORKGROUP as usize;
+        (0..dst.len())
+            .map(|i| {
+                let at = i - i % lanes + (i % lanes + rotate as usize) % lanes;
+                dst.get(at).copied().unwrap_or(0)
+            })
+            .collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_gathers_src_at_i_times_stride_plus_shift_modulo_its_length() {
+        for (len, stride, shift) in (1..=9).flat_map(|len| {
+            (1..4).flat_map(move |stride| (0..8).map(move |shift| (len, stride, shift)))
+        }) {
+            let formula = Formula {
+                name: "t".into(),
+                f: Term::Src,
+                stride,
+                shift,
+                rotate: None,
+            };
+            let src: Vec<u32> = (100..100 + len).collect();
+            let mut dst = vec![0; 20];
+            formula.apply(&mut dst, &src, 0);
+            let expected: Vec<u32> = (0..20)
+                .map(|i| src[(i * stride as usize + shift as usize) % len as usize])
+                .collect();
+            assert_eq!(dst, expected, "len {len}, stride {stride}, shift {shift}");
+        }
+    }
 
     #[test]
     fn the_reference_gathers_and_wraps() {
@@ -202,10 +325,44 @@ mod tests {
             ])),
             stride: 2,
             shift: 1,
+            rotate: None,
         };
         let mut dst = vec![1, 40, 7];
         // j = (2i + 1) % 2: src[1], src[1], src[1].
         formula.apply(&mut dst, &[100, 5], 33);
         assert_eq!(dst, vec![1u32.wrapping_sub(5), (40 >> 1) ^ 3, (7 >> 1) ^ 3]);
+    }
+
+    #[test]
+    fn a_sharing_formula_reads_its_neighbour_round_the_workgroup() {
+        let formula = Formula {
+            name: "t".into(),
+            // n - dst
+            f: Term::Op(BinOp::Sub, Box::new(Term::Neighbour), Box::new(Term::Dst)),
+            stride: 1,
+            shift: 0,
+            rotate: Some(3),
+        };
+        let mut dst: Vec<u32> = (0..10).map(|i| i * 10).collect();
+        formula.apply(&mut dst, &[0], 0);
+        // Lanes 0..8 read 3 further round (lane 5 reads lane 0); lanes 8 and 9 read past the
+        // end (zero), as the launch's second workgroup holds only them.
+        let want: Vec<u32> = [
+            30,
+            30,
+            30,
+            30,
+            30,
+            0u32.wrapping_sub(50),
+            0u32.wrapping_sub(50),
+        ]
+        .into_iter()
+        .chain([
+            0u32.wrapping_sub(50),
+            0u32.wrapping_sub(80),
+            0u32.wrapping_sub(90),
+        ])
+        .collect();
+        assert_eq!(dst, want);
     }
 }

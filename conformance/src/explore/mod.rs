@@ -35,7 +35,9 @@ pub use world::World;
 /// How an explored device is made from a simulated one. The explorer runs on the simulator;
 /// tests wrap it (e.g. in a device that misbehaves on purpose) or turn a runtime knob off.
 pub trait Opener: Sync {
+    /// The device the explorer drives.
     type Device: Device;
+    /// Wraps a simulated device of the world into the explored device.
     fn open(&self, device: SimDevice) -> Self::Device;
 
     /// The options every client of the world runs with; tests knock out a runtime defence here.
@@ -57,7 +59,9 @@ impl Opener for Simulator {
 
 /// A world's devices, opened: the explored one first, then its peers (one cluster).
 pub struct Devices<D: Device> {
+    /// One client per device, the explored one first.
     pub clients: Vec<ComputeClient<D>>,
+    /// The devices' probes, in the same order.
     pub probes: Vec<SimProbe>,
 }
 
@@ -86,7 +90,9 @@ fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::
 /// One seed's verdict.
 #[derive(Clone, Debug)]
 pub struct SeedReport {
+    /// The seed the world was drawn from.
     pub seed: u64,
+    /// What its first execution did.
     pub execution: Execution,
     /// Why the seed failed (the first execution's failure, or nondeterminism).
     pub failure: Option<String>,
@@ -159,12 +165,16 @@ pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64)
 /// What `explore` was asked to do.
 #[derive(Clone, Copy, Debug)]
 pub struct ExploreConfig {
+    /// The first seed explored.
     pub first_seed: u64,
+    /// How many seeds, consecutive from `first_seed`.
     pub seeds: u64,
+    /// Whether worlds inject faults.
     pub faults: bool,
     /// Operations of each seed's workload, instead of the drawn number (see
     /// [`World::with_ops`]).
     pub ops: Option<usize>,
+    /// Threads exploring seeds at once.
     pub jobs: usize,
     /// How long no seed may finish before the run is declared hung (wall clock).
     pub backstop: Duration,
@@ -173,17 +183,27 @@ pub struct ExploreConfig {
 /// Totals of an exploration.
 #[derive(Clone, Debug, Default)]
 pub struct Summary {
+    /// Seeds explored.
     pub seeds: u64,
+    /// Client calls made, over every seed.
     pub host_ops: u64,
+    /// Operations the simulated devices executed.
     pub device_ops: u64,
+    /// Reads compared with the model and found equal.
     pub reads_checked: u64,
+    /// Faults the simulator injected.
     pub faults_injected: u64,
+    /// Injected faults some call returned.
     pub faults_surfaced: u64,
+    /// Checked-kernel faults returned where the model expected them.
     pub kernel_faults: u64,
+    /// Seeds whose device was lost.
     pub devices_lost: u64,
+    /// Each failing seed, with why it failed.
     pub failures: Vec<(u64, String)>,
     /// Seeds still running when the backstop fired.
     pub hung: Vec<u64>,
+    /// Wall-clock time of the exploration.
     pub elapsed: Duration,
     /// The coverage cells the seeds' first executions hit.
     pub coverage: coverage::Hits,
@@ -206,6 +226,7 @@ impl Summary {
         }
     }
 
+    /// Whether no seed failed and none hung.
     pub fn passed(&self) -> bool {
         self.failures.is_empty() && self.hung.is_empty()
     }

@@ -22,6 +22,7 @@ type Window = (StreamId, u64);
 /// What a buffer must hold.
 #[derive(Clone, Debug)]
 pub struct Buf {
+    /// The buffer's `u32` elements, as the model predicts them.
     pub values: Vec<u32>,
     /// Unresolved or spoiled windows whose operations produced `values`.
     deps: BTreeSet<Window>,
@@ -75,6 +76,7 @@ pub struct Model {
     /// Allocations an installed pool's cap or the world's budget refused (legal, not
     /// injected).
     pub capped_refusals: u64,
+    /// Reads compared with the model and found equal.
     pub reads_checked: u64,
     /// Injected faults returned by some call.
     pub faults_surfaced: u64,
@@ -145,6 +147,7 @@ impl Model {
         id
     }
 
+    /// Number of elements of model buffer `buf`.
     pub fn len(&self, buf: u64) -> usize {
         self.bufs[&buf].values.len()
     }

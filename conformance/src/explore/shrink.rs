@@ -85,6 +85,7 @@ fn check_of(reason: &str) -> String {
 /// A shrunk failing workload.
 #[derive(Clone, Debug)]
 pub struct Shrunk {
+    /// The smallest failing workload found.
     pub workload: Workload,
     /// Operations of the drawn workload.
     pub original_len: usize,
@@ -99,8 +100,10 @@ pub struct Shrunk {
 /// Why a seed could not be shrunk.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ShrinkError {
+    /// The drawn workload passes.
     #[error("the seed's workload passes: there is nothing to shrink")]
     Passes,
+    /// A failing workload passed when run again.
     #[error("a workload seen to fail passed when run again: runs are not deterministic")]
     Nondeterministic,
 }

@@ -205,11 +205,14 @@ pub struct Step {
 /// the `n`-th operation of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
+    /// Each thread's steps, in its own order.
     pub threads: Vec<Vec<Step>>,
+    /// The thread of each operation, in run order.
     pub schedule: Vec<usize>,
 }
 
 impl Workload {
+    /// Draws the workload of `world`, from its seed: the same world gives the same workload.
     pub fn draw(world: &World) -> Workload {
         let mut rng = ChaCha8Rng::seed_from_u64(world.seed.rotate_left(17) ^ 0xa5a5);
         // Swarm testing: each seed leaves out half of the actions, so that combinations
@@ -245,10 +248,12 @@ impl Workload {
         })
     }
 
+    /// Number of operations, over every thread.
     pub fn len(&self) -> usize {
         self.schedule.len()
     }
 
+    /// Whether there are no operations.
     pub fn is_empty(&self) -> bool {
         self.schedule.is_empty()
     }
@@ -503,8 +508,26 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
     (tensor_strategy(i) == MemoryLayoutStrategy::Contiguous || dims[i] < 2).then_some(i)
 }
 
-/// `len` elements drawn from `fill`.
+/// `len` elements drawn from `fill`: the generator's words in order, as `len` draws of a `u32`
+/// would give them, filled a block at a time.
 pub fn data(fill: u64, len: usize) -> Vec<u32> {
     let mut rng = ChaCha8Rng::seed_from_u64(fill);
-    (0..len).map(|_| rng.random()).collect()
+    let mut out = vec![0; len];
+    rng.fill(&mut out[..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_is_the_generators_draws_in_order() {
+        // Lengths around the generator's 64-word blocks.
+        for len in [0, 1, 63, 64, 65, 1000] {
+            let mut rng = ChaCha8Rng::seed_from_u64(9);
+            let drawn: Vec<u32> = (0..len).map(|_| rng.random()).collect();
+            assert_eq!(data(9, len), drawn, "{len} words");
+        }
+    }
 }

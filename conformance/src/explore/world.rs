@@ -23,22 +23,30 @@ pub const WATCHDOG_NS: u64 = 1_000_000_000;
 /// The drawn parameters of one seed. Equal seeds (and equal `faults` switches) give equal worlds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct World {
+    /// The seed every other parameter is drawn from.
     pub seed: u64,
     /// Pinned streams (`StreamId(0..streams)`); each host thread also has its own stream.
     pub streams: usize,
+    /// Host threads, each with its own client calls.
     pub threads: usize,
     /// Operations each thread performs.
     pub ops_per_thread: usize,
+    /// The simulated device's memory, in bytes.
     pub memory_bytes: u64,
+    /// The simulated device's largest allocation, in bytes.
     pub max_allocation_bytes: u64,
+    /// Operations the simulator runs in the background per device call (see `SimConfig`).
     pub max_background_steps: u32,
     /// Installed before the workload starts; `None` keeps the device's default layout.
     pub pools: Option<MemoryPoolsConfig>,
     /// The device memory budget set before the workload starts (after `pools`); `None` sets
     /// none.
     pub budget_bytes: Option<u64>,
+    /// Fault probabilities of the explored device (all zero without `faults`).
     pub faults: FaultRates,
+    /// Whether the workload captures and replays graphs.
     pub graphs: bool,
+    /// The kernels the workload launches.
     pub kernels: Vec<Formula>,
     /// Fault-free simulated devices beside the explored one, in one cluster with it, for
     /// all-reduces and copies between clients.
@@ -87,9 +95,14 @@ impl World {
         } else {
             FaultRates::default()
         };
-        let kernels = (0..rng.random_range(1..=4))
+        let mut kernels: Vec<Formula> = (0..rng.random_range(1..=4))
             .map(|i| Formula::draw(&mut rng, i))
             .collect();
+        // Sharing has a stream of its own: the rest of the world is drawn as before it.
+        let mut sharing = ChaCha8Rng::seed_from_u64(seed ^ 0x5a4e_d5a4_ed00_5eed);
+        for kernel in &mut kernels {
+            kernel.draw_sharing(&mut sharing);
+        }
         let mut world = World {
             seed,
             streams: rng.random_range(1..=8),
@@ -288,5 +301,8 @@ mod tests {
                 assert_ne!(a.def().body, b.def().body, "{} twice", a.def().name);
             }
         }
+        // The lowering tests see sharing formulas too: shared arrays and barriers.
+        let sharing = sample.iter().filter(|k| !k.def().shared.is_empty()).count();
+        assert_eq!(sharing, 17);
     }
 }

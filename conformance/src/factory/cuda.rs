@@ -13,6 +13,7 @@ use super::{DeviceFactory, Session};
 #[derive(Clone, Debug)]
 pub struct CudaFactory {
     context: CudaContext,
+    /// Server options every session runs with.
     pub options: ServerOptions,
     /// The context of every GPU, opened on the first world of several devices.
     world: OnceLock<Result<Vec<CudaContext>, DeviceError>>,
@@ -29,6 +30,7 @@ impl CudaFactory {
         })
     }
 
+    /// The shared CUDA context.
     pub fn context(&self) -> &CudaContext {
         &self.context
     }

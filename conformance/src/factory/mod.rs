@@ -36,7 +36,9 @@ pub trait Observer {
 
 /// A fresh client for one test case, and what can observe its device.
 pub struct Session<D: Device> {
+    /// The client of the session's device.
     pub client: ComputeClient<D>,
+    /// What sees inside the device (the simulator's probe); `None` on real devices.
     pub observer: Option<Box<dyn Observer>>,
 }
 
@@ -52,6 +54,7 @@ impl<D: Device> Session<D> {
 
 /// Opens devices of one backend for the suite.
 pub trait DeviceFactory: Sync {
+    /// The device the factory opens.
     type Device: Device;
 
     /// The name given to `--device`.

@@ -11,6 +11,7 @@ use super::{DeviceFactory, Observer, Session};
 /// cross-stream ordering off to prove the properties notice).
 #[derive(Clone, Debug, Default)]
 pub struct SimFactory {
+    /// Server options every session runs with.
     pub options: ServerOptions,
     /// Keep every trace entry (for export and for diffing two runs), not just the hash.
     pub record_trace: bool,

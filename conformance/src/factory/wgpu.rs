@@ -13,6 +13,7 @@ use super::{DeviceFactory, Session};
 /// session still starts with no streams, no buffers and no queued work.
 #[derive(Clone, Debug)]
 pub struct WgpuFactory {
+    /// Server options every session runs with.
     pub options: ServerOptions,
     context: Arc<GpuContext>,
 }
@@ -28,6 +29,7 @@ impl WgpuFactory {
         })
     }
 
+    /// The shared wgpu context.
     pub fn context(&self) -> &Arc<GpuContext> {
         &self.context
     }

@@ -2,12 +2,13 @@
 //! (`crate::workgroup_kernels`) compute their host references on every device.
 
 use lockstep::kernel::Scalar;
-use lockstep::{Bytes, ComputeClient, CubeCount, Device, Handle, Kernel, KernelArguments};
+use lockstep::{ComputeClient, Device, Handle, Kernel};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
 use super::{Failure, RunConfig, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
+use crate::ops::check::{self, create};
 use crate::workgroup_kernels::{self as wk, Claims};
 
 /// One case: the inputs of every kernel.
@@ -54,14 +55,6 @@ pub(super) fn workgroup_kernels<F: DeviceFactory>(
     })
 }
 
-fn create<D: Device, T: bytemuck::NoUninit>(
-    c: &ComputeClient<D>,
-    elems: &[T],
-) -> Result<Handle, String> {
-    c.create(Bytes::from_elems(elems))
-        .map_err(|e| format!("create: {e}"))
-}
-
 fn read<D: Device, T: bytemuck::AnyBitPattern>(
     c: &ComputeClient<D>,
     h: &Handle,
@@ -79,16 +72,7 @@ fn launch<D: Device>(
     bindings: &[&Handle],
     params: &[Scalar],
 ) -> Result<(), String> {
-    let args = bindings
-        .iter()
-        .fold(KernelArguments::new(), |a, h| a.binding(h));
-    let args = params.iter().fold(args, |a, &p| a.param(p));
-    c.launch(
-        kernel,
-        CubeCount::Static(workgroups.max(1) as u32, 1, 1),
-        args,
-    )
-    .map_err(|e| format!("launch of `{}`: {e}", kernel.name()))
+    check::launch(c, kernel, (workgroups.max(1), 1), bindings, params)
 }
 
 fn workgroups(len: usize, size: u32) -> usize {

@@ -7,6 +7,7 @@ pub mod faults;
 mod graphs;
 mod kernels;
 mod memory;
+mod ops;
 mod ordering;
 mod profiling;
 mod tensor_writes;
@@ -20,21 +21,28 @@ use lockstep::kernel::Fnv1a;
 /// How many cases to run and from which seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunConfig {
+    /// Cases to run (proptest cases; each a fresh session).
     pub cases: u32,
+    /// Seeds the case generator: equal seeds give equal cases.
     pub seed: u64,
 }
 
 /// A property that failed: the shrunk case and why it failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failure {
+    /// Why the shrunk case failed.
     pub message: String,
+    /// The shrunk case, printed.
     pub minimal_case: String,
 }
 
 /// One property of the contract.
 pub struct Property<F: DeviceFactory> {
+    /// The property's name, as reports list it.
     pub name: &'static str,
+    /// What it claims, in one line.
     pub summary: &'static str,
+    /// Runs the property on devices of the factory.
     pub check: fn(&F, RunConfig) -> Result<(), Failure>,
     /// Whether the property can run on the factory's devices; one that cannot is reported not
     /// applicable, never passed.
@@ -106,6 +114,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "workgroup_kernels",
             summary: "a shared-memory reduction, a histogram with shared and global atomics, claims by compare-exchange, while/break/continue loops and the math functions compute the reference (math within the WGSL bounds)",
             check: kernels::workgroup_kernels,
+            applies: everywhere,
+        },
+        Property {
+            name: "real_kernels",
+            summary: "a two-pass f32 reduction (bit-exact), a row softmax, a layer norm and a tiled matrix product (within their derived bounds), and a decode step captured and replayed, every stage checked",
+            check: ops::real_kernels,
             applies: everywhere,
         },
         Property {

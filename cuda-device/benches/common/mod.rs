@@ -5,15 +5,11 @@ use std::time::Instant;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
+pub use lockstep_conformance::blocking_path::median;
 
 /// The value, or a panic naming the driver call that failed.
 pub fn check<T>(what: &str, result: Result<T, result::DriverError>) -> T {
     result.unwrap_or_else(|e| panic!("{what}: {e}"))
-}
-
-pub fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
 
 /// GPU 0's primary context, current on this thread, and a stream of the bench's own.

@@ -171,7 +171,25 @@ fn snapshot_kernels() -> Vec<KernelDef> {
             .iter()
             .map(|kernel| kernel.def().clone()),
     );
+    defs.extend(ops_and_faulty().iter().map(|kernel| kernel.def().clone()));
     defs
+}
+
+/// The kernels that do real work and the sanitizer's faulty ones (`lockstep_conformance::ops`).
+fn ops_and_faulty() -> Vec<lockstep::Kernel> {
+    use lockstep_conformance::ops;
+    let mut kernels = ops::all();
+    kernels.extend(ops::faulty::all());
+    kernels
+}
+
+/// One snapshot per kernel of [`ops_and_faulty`], both modes.
+#[test]
+fn ops_kernels() {
+    for kernel in ops_and_faulty() {
+        let name = format!("ops_{}", kernel.name());
+        insta::assert_snapshot!(name, both_modes(kernel.def()));
+    }
 }
 
 /// Compiles each of `defs`, checked and unchecked, for `arch`; returns how many programs

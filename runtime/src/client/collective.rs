@@ -136,6 +136,8 @@ impl<D: Device> ComputeClient<D> {
     /// among them) must call it with buffers of the same size, the same `elem` and `op`.
     /// `src` and `dst` may be the same handle (in place). Non-blocking.
     ///
+    /// Example: [Collectives](Self#collectives).
+    ///
     /// # Errors
     /// At the call: [`ServerError::Collective`] as for
     /// [`ensure_init_collective`](Self::ensure_init_collective), or

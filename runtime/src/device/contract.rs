@@ -28,6 +28,7 @@ pub const INDIRECT_COUNT_BYTES: u64 = 12;
 pub struct Owner(u64);
 
 impl Owner {
+    /// A new owner, distinct from every other of this process.
     pub fn fresh() -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         Self(NEXT.fetch_add(1, Ordering::Relaxed))
@@ -261,10 +262,12 @@ pub fn unknown_communicator(operation: &str, id: CommunicatorId) -> DeviceError 
 pub struct LiveBuffers(HashSet<u64>);
 
 impl LiveBuffers {
+    /// Records buffer `id` as allocated.
     pub fn allocated(&mut self, id: u64) {
         self.0.insert(id);
     }
 
+    /// Records buffer `id` as freed: graphs that use it can no longer replay.
     pub fn freed(&mut self, id: u64) {
         self.0.remove(&id);
     }

@@ -13,6 +13,7 @@ use super::ir::UnaryOp;
 /// A call of an inexact function, with its operands.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum MathCall {
+    /// `op(x)` for a unary function.
     Unary(UnaryOp, f32),
     /// `pow(x, y)`.
     Pow(f32, f32),

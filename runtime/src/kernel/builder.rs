@@ -34,10 +34,12 @@ pub struct KernelBuilder {
 /// A binding declared on a [`KernelBuilder`].
 #[derive(Clone, Copy, Debug)]
 pub struct Binding {
+    /// Index of the binding in the kernel's declarations: launch argument `id.0` binds to it.
     pub id: BindingId,
 }
 
 impl Binding {
+    /// Reads element `index` (`u32`) of the binding.
     pub fn load(self, index: impl Into<Expr>) -> Expr {
         Expr::Load {
             array: Array::Binding(self.id),
@@ -60,11 +62,13 @@ impl From<Binding> for Array {
 /// A workgroup-shared array declared on a [`KernelBuilder`].
 #[derive(Clone, Copy, Debug)]
 pub struct Shared {
+    /// Index of the array in the kernel's shared-array declarations.
     pub id: SharedId,
     len: u32,
 }
 
 impl Shared {
+    /// Reads element `index` (`u32`) of the array in this workgroup's copy.
     pub fn load(self, index: impl Into<Expr>) -> Expr {
         Expr::Load {
             array: Array::Shared(self.id),
@@ -87,16 +91,20 @@ impl From<Shared> for Array {
 /// A local variable declared on a [`KernelBuilder`].
 #[derive(Clone, Copy, Debug)]
 pub struct Var {
+    /// Index of the variable in the kernel's locals.
     pub id: VarId,
 }
 
 impl Var {
+    /// Reads the variable's current value.
     pub fn get(self) -> Expr {
         Expr::Var(self.id)
     }
 }
 
 impl KernelBuilder {
+    /// Starts a kernel named `name` whose workgroups hold `workgroup_size` (`[x, y, z]`)
+    /// invocations; [`build`](Self::build) checks the size.
     pub fn new(name: impl Into<String>, workgroup_size: [u32; 3]) -> Self {
         Self {
             def: KernelDef {
@@ -112,6 +120,8 @@ impl KernelBuilder {
         }
     }
 
+    /// Declares the next buffer argument, an array of `elem` the kernel may write when `access` is
+    /// [`Access::ReadWrite`]; bindings are numbered in declaration order, as launches pass them.
     pub fn binding(&mut self, elem: ElemType, access: Access) -> Binding {
         self.def.bindings.push(BindingDecl { elem, access });
         Binding {
@@ -149,18 +159,23 @@ impl KernelBuilder {
         }
     }
 
+    /// The invocation's index in the whole grid on `axis` (`workgroup_id * workgroup_size +
+    /// local_id`).
     pub fn global_id(&self, axis: Axis) -> Expr {
         Expr::Builtin(Builtin::GlobalId(axis))
     }
 
+    /// The invocation's index in its workgroup on `axis`.
     pub fn local_id(&self, axis: Axis) -> Expr {
         Expr::Builtin(Builtin::LocalId(axis))
     }
 
+    /// The workgroup's index in the grid on `axis`.
     pub fn workgroup_id(&self, axis: Axis) -> Expr {
         Expr::Builtin(Builtin::WorkgroupId(axis))
     }
 
+    /// Number of workgroups of the launch on `axis`.
     pub fn num_workgroups(&self, axis: Axis) -> Expr {
         Expr::Builtin(Builtin::NumWorkgroups(axis))
     }
@@ -180,6 +195,7 @@ impl KernelBuilder {
             .expect("the block pushed above is still open")
     }
 
+    /// `var = value`.
     pub fn assign(&mut self, var: Var, value: impl Into<Expr>) {
         self.push(Stmt::Assign {
             var: var.id,
@@ -187,6 +203,7 @@ impl KernelBuilder {
         });
     }
 
+    /// `array[index] = value`; `array` must be writable.
     pub fn store(
         &mut self,
         array: impl Into<Array>,
@@ -294,10 +311,12 @@ impl KernelBuilder {
         self.push(Stmt::Continue);
     }
 
+    /// `if cond { then_body }`.
     pub fn if_(&mut self, cond: Expr, then_body: impl FnOnce(&mut Self)) {
         self.if_else(cond, then_body, |_| {});
     }
 
+    /// `if cond { then_body } else { else_body }`.
     pub fn if_else(
         &mut self,
         cond: Expr,
@@ -419,16 +438,23 @@ macro_rules! unary_fns {
 unary_fns!(
     /// `|self|` (any numeric type; `abs(i32::MIN)` is `i32::MIN`).
     abs Abs,
+    /// The largest integer not greater than `self` (`f32`).
     floor Floor,
+    /// The smallest integer not less than `self` (`f32`).
     ceil Ceil,
+    /// The square root (`f32`).
     sqrt Sqrt,
     /// `1 / sqrt(self)`.
     rsqrt InverseSqrt,
+    /// `e` to the power `self` (`f32`).
     exp Exp,
     /// The natural logarithm.
     log Log,
+    /// The hyperbolic tangent (`f32`).
     tanh Tanh,
+    /// The sine, in radians (`f32`).
     sin Sin,
+    /// The cosine, in radians (`f32`).
     cos Cos
 );
 
@@ -450,27 +476,35 @@ impl ops::Not for Expr {
 }
 
 impl Expr {
+    /// `self < rhs` (signed for `i32`).
     pub fn lt(self, rhs: impl Into<Expr>) -> Expr {
         cmp(CmpOp::Lt, self, rhs)
     }
+    /// `self <= rhs`.
     pub fn le(self, rhs: impl Into<Expr>) -> Expr {
         cmp(CmpOp::Le, self, rhs)
     }
+    /// `self > rhs`.
     pub fn gt(self, rhs: impl Into<Expr>) -> Expr {
         cmp(CmpOp::Gt, self, rhs)
     }
+    /// `self >= rhs`.
     pub fn ge(self, rhs: impl Into<Expr>) -> Expr {
         cmp(CmpOp::Ge, self, rhs)
     }
+    /// `self == rhs` (false for NaN).
     pub fn equals(self, rhs: impl Into<Expr>) -> Expr {
         cmp(CmpOp::Eq, self, rhs)
     }
+    /// `self != rhs` (true for NaN).
     pub fn not_equals(self, rhs: impl Into<Expr>) -> Expr {
         cmp(CmpOp::Ne, self, rhs)
     }
+    /// The smaller of `self` and `rhs`; for `f32`, a NaN yields the other operand.
     pub fn min(self, rhs: impl Into<Expr>) -> Expr {
         binary(BinOp::Min, self, rhs)
     }
+    /// The larger of `self` and `rhs`; for `f32`, a NaN yields the other operand.
     pub fn max(self, rhs: impl Into<Expr>) -> Expr {
         binary(BinOp::Max, self, rhs)
     }
@@ -486,6 +520,7 @@ impl Expr {
             c: Box::new(c.into()),
         }
     }
+    /// `self && rhs`, short-circuiting: `rhs` is evaluated only where `self` holds.
     pub fn and(self, rhs: impl Into<Expr>) -> Expr {
         Expr::Logic {
             op: LogicOp::And,
@@ -493,6 +528,7 @@ impl Expr {
             rhs: Box::new(rhs.into()),
         }
     }
+    /// `self || rhs`, short-circuiting: `rhs` is evaluated only where `self` does not hold.
     pub fn or(self, rhs: impl Into<Expr>) -> Expr {
         Expr::Logic {
             op: LogicOp::Or,
@@ -500,6 +536,7 @@ impl Expr {
             rhs: Box::new(rhs.into()),
         }
     }
+    /// Converts `self` to `to` (float to integer saturates, NaN gives 0; see [`Expr::Cast`]).
     pub fn cast(self, to: ElemType) -> Expr {
         Expr::Cast {
             to,

@@ -40,6 +40,13 @@
 //! `f64` result of a portable `libm` to `f32` (within 1 ULP, and the same bits on every host),
 //! so bit-exact comparison across devices holds only for the exact operations.
 //!
+//! A kernel built from these inherits their bounds: with `u = 2⁻²⁴`, each `f32` operation
+//! above that is correctly rounded adds at most `u` relative error (a fused `fma` only removes
+//! a rounding), and the inexact ones add their table's bound. The conformance suite's real
+//! kernels (`lockstep_conformance::ops`: softmax, layer norm, matrix products) derive their
+//! tolerances this way, each stating its derivation; a kernel of exact operations only (a sum
+//! in a fixed order, an argmax) gives the same bits on every device.
+//!
 //! # Memory model
 //!
 //! A launch runs workgroups of invocations. Memory is the bindings (global, shared by every
@@ -72,8 +79,11 @@ use std::fmt;
 /// Element type of a binding, a parameter or an expression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ElemType {
+    /// 32-bit unsigned integer.
     U32,
+    /// 32-bit two's-complement signed integer.
     I32,
+    /// 32-bit IEEE 754 float.
     F32,
 }
 
@@ -97,7 +107,9 @@ impl fmt::Display for ElemType {
 /// Type of an IR expression: an element type or a boolean (conditions only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ty {
+    /// A numeric element type.
     Elem(ElemType),
+    /// A boolean: the type of comparisons and logic, usable only as a condition (never stored).
     Bool,
 }
 
@@ -113,12 +125,16 @@ impl fmt::Display for Ty {
 /// A scalar value: a literal, a launch parameter, or an interpreted value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Scalar {
+    /// A `u32` value.
     U32(u32),
+    /// An `i32` value.
     I32(i32),
+    /// An `f32` value.
     F32(f32),
 }
 
 impl Scalar {
+    /// The element type the value belongs to.
     pub fn elem_type(self) -> ElemType {
         match self {
             Scalar::U32(_) => ElemType::U32,
@@ -149,14 +165,18 @@ impl Scalar {
 /// Whether a kernel may write a binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
+    /// The kernel only reads the binding; the validator refuses a store or an atomic on it.
     Read,
+    /// The kernel may read and write the binding (stores and atomics allowed).
     ReadWrite,
 }
 
 /// One buffer argument of a kernel: an array of `elem`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BindingDecl {
+    /// Type of every element of the array.
     pub elem: ElemType,
+    /// Whether the kernel may write the array.
     pub access: Access,
 }
 
@@ -172,14 +192,18 @@ pub struct SharedId(pub u32);
 /// the start of every workgroup (see the memory model in the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SharedDecl {
+    /// Type of every element.
     pub elem: ElemType,
+    /// Number of elements (at least 1), fixed when the kernel is built.
     pub len: u32,
 }
 
 /// An array a kernel indexes: one of its bindings or one of its shared arrays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Array {
+    /// A buffer passed at launch.
     Binding(BindingId),
+    /// A workgroup-shared array declared by the kernel.
     Shared(SharedId),
 }
 
@@ -196,14 +220,19 @@ impl fmt::Display for Array {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VarId(pub u32);
 
+/// A dimension of the launch grid or of a workgroup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Axis {
+    /// The first dimension.
     X,
+    /// The second dimension.
     Y,
+    /// The third dimension.
     Z,
 }
 
 impl Axis {
+    /// Position of the axis in a `[x, y, z]` array: 0, 1 or 2.
     pub const fn index(self) -> usize {
         match self {
             Axis::X => 0,
@@ -218,19 +247,32 @@ impl Axis {
 pub enum Builtin {
     /// `workgroup_id * workgroup_size + local_id`.
     GlobalId(Axis),
+    /// Position of the invocation inside its workgroup, below `workgroup_size` on this axis.
     LocalId(Axis),
+    /// Position of the invocation's workgroup in the grid, below `NumWorkgroups` on this axis.
     WorkgroupId(Axis),
+    /// Number of workgroups the launch runs on this axis (its `CubeCount`).
     NumWorkgroups(Axis),
 }
 
+/// An operator of two numeric operands of the same element type, returning that type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinOp {
+    /// Addition (wrapping for integers).
     Add,
+    /// Subtraction (wrapping for integers).
     Sub,
+    /// Multiplication (wrapping for integers).
     Mul,
+    /// Division: truncating for integers, where a zero divisor (and `i32::MIN / -1`) yields the
+    /// left operand; IEEE for `f32`, within the accuracy bound of the module doc.
     Div,
+    /// Remainder with the sign of the left operand (truncated division); a zero divisor yields the
+    /// left operand for integers.
     Rem,
+    /// The smaller operand; for `f32`, a NaN operand yields the other one.
     Min,
+    /// The larger operand; for `f32`, a NaN operand yields the other one.
     Max,
     /// Integers only.
     BitAnd,
@@ -250,19 +292,30 @@ pub enum BinOp {
 /// accurate as the module doc's table states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
+    /// Absolute value; `abs(i32::MIN)` is `i32::MIN`.
     Abs,
+    /// Largest integer not greater than the operand (exact).
     Floor,
+    /// Smallest integer not less than the operand (exact).
     Ceil,
+    /// Square root.
     Sqrt,
+    /// `1 / sqrt(x)`.
     InverseSqrt,
+    /// `e` to the power of the operand.
     Exp,
+    /// Natural logarithm.
     Log,
+    /// Hyperbolic tangent.
     Tanh,
+    /// Sine (radians).
     Sin,
+    /// Cosine (radians).
     Cos,
 }
 
 impl UnaryOp {
+    /// Every unary function, in declaration order (for tests and generators that cover them all).
     pub const ALL: [UnaryOp; 10] = [
         UnaryOp::Abs,
         UnaryOp::Floor,
@@ -298,13 +351,16 @@ impl UnaryOp {
 pub enum AtomicOp {
     /// Wrapping addition.
     Add,
+    /// Stores the smaller of the old value and the operand (signed for `i32`).
     Min,
+    /// Stores the larger of the old value and the operand (signed for `i32`).
     Max,
     /// Stores the operand.
     Exchange,
 }
 
 impl AtomicOp {
+    /// The operation's name, as WGSL's `atomicAdd`-style functions spell it after `atomic`.
     pub const fn name(self) -> &'static str {
         match self {
             AtomicOp::Add => "add",
@@ -315,120 +371,198 @@ impl AtomicOp {
     }
 }
 
+/// A comparison of two operands of the same element type, yielding a boolean. Every comparison with
+/// a NaN is false except `Ne`, which is true (IEEE 754).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CmpOp {
+    /// Equal.
     Eq,
+    /// Not equal.
     Ne,
+    /// Less than (signed for `i32`).
     Lt,
+    /// Less than or equal.
     Le,
+    /// Greater than.
     Gt,
+    /// Greater than or equal.
     Ge,
 }
 
+/// A connective of two booleans. Both short-circuit, as WGSL's `&&`/`||` do: the right side is
+/// evaluated only when the left does not decide, so it may guard a load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LogicOp {
+    /// True when both sides are.
     And,
+    /// True when either side is.
     Or,
 }
 
+/// An expression: a tree evaluated by each invocation, free of side effects except that an
+/// out-of-range checked load records a fault (see the module doc).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
+    /// A literal.
     Lit(Scalar),
+    /// A boolean literal.
     Bool(bool),
+    /// A value identifying the running invocation.
     Builtin(Builtin),
     /// A launch parameter, by index into [`KernelDef::params`].
     Param(u32),
+    /// The current value of a local variable.
     Var(VarId),
     /// Number of elements in a binding (`u32`).
     Len(BindingId),
+    /// Reads `array[index]`, an element index (`u32`).
     Load {
+        /// The binding or shared array read.
         array: Array,
+        /// Element index (`u32`); out of range in checked mode, the load yields zero.
         index: Box<Expr>,
     },
+    /// An arithmetic or bitwise operator applied to two operands of one element type.
     Binary {
+        /// The operator.
         op: BinOp,
+        /// Left operand.
         lhs: Box<Expr>,
+        /// Right operand, of the same element type.
         rhs: Box<Expr>,
     },
+    /// A comparison of two operands of one element type (a boolean).
     Cmp {
+        /// The comparison.
         op: CmpOp,
+        /// Left operand.
         lhs: Box<Expr>,
+        /// Right operand, of the same element type.
         rhs: Box<Expr>,
     },
+    /// A boolean connective.
     Logic {
+        /// The connective.
         op: LogicOp,
+        /// Left condition, evaluated first.
         lhs: Box<Expr>,
+        /// Right condition, evaluated only when the left does not decide.
         rhs: Box<Expr>,
     },
+    /// Boolean negation.
     Not(Box<Expr>),
     /// Arithmetic negation (`i32`, `f32`; wraps for `i32`).
     Neg(Box<Expr>),
+    /// A function of one operand.
     Unary {
+        /// The function.
         op: UnaryOp,
+        /// The operand.
         value: Box<Expr>,
     },
     /// `a * b + c` on `f32`, rounded once or twice (see the module doc).
     Fma {
+        /// First factor.
         a: Box<Expr>,
+        /// Second factor.
         b: Box<Expr>,
+        /// Addend.
         c: Box<Expr>,
     },
+    /// `if_true` when `cond` holds, else `if_false`; both sides are evaluated (loads included).
     Select {
+        /// The boolean condition.
         cond: Box<Expr>,
+        /// Value when `cond` holds.
         if_true: Box<Expr>,
+        /// Value otherwise, of the same type as `if_true`.
         if_false: Box<Expr>,
     },
+    /// Converts `value` to `to`: float to integer saturates and maps NaN to zero, integer to
+    /// integer reinterprets the bits, integer to float rounds to nearest.
     Cast {
+        /// The target type.
         to: ElemType,
+        /// The value converted.
         value: Box<Expr>,
     },
 }
 
+/// A statement of a kernel body, run by every invocation in program order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
+    /// `var = value`; the value's type is the variable's.
     Assign {
+        /// The local assigned.
         var: VarId,
+        /// The new value.
         value: Expr,
     },
+    /// `array[index] = value`; the array must be writable (`Access::ReadWrite` or shared).
     Store {
+        /// The binding or shared array written.
         array: Array,
+        /// Element index (`u32`); out of range in checked mode, the store is skipped.
         index: Expr,
+        /// The value stored, of the array's element type.
         value: Expr,
     },
     /// `array[index] = op(array[index], value)`, atomically, on a `u32` or `i32` array; the
     /// previous value goes to `old` when given.
     Atomic {
+        /// The read-modify-write applied.
         op: AtomicOp,
+        /// The `u32` or `i32` array updated.
         array: Array,
+        /// Element index (`u32`); out of range in checked mode, nothing is updated and `old` reads
+        /// 0.
         index: Expr,
+        /// The operand, of the array's element type.
         value: Expr,
+        /// Local that receives the previous value, if any.
         old: Option<VarId>,
     },
     /// Atomically: `old = array[index]; if old == expected { array[index] = value }`, on a
     /// `u32` or `i32` array (a strong compare-and-swap: it never fails spuriously).
     CompareExchange {
+        /// The `u32` or `i32` array updated.
         array: Array,
+        /// Element index (`u32`); out of range in checked mode, nothing is updated and `old` reads
+        /// 0.
         index: Expr,
+        /// The value compared with the element.
         expected: Expr,
+        /// The value stored when the comparison succeeds.
         value: Expr,
+        /// Local that receives the previous value (equal to `expected` when the swap happened).
         old: VarId,
     },
+    /// Runs `then_body` when `cond` holds, else `else_body`.
     If {
+        /// The boolean condition.
         cond: Expr,
+        /// Statements run when `cond` holds.
         then_body: Vec<Stmt>,
+        /// Statements run otherwise (may be empty).
         else_body: Vec<Stmt>,
     },
     /// `for var in start..end` (step 1); `var` is an integer local, `start`/`end` are evaluated
     /// once, before the first iteration.
     For {
+        /// The integer loop counter, assigned `start`, `start + 1`, ... below `end`.
         var: VarId,
+        /// First value of the counter.
         start: Expr,
+        /// Bound, exclusive: no iteration runs when `start >= end`.
         end: Expr,
+        /// Statements run per iteration.
         body: Vec<Stmt>,
     },
     /// Runs `body` while `cond` holds, testing it before every iteration.
     While {
+        /// The boolean condition, tested before each iteration.
         cond: Expr,
+        /// Statements run per iteration.
         body: Vec<Stmt>,
     },
     /// Leaves the innermost loop.
@@ -443,14 +577,21 @@ pub enum Stmt {
 /// validates it; a `KernelDef` obtained that way always passes [`validate`](crate::kernel::validate).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelDef {
+    /// The kernel's name, shown in errors, profiles and sanitizer reports; part of the content
+    /// hash, so two kernels that differ only in name compile separately.
     pub name: String,
+    /// Invocations of one workgroup per axis, `[x, y, z]`: each at least 1, their product at
+    /// most [`MAX_WORKGROUP_INVOCATIONS`](crate::kernel::MAX_WORKGROUP_INVOCATIONS).
     pub workgroup_size: [u32; 3],
+    /// The buffers a launch binds, in order: launch argument `i` binds to `bindings[i]`.
     pub bindings: Vec<BindingDecl>,
+    /// Types of the scalar launch parameters, in order ([`Expr::Param`] indexes them).
     pub params: Vec<ElemType>,
     /// Types of the local variables; all start at zero.
     pub locals: Vec<ElemType>,
     /// Workgroup-shared arrays.
     pub shared: Vec<SharedDecl>,
+    /// The statements each invocation runs.
     pub body: Vec<Stmt>,
 }
 

@@ -36,17 +36,26 @@ pub struct CompileOptions {
 /// [`FaultRecord::SHARED_ARRAY`] plus a shared array's number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultRecord {
+    /// The [`CompileOptions::kernel_id`] of the kernel that faulted.
     pub kernel_id: u32,
+    /// The array accessed out of range: see [`SHARED_ARRAY`](Self::SHARED_ARRAY).
     pub binding: u32,
+    /// The out-of-range element index.
     pub index: u32,
 }
 
 impl FaultRecord {
+    /// Number of `u32` words in the record.
     pub const WORDS: usize = 4;
+    /// Size of the record, in bytes.
     pub const BYTES: usize = Self::WORDS * 4;
+    /// Word index of the flag: 0 while no fault is recorded, 1 once one is.
     pub const FLAG: usize = 0;
+    /// Word index of the faulting kernel's id.
     pub const KERNEL: usize = 1;
+    /// Word index of the faulting array's word.
     pub const BINDING: usize = 2;
+    /// Word index of the out-of-range element index.
     pub const INDEX: usize = 3;
     /// Added to a shared array's number in `[BINDING]`; binding numbers stay below it.
     pub const SHARED_ARRAY: u32 = 1 << 31;
@@ -107,6 +116,7 @@ impl Default for Fnv1a {
 }
 
 impl Fnv1a {
+    /// Feeds `bytes` to the hash.
     pub fn write_bytes(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 ^= b as u64;
@@ -114,6 +124,7 @@ impl Fnv1a {
         }
     }
 
+    /// Feeds `v`, little endian, to the hash.
     pub fn write_u64(&mut self, v: u64) {
         self.write_bytes(&v.to_le_bytes());
     }

@@ -11,90 +11,157 @@ use crate::device::DeviceProperties;
 /// Why a kernel definition is invalid. Messages name the kernel and the offending part.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum KernelError {
+    /// An expression or statement whose operand has the wrong type (a `f32` index, operands of two
+    /// types, a non-boolean condition).
     #[error("kernel `{kernel}`: {context} expects {expected}, found {found}")]
     TypeMismatch {
+        /// The kernel's name.
         kernel: String,
+        /// Where the operand sits, for the message (`"a load index"`, `"an if condition"`, ...).
         context: String,
+        /// The type or types accepted there.
         expected: String,
+        /// The type the operand has.
         found: Ty,
     },
+    /// A [`BindingId`](super::BindingId) past the declared bindings.
     #[error("kernel `{kernel}`: binding {binding} is not declared ({declared} bindings)")]
     UnknownBinding {
+        /// The kernel's name.
         kernel: String,
+        /// The binding referenced.
         binding: u32,
+        /// Number of bindings declared.
         declared: usize,
     },
+    /// An [`Expr::Param`](super::Expr::Param) past the declared parameters.
     #[error("kernel `{kernel}`: parameter {param} is not declared ({declared} parameters)")]
     UnknownParam {
+        /// The kernel's name.
         kernel: String,
+        /// The parameter referenced.
         param: u32,
+        /// Number of parameters declared.
         declared: usize,
     },
+    /// A [`VarId`](super::VarId) past the declared locals.
     #[error("kernel `{kernel}`: local variable {var} is not declared ({declared} locals)")]
     UnknownVar {
+        /// The kernel's name.
         kernel: String,
+        /// The local referenced.
         var: u32,
+        /// Number of locals declared.
         declared: usize,
     },
+    /// A store or atomic on a binding declared [`Access::Read`](super::Access::Read): declare it
+    /// `ReadWrite`.
     #[error("kernel `{kernel}`: {operation} to binding {binding}, which is declared read-only")]
     WriteToReadOnly {
+        /// The kernel's name.
         kernel: String,
+        /// The statement, for the message (`"store"`, `"atomic add"`, ...).
         operation: &'static str,
+        /// The binding written.
         binding: u32,
     },
+    /// A [`SharedId`](super::SharedId) past the declared shared arrays.
     #[error("kernel `{kernel}`: shared array {shared} is not declared ({declared} shared arrays)")]
     UnknownShared {
+        /// The kernel's name.
         kernel: String,
+        /// The shared array referenced.
         shared: u32,
+        /// Number of shared arrays declared.
         declared: usize,
     },
+    /// A shared array declared with zero elements.
     #[error("kernel `{kernel}`: shared array {shared} has no elements")]
-    EmptySharedArray { kernel: String, shared: u32 },
+    EmptySharedArray {
+        /// The kernel's name.
+        kernel: String,
+        /// The empty shared array.
+        shared: u32,
+    },
+    /// An atomic on an `f32` array: atomics take `u32` or `i32` arrays only.
     #[error(
         "kernel `{kernel}`: atomic {operation} on {array} of type {elem}; atomics need u32 or i32"
     )]
     AtomicOnFloat {
+        /// The kernel's name.
         kernel: String,
+        /// The atomic, for the message.
         operation: &'static str,
+        /// The array the atomic targets.
         array: Array,
+        /// The array's element type.
         elem: ElemType,
     },
+    /// A function defined on `f32` only (`sqrt`, `exp`, `pow`, `fma`, ...) applied to another type:
+    /// cast the operand first.
     #[error("kernel `{kernel}`: {op} is defined on f32 only, found {found}")]
     FloatOnly {
+        /// The kernel's name.
         kernel: String,
+        /// The function, for the message.
         op: &'static str,
+        /// The operand's type.
         found: Ty,
     },
+    /// A `break` or `continue` outside any loop.
     #[error("kernel `{kernel}`: `{statement}` outside a loop")]
     OutsideLoop {
+        /// The kernel's name.
         kernel: String,
+        /// `"break"` or `"continue"`.
         statement: &'static str,
     },
+    /// A barrier that some invocations of a workgroup may not reach, because the control flow
+    /// around it depends on the invocation id: hoist it out of that `if` or loop.
     #[error(
         "kernel `{kernel}`: workgroup_barrier {cause}; a barrier must be reached by every invocation of the workgroup"
     )]
     DivergentBarrier {
+        /// The kernel's name.
         kernel: String,
+        /// Which control flow diverges.
         cause: DivergenceCause,
     },
+    /// More workgroup-shared memory than the device provides
+    /// ([`DeviceProperties::max_shared_memory_bytes`](crate::DeviceProperties::max_shared_memory_bytes)),
+    /// found at launch.
     #[error(
         "kernel `{kernel}`: {bytes} bytes of workgroup-shared memory, the device allows {limit}"
     )]
     SharedMemoryTooLarge {
+        /// The kernel's name.
         kernel: String,
+        /// Bytes of shared arrays one workgroup uses.
         bytes: u64,
+        /// Bytes the device allows per workgroup.
         limit: u64,
     },
+    /// A bitwise or shift operator applied to `f32`.
     #[error("kernel `{kernel}`: {op:?} is defined on integers only, found {found}")]
     IntegerOnly {
+        /// The kernel's name.
         kernel: String,
+        /// The operator.
         op: BinOp,
+        /// The operand's type.
         found: Ty,
     },
+    /// A workgroup size with a zero dimension, or more than [`MAX_WORKGROUP_INVOCATIONS`]
+    /// invocations.
     #[error(
         "kernel `{kernel}`: workgroup size {size:?} must have every dimension >= 1 and at most 1024 invocations"
     )]
-    InvalidWorkgroupSize { kernel: String, size: [u32; 3] },
+    InvalidWorkgroupSize {
+        /// The kernel's name.
+        kernel: String,
+        /// The size declared, `[x, y, z]`.
+        size: [u32; 3],
+    },
 }
 
 /// Largest number of invocations per workgroup that every device accepts.

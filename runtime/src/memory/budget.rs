@@ -19,7 +19,9 @@ pub enum MemoryBudgetError {
         "the pools reserve {bytes_reserved} bytes after cleanup, more than a budget of {budget_bytes} bytes; the budget is unchanged"
     )]
     BelowReserved {
+        /// The budget asked for, in bytes.
         budget_bytes: u64,
+        /// Bytes of pages the pools still reserve.
         bytes_reserved: u64,
     },
     /// The call could not reach the device's server.

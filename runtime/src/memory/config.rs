@@ -12,8 +12,13 @@ pub const MAX_POOLS: usize = 8;
 /// reserves at most `cap_bytes` from the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolLayout {
+    /// Size of each page the pool allocates from the device, in bytes (at least 1).
     pub page_bytes: u64,
+    /// Largest request the pool serves, in bytes (at most `page_bytes`); larger requests go to the
+    /// next pool in routing order.
     pub max_slice_bytes: u64,
+    /// Most bytes of pages the pool reserves on one stream (at least one page); a request that
+    /// would need more is [`OutOfMemoryReason::PoolCap`](crate::OutOfMemoryReason::PoolCap).
     pub cap_bytes: u64,
 }
 
@@ -32,6 +37,7 @@ pub enum PoolPreset {
 /// What `install_memory_pools` takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MemoryPoolsConfig {
+    /// A named layout, resolved against the device when installed.
     Preset(PoolPreset),
     /// Pools in routing order: a request goes to the first pool whose `max_slice_bytes` fits it;
     /// larger requests get exclusive pages.
@@ -42,36 +48,63 @@ pub enum MemoryPoolsConfig {
 /// ([`InstallMemoryPoolsError::InvalidLayout`]) and changes nothing.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum LayoutError {
+    /// An empty pool list.
     #[error("the pool list is empty; use PoolPreset::ExclusivePages for no sliced pools")]
     Empty,
+    /// More pools than a stream may have (8).
     #[error("{count} pools given, at most {MAX_POOLS} are allowed")]
-    TooManyPools { count: usize },
+    TooManyPools {
+        /// Pools given.
+        count: usize,
+    },
+    /// A pool whose `page_bytes` is zero.
     #[error("pool {pool} has a page size of zero")]
-    ZeroPageSize { pool: usize },
+    ZeroPageSize {
+        /// The pool's index in the list.
+        pool: usize,
+    },
+    /// A pool whose `max_slice_bytes` exceeds its `page_bytes`.
     #[error(
         "pool {pool} allows slices of {slice_bytes} bytes, larger than its {page_bytes}-byte pages"
     )]
     SliceLargerThanPage {
+        /// The pool's index in the list.
         pool: usize,
+        /// The pool's `max_slice_bytes`.
         slice_bytes: u64,
+        /// The pool's `page_bytes`.
         page_bytes: u64,
     },
+    /// A pool whose `cap_bytes` is under one page: it could never allocate.
     #[error("pool {pool} is capped at {cap_bytes} bytes, less than one {page_bytes}-byte page")]
     CapSmallerThanPage {
+        /// The pool's index in the list.
         pool: usize,
+        /// The pool's `cap_bytes`.
         cap_bytes: u64,
+        /// The pool's `page_bytes`.
         page_bytes: u64,
     },
+    /// A pool whose pages are larger than the device's largest allocation.
     #[error(
         "pool {pool} has {page_bytes}-byte pages, but the device's largest allocation is {max_bytes} bytes"
     )]
     PageTooLarge {
+        /// The pool's index in the list.
         pool: usize,
+        /// The pool's `page_bytes`.
         page_bytes: u64,
+        /// The device's largest allocation, in bytes.
         max_bytes: u64,
     },
+    /// A preset the device cannot serve (as [`PoolPreset::LargePages`] on a small device).
     #[error("preset {preset:?} is unavailable on this device: {reason}")]
-    UnavailablePreset { preset: PoolPreset, reason: String },
+    UnavailablePreset {
+        /// The preset asked for.
+        preset: PoolPreset,
+        /// What the device lacks, for a person to read.
+        reason: String,
+    },
 }
 
 /// Why `install_memory_pools` left the calling stream's pools as they were.
@@ -80,7 +113,12 @@ pub enum InstallMemoryPoolsError {
     /// Something is still live in the stream's pools. Nothing was disturbed; the layout still
     /// applies to streams created afterwards; retry once the work drains.
     #[error("the stream's pools still hold {live_slices} live slices ({bytes_in_use} bytes)")]
-    PoolsInUse { live_slices: u64, bytes_in_use: u64 },
+    PoolsInUse {
+        /// Slices still referenced (by handles or by queued work).
+        live_slices: u64,
+        /// Bytes of those slices.
+        bytes_in_use: u64,
+    },
     /// The stream has a pending failure; it surfaces at the next flush or sync.
     #[error("the stream is in an error state")]
     StreamUnavailable,

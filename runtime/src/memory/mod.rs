@@ -1,12 +1,18 @@
 //! Device memory above the `Device` trait: per-stream pools of pages carved into slices, a
 //! device-wide persistent pool, layouts users install, and the reports they read.
 
+mod books;
 mod budget;
 mod config;
 mod pool;
 mod report;
 mod usage;
 
+pub use books::AllocationPaths;
+#[cfg_attr(loom, allow(unused_imports, reason = "the server and client use them"))]
+pub use books::BufferId;
+#[cfg_attr(loom, allow(unused_imports, reason = "the server and client use them"))]
+pub(crate) use books::{AtCall, Books, take_at_call};
 pub(crate) use budget::Budget;
 pub use budget::MemoryBudgetError;
 pub use config::{

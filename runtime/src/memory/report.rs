@@ -6,6 +6,7 @@ use super::config::PoolLayout;
 use super::pool::PoolStats;
 use crate::host_pool::HostPoolStats;
 
+/// Which kind of pool a [`PoolReport`] describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PoolKind {
     /// Pages carved into slices.
@@ -19,6 +20,7 @@ pub enum PoolKind {
 /// One pool's shape, usage and high-water marks (reset when pools are installed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoolReport {
+    /// Which kind of pool this is.
     pub kind: PoolKind,
     /// Page size, for sliced pools.
     pub page_bytes: Option<u64>,
@@ -27,11 +29,17 @@ pub struct PoolReport {
     /// Most bytes of pages the pool may reserve, for sliced pools (the others are bounded by
     /// the device budget only).
     pub cap_bytes: Option<u64>,
+    /// Pages the pool holds now.
     pub pages: u64,
+    /// Live slices the pool has handed out.
     pub slices: u64,
+    /// Bytes of the pool's pages, in use or free.
     pub bytes_reserved: u64,
+    /// Bytes of its live slices (at most `bytes_reserved`).
     pub bytes_in_use: u64,
+    /// Highest `bytes_reserved` since the pools were installed.
     pub bytes_reserved_peak: u64,
+    /// Highest `bytes_in_use` since the pools were installed.
     pub bytes_in_use_peak: u64,
 }
 
@@ -61,6 +69,7 @@ impl PoolReport {
 /// device budget that bounds every pool of every stream together.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryReport {
+    /// One report per pool: the stream's pools in routing order, then the persistent pool.
     pub pools: Vec<PoolReport>,
     /// The device budget (`ComputeClient::set_memory_budget`); `None` when none is set.
     pub budget_bytes: Option<u64>,

@@ -91,12 +91,18 @@ pub enum ProfileError {
     /// time it.
     #[error("profiling `{name}` failed: {source}")]
     Server {
+        /// The name given to `profile`.
         name: String,
+        /// Why the stream refused or the device failed.
         #[source]
         source: ServerError,
     },
+    /// The text of a level ([`PROFILE_ENV`], or [`ProfileLevel::parse`]'s input) names none.
     #[error("unknown profiling level `{value}`: use basic, medium, full, execution-only or off")]
-    UnknownLevel { value: String },
+    UnknownLevel {
+        /// The text given.
+        value: String,
+    },
 }
 
 type DurationFuture = Pin<Box<dyn Future<Output = Result<Duration, ProfileError>> + Send>>;
@@ -116,6 +122,7 @@ impl std::fmt::Debug for ProfileDuration {
 }
 
 impl ProfileDuration {
+    /// How the duration is measured: device timestamps or the host clock around stream syncs.
     pub fn timing_method(&self) -> TimingMethod {
         self.method
     }
@@ -149,6 +156,8 @@ impl<D: Device> ComputeClient<D> {
     /// Runs `func` on the calling thread and measures the work it submits to this client's
     /// stream: from everything submitted before the call to everything submitted by its end.
     /// The duration resolves later, so profiling does not wait for the work.
+    ///
+    /// Example: [Profiling](Self#profiling).
     ///
     /// # Errors
     /// [`ProfileError::Server`] at once, before `func` runs, if the stream is capturing a graph

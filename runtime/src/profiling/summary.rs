@@ -10,12 +10,15 @@ use super::TimingMethod;
 pub struct KernelProfile {
     /// The kernel's name, with its workgroup count (`medium`) and content hash (`full`).
     pub label: String,
+    /// Launches in the group.
     pub launches: u64,
     /// Their summed duration; `None` at `execution-only`, which does not time.
     pub total: Option<Duration>,
 }
 
 impl KernelProfile {
+    /// The mean duration of one launch; `None` when untimed or when there are no (or more than
+    /// `u32::MAX`) launches.
     pub fn mean(&self) -> Option<Duration> {
         let launches = u32::try_from(self.launches).ok().filter(|&n| n > 0)?;
         self.total.map(|total| total / launches)
@@ -27,6 +30,7 @@ impl KernelProfile {
 pub struct ProfileSummary {
     /// How launches were timed; `None` when nothing was timed.
     pub method: Option<TimingMethod>,
+    /// One group per label, slowest first (then by label).
     pub kernels: Vec<KernelProfile>,
 }
 
@@ -48,10 +52,12 @@ impl ProfileSummary {
         Self { method, kernels }
     }
 
+    /// Launches profiled, over every group.
     pub fn launches(&self) -> u64 {
         self.kernels.iter().map(|k| k.launches).sum()
     }
 
+    /// Summed duration of every group; `None` when any group is untimed.
     pub fn total(&self) -> Option<Duration> {
         self.kernels.iter().map(|k| k.total).sum()
     }

@@ -6,9 +6,7 @@ use crate::device::Device;
 use crate::memory::SliceLocation;
 use crate::stream::StreamId;
 
-/// Server-side identity of a live slice. Never reused within one server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BufferId(pub u64);
+pub use crate::memory::BufferId;
 
 /// A stream's access to a buffer: the stream and its operation count right after the access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,13 +15,17 @@ use super::streams::AfterStreams;
 use super::{CaptureState, Server};
 use crate::device::Device;
 use crate::invariant::{Invariant, PlantedDefect, Violation, ensure};
-use crate::memory::Held;
+use crate::memory::{Books, Held};
 
 /// Who references a slice, as messages name it.
 #[derive(Clone, Copy)]
 enum Holder {
     Buffer(BufferId),
     DeferredFree,
+    /// Released, its users done, waiting for the next publication (`memory/books.rs`).
+    Returning,
+    /// Taken at a call for this buffer, not yet registered (`memory/books.rs`).
+    InFlight(BufferId),
 }
 
 impl fmt::Display for Holder {
@@ -29,6 +33,8 @@ impl fmt::Display for Holder {
         match self {
             Holder::Buffer(id) => write!(f, "buffer {}", id.0),
             Holder::DeferredFree => f.write_str("a deferred free"),
+            Holder::Returning => f.write_str("a release awaiting publication"),
+            Holder::InFlight(id) => write!(f, "buffer {} in flight", id.0),
         }
     }
 }
@@ -56,6 +62,8 @@ impl<D: Device> Server<D> {
 
     /// Checks every invariant of [`Invariant`], the first broken one failing.
     fn check_invariants(&self) -> Result<(), Violation> {
+        let books = self.memory();
+        self.check_in_flight(&books)?;
         let mut held: Vec<Held<Holder>> = self
             .buffers
             .iter()
@@ -67,10 +75,41 @@ impl<D: Device> Server<D> {
                 slice: free.slice,
                 holder: Holder::DeferredFree,
             }))
+            .chain(books.returning().map(|slice| Held {
+                slice,
+                holder: Holder::Returning,
+            }))
+            .chain(books.in_flight().map(|(id, slice)| Held {
+                slice,
+                holder: Holder::InFlight(id),
+            }))
             .collect();
-        self.memory.check_invariants(&mut held)?;
+        books.memory.check_invariants(&mut held)?;
+        drop(books);
         self.check_deferred_events()?;
         self.check_graph_refs()
+    }
+
+    /// [`Invariant::InFlight`]: each slice taken at a call has an issued id no live buffer
+    /// has. (That nothing else holds its slice is [`Invariant::FreeAndReferenced`]'s check.)
+    fn check_in_flight(&self, books: &Books) -> Result<(), Violation> {
+        for (id, _) in books.in_flight() {
+            ensure(
+                books.issued(id) && !self.buffers.contains_key(&id),
+                Invariant::InFlight,
+                || {
+                    format!(
+                        "buffer {} is in flight, but {}",
+                        id.0,
+                        match books.issued(id) {
+                            true => "a live buffer has its id",
+                            false => "its id was never issued",
+                        }
+                    )
+                },
+            )?;
+        }
+        Ok(())
     }
 
     /// [`Invariant::DeferredFreeEvents`].
@@ -164,11 +203,18 @@ impl<D: Device> Server<D> {
     /// the server held what the defect needs.
     pub(crate) fn plant_defect(&mut self, defect: PlantedDefect) -> bool {
         match defect {
-            PlantedDefect::SplitFreeRange => self.memory.split_free_range(),
-            PlantedDefect::MiscountBytesInUse => self.memory.miscount_bytes_in_use(),
+            PlantedDefect::SplitFreeRange => self.memory().memory.split_free_range(),
+            PlantedDefect::MiscountBytesInUse => self.memory().memory.miscount_bytes_in_use(),
             PlantedDefect::FreeLiveSlice => match self.buffers.values().next() {
                 Some(state) => {
-                    self.memory.free(state.slice);
+                    self.memory().memory.free(state.slice);
+                    true
+                }
+                None => false,
+            },
+            PlantedDefect::ReissueInFlight => match self.buffers.iter().next() {
+                Some((&id, state)) => {
+                    self.memory().reissue(id, state.slice);
                     true
                 }
                 None => false,
@@ -187,7 +233,7 @@ impl<D: Device> Server<D> {
                 }
                 None => false,
             },
-            PlantedDefect::TightenBudget => self.memory.tighten_budget(),
+            PlantedDefect::TightenBudget => self.memory().memory.tighten_budget(),
         }
     }
 }

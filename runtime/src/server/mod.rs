@@ -12,9 +12,11 @@
 //! - **Liveness.** A released slice returns to its pool at once when only its own stream used
 //!   it (stream order protects it), otherwise only after events recorded on every stream that
 //!   used it have completed. Pages go back to the device only when empty.
-//! - **Memory.** Buffers are slices of pages carved by per-stream pools (`crate::memory`);
-//!   out of memory first reclaims (waits for pending frees, returns empty pages) and retries
-//!   once.
+//! - **Memory.** Buffers are slices of pages carved by per-stream pools (`crate::memory`),
+//!   whose books the calling threads share (`memory/books.rs`): an allocation a pool can serve is
+//!   taken at the call and registered here later; one that needs a page comes here, where out
+//!   of memory first reclaims (waits for pending frees, returns empty pages) and retries once.
+//!   Released slices return to their pools only while a caller waits (`publish`).
 
 mod buffers;
 mod capture;
@@ -45,10 +47,11 @@ use crate::error::{CaptureError, DeviceError, OutOfMemoryError, OutOfMemoryReaso
 use crate::kernel::{Access as BindingAccess, FaultRecord};
 use crate::launch::{CountArg, Kernel};
 use crate::memory::{
-    DeviceMemory, InstallMemoryPoolsError, MemoryAllocationMode, MemoryBudgetError,
-    MemoryConfiguration, MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,
+    Books, DeviceMemory, InstallMemoryPoolsError, MemoryBudgetError, MemoryConfiguration,
+    MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,
 };
 use crate::stream::StreamId;
+use crate::sync::{Arc, Mutex, MutexGuard, lock};
 
 /// A byte range of a server buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,11 +142,14 @@ pub(crate) struct Server<D: Device> {
     options: ServerOptions,
     streams: BTreeMap<StreamId, StreamState<D>>,
     buffers: BTreeMap<BufferId, BufferState>,
-    next_buffer: u64,
-    /// Device allocations, carved by `memory`'s pools.
+    /// Device allocations, carved by the books' pools.
     pages: BTreeMap<PageId, D::Buffer>,
     next_page: u64,
-    memory: DeviceMemory,
+    /// The pools and what the calling threads share with the actor (`memory/books.rs`).
+    books: Arc<Mutex<Books>>,
+    /// The task running is a blocking call's, and its caller waits: the server may change what
+    /// callers read in the books (`memory/books.rs`).
+    caller_waits: bool,
     pending_frees: Vec<PendingFree<D>>,
     graphs: BTreeMap<GraphId, GraphState<D>>,
     next_graph: u64,
@@ -165,6 +171,13 @@ impl<D: Device> ActorState for Server<D> {
     fn task_finished(&mut self, panicked: bool) {
         self.after_task(panicked);
     }
+
+    fn caller_waits(&mut self, waits: bool) {
+        // Before the task and after it: what the task released is published before the reply.
+        self.caller_waits = true;
+        self.publish();
+        self.caller_waits = waits;
+    }
 }
 
 impl<D: Device> Server<D> {
@@ -179,10 +192,10 @@ impl<D: Device> Server<D> {
             options,
             streams: BTreeMap::new(),
             buffers: BTreeMap::new(),
-            next_buffer: 0,
             pages: BTreeMap::new(),
             next_page: 0,
-            memory,
+            books: Arc::new(Mutex::new(Books::new(memory))),
+            caller_waits: false,
             pending_frees: Vec::new(),
             graphs: BTreeMap::new(),
             next_graph: 0,
@@ -192,6 +205,15 @@ impl<D: Device> Server<D> {
             lost: None,
             profiling: ProfileLog::new(crate::profiling::ProfileLevel::from_env()),
         }
+    }
+
+    /// The books, for the clients to allocate at the call.
+    pub fn books(&self) -> Arc<Mutex<Books>> {
+        self.books.clone()
+    }
+
+    fn memory(&self) -> MutexGuard<'_, Books> {
+        lock(&self.books)
     }
 
     // ---- error routing -------------------------------------------------------------------
@@ -226,6 +248,7 @@ impl<D: Device> Server<D> {
     fn mark_lost_because(&mut self, reason: String) {
         if self.lost.is_none() {
             tracing::error!(%reason, "device lost");
+            self.memory().lose(&reason);
             self.lost = Some(reason);
         }
     }
@@ -446,28 +469,77 @@ impl<D: Device> Server<D> {
 
     // ---- memory --------------------------------------------------------------------------
 
-    /// Allocates a slice of at least `size_bytes` on `stream`'s pools.
-    pub fn allocate(&mut self, stream: StreamId, size_bytes: u64) -> Result<BufferId, ServerError> {
-        self.check_alive()?;
-        self.stream(stream)?;
-        self.reclaim();
-        let slice = self.allocate_slice(stream, size_bytes)?;
-        if let CaptureState::Capturing { allocated, .. } = &mut self
+    /// Allocates a slice of at least `size_bytes` on `stream`'s pools, in a blocking call: the
+    /// pools could not serve it at the call (`memory/books.rs`). Fills it with `data`, if any.
+    pub fn allocate(
+        &mut self,
+        stream: StreamId,
+        size_bytes: u64,
+        data: Option<Bytes>,
+    ) -> Result<BufferId, ServerError> {
+        let slice = self.allocate_slice(stream, size_bytes);
+        let mut books = self.memory();
+        let slice = match slice {
+            Ok(slice) => slice,
+            Err(err) => {
+                books.refused_by_actor();
+                return Err(err);
+            }
+        };
+        books.served_by_actor(stream);
+        let id = books.next_buffer();
+        drop(books);
+        self.adopt(stream, id, slice, size_bytes, data);
+        Ok(id)
+    }
+
+    /// Takes over `buffer`, whose slice a calling thread took from `stream`'s pools at the call
+    /// (`memory/books.rs`), and fills it with `data`, if any. Runs where the allocation would have
+    /// run, in the stream's order, so it counts as a write there as the actor's own allocation
+    /// does; on a lost device the buffer is kept for its release to return.
+    pub fn register(
+        &mut self,
+        stream: StreamId,
+        buffer: BufferId,
+        size_bytes: u64,
+        data: Option<Bytes>,
+    ) {
+        let slice = self
+            .memory()
+            .registered(buffer)
+            .expect("a slice taken at a call is registered once");
+        self.adopt(stream, buffer, slice, size_bytes, data);
+    }
+
+    /// Makes `slice` the live buffer `id`, allocated on `stream` (open), written with `data`.
+    fn adopt(
+        &mut self,
+        stream: StreamId,
+        id: BufferId,
+        slice: SliceLocation,
+        size_bytes: u64,
+        data: Option<Bytes>,
+    ) {
+        let state = self
             .streams
             .get_mut(&stream)
-            .expect("stream exists")
-            .capture
-        {
+            .expect("an allocating stream is open");
+        if let CaptureState::Capturing { allocated, .. } = &mut state.capture {
             *allocated = true;
         }
-        let id = BufferId(self.next_buffer);
-        self.next_buffer += 1;
         let allocated = Access {
             stream,
-            seq: self.streams[&stream].seq,
+            seq: state.seq,
         };
         self.buffers.insert(id, BufferState::new(slice, allocated));
-        Ok(id)
+        if let Some(data) = data.filter(|d| !d.is_empty()) {
+            let range = BufferRange {
+                buffer: id,
+                offset: 0,
+                len: size_bytes,
+            };
+            self.write(stream, range, data);
+        }
     }
 
     /// Serves a slice from the pools, growing them by a page if needed; when a limit (a pool's
@@ -478,7 +550,12 @@ impl<D: Device> Server<D> {
         stream: StreamId,
         size_bytes: u64,
     ) -> Result<SliceLocation, ServerError> {
-        let size = match self.memory.slot_bytes(size_bytes) {
+        self.check_alive()?;
+        self.stream(stream)?;
+        self.reclaim();
+        self.publish();
+        let slot_bytes = self.memory().memory.slot_bytes(size_bytes);
+        let size = match slot_bytes {
             Some(size) => size,
             // The knob reproduces the unchecked rounding, which wrapped to zero.
             None if !self.options.checked_slot_sizes => 0,
@@ -502,11 +579,13 @@ impl<D: Device> Server<D> {
         stream: StreamId,
         size: u64,
     ) -> Result<Result<SliceLocation, OutOfMemoryReason>, ServerError> {
-        let need = match self.memory.try_alloc(stream, size) {
+        let served = self.memory().memory.try_alloc(stream, size);
+        let need = match served {
             Ok(slice) => return Ok(Ok(slice)),
             Err(need) => need,
         };
-        if let Err(limit) = self.memory.can_grow(stream, need) {
+        let admitted = self.memory().memory.can_grow(stream, need);
+        if let Err(limit) = admitted {
             return Ok(Err(limit));
         }
         match self.device.allocate(need.bytes) {
@@ -514,7 +593,7 @@ impl<D: Device> Server<D> {
                 let page = PageId(self.next_page);
                 self.next_page += 1;
                 self.pages.insert(page, raw);
-                Ok(Ok(self.memory.grow(stream, need, page, size)))
+                Ok(Ok(self.memory().memory.grow(stream, need, page, size)))
             }
             Err(err) if err.is_fatal() => {
                 self.push_device_error(stream, err.clone());
@@ -531,7 +610,7 @@ impl<D: Device> Server<D> {
         requested_bytes: u64,
         reason: OutOfMemoryReason,
     ) -> ServerError {
-        let usage = self.memory.usage();
+        let usage = self.memory().memory.usage();
         ServerError::OutOfMemory(OutOfMemoryError {
             requested_bytes,
             stream,
@@ -559,7 +638,7 @@ impl<D: Device> Server<D> {
         let owner_only = state.slice.pool != PoolRef::Persistent
             && users.iter().all(|&user| user == state.slice.stream);
         if owner_only || self.lost.is_some() || !self.options.deferred_frees {
-            self.memory.free(state.slice);
+            self.memory().release(state.slice);
             return;
         }
         let after = self.events_after(users);
@@ -579,7 +658,7 @@ impl<D: Device> Server<D> {
             let done = lost || self.pending_frees[index].after.complete(&mut self.device);
             if done {
                 let free = self.pending_frees.swap_remove(index);
-                self.memory.free(free.slice);
+                self.memory().release(free.slice);
             } else {
                 index += 1;
             }
@@ -600,8 +679,17 @@ impl<D: Device> Server<D> {
         }
     }
 
+    /// Returns the released slices to their pools, where calling threads can take them: only
+    /// while a blocking call's caller waits (`memory/books.rs`), so that which slice a call takes never
+    /// depends on how far the actor got. Elsewhere they wait for the next publication.
+    fn publish(&mut self) {
+        if self.caller_waits {
+            self.memory().publish();
+        }
+    }
+
     /// Waits for every pending free and graph destruction, returns the slices, and gives every
-    /// empty page back to the device.
+    /// empty page back to the device. In a blocking call only (`memory/books.rs`).
     fn reclaim_all(&mut self) {
         // Destroying a graph releases the buffers only it kept alive, which queues new pending
         // frees: wait again until nothing is pending. Two rounds suffice (frees release
@@ -630,7 +718,8 @@ impl<D: Device> Server<D> {
             self.reclaim();
         }
         self.reclaim();
-        let empty = self.memory.take_empty_pages();
+        self.publish();
+        let empty = self.memory().memory.take_empty_pages();
         self.free_pages(empty);
     }
 
@@ -670,31 +759,28 @@ impl<D: Device> Server<D> {
         &mut self,
         budget_bytes: Option<u64>,
     ) -> Result<(), MemoryBudgetError> {
-        if budget_bytes.is_some_and(|budget| self.memory.usage().bytes_reserved > budget) {
+        let reserved = self.memory().memory.usage().bytes_reserved;
+        if budget_bytes.is_some_and(|budget| reserved > budget) {
             self.reclaim_all();
         }
-        self.memory.set_budget(budget_bytes)
+        self.memory().memory.set_budget(budget_bytes)
     }
 
+    /// Totals over every pool, after returning what completed: in a blocking call.
     pub fn memory_usage(&mut self) -> MemoryUsage {
         self.reclaim();
-        self.memory.usage()
+        self.publish();
+        self.memory().memory.usage()
     }
 
+    /// The report of `stream`'s pools, after returning what completed: in a blocking call.
     pub fn memory_report(&mut self, stream: StreamId) -> MemoryReport {
         self.reclaim();
+        self.publish();
         MemoryReport {
             host_pool: self.device.host_pool_stats(),
-            ..self.memory.report(stream)
+            ..self.memory().memory.report(stream)
         }
-    }
-
-    pub fn allocation_mode(&mut self, stream: StreamId, mode: MemoryAllocationMode) {
-        self.memory.set_mode(stream, mode);
-    }
-
-    pub fn persistent_window(&mut self, stream: StreamId, open: bool) {
-        self.memory.persistent_window(stream, open);
     }
 
     /// Installs `config` for new streams and, if `stream`'s pools are idle, for `stream`.
@@ -708,7 +794,8 @@ impl<D: Device> Server<D> {
                 .stream(stream)
                 .is_ok_and(|state| state.errors.is_empty());
         self.reclaim();
-        let installed = self.memory.install(stream, config);
+        self.publish();
+        let installed = self.memory().memory.install(stream, config);
         if !healthy {
             return Err(InstallMemoryPoolsError::StreamUnavailable);
         }
@@ -954,7 +1041,7 @@ impl<D: Device> Server<D> {
             CaptureState::Prepared => Ok(()),
             CaptureState::Idle => {
                 state.capture = CaptureState::Prepared;
-                self.memory.persistent_window(stream, true);
+                self.memory().memory.persistent_window(stream, true);
                 Ok(())
             }
         }
@@ -1014,7 +1101,7 @@ impl<D: Device> Server<D> {
         };
         let raw_stream = state.raw;
         state.capture_start = None;
-        self.memory.persistent_window(stream, false);
+        self.memory().memory.persistent_window(stream, false);
         let ended = self.device.end_capture(raw_stream);
         self.record_events_awaiting_capture(stream);
         let buffers: Vec<(BufferId, bool)> = buffers.into_iter().collect();

@@ -42,13 +42,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract;
-use lockstep::kernel::semantics::binary;
 use lockstep::kernel::{BinOp, ElemType, Scalar};
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
 
 use super::{SimDevice, transfer_ns};
 use crate::config::SimConfig;
 use crate::fault::FaultKind;
+use crate::interpreter::column;
 use crate::memory::SanitizerReport;
 use crate::ops::{CollectiveKind, CollectiveOp, Op, Phase, Range};
 
@@ -94,10 +94,12 @@ impl SimCluster {
         Self { devices }
     }
 
+    /// The devices, by ordinal.
     pub fn devices(&self) -> &[SimDevice] {
         &self.devices
     }
 
+    /// The devices, by ordinal, to wrap in clients.
     pub fn into_devices(self) -> Vec<SimDevice> {
         self.devices
     }
@@ -291,12 +293,13 @@ impl Hub {
 }
 
 /// Folds `inputs` (one per rank, in rank order) element by element.
+/// A rank's input at a time over all elements, with the interpreter's column operations.
 fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
-    let word = |bytes: &[u8], i: usize| {
-        Scalar::from_bits(
-            elem,
-            u32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().expect("four bytes")),
-        )
+    let words = |bytes: &[u8]| -> Vec<u32> {
+        bytes
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect()
     };
     let fold = match op {
         ReduceOperation::Sum | ReduceOperation::Mean => BinOp::Add,
@@ -310,18 +313,16 @@ fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
         ElemType::I32 => Scalar::I32(count as i32),
         ElemType::F32 => Scalar::F32(count as f32),
     };
-    let mut out = Vec::with_capacity(inputs[0].len());
-    for i in 0..inputs[0].len() / 4 {
-        let mut acc = word(&inputs[0], i);
-        for input in &inputs[1..] {
-            acc = binary(fold, acc, word(input, i));
-        }
-        if op == ReduceOperation::Mean {
-            acc = binary(BinOp::Div, acc, divisor);
-        }
-        out.extend_from_slice(&acc.to_bits().to_le_bytes());
+    let mut acc = words(&inputs[0]);
+    let elements: Vec<u32> = (0..acc.len() as u32).collect();
+    for input in &inputs[1..] {
+        column::binary(fold, elem, &mut acc, &words(input), &elements);
     }
-    out
+    if op == ReduceOperation::Mean {
+        let divisor = vec![divisor.to_bits(); acc.len()];
+        column::binary(BinOp::Div, elem, &mut acc, &divisor, &elements);
+    }
+    acc.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 fn device_id(ordinal: u32) -> DeviceId {

@@ -31,6 +31,8 @@
 //! one-dimensional launch whose kernel indexes every binding it writes by `global_id.x`
 //! alone, where each word belongs to one invocation (the explorer's kernels).
 
+mod builtins;
+pub(crate) mod column;
 mod findings;
 mod lanes;
 mod program;
@@ -47,6 +49,7 @@ use lockstep::kernel::{
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use column::Spares;
 pub(crate) use findings::describe;
 use lanes::{Batch, Launch};
 use program::{Numbers, Program};
@@ -80,6 +83,34 @@ impl BindingData {
     /// `len` words that nothing wrote (a fresh shared array): zero, and reported when read.
     pub fn unwritten(len: usize) -> Self {
         Self::new(vec![0; len], vec![false; len])
+    }
+
+    /// The words, for stores.
+    fn stores(&mut self) -> Stores<'_> {
+        Stores {
+            words: &mut self.words,
+            initialized: &mut self.initialized,
+            dirty: &mut self.dirty,
+        }
+    }
+}
+
+/// A [`BindingData`]'s words as slices, for a loop of stores (the compiler keeps a slice's
+/// address and length in registers, not a vector's).
+struct Stores<'a> {
+    words: &'a mut [u32],
+    initialized: &'a mut [bool],
+    dirty: &'a mut [bool],
+}
+
+impl Stores<'_> {
+    /// Stores `bits` at `index` (in range) for this launch.
+    #[inline]
+    fn store(&mut self, index: u32, bits: u32) {
+        let i = index as usize;
+        self.words[i] = bits;
+        self.initialized[i] = true;
+        self.dirty[i] = true;
     }
 }
 
@@ -214,9 +245,7 @@ fn run_on(
         num_workgroups: count,
         numbers: (watch && engine == Engine::Batched).then(|| Numbers::new(def)),
     };
-    let workgroups: Vec<[u32; 3]> = (0..count[2])
-        .flat_map(|z| (0..count[1]).flat_map(move |y| (0..count[0]).map(move |x| [x, y, z])))
-        .collect();
+    let workgroups = builtins::ids(count);
     if engine == Engine::Batched {
         let group_lanes = def.workgroup_invocations().max(1) as usize;
         let groups_per_batch = (BATCH_LANES / group_lanes).max(1);
@@ -330,12 +359,15 @@ fn drive(
     let mut outcome = LaunchOutcome::default();
     let mut violation = None;
     let mut first_invocation = 0;
+    let group_lanes = launch.def.workgroup_invocations() as usize;
+    let mut spares = Spares::new(groups_per_batch.min(workgroups.len()) * group_lanes);
     for groups in workgroups.chunks(groups_per_batch) {
         let mut lanes = Batch::new(
             launch,
             bindings,
             &mut outcome,
             &mut violation,
+            &mut spares,
             groups,
             hidden,
         );

@@ -54,8 +54,8 @@ impl Batch<'_, '_> {
                 else_body,
             } => {
                 let cond = self.eval(cond, lanes).bools();
-                let (then_lanes, else_lanes): (Vec<u32>, Vec<u32>) =
-                    lanes.iter().partition(|&&l| cond[l as usize]);
+                let (then_lanes, else_lanes) = split(lanes, &cond);
+                self.spares.give(cond);
                 self.block(then_body, &then_lanes);
                 self.block(else_body, &else_lanes);
             }
@@ -89,7 +89,23 @@ impl Batch<'_, '_> {
                 !self.trapped[l as usize] && below(elem, counter[l as usize], end[l as usize])
             });
         }
+        self.spares.give(counter);
+        self.spares.give(end);
     }
+}
+
+/// The lanes of `lanes` where `cond` holds, and those where it does not, each ascending.
+pub(super) fn split(lanes: &[u32], cond: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    // Usually every lane takes one side: room for all of them on each, no growing.
+    let (mut taken, mut skipped) = (Vec::with_capacity(lanes.len()), Vec::new());
+    for &l in lanes {
+        if cond[l as usize] != 0 {
+            taken.push(l);
+        } else {
+            skipped.push(l);
+        }
+    }
+    (taken, skipped)
 }
 
 /// Whether a `for` counter of type `elem` is below its end.

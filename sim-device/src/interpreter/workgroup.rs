@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::lanes::Batch;
 use super::program::{Inst, Program};
-use super::walk::{below, increment};
+use super::walk::{below, increment, split};
 use super::{DivergentBarrier, KernelTrap};
 
 /// Instructions a workgroup may dispatch (each over a group of lanes) before the simulator
@@ -124,7 +124,8 @@ fn step(batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) -> Vec<(usiz
         }
         Inst::BranchUnless { cond, target } => {
             let cond = batch.eval(cond, &lanes).bools();
-            let (taken, skipped) = lanes.into_iter().partition(|&l| cond[l as usize]);
+            let (taken, skipped) = split(&lanes, &cond);
+            batch.spares.give(cond);
             vec![(pc + 1, taken), (*target, skipped)]
         }
         Inst::Jump(target) => vec![(*target, lanes)],
@@ -138,6 +139,8 @@ fn step(batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) -> Vec<(usiz
             let (_, last) = batch.eval(end, &lanes).words();
             batch.set_slot(*counter, &first, &lanes);
             batch.set_slot(*limit, &last, &lanes);
+            batch.spares.give(first);
+            batch.spares.give(last);
             vec![(pc + 1, lanes)]
         }
         Inst::ForTest {

@@ -44,12 +44,15 @@ use lockstep::kernel::{
 pub struct InfoLayout {
     /// Bindings described, including the fault record in checked mode.
     pub bindings: u32,
+    /// Parameters described, one word each.
     pub params: u32,
 }
 
 impl InfoLayout {
+    /// Word index of the kernel's id (fault records name the kernel by it).
     pub const KERNEL_ID: u32 = 0;
 
+    /// The layout of `def`'s info words, with the fault record's binding in `checked` mode.
     pub fn of(def: &KernelDef, checked: bool) -> Self {
         Self {
             bindings: def.bindings.len() as u32 + checked as u32,
@@ -57,18 +60,22 @@ impl InfoLayout {
         }
     }
 
+    /// Word index of `binding`'s offset in its buffer, in words.
     pub fn offset_word(binding: u32) -> u32 {
         1 + 2 * binding
     }
 
+    /// Word index of `binding`'s length, in elements.
     pub fn len_word(binding: u32) -> u32 {
         2 + 2 * binding
     }
 
+    /// Word index of parameter `param`'s bit pattern.
     pub fn param_word(&self, param: u32) -> u32 {
         1 + 2 * self.bindings + param
     }
 
+    /// Number of info words a launch fills.
     pub fn words(&self) -> u32 {
         1 + 2 * self.bindings + self.params
     }
@@ -108,7 +115,9 @@ pub fn aliases_of(buffers: &[u64]) -> Vec<u32> {
 /// A lowered kernel: its WGSL and how to bind it.
 #[derive(Clone, Debug)]
 pub struct Lowered {
+    /// The WGSL module, entry point [`ENTRY_POINT`].
     pub wgsl: String,
+    /// What bind group 0 must hold.
     pub plan: BindingPlan,
 }
 

@@ -144,6 +144,23 @@ fn workgroup_kernels() {
     }
 }
 
+/// The kernels that do real work and the sanitizer's faulty ones (`lockstep_conformance::ops`),
+/// checked, one snapshot per kernel; the naga test below validates them unchecked too.
+#[test]
+fn ops_kernels() {
+    for kernel in ops_and_faulty() {
+        let name = format!("ops_{}_checked", kernel.name());
+        insta::assert_snapshot!(name, lower(kernel.def(), true, &[]).wgsl);
+    }
+}
+
+fn ops_and_faulty() -> Vec<lockstep::Kernel> {
+    use lockstep_conformance::ops;
+    let mut kernels = ops::all();
+    kernels.extend(ops::faulty::all());
+    kernels
+}
+
 /// Math on literals is folded with the reference semantics, so WGSL's constant evaluation
 /// never sees `log` of a negative number (an error there) or an infinity.
 #[test]
@@ -289,11 +306,17 @@ fn naga_validates_every_snapshot_and_explorer_kernel() {
         }
     }
     assert_eq!(explorer, 2 * World::SAMPLE_KERNELS);
+    let kernels = ops_and_faulty();
+    for kernel in &kernels {
+        let name = format!("{} (unchecked)", kernel.def().name);
+        validate(&name, &lower(kernel.def(), false, &[]).wgsl);
+    }
     let line = format!(
-        "naga: validated {} WGSL kernels ({} snapshot, {explorer} explorer; checked and \
-         unchecked)\n",
-        snapshots.len() + explorer,
-        snapshots.len()
+        "naga: validated {} WGSL kernels ({} snapshot, {explorer} explorer, {} ops unchecked; \
+         checked and unchecked)\n",
+        snapshots.len() + explorer + kernels.len(),
+        snapshots.len(),
+        kernels.len()
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }

@@ -9,7 +9,8 @@
 //! overflowing sizes, views at non-zero offsets of packed groups, one handle bound twice, a
 //! misaligned offset, a handle of another client, ordinary) and relations (the buffer held by
 //! the live graph, recorded by the open capture, dropped while the work that used it may still
-//! be queued, last used by another stream, or by the caller) list only what applies to each
+//! be queued, last used by another stream, or by the caller; for `create` and `empty`, whether
+//! the calling thread served the allocation or the actor did) list only what applies to each
 //! method. A call on a lost device is one cell per method: every call then fails with
 //! `DeviceLost`. On a prepared stream or one holding a failure, relations are not told apart:
 //! the server orders a buffer's accesses by its history and by captures alone. Unreachable cells are declared with their reason ([`space::EXCLUDED`]), and
@@ -50,6 +51,7 @@ pub struct Hits {
 }
 
 impl Hits {
+    /// Counts one hit of `cell`; a cell the space does not list is kept aside as a gap.
     pub fn hit(&mut self, cell: Cell) {
         let space = Space::get();
         match space.index(cell) {
@@ -65,6 +67,7 @@ impl Hits {
         }
     }
 
+    /// Adds `other`'s hits to these.
     pub fn merge(&mut self, other: &Hits) {
         if self.counts.is_empty() {
             self.counts = vec![0; other.counts.len()];
@@ -122,6 +125,7 @@ struct Use {
 /// One run's recording: the hits, and what the relations are judged from.
 #[derive(Debug, Default)]
 pub struct Recorder {
+    /// The cells hit so far.
     pub hits: Hits,
     /// Model buffer → its last use.
     uses: BTreeMap<u64, Use>,
@@ -132,7 +136,9 @@ pub struct Recorder {
 /// How a buffer stands towards the open capture and the live graph.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Held {
+    /// A live graph replays launches that use the buffer.
     pub by_graph: bool,
+    /// The open capture recorded a launch that uses the buffer.
     pub by_capture: bool,
 }
 
@@ -201,6 +207,13 @@ impl Recorder {
             Some(u) if u.last != s => Relation::OtherStream,
             _ => Relation::Own,
         }
+    }
+
+    /// Records an allocating call of `method` on a stream in `state` that `path` served
+    /// ([`Relation::AtCall`] or [`Relation::ByActor`]).
+    pub fn allocated(&mut self, method: Method, state: StreamState, arg: Arg, path: Relation) {
+        debug_assert!(!waits(method), "an allocation waits for nothing queued");
+        self.hits.hit(Cell::new(method, state, arg, path));
     }
 
     /// Records the driver dropping its handle of `buf` while its owner stream is in `state`.

@@ -14,6 +14,7 @@ pub struct Report<'a> {
 }
 
 impl<'a> Report<'a> {
+    /// Judges `hits` against the coverage space.
     pub fn new(hits: &'a Hits) -> Self {
         Self { hits }
     }
@@ -42,6 +43,7 @@ impl<'a> Report<'a> {
             .collect()
     }
 
+    /// Whether every reachable cell was hit, no unreachable one was, and nothing fell outside.
     pub fn passed(&self) -> bool {
         self.unhit().is_empty()
             && self.wrongly_declared().is_empty()

@@ -1,7 +1,7 @@
 //! The coverage space: which cells (method, stream state, argument class, relation) exist, and
 //! which of them the explorer cannot reach, each with its reason.
 //!
-//! A cell's dimensions list only what applies to its method ([`spec`]); a lost device is one
+//! A cell's dimensions list only what applies to its method (`spec`); a lost device is one
 //! cell per method, since every call after a loss fails with `DeviceLost`. [`NOT_CALLED`] names
 //! every public method the explorer never calls and why; [`EXCLUDED`] declares the cells of
 //! called methods that it cannot reach.
@@ -11,39 +11,72 @@ use std::sync::OnceLock;
 /// A public call of the client API that the explorer makes (and records).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Method {
+    /// [`ComputeClient::create`](lockstep::ComputeClient::create).
     Create,
+    /// [`ComputeClient::empty`](lockstep::ComputeClient::empty).
     Empty,
+    /// [`ComputeClient::create_tensors`](lockstep::ComputeClient::create_tensors).
     CreateTensors,
+    /// [`ComputeClient::empty_tensors`](lockstep::ComputeClient::empty_tensors).
     EmptyTensors,
+    /// [`ComputeClient::write`](lockstep::ComputeClient::write).
     Write,
+    /// [`ComputeClient::write_at`](lockstep::ComputeClient::write_at).
     WriteAt,
+    /// [`ComputeClient::read_one`](lockstep::ComputeClient::read_one).
     ReadOne,
+    /// [`ComputeClient::read_async`](lockstep::ComputeClient::read_async).
     ReadAsync,
+    /// [`ComputeClient::read_tensor_async`](lockstep::ComputeClient::read_tensor_async).
     ReadTensorAsync,
+    /// [`ComputeClient::read_lazy`](lockstep::ComputeClient::read_lazy).
     ReadLazy,
+    /// [`Bytes::materialize`](lockstep::Bytes::materialize) of a lazy read: its first access.
     Materialize,
+    /// [`ComputeClient::launch`](lockstep::ComputeClient::launch).
     Launch,
+    /// A launch inside [`dry_run`](lockstep::dry_run()).
     DryRun,
+    /// [`ComputeClient::profile`](lockstep::ComputeClient::profile).
     Profile,
+    /// [`ProfileDuration::resolve_blocking`](lockstep::ProfileDuration::resolve_blocking).
     ProfileResolve,
+    /// [`ComputeClient::graph_prepare`](lockstep::ComputeClient::graph_prepare).
     GraphPrepare,
+    /// [`ComputeClient::start_capture`](lockstep::ComputeClient::start_capture).
     StartCapture,
+    /// [`ComputeClient::stop_capture`](lockstep::ComputeClient::stop_capture).
     StopCapture,
+    /// [`Graph::replay`](lockstep::Graph::replay).
     Replay,
+    /// The drop of a [`Graph`](lockstep::Graph)'s last clone.
     DropGraph,
+    /// The drop of a [`Handle`](lockstep::Handle)'s last clone: its release.
     DropHandle,
+    /// [`ComputeClient::flush`](lockstep::ComputeClient::flush).
     Flush,
+    /// [`ComputeClient::sync`](lockstep::ComputeClient::sync).
     Sync,
+    /// [`ComputeClient::memory_usage`](lockstep::ComputeClient::memory_usage).
     MemoryUsage,
+    /// [`ComputeClient::memory_report`](lockstep::ComputeClient::memory_report).
     MemoryReport,
+    /// [`ComputeClient::memory_cleanup`](lockstep::ComputeClient::memory_cleanup).
     MemoryCleanup,
+    /// [`ComputeClient::install_memory_pools`](lockstep::ComputeClient::install_memory_pools).
     InstallMemoryPools,
+    /// [`ComputeClient::all_reduce`](lockstep::ComputeClient::all_reduce).
     AllReduce,
+    /// [`ComputeClient::to_client`](lockstep::ComputeClient::to_client) from the explored device to
+    /// a peer.
     ToClient,
+    /// [`ComputeClient::to_client`](lockstep::ComputeClient::to_client) from a peer into the
+    /// explored device.
     ToClientInto,
 }
 
 impl Method {
+    /// Every method, in declaration order.
     pub const ALL: [Method; 30] = [
         Method::Create,
         Method::Empty,
@@ -77,6 +110,7 @@ impl Method {
         Method::ToClientInto,
     ];
 
+    /// The method's name, as coverage reports print it.
     pub fn name(self) -> &'static str {
         match self {
             Method::Create => "create",
@@ -119,16 +153,19 @@ impl Method {
 pub enum StreamState {
     /// A call returned `DeviceLost`.
     Lost,
+    /// A `start_capture` is open.
     Capturing,
     /// `graph_prepare`d; the capture has not started.
     Prepared,
     /// A failure is pending: a checked kernel's fault not yet returned (an injected fault's
     /// timing is the device's secret, so those streams count as idle).
     Failed,
+    /// Nothing pending: the stream is ready.
     Idle,
 }
 
 impl StreamState {
+    /// Every state.
     pub const ALL: [StreamState; 5] = [
         StreamState::Idle,
         StreamState::Prepared,
@@ -137,6 +174,7 @@ impl StreamState {
         StreamState::Lost,
     ];
 
+    /// The state's name, as coverage reports print it.
     pub fn name(self) -> &'static str {
         match self {
             StreamState::Lost => "lost",
@@ -160,7 +198,9 @@ pub enum Arg {
     /// One element below a size at which allocations change pool (a pool's largest slice or
     /// its page, see `World::size_edges_bytes`).
     BelowEdge,
+    /// Exactly a size at which allocations change pool.
     AtEdge,
+    /// One element above a size at which allocations change pool.
     AboveEdge,
     /// A size no device serves, whose rounding to whole alignment units overflows.
     Overflowing,
@@ -172,10 +212,12 @@ pub enum Arg {
     Misaligned,
     /// A handle of another client (refused).
     Foreign,
+    /// Any other argument.
     Ordinary,
 }
 
 impl Arg {
+    /// Every class.
     pub const ALL: [Arg; 12] = [
         Arg::Any,
         Arg::Empty,
@@ -191,6 +233,7 @@ impl Arg {
         Arg::Ordinary,
     ];
 
+    /// The class's name, as coverage reports print it.
     pub fn name(self) -> &'static str {
         match self {
             Arg::Any => "-",
@@ -225,18 +268,27 @@ pub enum Relation {
     OtherStream,
     /// Last used by the calling stream (or new).
     Own,
+    /// An allocation served at the call, from a page the stream's pools held (the runtime's
+    /// `memory/books.rs`).
+    AtCall,
+    /// An allocation the actor served or refused, in a blocking call.
+    ByActor,
 }
 
 impl Relation {
-    pub const ALL: [Relation; 6] = [
+    /// Every relation.
+    pub const ALL: [Relation; 8] = [
         Relation::None,
         Relation::LiveGraph,
         Relation::CapturingStream,
         Relation::Queued,
         Relation::OtherStream,
         Relation::Own,
+        Relation::AtCall,
+        Relation::ByActor,
     ];
 
+    /// The relation's name, as coverage reports print it.
     pub fn name(self) -> &'static str {
         match self {
             Relation::None => "-",
@@ -245,6 +297,8 @@ impl Relation {
             Relation::Queued => "queued",
             Relation::OtherStream => "other",
             Relation::Own => "own",
+            Relation::AtCall => "at-call",
+            Relation::ByActor => "by-actor",
         }
     }
 }
@@ -252,9 +306,13 @@ impl Relation {
 /// One cell of the space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cell {
+    /// The call.
     pub method: Method,
+    /// The calling stream's state.
     pub state: StreamState,
+    /// The class of its arguments.
     pub arg: Arg,
+    /// How its buffer stands towards other streams.
     pub relation: Relation,
 }
 
@@ -305,14 +363,16 @@ const SHARED: &[Relation] = &[
 ];
 /// A tensor's buffer: graphs capture launches on buffer slots only.
 const TENSOR: &[Relation] = &[Relation::Own, Relation::OtherStream];
+/// Who served an allocation: the calling thread or the actor.
+const PATHS: &[Relation] = &[Relation::AtCall, Relation::ByActor];
 const ANY: &[(Arg, &[Relation])] = &[(Arg::Any, NONE)];
 const SIZES: &[(Arg, &[Relation])] = &[
-    (Arg::Empty, NONE),
-    (Arg::One, NONE),
-    (Arg::BelowEdge, NONE),
-    (Arg::AtEdge, NONE),
-    (Arg::AboveEdge, NONE),
-    (Arg::Ordinary, NONE),
+    (Arg::Empty, PATHS),
+    (Arg::One, PATHS),
+    (Arg::BelowEdge, PATHS),
+    (Arg::AtEdge, PATHS),
+    (Arg::AboveEdge, PATHS),
+    (Arg::Ordinary, PATHS),
 ];
 
 /// The argument classes of `method`, each with the relations that apply to it.
@@ -320,12 +380,13 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
     match method {
         Method::Create => SIZES,
         Method::Empty => &[
-            (Arg::Empty, NONE),
-            (Arg::One, NONE),
-            (Arg::BelowEdge, NONE),
-            (Arg::AtEdge, NONE),
-            (Arg::AboveEdge, NONE),
-            (Arg::Ordinary, NONE),
+            (Arg::Empty, PATHS),
+            (Arg::One, PATHS),
+            (Arg::BelowEdge, PATHS),
+            (Arg::AtEdge, PATHS),
+            (Arg::AboveEdge, PATHS),
+            (Arg::Ordinary, PATHS),
+            // No pool serves it: the actor refuses it.
             (Arg::Overflowing, NONE),
         ],
         Method::CreateTensors | Method::Write | Method::ToClientInto => &[(Arg::Ordinary, NONE)],
@@ -383,10 +444,15 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
 
 /// A declaration that the cells it matches cannot be reached; an empty list matches anything.
 pub struct Exclusion {
+    /// Methods matched.
     pub methods: &'static [Method],
+    /// Stream states matched.
     pub states: &'static [StreamState],
+    /// Argument classes matched.
     pub args: &'static [Arg],
+    /// Relations matched.
     pub relations: &'static [Relation],
+    /// Why those cells cannot be reached.
     pub reason: &'static str,
 }
 
@@ -539,6 +605,7 @@ pub const NOT_CALLED: &[(&str, &str)] = &[
 /// One cell with its declaration.
 #[derive(Clone, Copy, Debug)]
 pub struct CellInfo {
+    /// The cell.
     pub cell: Cell,
     /// Why the explorer cannot reach it; `None` for a reachable cell.
     pub excluded: Option<&'static str>,
@@ -546,12 +613,14 @@ pub struct CellInfo {
 
 /// The space, enumerated once.
 pub struct Space {
+    /// Every cell, in enumeration order.
     pub cells: Vec<CellInfo>,
     /// [`Cell::key`] → index in `cells`, or `u32::MAX` for a cell outside the space.
     index: Vec<u32>,
 }
 
 impl Space {
+    /// The space, enumerated on first use.
     pub fn get() -> &'static Space {
         static SPACE: OnceLock<Space> = OnceLock::new();
         SPACE.get_or_init(Space::enumerate)

@@ -56,12 +56,10 @@ impl<D: Device> Run<'_, D> {
         } else {
             Method::Create
         };
-        state.hit(method, s, Arg::Empty, &[]);
-        let created = if uninit {
-            client.empty(0)
-        } else {
-            client.create(Bytes::default())
-        };
+        let created = state.allocation(client, (method, s, Arg::Empty), || match uninit {
+            true => client.empty(0),
+            false => client.create(Bytes::default()),
+        });
         let handle = match created {
             Ok(_) if state.model.lost => {
                 return Err("an allocation succeeded after the device was lost".to_owned());

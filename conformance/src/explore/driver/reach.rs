@@ -1,10 +1,10 @@
 //! The driver's coverage hooks: the cell of each call, from what the driver already knows (its
 //! model, its captures, the arguments' sizes). Nothing here calls the client.
 
-use lockstep::{Device, StreamId};
+use lockstep::{ComputeClient, Device, StreamId};
 
 use super::{ModelLaunch, Run, State};
-use crate::explore::coverage::{self, Arg, Held, Method, StreamState};
+use crate::explore::coverage::{self, Arg, Held, Method, Relation, StreamState};
 
 /// Most buffers one call names (a group of up to three tensors).
 const MAX_BUFS: usize = 3;
@@ -55,6 +55,27 @@ impl<D: Device> State<D> {
         let state = self.stream_state(s);
         self.reach
             .call(method, (state, s), arg, &held[..bufs.len().min(MAX_BUFS)]);
+    }
+
+    /// Makes the allocating call `allocate` (of `method`, with arguments of class `arg`) on
+    /// `client`'s stream `s` and records its cell: the stream's state before the call, and
+    /// whether the calling thread or the actor served it (the device's count of allocations
+    /// served at the call, before and after; no device call).
+    pub(super) fn allocation<T>(
+        &mut self,
+        client: &ComputeClient<D>,
+        (method, s, arg): (Method, StreamId, Arg),
+        allocate: impl FnOnce() -> T,
+    ) -> T {
+        let state = self.stream_state(s);
+        let before = client.allocation_paths().at_call;
+        let result = allocate();
+        let path = match client.allocation_paths().at_call > before {
+            true => Relation::AtCall,
+            false => Relation::ByActor,
+        };
+        self.reach.allocated(method, state, arg, path);
+        result
     }
 
     /// Records the driver dropping its handle of `buf`; the release rides on the stream that

@@ -14,11 +14,12 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
         "lockstep::kernel",
         &["Access", "Axis", "ElemType", "KernelBuilder"],
     );
-    let (mut dst, mut src, mut k) = (false, false, false);
+    let (mut dst, mut src, mut k, mut neighbour) = (false, false, false, false);
     formula.f.visit(&mut |t| match t {
         Term::Dst => dst = true,
         Term::Src => src = true,
         Term::K => k = true,
+        Term::Neighbour => neighbour = true,
         _ => {}
     });
     let value = term(code, &formula.f).0;
@@ -39,6 +40,9 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
         "    b.param(ElemType::U32);"
     });
     code.line("    let i = b.global_id(Axis::X);");
+    if let Some(rotate) = formula.rotate {
+        staging(code, rotate, neighbour);
+    }
     code.line("    b.if_(i.clone().lt(dst.len()), |b| {");
     if dst {
         code.line("        let d = dst.load(i.clone());");
@@ -55,12 +59,31 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
     code.line("};");
 }
 
-/// `f` as an `Expr` over `d` (`dst[i]`), `s` (`src[j]`) and `k`, and whether it is an
-/// infix operation (which needs parentheses as an operand or a receiver).
+/// A sharing formula's staging of `dst` through shared memory, and `n`, the neighbour's value
+/// (when `f` reads it).
+fn staging(code: &mut Code, rotate: u32, neighbour: bool) {
+    code.line(format!(
+        "    let staged = b.shared(ElemType::U32, {WORKGROUP});"
+    ));
+    code.line("    let own = b.var(ElemType::U32, 0u32);");
+    code.line("    b.if_(i.clone().lt(dst.len()), |b| b.assign(own, dst.load(i.clone())));");
+    code.line("    let lane = b.local_id(Axis::X);");
+    code.line("    b.store(staged, lane.clone(), own.get());");
+    code.line("    b.workgroup_barrier();");
+    if neighbour {
+        code.line(format!(
+            "    let n = staged.load((lane + {rotate}u32) % {WORKGROUP}u32);"
+        ));
+    }
+}
+
+/// `f` as an `Expr` over `d` (`dst[i]`), `s` (`src[j]`), `n` (the neighbour's `dst`) and `k`,
+/// and whether it is an infix operation (which needs parentheses as an operand or a receiver).
 fn term(code: &mut Code, t: &Term) -> (String, bool) {
     match t {
         Term::Dst => ("d.clone()".into(), false),
         Term::Src => ("s.clone()".into(), false),
+        Term::Neighbour => ("n.clone()".into(), false),
         Term::K => ("k.clone()".into(), false),
         Term::Lit(v) => {
             code.uses("lockstep::kernel", &["Expr"]);

@@ -10,7 +10,7 @@
 //! driver judged only at the end fails at the read). Host threads become named clients on the
 //! driver's streams: thread `t`'s own stream is `StreamId(FIRST_OWN_STREAM + t)` and the
 //! driver's own calls go to `StreamId(HOST_STREAM)`. The expectations are exact only where no fault is injected and every allocation
-//! succeeds; [`print`] refuses other runs.
+//! succeeds; [`print()`] refuses other runs.
 
 mod capture_code;
 mod edge_code;
@@ -32,14 +32,17 @@ use super::driver::{Captures, FIRST_OWN_STREAM, HOST_STREAM};
 /// Why a shrunk run has no printed form.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unprintable {
+    /// The world injects faults at random.
     #[error(
         "the world injects faults at random: which ones fire, and so what each call returns, is no fixed expectation"
     )]
     Faults,
+    /// A pool's cap refused this many allocations in the shrunk run.
     #[error(
         "a pool's cap refused {0} allocation(s) in the shrunk run, and a printed program expects every allocation to succeed"
     )]
     CappedRefusals(u64),
+    /// The run uses something the printer cannot write as a test, named.
     #[error("{0}")]
     Unsupported(String),
 }

@@ -1,0 +1,189 @@
+//! A batch's accesses to arrays: each checked against the array's length (a violation is
+//! recorded, and in unchecked mode traps the lane), shown to the race check when it watches the
+//! array, and a read of a word nothing wrote reported.
+
+use lockstep::kernel::Array;
+
+use super::super::BindingData;
+use super::super::races::{Access, AccessKind, Race};
+use super::super::{UnwrittenRead, Violation};
+use super::{Batch, column};
+
+impl Batch<'_, '_> {
+    /// `array[at[l]]` into `at[l]` on every lane of `lanes`, in lane order; out of range
+    /// yields zero, whose bits are zero in every type.
+    pub(super) fn gather(&mut self, array: Array, at: &mut [u32], lanes: &[u32]) {
+        let len = self.len(array);
+        if self.watched(array) {
+            column::each(lanes, |l| {
+                at[l] = self.load_word(l as u32, array, at[l], len)
+            });
+            return;
+        }
+        // Unwatched, an in-range read of a written word has no effect beyond its value: such
+        // reads go first, then the others (each with an effect of its own) in lane order.
+        let data = self.data(array);
+        let (words, initialized) = (&data.words[..], &data.initialized[..]);
+        let mut unusual = Vec::new();
+        column::each(lanes, |l| {
+            let i = at[l] as usize;
+            match initialized.get(i) {
+                Some(true) => at[l] = words[i],
+                _ => unusual.push(l),
+            }
+        });
+        for l in unusual {
+            at[l] = self.load_word(l as u32, array, at[l], len);
+        }
+    }
+
+    /// `value[l]` into `array[at[l]]` on every lane of `lanes`, in lane order.
+    pub(super) fn scatter(&mut self, array: Array, at: &[u32], value: &[u32], lanes: &[u32]) {
+        let len = self.len(array);
+        if self.watched(array) {
+            column::each(lanes, |l| {
+                let (lane, i) = (l as u32, at[l]);
+                if self.in_bounds(lane, array, i, len) {
+                    self.watch(lane, array, i, AccessKind::Write);
+                    self.store_word(array, i, value[l]);
+                }
+            });
+            return;
+        }
+        // Unwatched, a store in range has no effect but on its word: those go first, then
+        // the lanes out of range (an effect each) in lane order.
+        let mut stores = self.data_mut(array).stores();
+        let mut outside = Vec::new();
+        column::each(lanes, |l| {
+            if at[l] < len {
+                stores.store(at[l], value[l]);
+            } else {
+                outside.push(l);
+            }
+        });
+        for l in outside {
+            self.out_of_bounds(l as u32, array, at[l]);
+        }
+    }
+
+    /// The word at `array[index]` read by `lane` (zero when out of range).
+    fn load_word(&mut self, lane: u32, array: Array, index: u32, len: u32) -> u32 {
+        if !self.in_bounds(lane, array, index, len) {
+            return 0;
+        }
+        self.watch(lane, array, index, AccessKind::Read);
+        self.peek_word(lane, array, index)
+    }
+
+    fn data(&self, array: Array) -> &BindingData {
+        match array {
+            Array::Binding(b) => &self.bindings[b.0 as usize],
+            Array::Shared(s) => &self.shared[s.0 as usize],
+        }
+    }
+
+    fn data_mut(&mut self, array: Array) -> &mut BindingData {
+        match array {
+            Array::Binding(b) => &mut self.bindings[b.0 as usize],
+            Array::Shared(s) => &mut self.shared[s.0 as usize],
+        }
+    }
+
+    /// Whether `index` is inside `array` for `lane`. A violation is kept if it is the
+    /// launch's first (lowest invocation; a lane's own violations come in program order, so
+    /// its first is kept); in unchecked mode the lane also stops (it trapped).
+    ///
+    /// `len` is the array's length, which callers read once per statement.
+    #[inline]
+    pub(super) fn in_bounds(&mut self, lane: u32, array: Array, index: u32, len: u32) -> bool {
+        index < len || self.out_of_bounds(lane, array, index)
+    }
+
+    /// Records an access outside its array; returns false.
+    #[cold]
+    fn out_of_bounds(&mut self, lane: u32, array: Array, index: u32) -> bool {
+        let invocation = self.first_invocation + lane as u64;
+        if self.violation.is_none_or(|v| invocation < v.invocation) {
+            *self.violation = Some(Violation {
+                invocation,
+                array,
+                index,
+            });
+        }
+        if !self.launch.options.checked {
+            self.trapped[lane as usize] = true;
+            self.any_trapped = true;
+        }
+        false
+    }
+
+    /// The word at `index`, read by `lane`; a word nothing wrote is reported (a binding
+    /// once per launch, a shared array once per launch with where it was read).
+    #[inline]
+    pub(super) fn peek_word(&mut self, lane: u32, array: Array, index: u32) -> u32 {
+        let data = self.data(array);
+        let word = data.words[index as usize];
+        if !data.initialized[index as usize] {
+            self.unwritten(lane, array, index);
+        }
+        word
+    }
+
+    #[cold]
+    fn unwritten(&mut self, lane: u32, array: Array, index: u32) {
+        let outcome = &mut *self.outcome;
+        match array {
+            Array::Binding(b) if !outcome.uninitialized_loads.contains(&b) => {
+                outcome.uninitialized_loads.push(b);
+            }
+            Array::Shared(_) if !outcome.unwritten_shared.iter().any(|r| r.array == array) => {
+                outcome.unwritten_shared.push(UnwrittenRead {
+                    array,
+                    index,
+                    invocation: self.first_invocation + lane as u64,
+                    statement: self.statement,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Elements in `array`.
+    pub(super) fn len(&self, array: Array) -> u32 {
+        self.data(array).words.len() as u32
+    }
+
+    /// Whether the race check watches `array` (checked once per statement, not per lane).
+    fn watched(&self, array: Array) -> bool {
+        self.data(array).log.is_some()
+    }
+
+    /// Shows `lane`'s access to `array[index]` to the race check, if it watches the array;
+    /// the launch's first race on each array is kept.
+    pub(super) fn watch(&mut self, lane: u32, array: Array, index: u32, kind: AccessKind) {
+        let access = Access {
+            invocation: self.first_invocation + lane as u64,
+            epoch: self.epoch,
+            statement: self.statement,
+            kind,
+        };
+        let Some(log) = &mut self.data_mut(array).log else {
+            return;
+        };
+        if let Some(first) = log.record(index, access)
+            && !self.outcome.races.iter().any(|r| r.array == array)
+        {
+            self.outcome.races.push(Race {
+                array,
+                index,
+                first,
+                second: access,
+            });
+        }
+    }
+
+    #[inline]
+    pub(super) fn store_word(&mut self, array: Array, index: u32, bits: u32) {
+        self.data_mut(array).stores().store(index, bits);
+    }
+}

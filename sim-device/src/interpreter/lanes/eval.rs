@@ -1,0 +1,145 @@
+//! Expressions over the lanes of a batch: each node evaluated for every active lane before the
+//! next, into buffers of the launch's [`Spares`](super::super::column::Spares) — an operation
+//! writes its result over its first operand's column, whose buffer it takes.
+
+use lockstep::kernel::{Array, ElemType, Expr, LogicOp};
+
+use super::super::column::{self, Column};
+use super::Batch;
+
+impl Batch<'_, '_> {
+    /// The value of `expr` on `lanes` (ascending). Give its buffer back to
+    /// [`Batch::spares`] once done with it.
+    pub fn eval(&mut self, expr: &Expr, lanes: &[u32]) -> Column {
+        match expr {
+            Expr::Lit(s) => Column::Words(s.elem_type(), self.uniform(s.to_bits(), lanes)),
+            Expr::Bool(b) => Column::Bools(self.uniform(*b as u32, lanes)),
+            Expr::Builtin(b) => {
+                let mut out = self.spares.take();
+                column::copy(&mut out, self.builtins.column(*b), lanes);
+                Column::Words(ElemType::U32, out)
+            }
+            Expr::Param(p) => {
+                let v = self.launch.params[*p as usize];
+                Column::Words(v.elem_type(), self.uniform(v.to_bits(), lanes))
+            }
+            Expr::Var(v) => {
+                let mut out = self.spares.take();
+                column::copy(&mut out, &self.locals[v.0 as usize], lanes);
+                Column::Words(self.launch.def.locals[v.0 as usize], out)
+            }
+            Expr::Len(b) => {
+                let len = self.bindings[b.0 as usize].words.len() as u32;
+                Column::Words(ElemType::U32, self.uniform(len, lanes))
+            }
+            Expr::Load { array, index } => self.load(*array, index, lanes),
+            Expr::Binary { op, lhs, rhs } => {
+                let (elem, mut l) = self.eval(lhs, lanes).words();
+                let (_, r) = self.eval(rhs, lanes).words();
+                column::binary(*op, elem, &mut l, &r, lanes);
+                self.spares.give(r);
+                Column::Words(elem, l)
+            }
+            Expr::Cmp { op, lhs, rhs } => {
+                let (elem, mut l) = self.eval(lhs, lanes).words();
+                let (_, r) = self.eval(rhs, lanes).words();
+                column::compare(*op, elem, &mut l, &r, lanes);
+                self.spares.give(r);
+                Column::Bools(l)
+            }
+            Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs, lanes),
+            Expr::Not(e) => {
+                let mut v = self.eval(e, lanes).bools();
+                column::not(&mut v, lanes);
+                Column::Bools(v)
+            }
+            Expr::Neg(e) => {
+                let (elem, mut v) = self.eval(e, lanes).words();
+                column::negate(elem, &mut v, lanes);
+                Column::Words(elem, v)
+            }
+            Expr::Unary { op, value } => {
+                let (elem, mut v) = self.eval(value, lanes).words();
+                column::unary(*op, elem, &mut v, lanes);
+                Column::Words(elem, v)
+            }
+            Expr::Fma { a, b, c } => {
+                let (_, mut a) = self.eval(a, lanes).words();
+                let (_, b) = self.eval(b, lanes).words();
+                let (_, c) = self.eval(c, lanes).words();
+                column::fma(&mut a, &b, &c, lanes);
+                self.spares.give(b);
+                self.spares.give(c);
+                Column::Words(ElemType::F32, a)
+            }
+            Expr::Select {
+                cond,
+                if_true,
+                if_false,
+            } => self.select(cond, if_true, if_false, lanes),
+            Expr::Cast { to, value } => {
+                let (elem, mut v) = self.eval(value, lanes).words();
+                column::cast(elem, *to, &mut v, lanes);
+                Column::Words(*to, v)
+            }
+        }
+    }
+
+    /// The same bits on every lane.
+    fn uniform(&mut self, bits: u32, lanes: &[u32]) -> Vec<u32> {
+        let mut out = self.spares.take();
+        column::fill(&mut out, bits, lanes);
+        out
+    }
+
+    /// `array[index]` on every lane (see [`Batch::gather`]): the index column becomes the
+    /// result.
+    fn load(&mut self, array: Array, index: &Expr, lanes: &[u32]) -> Column {
+        let mut at = self.eval(index, lanes).indices();
+        let elem = self
+            .launch
+            .def
+            .elem_of(array)
+            .expect("validated kernels declare what they load");
+        self.gather(array, &mut at, lanes);
+        Column::Words(elem, at)
+    }
+
+    /// Short-circuits, as WGSL's `&&`/`||` and C's do: the right side runs only on the lanes
+    /// whose left side does not decide, so a guarded load never runs.
+    fn logic(&mut self, op: LogicOp, lhs: &Expr, rhs: &Expr, lanes: &[u32]) -> Column {
+        let mut out = self.eval(lhs, lanes).bools();
+        let undecided_when = matches!(op, LogicOp::And) as u32;
+        let undecided: Vec<u32> = lanes
+            .iter()
+            .copied()
+            .filter(|&l| out[l as usize] == undecided_when)
+            .collect();
+        if !undecided.is_empty() {
+            let right = self.eval(rhs, &undecided).bools();
+            column::copy(&mut out, &right, &undecided);
+            self.spares.give(right);
+        }
+        Column::Bools(out)
+    }
+
+    /// Both sides are evaluated on every lane (their loads included), then one is picked.
+    fn select(&mut self, cond: &Expr, t: &Expr, f: &Expr, lanes: &[u32]) -> Column {
+        let c = self.eval(cond, lanes).bools();
+        let picked = match (self.eval(t, lanes), self.eval(f, lanes)) {
+            (Column::Words(elem, mut t), Column::Words(_, f)) => {
+                column::select(&c, &mut t, &f, lanes);
+                self.spares.give(f);
+                Column::Words(elem, t)
+            }
+            (Column::Bools(mut t), Column::Bools(f)) => {
+                column::select(&c, &mut t, &f, lanes);
+                self.spares.give(f);
+                Column::Bools(t)
+            }
+            _ => panic!("validated kernels select between values of one type"),
+        };
+        self.spares.give(c);
+        picked
+    }
+}
