@@ -29,35 +29,48 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// What to launch.
 #[derive(Clone, Debug)]
 pub struct LaunchConfig {
+    /// How many processes, ranks `0..nproc`, each on GPU `LOCAL_RANK` = its rank; at least 1.
     pub nproc: u32,
     /// The rendezvous port; `None` picks a free one.
     pub master_port: Option<u16>,
     /// How long the others may run once one process failed.
     pub grace: Duration,
+    /// The program every process runs (looked up on `PATH` like a shell does).
     pub program: OsString,
+    /// Its arguments, the same for every process.
     pub args: Vec<OsString>,
 }
 
 /// How a process of the world ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RankExit {
+    /// The process's `RANK`.
     pub rank: u32,
+    /// How it ended: an exit code or a signal.
     pub status: ExitStatus,
 }
 
 /// Why a launch failed.
 #[derive(Debug, Error)]
 pub enum LaunchError {
+    /// `nproc` is 0; nothing was started.
     #[error("--nproc must be at least 1")]
     NoProcess,
+    /// No `master_port` was given and the system handed out none; nothing was started.
     #[error("no free port for the rendezvous: {0}")]
     Port(std::io::Error),
+    /// A process could not be started (no such program, not executable); the ranks started
+    /// before it were killed.
     #[error("cannot start rank {rank} ({program}): {reason}")]
     Spawn {
+        /// The rank that could not start.
         rank: u32,
+        /// The program, as given.
         program: String,
+        /// The operating system's error.
         reason: std::io::Error,
     },
+    /// At least one process ended unsuccessfully; every process has ended or was killed.
     #[error("{}", failed_message(first, others, killed, *grace_ms))]
     Failed {
         /// The process that failed first.
@@ -66,6 +79,7 @@ pub enum LaunchError {
         others: Vec<RankExit>,
         /// The processes killed after the grace period, by rank.
         killed: Vec<u32>,
+        /// The grace period the others had after the first failure, in milliseconds.
         grace_ms: u64,
     },
 }

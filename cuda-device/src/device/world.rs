@@ -35,16 +35,29 @@ pub(crate) struct WorldMember {
 /// Why a process could not join its world.
 #[derive(Debug, Error)]
 pub enum JoinWorldError {
+    /// The rendezvous failed (bad variables included): its variant says which rank saw what.
     #[error(transparent)]
     Bootstrap(#[from] BootstrapError),
+    /// The rendezvous succeeded but GPU `LOCAL_RANK` cannot be opened (no such GPU on this
+    /// host, or no driver). The other ranks find out at the first collective, which times out.
     #[error("rank {rank} cannot open its GPU (LOCAL_RANK={local_rank}): {source}")]
     Device {
+        /// This process's global rank.
         rank: u32,
+        /// The GPU it tried to open.
         local_rank: u32,
+        /// Why the GPU cannot be opened.
         source: DeviceError,
     },
+    /// Rank 0's id is not NCCL's size: rank 0 is not a CUDA rank (the GPU-free
+    /// `rendezvous-probe`, say, whose ids are text). Start every rank from one CUDA program.
     #[error("rank 0 sent a communicator id of {len} bytes; NCCL's has {expected}")]
-    IdSize { len: usize, expected: usize },
+    IdSize {
+        /// The id's length in bytes.
+        len: usize,
+        /// NCCL's id length in bytes (128).
+        expected: usize,
+    },
 }
 
 impl CudaDevice {

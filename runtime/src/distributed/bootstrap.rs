@@ -40,8 +40,11 @@ impl Default for RendezvousOptions {
 /// A process's place in its world once the rendezvous succeeded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct World {
+    /// This process's global rank, `RANK`: its devices are named by it.
     pub rank: u32,
+    /// How many processes the world has, `WORLD_SIZE`.
     pub world_size: u32,
+    /// The GPU of this host the process drives, `LOCAL_RANK`.
     pub local_rank: u32,
     /// The communicator id rank 0 made, the same bytes in every process.
     pub id: Vec<u8>,

@@ -10,6 +10,8 @@ use thiserror::Error;
 pub struct WorldEnv {
     /// This process's global rank: rank 0 serves the rendezvous.
     pub rank: u32,
+    /// How many processes the world has, on every host together: its ranks are
+    /// `0..world_size`.
     pub world_size: u32,
     /// The GPU of this host the process drives.
     pub local_rank: u32,
@@ -22,14 +24,23 @@ pub struct WorldEnv {
 /// A variable of [`WorldEnv`] that is missing or does not parse.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum EnvError {
+    /// The variable is not set: the process was not started by `lockstep launch` or torchrun.
     #[error(
         "environment variable {name} is not set: start the processes with `lockstep launch` or torchrun, which set RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT"
     )]
-    Missing { name: &'static str },
+    Missing {
+        /// The variable, e.g. `"RANK"`.
+        name: &'static str,
+    },
+    /// The variable is set but is not a number in range (a `RANK` not below `WORLD_SIZE`, a
+    /// `WORLD_SIZE` of 0, a port above 65535, an empty `MASTER_ADDR`).
     #[error("environment variable {name}={value:?} is invalid: {reason}")]
     Invalid {
+        /// The variable, e.g. `"MASTER_PORT"`.
         name: &'static str,
+        /// Its value, trimmed.
         value: String,
+        /// Why it is refused, for a person to read.
         reason: String,
     },
 }

@@ -28,9 +28,19 @@ const REFUSED_OTHER: u8 = 4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
     /// A rank other than 0 asks for the id, saying who it is and what world it expects.
-    Join { rank: u32, world_size: u32 },
+    Join {
+        /// The sender's `RANK`.
+        rank: u32,
+        /// The sender's `WORLD_SIZE`, which must be rank 0's.
+        world_size: u32,
+    },
     /// Rank 0's answer once every rank joined: the communicator id.
-    Welcome { world_size: u32, id: Vec<u8> },
+    Welcome {
+        /// Rank 0's `WORLD_SIZE`.
+        world_size: u32,
+        /// The communicator id, opaque bytes (NCCL's 128-byte unique id on CUDA).
+        id: Vec<u8>,
+    },
     /// Rank 0 aborted the rendezvous, for this reason.
     Refused(BootstrapError),
 }
@@ -66,6 +76,8 @@ impl Undecodable {
 }
 
 impl Message {
+    /// The frame of this message, for [`Link::send`](super::Link::send). Text and ids longer
+    /// than half of [`MAX_FRAME_BYTES`] are cut to fit.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
@@ -88,6 +100,8 @@ impl Message {
         out
     }
 
+    /// The message of a frame [`encode`](Self::encode) made.
+    ///
     /// # Errors
     /// [`Undecodable`] saying whether the bytes are a stranger's, another version's, or
     /// malformed.

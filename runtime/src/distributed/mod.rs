@@ -30,8 +30,9 @@
 //!   twice (two processes with one `RANK`, or a join claiming rank 0:
 //!   [`BootstrapError::DuplicateRank`]), a peer of another protocol version
 //!   ([`BootstrapError::VersionMismatch`]): the first such join aborts the rendezvous, and rank
-//!   0 and every rank that joined return the same error. Ranks that had not joined yet find
-//!   rank 0 gone and return [`BootstrapError::Unreachable`];
+//!   0 and every rank that joined return the same error (a version mismatch reaches them as
+//!   [`BootstrapError::Aborted`] with its message). Ranks that had not joined yet find rank 0
+//!   gone and return [`BootstrapError::Unreachable`];
 //! - rank 0 dying after a rank joined: that rank returns [`BootstrapError::RankZeroClosed`];
 //!   rank 0 alive but silent: [`BootstrapError::ReplyTimeout`];
 //! - a connection that sends no rendezvous frame (a port scan, another program) is dropped

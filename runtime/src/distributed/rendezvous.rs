@@ -113,14 +113,18 @@ pub fn refusal(error: &BootstrapError) -> Vec<u8> {
 /// A rank other than 0: sends one join, then reads one reply.
 #[derive(Clone, Debug)]
 pub struct Joiner {
+    /// This process's `RANK`, never 0.
     pub rank: u32,
+    /// This process's `WORLD_SIZE`.
     pub world_size: u32,
     /// Rank 0's address, for messages.
     pub addr: String,
+    /// The rendezvous's timeout in milliseconds, for messages.
     pub timeout_ms: u64,
 }
 
 impl Joiner {
+    /// The join this rank sends rank 0 as its first frame.
     pub fn join_frame(&self) -> Vec<u8> {
         Message::Join {
             rank: self.rank,

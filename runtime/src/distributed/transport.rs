@@ -8,9 +8,11 @@ use std::time::Duration;
 /// What one wait for a frame gave.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
+    /// One whole frame, as the other end sent it.
     Frame(Vec<u8>),
     /// The other end closed the connection.
     Closed,
+    /// No frame came within the timeout; the connection is still open.
     TimedOut,
 }
 
@@ -34,6 +36,7 @@ pub trait Link {
 
 /// Rank 0's listening endpoint.
 pub trait Listener {
+    /// The connections it accepts.
     type Link: Link;
 
     /// Waits at most `timeout` for a connection; `None` if none came.
@@ -48,7 +51,9 @@ pub trait Listener {
 
 /// A network and its clock.
 pub trait Transport {
+    /// A connection between two processes.
     type Link: Link;
+    /// Rank 0's endpoint, accepting this transport's connections.
     type Listener: Listener<Link = Self::Link>;
 
     /// Listens on `port` of every interface of this host.
