@@ -97,12 +97,7 @@ pub fn straight_round_trip_us<D: Device>(device: &mut D, reps: u32) -> f64 {
     let kernel = device
         .compile(&increment_kernel(), options)
         .expect("compile");
-    let record = device
-        .allocate(FaultRecord::BYTES as u64)
-        .expect("allocate");
-    device
-        .write(stream, &record, 0, &[0; FaultRecord::BYTES])
-        .expect("write");
+    let record = zeroed_fault_record(device, stream);
     let mut once = |i: u32| {
         let buffer = device.allocate(4).expect("allocate");
         device
@@ -136,4 +131,15 @@ pub fn straight_round_trip_us<D: Device>(device: &mut D, reps: u32) -> f64 {
     let start = Instant::now();
     (0..reps).for_each(&mut once);
     start.elapsed().as_secs_f64() * 1e6 / f64::from(reps)
+}
+
+/// A zeroed fault record for checked launches straight on `device`, as the runtime binds one.
+pub fn zeroed_fault_record<D: Device>(device: &mut D, stream: D::Stream) -> D::Buffer {
+    let record = device
+        .allocate(FaultRecord::BYTES as u64)
+        .expect("allocate");
+    device
+        .write(stream, &record, 0, &[0; FaultRecord::BYTES])
+        .expect("write");
+    record
 }

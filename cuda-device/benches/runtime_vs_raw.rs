@@ -26,6 +26,7 @@ use lockstep::kernel::{CompileOptions, FaultRecord, KernelBuilder, KernelDef};
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
 use lockstep_conformance::blocking_path::{
     client_round_trip_us, empty_and_drop_us, increment_kernel, median_us, straight_round_trip_us,
+    zeroed_fault_record,
 };
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
@@ -174,12 +175,7 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
         kernel_id: 0,
     };
     let compiled = device.compile(&empty_kernel(), options).expect("compile");
-    let record = device
-        .allocate(FaultRecord::BYTES as u64)
-        .expect("allocate");
-    device
-        .write(stream, &record, 0, &[0; FaultRecord::BYTES])
-        .expect("write");
+    let record = zeroed_fault_record(&mut device, stream);
 
     let function = raw.function(&empty_kernel());
     // (ls_fault, ls_kernel, ls_count): what the runtime passes in checked mode.

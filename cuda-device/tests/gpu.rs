@@ -19,6 +19,7 @@ use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
     ServerOptions,
 };
+use lockstep_conformance::blocking_path::increment_kernel;
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::{CudaFactory, suite};
@@ -450,17 +451,6 @@ fn indirect_launches_read_their_counts_on_the_device() {
     assert!(marks[24..].iter().all(|&m| m == 0));
 }
 
-/// `dst[i] += 1` for every element.
-fn increment() -> lockstep::kernel::KernelDef {
-    let mut k = KernelBuilder::new("increment", [32, 1, 1]);
-    let dst = k.binding(ElemType::U32, Access::ReadWrite);
-    let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(dst.len()), |k| {
-        k.store(dst, i.clone(), dst.load(i) + 1u32)
-    });
-    k.build().expect("increment is valid")
-}
-
 #[test]
 fn graphs_replay_captured_launches_and_refuse_transfers() {
     let Some(ctx) = gpu("graphs_replay_captured_launches_and_refuse_transfers") else {
@@ -472,7 +462,9 @@ fn graphs_replay_captured_launches_and_refuse_transfers() {
         checked: true,
         kernel_id: 0,
     };
-    let inc = device.compile(&increment(), options).expect("compile");
+    let inc = device
+        .compile(&increment_kernel(), options)
+        .expect("compile");
     let data = device.allocate(400).expect("allocate");
     let record = device
         .allocate(FaultRecord::BYTES as u64)
