@@ -184,14 +184,9 @@ fn absent_peer_child() {
 
     // Both join and reduce once; then only GPU 0 enqueues the second: it fails on its stream
     // at the timeout, naming GPU 1, instead of waiting forever.
-    for h in reduce_on(&both, &ids, &[1, 2]) {
-        assert_eq!(
-            clients[h.device().index as usize]
-                .read_one(h)
-                .unwrap()
-                .to_elems::<u32>(),
-            [3]
-        );
+    // A handle names its client's device, not the GPU: read each where it was made.
+    for (client, h) in clients.iter().zip(reduce_on(&both, &ids, &[1, 2])) {
+        assert_eq!(client.read_one(h).unwrap().to_elems::<u32>(), [3]);
     }
     let started = Instant::now();
     let lone = reduce_on(&both[..1], &ids, &[5]);
@@ -207,14 +202,8 @@ fn absent_peer_child() {
     drop(lone);
 
     // The communicator was aborted: both meet again in a fresh one, and reduce exactly.
-    for h in reduce_on(&both, &ids, &[7, 8]) {
-        assert_eq!(
-            clients[h.device().index as usize]
-                .read_one(h)
-                .unwrap()
-                .to_elems::<u32>(),
-            [15]
-        );
+    for (client, h) in clients.iter().zip(reduce_on(&both, &ids, &[7, 8])) {
+        assert_eq!(client.read_one(h).unwrap().to_elems::<u32>(), [15]);
     }
 
     // A peer that never joins a communicator at all: the rendezvous times out too.

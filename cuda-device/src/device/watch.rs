@@ -9,14 +9,14 @@
 //! so the wait then completes, and a `PeerTimeout` is queued on the collective's stream, for
 //! `take_errors`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cudarc::driver::sys;
 use cudarc::nccl::sys::ncclResult_t;
 use lockstep::collective::CommunicatorId;
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId};
 
-use super::nccl::{abort, async_error, enqueued_by, failed, laggard, retire};
+use super::nccl::{abort, async_error, enqueued_by, failed, laggard, pause_polling, retire};
 use super::{CudaDevice, CudaStream};
 use crate::context::lock;
 
@@ -29,9 +29,6 @@ pub(crate) struct Pending {
     /// Recorded after the rank's latest collective.
     event: sys::CUevent,
 }
-
-/// Between two polls of a watched wait.
-const POLL: Duration = Duration::from_micros(20);
 
 impl CudaDevice {
     /// Watches the collective `sequence` of `comm` just enqueued on `stream`.
@@ -69,6 +66,7 @@ impl CudaDevice {
         done: impl Fn(&Self) -> Result<bool, DeviceError>,
         block: impl FnOnce(&Self) -> Result<(), DeviceError>,
     ) -> Result<(), DeviceError> {
+        let since = Instant::now();
         loop {
             self.settle_collectives();
             if self.communicators.values().all(|c| c.pending.is_none()) {
@@ -77,7 +75,7 @@ impl CudaDevice {
             if done(self)? {
                 return Ok(());
             }
-            std::thread::sleep(POLL);
+            pause_polling(since.elapsed());
         }
     }
 
