@@ -20,7 +20,8 @@ use crate::kernel::ir::{Array, BinOp, Builtin, CmpOp, ElemType, LogicOp, Scalar,
 /// use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder};
 ///
 /// let mut k = KernelBuilder::new("axpy", [64, 1, 1]);
-/// let (x, y) = (k.binding(ElemType::F32, Access::Read), k.binding(ElemType::F32, Access::ReadWrite));
+/// let x = k.binding(ElemType::F32, Access::Read);
+/// let y = k.binding(ElemType::F32, Access::ReadWrite);
 /// let a = k.param(ElemType::F32);
 /// let i = k.global_id(Axis::X);
 /// k.if_(i.lt(y.len()), |k| k.store(y, i, a * x.load(i) + y.load(i)));
