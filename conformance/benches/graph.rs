@@ -17,7 +17,7 @@ const LAUNCHES: u32 = 100;
 fn empty_kernel() -> Kernel {
     let mut k = KernelBuilder::new("empty", [1, 1, 1]);
     k.binding(ElemType::U32, Access::ReadWrite);
-    Kernel::new(k.build().expect("valid")).expect("valid")
+    k.build().expect("valid")
 }
 
 fn measure<D: Device>(

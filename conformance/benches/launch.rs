@@ -14,7 +14,7 @@ use lockstep_sim::{SimConfig, SimDevice};
 fn trivial() -> Kernel {
     let mut k = KernelBuilder::new("trivial", [1, 1, 1]);
     k.binding(ElemType::U32, Access::ReadWrite);
-    Kernel::new(k.build().expect("valid")).expect("valid")
+    k.build().expect("valid")
 }
 
 fn device() -> SimDevice {

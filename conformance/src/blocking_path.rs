@@ -6,19 +6,15 @@
 use std::time::Instant;
 
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{
-    Access, Axis, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelDef,
-};
+use lockstep::kernel::{Access, Axis, CompileOptions, ElemType, FaultRecord, KernelBuilder};
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, Kernel, KernelArguments};
 
 /// `dst[i] += 1` over a `u32` binding, in workgroups of 32: the round trip's kernel.
-pub fn increment_kernel() -> KernelDef {
+pub fn increment_kernel() -> Kernel {
     let mut k = KernelBuilder::new("increment", [32, 1, 1]);
     let dst = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(dst.len()), |k| {
-        k.store(dst, i.clone(), dst.load(i) + 1u32)
-    });
+    k.if_(i.lt(dst.len()), |k| k.store(dst, i, dst.load(i) + 1u32));
     k.build().expect("increment is valid")
 }
 
@@ -58,7 +54,7 @@ pub fn empty_and_drop_us<D: Device>(client: &ComputeClient<D>, bytes: usize, rep
 /// The client's 4-byte create -> launch -> read round trip, in microseconds per trip, and where
 /// the time goes: each call of the trip timed alone (create, launch, read), over `reps` trips.
 pub fn client_round_trip_us<D: Device>(client: &ComputeClient<D>, reps: u32) -> (f64, [f64; 3]) {
-    let kernel = Kernel::new(increment_kernel()).expect("valid");
+    let kernel = increment_kernel();
     let mut steps = [0f64; 3];
     let once = |i: u32, steps: &mut [f64; 3]| {
         let t = Instant::now();
@@ -95,7 +91,7 @@ pub fn straight_round_trip_us<D: Device>(device: &mut D, reps: u32) -> f64 {
         kernel_id: 0,
     };
     let kernel = device
-        .compile(&increment_kernel(), options)
+        .compile(increment_kernel().def(), options)
         .expect("compile");
     let record = zeroed_fault_record(device, stream);
     let mut once = |i: u32| {

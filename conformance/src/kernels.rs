@@ -33,14 +33,14 @@ impl KernelKind {
 
     /// The kernel, built and validated.
     pub fn kernel(self) -> Kernel {
-        let def = match self {
+        let built = match self {
             KernelKind::AddConst => {
                 let mut b = KernelBuilder::new("add_const", [WORKGROUP, 1, 1]);
                 let dst = b.binding(ElemType::U32, Access::ReadWrite);
                 let k = b.param(ElemType::U32);
                 let i = b.global_id(Axis::X);
-                b.if_(i.clone().lt(dst.len()), |b| {
-                    b.store(dst, i.clone(), dst.load(i) + k);
+                b.if_(i.lt(dst.len()), |b| {
+                    b.store(dst, i, dst.load(i) + k);
                 });
                 b.build()
             }
@@ -50,8 +50,8 @@ impl KernelKind {
                 let src = b.binding(ElemType::U32, Access::Read);
                 let k = b.param(ElemType::U32);
                 let i = b.global_id(Axis::X);
-                b.if_(i.clone().lt(dst.len()).and(i.clone().lt(src.len())), |b| {
-                    b.store(dst, i.clone(), dst.load(i.clone()) * k + src.load(i));
+                b.if_(i.lt(dst.len()).and(i.lt(src.len())), |b| {
+                    b.store(dst, i, dst.load(i) * k + src.load(i));
                 });
                 b.build()
             }
@@ -60,13 +60,13 @@ impl KernelKind {
                 let dst = b.binding(ElemType::U32, Access::ReadWrite);
                 let src = b.binding(ElemType::U32, Access::Read);
                 let i = b.global_id(Axis::X);
-                b.if_(i.clone().lt(src.len()), |b| {
+                b.if_(i.lt(src.len()), |b| {
                     b.atomic_add(dst, 0u32, src.load(i));
                 });
                 b.build()
             }
         };
-        Kernel::new(def.expect("conformance kernels are valid")).expect("and validate")
+        built.expect("conformance kernels are valid")
     }
 
     /// Workgroups along x that cover every element the kernel touches.
@@ -103,7 +103,7 @@ pub fn overrun() -> Kernel {
     let data = b.binding(ElemType::U32, Access::ReadWrite);
     let past_end = b.param(ElemType::U32);
     b.store(data, data.len() + past_end, 1u32);
-    Kernel::new(b.build().expect("overrun is valid")).expect("and validates")
+    b.build().expect("overrun is valid")
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::f32::consts::PI;
 
 use lockstep::Kernel;
 use lockstep::kernel::accuracy::MathCall;
-use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, Expr, KernelBuilder, UnaryOp};
+use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, UnaryOp};
 
 /// Invocations per workgroup of the reduction and the histogram.
 pub const REDUCE_WORKGROUP: u32 = 64;
@@ -19,8 +19,7 @@ pub const WORKGROUP: u32 = 32;
 pub const BINS: u32 = 16;
 
 fn kernel(builder: KernelBuilder) -> Kernel {
-    let def = builder.build().expect("workgroup kernels are valid");
-    Kernel::new(def).expect("and validate")
+    builder.build().expect("workgroup kernels are valid")
 }
 
 /// Every kernel of this module, in the order it defines them.
@@ -39,21 +38,21 @@ pub fn reduce_sum() -> Kernel {
     let tree = k.shared(ElemType::U32, REDUCE_WORKGROUP);
     let (i, lid) = (k.global_id(Axis::X), k.local_id(Axis::X));
     let x = k.var(ElemType::U32, 0u32);
-    k.if_(i.clone().lt(input.len()), |k| k.assign(x, input.load(i)));
-    k.store(tree, lid.clone(), x.get());
+    k.if_(i.lt(input.len()), |k| k.assign(x, input.load(i)));
+    k.store(tree, lid, x.get());
     k.workgroup_barrier();
     let stride = k.var(ElemType::U32, REDUCE_WORKGROUP / 2);
     k.while_(stride.get().gt(0u32), |k| {
-        k.if_(lid.clone().lt(stride.get()), |k| {
-            let sum = tree.load(lid.clone()) + tree.load(lid.clone() + stride.get());
-            k.store(tree, lid.clone(), sum);
+        k.if_(lid.lt(stride.get()), |k| {
+            let sum = tree.load(lid) + tree.load(lid + stride.get());
+            k.store(tree, lid, sum);
         });
         k.workgroup_barrier();
         k.assign(stride, stride.get() >> 1u32);
     });
     k.if_(lid.equals(0u32), |k| {
         let wg = k.workgroup_id(Axis::X);
-        k.if_(wg.clone().lt(partials.len()), |k| {
+        k.if_(wg.lt(partials.len()), |k| {
             k.store(partials, wg, tree.load(0u32))
         });
         k.atomic_add(total, 0u32, tree.load(0u32));
@@ -81,19 +80,17 @@ pub fn histogram() -> Kernel {
     let extremes = k.binding(ElemType::I32, Access::ReadWrite);
     let local = k.shared(ElemType::U32, BINS);
     let (i, lid) = (k.global_id(Axis::X), k.local_id(Axis::X));
-    k.if_(lid.clone().lt(BINS), |k| k.store(local, lid.clone(), 0u32));
+    k.if_(lid.lt(BINS), |k| k.store(local, lid, 0u32));
     k.workgroup_barrier();
-    k.if_(i.clone().lt(input.len()), |k| {
-        let x = k.var(ElemType::U32, input.load(i.clone()));
+    k.if_(i.lt(input.len()), |k| {
+        let x = k.var(ElemType::U32, input.load(i));
         k.atomic_add(local, x.get() % BINS, 1u32);
         let signed = x.get().cast(ElemType::I32);
-        k.atomic(AtomicOp::Min, extremes, 0u32, signed.clone());
+        k.atomic(AtomicOp::Min, extremes, 0u32, signed);
         k.atomic(AtomicOp::Max, extremes, 1u32, signed);
     });
     k.workgroup_barrier();
-    k.if_(lid.clone().lt(BINS), |k| {
-        k.atomic_add(bins, lid.clone(), local.load(lid))
-    });
+    k.if_(lid.lt(BINS), |k| k.atomic_add(bins, lid, local.load(lid)));
     kernel(k)
 }
 
@@ -121,15 +118,15 @@ pub fn claims() -> Kernel {
     let taken = k.binding(ElemType::U32, Access::ReadWrite);
     let last = k.shared(ElemType::U32, 1);
     let (i, lid) = (k.global_id(Axis::X), k.local_id(Axis::X));
-    k.if_(lid.clone().equals(0u32), |k| k.store(last, 0u32, 0u32));
+    k.if_(lid.equals(0u32), |k| k.store(last, 0u32, 0u32));
     k.workgroup_barrier();
-    k.if_(i.clone().lt(keys.len()), |k| {
-        let slot = keys.load(i.clone()) % owners.len();
-        let before = k.compare_exchange(owners, slot, 0u32, i.clone() + 1u32);
-        k.store(seen, i.clone(), before.get());
-        let out = k.fetch_atomic(AtomicOp::Exchange, chain, 0u32, i.clone() + 1u32);
-        k.store(taken, i.clone(), out.get());
-        k.atomic(AtomicOp::Exchange, last, 0u32, i.clone() + 1u32);
+    k.if_(i.lt(keys.len()), |k| {
+        let slot = keys.load(i) % owners.len();
+        let before = k.compare_exchange(owners, slot, 0u32, i + 1u32);
+        k.store(seen, i, before.get());
+        let out = k.fetch_atomic(AtomicOp::Exchange, chain, 0u32, i + 1u32);
+        k.store(taken, i, out.get());
+        k.atomic(AtomicOp::Exchange, last, 0u32, i + 1u32);
     });
     k.workgroup_barrier();
     k.if_(lid.equals(0u32), |k| {
@@ -212,8 +209,8 @@ pub fn loops() -> Kernel {
     let input = k.binding(ElemType::U32, Access::Read);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(input.len()), |k| {
-        let x = k.var(ElemType::U32, input.load(i.clone()) % 1000u32 + 1u32);
+    k.if_(i.lt(input.len()), |k| {
+        let x = k.var(ElemType::U32, input.load(i) % 1000u32 + 1u32);
         let n = k.var(ElemType::U32, x.get());
         let steps = k.var(ElemType::U32, 0u32);
         k.while_(n.get().not_equals(1u32), |k| {
@@ -224,7 +221,7 @@ pub fn loops() -> Kernel {
         });
         let sum = k.var(ElemType::U32, 0u32);
         k.for_range(ElemType::U32, 0u32, x.get() % 64u32, |k, j| {
-            k.if_((j.clone() % 3u32).equals(0u32), |k| k.continue_());
+            k.if_((j % 3u32).equals(0u32), |k| k.continue_());
             k.assign(sum, sum.get() + j);
         });
         let root = k.var(ElemType::U32, 0u32);
@@ -238,8 +235,8 @@ pub fn loops() -> Kernel {
                 k.assign(root, root.get() + 1u32);
             });
         });
-        k.store(out, i.clone() * 3u32, steps.get());
-        k.store(out, i.clone() * 3u32 + 1u32, sum.get());
+        k.store(out, i * 3u32, steps.get());
+        k.store(out, i * 3u32 + 1u32, sum.get());
         k.store(out, i * 3u32 + 2u32, root.get());
     });
     kernel(k)
@@ -279,15 +276,11 @@ pub fn math() -> Kernel {
     let out = k.binding(ElemType::F32, Access::ReadWrite);
     let n = k.param(ElemType::U32);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(n.clone()), |k| {
-        let row = |r: usize| input.load(n.clone() * r as u32 + i.clone());
-        let at = |r: usize| n.clone() * r as u32 + i.clone();
+    k.if_(i.lt(n), |k| {
+        let row = |r: usize| input.load(n * r as u32 + i);
+        let at = |r: usize| n * r as u32 + i;
         for (r, op) in UnaryOp::ALL.into_iter().enumerate() {
-            let value = Expr::Unary {
-                op,
-                value: Box::new(row(r)),
-            };
-            k.store(out, at(r), value);
+            k.store(out, at(r), row(r).unary(op));
         }
         let u = UnaryOp::ALL.len();
         k.store(out, at(u), row(u).pow(row(u + 1)));

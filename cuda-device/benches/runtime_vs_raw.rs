@@ -78,7 +78,7 @@ impl Row {
     }
 }
 
-fn empty_kernel() -> KernelDef {
+fn empty_kernel() -> Kernel {
     KernelBuilder::new("empty", [1, 1, 1])
         .build()
         .expect("an empty kernel is valid")
@@ -161,7 +161,7 @@ fn rate(mut launch: impl FnMut(), finish: impl FnOnce()) -> f64 {
 /// server: what the device itself adds), and raw. The three alternate over several rounds and
 /// the best round of each counts, so a slow moment of the machine does not decide a ratio.
 fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
-    let kernel = Kernel::new(empty_kernel()).expect("valid");
+    let kernel = empty_kernel();
     let client_launch = || {
         client
             .launch(&kernel, CubeCount::Static(1, 1, 1), KernelArguments::new())
@@ -174,10 +174,12 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
         checked: true,
         kernel_id: 0,
     };
-    let compiled = device.compile(&empty_kernel(), options).expect("compile");
+    let compiled = device
+        .compile(empty_kernel().def(), options)
+        .expect("compile");
     let record = zeroed_fault_record(&mut device, stream);
 
-    let function = raw.function(&empty_kernel());
+    let function = raw.function(empty_kernel().def());
     // (ls_fault, ls_kernel, ls_count): what the runtime passes in checked mode.
     let mut params = [raw.record, 0, 0];
 
@@ -490,7 +492,7 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
     println!("(d) breakdown: create {create:.1} us, launch {launch:.1} us, read {read:.1} us");
     let straight = straight_round_trip_us(&mut CudaDevice::with_context(ctx), ROUND_TRIPS);
 
-    let function = raw.function(&increment_kernel());
+    let function = raw.function(increment_kernel().def());
     // SAFETY: four bytes of pinned memory for the result, never freed.
     let pinned = check("cuMemHostAlloc", unsafe { result::malloc_host(4, 0) });
     let once_raw = |i: u32| {

@@ -106,7 +106,7 @@ pub(crate) mod tests {
         let mut k = KernelBuilder::new("tiny", [1, 1, 1]);
         let out = k.binding(ElemType::U32, Access::ReadWrite);
         k.store(out, 0u32, 1u32);
-        let def = k.build().expect("valid");
+        let def = k.build().expect("valid").def().clone();
         let image = compile(&def, true, "sm_90").expect("compiles for sm_90");
         assert!(!image.is_empty());
         match compile(&def, true, "sm_1") {

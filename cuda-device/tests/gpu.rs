@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, Expr, FaultRecord, KernelBuilder,
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, Value,
 };
 use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
@@ -49,8 +49,8 @@ fn client(ctx: &CudaContext) -> ComputeClient<CudaDevice> {
     ComputeClient::new(CudaDevice::with_context(ctx))
 }
 
-fn kernel(def: Result<lockstep::kernel::KernelDef, lockstep::kernel::KernelError>) -> Kernel {
-    Kernel::new(def.expect("test kernels are valid")).expect("and validate")
+fn kernel(built: Result<Kernel, lockstep::kernel::KernelError>) -> Kernel {
+    built.expect("test kernels are valid")
 }
 
 #[test]
@@ -246,8 +246,8 @@ fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
     ];
     let i = k.global_id(Axis::X);
     let mut slots = [0u32; 3];
-    let mut results: Vec<(usize, Expr)> = Vec::new();
-    let (x, y) = (a.load(i.clone()), b.load(i.clone()));
+    let mut results: Vec<(usize, Value)> = Vec::new();
+    let (x, y) = (a.load(i), b.load(i));
     let out_of = |t: ElemType| match t {
         ElemType::U32 => 0,
         ElemType::I32 => 1,
@@ -265,12 +265,7 @@ fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
         ]);
     }
     for op in ops {
-        let value = Expr::Binary {
-            op,
-            lhs: Box::new(x.clone()),
-            rhs: Box::new(y.clone()),
-        };
-        results.push((out_of(elem), value));
+        results.push((out_of(elem), x.binary(op, y)));
     }
     for op in [
         CmpOp::Eq,
@@ -280,29 +275,24 @@ fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
         CmpOp::Gt,
         CmpOp::Ge,
     ] {
-        let cmp = Expr::Cmp {
-            op,
-            lhs: Box::new(x.clone()),
-            rhs: Box::new(y.clone()),
-        };
-        results.push((0, cmp.select(1u32, 0u32)));
+        results.push((0, x.compare(op, y).select(1u32, 0u32)));
     }
     for to in [ElemType::U32, ElemType::I32, ElemType::F32] {
-        results.push((out_of(to), x.clone().cast(to)));
+        results.push((out_of(to), x.cast(to)));
     }
     if elem != ElemType::U32 {
-        results.push((out_of(elem), -x.clone()));
+        results.push((out_of(elem), -x));
     }
-    let body: Vec<(u32, usize, Expr)> = results
+    let body: Vec<(u32, usize, Value)> = results
         .into_iter()
         .map(|(out, value)| {
             slots[out] += 1;
             (slots[out] - 1, out, value)
         })
         .collect();
-    k.if_(i.clone().lt(a.len()), |k| {
+    k.if_(i.lt(a.len()), |k| {
         for (slot, out, value) in body {
-            k.store(outs[out], Expr::from(slot * pairs) + i.clone(), value);
+            k.store(outs[out], slot * pairs + i, value);
         }
     });
     (kernel(k.build()), slots)
@@ -463,7 +453,7 @@ fn graphs_replay_captured_launches_and_refuse_transfers() {
         kernel_id: 0,
     };
     let inc = device
-        .compile(&increment_kernel(), options)
+        .compile(increment_kernel().def(), options)
         .expect("compile");
     let data = device.allocate(400).expect("allocate");
     let record = device

@@ -20,7 +20,7 @@ use crate::profiling::ProfileError;
 ///
 /// ```
 /// use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder};
-/// use lockstep::{Bytes, ComputeClient, CubeCount, Kernel, KernelArguments};
+/// use lockstep::{Bytes, ComputeClient, CubeCount, KernelArguments};
 /// use lockstep_sim::{SimConfig, SimDevice};
 ///
 /// // Kernel building, create, launch and read each return their own error; `?` turns each
@@ -30,10 +30,8 @@ use crate::profiling::ProfileError;
 ///     let mut k = KernelBuilder::new("double", [64, 1, 1]);
 ///     let values = k.binding(ElemType::F32, Access::ReadWrite);
 ///     let i = k.global_id(Axis::X);
-///     k.if_(i.clone().lt(values.len()), |k| {
-///         k.store(values, i.clone(), values.load(i) * 2.0f32)
-///     });
-///     let kernel = Kernel::new(k.build()?)?;
+///     k.if_(i.lt(values.len()), |k| k.store(values, i, values.load(i) * 2.0f32));
+///     let kernel = k.build()?;
 ///     let handle = client.create(Bytes::from_elems(data))?;
 ///     let grid = CubeCount::covering(data.len() as u64, 64)?;
 ///     client.launch(&kernel, grid, KernelArguments::new().binding(&handle))?;

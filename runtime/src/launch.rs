@@ -15,7 +15,12 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Validates `def` (a no-op cost for kernels from [`KernelBuilder`](crate::kernel::KernelBuilder)).
+    /// Validates `def`, a hand-made definition, and hashes it.
+    /// [`KernelBuilder::build`](crate::kernel::KernelBuilder::build) calls it: a built kernel
+    /// is validated once.
+    ///
+    /// # Errors
+    /// What [`validate`] finds wrong with `def`.
     pub fn new(def: KernelDef) -> Result<Self, KernelError> {
         validate(&def)?;
         let hash = def.content_hash();

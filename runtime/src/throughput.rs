@@ -66,21 +66,18 @@ pub struct ThroughputValue {
 /// The kernel of `key` and the work one launch of it does with `config`.
 fn measuring_kernel(key: ThroughputKey, config: KernelConfig) -> (Kernel, u64) {
     let elements = u64::from(config.workgroups) * u64::from(WORKGROUP_SIZE);
-    let def = match key {
+    let kernel = match key {
         ThroughputKey::Arithmetic(elem) => {
             let mut b = KernelBuilder::new("throughput_arithmetic", [WORKGROUP_SIZE, 1, 1]);
             let out = b.binding(elem, Access::ReadWrite);
             let (scale, shift) = (b.param(elem), b.param(elem));
             let iterations = b.param(ElemType::U32);
             let i = b.global_id(Axis::X);
-            let x = b.var(elem, i.clone().cast(elem));
+            let x = b.var(elem, i.cast(elem));
             b.for_range(ElemType::U32, 0u32, iterations, |b, _| {
-                b.assign(
-                    x,
-                    crate::kernel::Expr::from(x) * scale.clone() + shift.clone(),
-                );
+                b.assign(x, x.get() * scale + shift);
             });
-            b.if_(i.clone().lt(out.len()), |b| b.store(out, i, x));
+            b.if_(i.lt(out.len()), |b| b.store(out, i, x));
             b.build()
         }
         ThroughputKey::Memory => {
@@ -88,15 +85,11 @@ fn measuring_kernel(key: ThroughputKey, config: KernelConfig) -> (Kernel, u64) {
             let dst = b.binding(ElemType::U32, Access::ReadWrite);
             let src = b.binding(ElemType::U32, Access::Read);
             let i = b.global_id(Axis::X);
-            b.if_(i.clone().lt(dst.len()), |b| {
-                b.store(dst, i.clone(), src.load(i))
-            });
+            b.if_(i.lt(dst.len()), |b| b.store(dst, i, src.load(i)));
             b.build()
         }
     };
-    let kernel = def
-        .and_then(Kernel::new)
-        .expect("the measuring kernels are valid IR");
+    let kernel = kernel.expect("the measuring kernels are valid IR");
     let work = match key {
         ThroughputKey::Arithmetic(_) => elements * u64::from(config.iterations) * 2,
         ThroughputKey::Memory => elements * 4 * 2,

@@ -2,7 +2,7 @@
 //! Run: `cargo run -p lockstep-sim --example quickstart`
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder};
-use lockstep::{Bytes, ComputeClient, CopyDescriptor, CubeCount, Kernel, KernelArguments};
+use lockstep::{Bytes, ComputeClient, CopyDescriptor, CubeCount, KernelArguments};
 use lockstep_sim::{SimConfig, SimDevice};
 
 // Every call's own error type converts into `lockstep::Error`, so `?` chains them.
@@ -13,10 +13,10 @@ fn main() -> Result<(), lockstep::Error> {
     let mut k = KernelBuilder::new("double", [64, 1, 1]);
     let data = k.binding(ElemType::F32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(data.len()), |k| {
-        k.store(data, i.clone(), data.load(i) * 2.0f32)
+    k.if_(i.lt(data.len()), |k| {
+        k.store(data, i, data.load(i) * 2.0f32)
     });
-    let double = Kernel::new(k.build()?)?;
+    let double = k.build()?;
 
     let handle = client.create(Bytes::from_elems(&[1.0f32, 2.0, 3.0]))?;
     let grid = CubeCount::covering(3, 64)?;

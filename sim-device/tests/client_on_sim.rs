@@ -4,8 +4,8 @@
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
 use lockstep::{
-    Bytes, ComputeClient, ContractViolation, CubeCount, Device, DeviceError, Kernel,
-    KernelArguments, ServerError, StreamId,
+    Bytes, ComputeClient, ContractViolation, CubeCount, Device, DeviceError, KernelArguments,
+    ServerError, StreamId,
 };
 use lockstep_sim::{FaultKind, FaultPlan, SanitizerReport, ScriptedFault, SimConfig, SimDevice};
 
@@ -258,7 +258,7 @@ fn checked_out_of_range_kernel_reports_kernel_fault_once() {
     let data = k.binding(ElemType::U32, Access::ReadWrite);
     let at = k.param(ElemType::U32);
     k.store(data, at, 9u32);
-    let overrun = Kernel::new(k.build().unwrap()).unwrap();
+    let overrun = k.build().unwrap();
     let c = client(SimConfig::new(8));
     let h = c.create(Bytes::from_elems(&[0u32; 4])).unwrap();
     let args = KernelArguments::new().binding(&h).param(Scalar::U32(6));
@@ -362,15 +362,12 @@ fn the_interpreter_honours_loops_selects_casts_and_2d_workgroups() {
     let x = k.global_id(Axis::X);
     let y = k.global_id(Axis::Y);
     let acc = k.var(ElemType::I32, 0i32);
-    k.for_range(ElemType::U32, 0u32, x.clone(), |k, j| {
+    k.for_range(ElemType::U32, 0u32, x, |k, j| {
         k.assign(acc, acc.get() + j.cast(ElemType::I32));
     });
-    let value = x
-        .clone()
-        .lt(y.clone())
-        .select(acc.get() - y.clone().cast(ElemType::I32), -1i32);
+    let value = x.lt(y).select(acc.get() - y.cast(ElemType::I32), -1i32);
     k.store(out, y * 4u32 + x, value.cast(ElemType::F32));
-    let grid = Kernel::new(k.build().unwrap()).unwrap();
+    let grid = k.build().unwrap();
     let c = client(SimConfig::new(13));
     let h = c.empty(16 * 4).unwrap();
     c.launch(

@@ -20,12 +20,12 @@ fn rotate(barrier: bool) -> Kernel {
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let s = k.shared(ElemType::U32, 8);
     let (i, lid) = (k.global_id(Axis::X), k.local_id(Axis::X));
-    k.store(s, lid.clone(), input.load(i.clone()));
+    k.store(s, lid, input.load(i));
     if barrier {
         k.workgroup_barrier();
     }
     k.store(out, i, s.load((lid + 1u32) % 8u32));
-    Kernel::new(k.build().unwrap()).unwrap()
+    k.build().unwrap()
 }
 
 /// Runs `rotate` on 16 values; returns the result, the kernel findings and the trace hash.
@@ -96,7 +96,7 @@ fn shared_memory_beyond_the_device_limit_is_refused_at_the_launch() {
     let s = k.shared(ElemType::U32, (limit / 4) as u32 + 1);
     k.store(s, 0u32, 1u32);
     k.store(out, 0u32, s.load(0u32));
-    let kernel = Kernel::new(k.build().unwrap()).unwrap();
+    let kernel = k.build().unwrap();
     let out = c.create(Bytes::from_elems(&[0u32])).unwrap();
     let refused = c.launch(
         &kernel,

@@ -24,10 +24,10 @@ fn kernel(name: &str) -> Kernel {
     let mut k = KernelBuilder::new(name, [WORKGROUP, 1, 1]);
     let data = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(data.len()), |k| {
-        k.store(data, i.clone(), data.load(i) + 1u32);
+    k.if_(i.lt(data.len()), |k| {
+        k.store(data, i, data.load(i) + 1u32);
     });
-    Kernel::new(k.build().unwrap()).unwrap()
+    k.build().unwrap()
 }
 
 fn launch(c: &ComputeClient<SimDevice>, k: &Kernel, h: &lockstep::Handle, workgroups: u32) {

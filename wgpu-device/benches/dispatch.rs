@@ -15,7 +15,7 @@ use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 fn trivial() -> Kernel {
     let mut k = KernelBuilder::new("trivial", [1, 1, 1]);
     k.binding(ElemType::U32, Access::ReadWrite);
-    Kernel::new(k.build().expect("valid")).expect("valid")
+    k.build().expect("valid")
 }
 
 /// Launches per second through the client (checked mode, as users run by default).

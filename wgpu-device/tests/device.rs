@@ -5,8 +5,8 @@
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, Expr, FaultRecord, KernelBuilder,
-    KernelDef, Scalar, semantics,
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelDef,
+    Scalar, Value, semantics,
 };
 use lockstep::{Device, DeviceError};
 use lockstep_conformance::requirement::{Need, cannot_run};
@@ -116,10 +116,8 @@ fn add_one() -> KernelDef {
     let mut k = KernelBuilder::new("add_one", [4, 1, 1]);
     let data = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(data.len()), |k| {
-        k.store(data, i.clone(), data.load(i) + 1u32)
-    });
-    k.build().unwrap()
+    k.if_(i.lt(data.len()), |k| k.store(data, i, data.load(i) + 1u32));
+    k.build().unwrap().def().clone()
 }
 
 #[test]
@@ -213,7 +211,7 @@ fn a_checked_fault_fills_the_record_once_and_skips_the_store() {
     k.store(data, data.len() + i, 9u32);
     let kernel = dev
         .compile(
-            &k.build().unwrap(),
+            k.build().unwrap().def(),
             CompileOptions {
                 checked: true,
                 kernel_id: 5,
@@ -337,11 +335,7 @@ fn operations_match_the_reference_semantics() {
             }
             exprs.push((
                 format!("{op:?}"),
-                Box::new(move |l, r| Expr::Binary {
-                    op,
-                    lhs: Box::new(l),
-                    rhs: Box::new(r),
-                }),
+                Box::new(move |l, r| l.binary(op, r)),
                 *elem,
                 Box::new(move |l, r| semantics::binary(op, l, r)),
             ));
@@ -349,14 +343,7 @@ fn operations_match_the_reference_semantics() {
         for op in cmps {
             exprs.push((
                 format!("{op:?}"),
-                Box::new(move |l, r| {
-                    Expr::Cmp {
-                        op,
-                        lhs: Box::new(l),
-                        rhs: Box::new(r),
-                    }
-                    .select(1u32, 0u32)
-                }),
+                Box::new(move |l, r| l.compare(op, r).select(1u32, 0u32)),
                 ElemType::U32,
                 Box::new(move |l, r| Scalar::U32(semantics::compare(op, l, r) as u32)),
             ));
@@ -375,12 +362,12 @@ fn operations_match_the_reference_semantics() {
             let b = k.binding(*elem, Access::Read);
             let o = k.binding(out_elem, Access::ReadWrite);
             let x = k.global_id(Axis::X);
-            k.if_(x.clone().lt(o.len()), |k| {
-                k.store(o, x.clone(), build(a.load(x.clone()), b.load(x.clone())))
+            k.if_(x.lt(o.len()), |k| {
+                k.store(o, x, build(a.load(x), b.load(x)))
             });
             let kernel = dev
                 .compile(
-                    &k.build().unwrap(),
+                    k.build().unwrap().def(),
                     CompileOptions {
                         checked: false,
                         kernel_id: 0,
@@ -437,7 +424,7 @@ fn operations_match_the_reference_semantics() {
 /// One operation under test: its name, how to build it, its result type, its reference.
 type Case = (
     String,
-    Box<dyn Fn(Expr, Expr) -> Expr>,
+    Box<dyn Fn(Value, Value) -> Value>,
     ElemType,
     Box<dyn Fn(Scalar, Scalar) -> Scalar>,
 );

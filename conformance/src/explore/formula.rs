@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use lockstep::Kernel;
-use lockstep::kernel::{Access, Axis, BinOp, ElemType, Expr, KernelBuilder};
+use lockstep::kernel::{Access, Axis, BinOp, ElemType, KernelBuilder, Value};
 use rand::Rng;
 
 use crate::kernels::WORKGROUP;
@@ -140,19 +140,15 @@ impl Term {
     }
 
     /// `f` over the expressions each leaf reads: `[dst, src, neighbour, k]`.
-    fn expr(&self, leaves: &[Expr; 4]) -> Expr {
+    fn expr(&self, leaves: [Value; 4]) -> Value {
         let [dst, src, neighbour, k] = leaves;
         match self {
-            Term::Dst => dst.clone(),
-            Term::Src => src.clone(),
-            Term::Neighbour => neighbour.clone(),
-            Term::K => k.clone(),
-            Term::Lit(v) => Expr::from(*v),
-            Term::Op(op, a, b) => Expr::Binary {
-                op: *op,
-                lhs: Box::new(a.expr(leaves)),
-                rhs: Box::new(b.expr(leaves)),
-            },
+            Term::Dst => dst,
+            Term::Src => src,
+            Term::Neighbour => neighbour,
+            Term::K => k,
+            Term::Lit(v) => Value::from(*v),
+            Term::Op(op, a, b) => a.expr(leaves).binary(*op, b.expr(leaves)),
             Term::SelectLt(t) => {
                 let [a, b, c, d] = &**t;
                 a.expr(leaves)
@@ -217,26 +213,22 @@ impl Formula {
         let src = b.binding(ElemType::U32, Access::Read);
         let k = b.param(ElemType::U32);
         let i = b.global_id(Axis::X);
-        let neighbour = self.rotate.map_or(Expr::from(0u32), |rotate| {
+        let neighbour = self.rotate.map_or(Value::from(0u32), |rotate| {
             let staged = b.shared(ElemType::U32, WORKGROUP);
             let own = b.var(ElemType::U32, 0u32);
-            b.if_(i.clone().lt(dst.len()), |b| {
-                b.assign(own, dst.load(i.clone()))
-            });
+            b.if_(i.lt(dst.len()), |b| b.assign(own, dst.load(i)));
             let lane = b.local_id(Axis::X);
-            b.store(staged, lane.clone(), own.get());
+            b.store(staged, lane, own);
             b.workgroup_barrier();
             staged.load((lane + rotate) % WORKGROUP)
         });
-        b.if_(i.clone().lt(dst.len()), |b| {
-            let j = (i.clone() * self.stride + self.shift) % src.len();
-            let leaves = [dst.load(i.clone()), src.load(j), neighbour, k];
-            b.store(dst, i, self.f.expr(&leaves));
+        b.if_(i.lt(dst.len()), |b| {
+            let j = (i * self.stride + self.shift) % src.len();
+            let leaves = [dst.load(i), src.load(j), neighbour, k];
+            b.store(dst, i, self.f.expr(leaves));
         });
-        let def = b
-            .build()
-            .expect("explore formulas are well-typed u32 expressions");
-        Kernel::new(def).expect("and validate")
+        b.build()
+            .expect("explore formulas are well-typed u32 expressions")
     }
 
     /// Workgroups covering every element of `dst`.

@@ -4,7 +4,7 @@
 //! kernel's order, so where those operations are exact (`+`, `max`) a mirror gives the
 //! device's bits.
 
-use lockstep::kernel::{ElemType, Expr, KernelBuilder, Shared, Var};
+use lockstep::kernel::{ElemType, KernelBuilder, Shared, Value, Var};
 
 /// How two values fold into one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub enum Fold {
 
 impl Fold {
     /// The fold in the IR.
-    pub fn expr(self, a: Expr, b: Expr) -> Expr {
+    pub fn expr(self, a: Value, b: Value) -> Value {
         match self {
             Fold::Sum => a + b,
             Fold::Max => a.max(b),
@@ -38,12 +38,12 @@ impl Fold {
 /// and returns `acc`.
 pub fn lane_fold(
     k: &mut KernelBuilder,
-    lane: Expr,
+    lane: Value,
     lanes: u32,
-    end: Expr,
+    end: Value,
     init: f32,
     fold: Fold,
-    item: impl Fn(Expr) -> Expr,
+    item: impl Fn(Value) -> Value,
 ) -> Var {
     let acc = k.var(ElemType::F32, init);
     let c = k.var(ElemType::U32, lane);
@@ -77,19 +77,19 @@ pub fn lane_fold_host(items: &[f32], lanes: u32, init: f32, fold: Fold) -> Vec<f
 pub fn fold_workgroup(
     k: &mut KernelBuilder,
     tree: Shared,
-    lane: Expr,
+    lane: Value,
     lanes: u32,
-    value: Expr,
+    value: Value,
     fold: Fold,
 ) -> Var {
     debug_assert!(lanes.is_power_of_two(), "a tree over {lanes} lanes");
-    k.store(tree, lane.clone(), value);
+    k.store(tree, lane, value);
     k.workgroup_barrier();
     let mut stride = lanes / 2;
     while stride > 0 {
-        k.if_(lane.clone().lt(stride), |k| {
-            let folded = fold.expr(tree.load(lane.clone()), tree.load(lane.clone() + stride));
-            k.store(tree, lane.clone(), folded);
+        k.if_(lane.lt(stride), |k| {
+            let folded = fold.expr(tree.load(lane), tree.load(lane + stride));
+            k.store(tree, lane, folded);
         });
         k.workgroup_barrier();
         stride /= 2;

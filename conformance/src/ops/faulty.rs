@@ -28,14 +28,14 @@ pub fn racy_reduce() -> Kernel {
     let tree = k.shared(ElemType::F32, LANES);
     let (i, lane) = (k.global_id(Axis::X), k.local_id(Axis::X));
     let x = k.var(ElemType::F32, 0.0f32);
-    k.if_(i.clone().lt(input.len()), |k| k.assign(x, input.load(i)));
-    k.store(tree, lane.clone(), x.get());
+    k.if_(i.lt(input.len()), |k| k.assign(x, input.load(i)));
+    k.store(tree, lane, x.get());
     k.workgroup_barrier();
     let mut stride = LANES / 2;
     while stride > 0 {
-        k.if_(lane.clone().lt(stride), |k| {
-            let sum = tree.load(lane.clone()) + tree.load(lane.clone() + stride);
-            k.store(tree, lane.clone(), sum);
+        k.if_(lane.lt(stride), |k| {
+            let sum = tree.load(lane) + tree.load(lane + stride);
+            k.store(tree, lane, sum);
         });
         stride /= 2;
     }

@@ -2,7 +2,7 @@
 //! `(x - mean) · rsqrt(var + eps) · gamma + beta`.
 
 use lockstep::Kernel;
-use lockstep::kernel::{Access, Axis, ElemType, Expr, KernelBuilder};
+use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Value};
 
 use super::block::{Fold, fold_workgroup, lane_fold, sum_chain};
 use super::{U, build};
@@ -28,23 +28,15 @@ pub fn layer_norm() -> Kernel {
     let eps = k.param(ElemType::F32);
     let tree = k.shared(ElemType::F32, LANES);
     let lane = k.local_id(Axis::X);
-    let base = k.var(ElemType::U32, k.workgroup_id(Axis::X) * cols.clone());
-    let x = |c: Expr| input.load(base.get() + c);
-    let sum = lane_fold(&mut k, lane.clone(), LANES, cols.clone(), 0.0, Fold::Sum, x);
-    let sum = fold_workgroup(&mut k, tree, lane.clone(), LANES, sum.get(), Fold::Sum);
-    let mean = k.var(ElemType::F32, sum.get() * inv_cols.clone());
-    let centred = |c: Expr| x(c) - mean.get();
-    let square = |c: Expr| centred(c.clone()) * centred(c);
-    let sq = lane_fold(
-        &mut k,
-        lane.clone(),
-        LANES,
-        cols.clone(),
-        0.0,
-        Fold::Sum,
-        square,
-    );
-    let sq = fold_workgroup(&mut k, tree, lane.clone(), LANES, sq.get(), Fold::Sum);
+    let base = k.var(ElemType::U32, k.workgroup_id(Axis::X) * cols);
+    let x = |c: Value| input.load(base.get() + c);
+    let sum = lane_fold(&mut k, lane, LANES, cols, 0.0, Fold::Sum, x);
+    let sum = fold_workgroup(&mut k, tree, lane, LANES, sum.get(), Fold::Sum);
+    let mean = k.var(ElemType::F32, sum.get() * inv_cols);
+    let centred = |c: Value| x(c) - mean.get();
+    let square = |c: Value| centred(c) * centred(c);
+    let sq = lane_fold(&mut k, lane, LANES, cols, 0.0, Fold::Sum, square);
+    let sq = fold_workgroup(&mut k, tree, lane, LANES, sq.get(), Fold::Sum);
     let rstd = k.var(ElemType::F32, (sq.get() * inv_cols + eps).rsqrt());
     let c = k.var(ElemType::U32, lane);
     k.while_(c.get().lt(cols), |k| {

@@ -5,7 +5,7 @@
 
 use lockstep::Kernel;
 use lockstep::kernel::semantics::fma;
-use lockstep::kernel::{Access, Axis, ElemType, Expr, KernelBuilder, Shared, Var};
+use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Shared, Value, Var};
 
 use super::{U, build};
 
@@ -39,7 +39,7 @@ pub fn matmul_with(name: &str, barriers: bool) -> Kernel {
     let (tx, ty) = (k.local_id(Axis::X), k.local_id(Axis::Y));
     let row0 = k.var(ElemType::U32, k.workgroup_id(Axis::Y) * TILE);
     let col0 = k.var(ElemType::U32, k.workgroup_id(Axis::X) * TILE);
-    let lane = k.var(ElemType::U32, ty.clone() * SIDE + tx.clone());
+    let lane = k.var(ElemType::U32, ty * SIDE + tx);
     let acc: Vec<Var> = (0..MICRO * MICRO)
         .map(|_| k.var(ElemType::F32, 0.0f32))
         .collect();
@@ -48,32 +48,26 @@ pub fn matmul_with(name: &str, barriers: bool) -> Kernel {
     };
     let (a_reg, b_reg) = (regs(&mut k), regs(&mut k));
     let k0 = k.var(ElemType::U32, 0u32);
-    k.while_(k0.get().lt(depth.clone()), |k| {
+    k.while_(k0.get().lt(depth), |k| {
         for r in 0..DEPTH * TILE / LANES {
             let e = lane.get() + r * LANES;
             // A's tile is stored transposed, so an invocation's rows of one step are strided.
-            let (am, ak) = (e.clone() / DEPTH, e.clone() % DEPTH);
-            let (row, col) = (row0.get() + am.clone(), k0.get() + ak.clone());
-            let inside = row.clone().lt(m.clone()).and(col.clone().lt(depth.clone()));
-            let from = a.load(row * depth.clone() + col);
+            let (am, ak) = (e / DEPTH, e % DEPTH);
+            let (row, col) = (row0.get() + am, k0.get() + ak);
+            let inside = row.lt(m).and(col.lt(depth));
+            let from = a.load(row * depth + col);
             stage(k, a_tile, ak * TILE + am, inside, from);
-            let (bk, bn) = (e.clone() / TILE, e % TILE);
-            let (row, col) = (k0.get() + bk.clone(), col0.get() + bn.clone());
-            let inside = row.clone().lt(depth.clone()).and(col.clone().lt(n.clone()));
-            stage(
-                k,
-                b_tile,
-                bk * TILE + bn,
-                inside,
-                b.load(row * n.clone() + col),
-            );
+            let (bk, bn) = (e / TILE, e % TILE);
+            let (row, col) = (k0.get() + bk, col0.get() + bn);
+            let inside = row.lt(depth).and(col.lt(n));
+            stage(k, b_tile, bk * TILE + bn, inside, b.load(row * n + col));
         }
         k.workgroup_barrier();
         k.for_range(ElemType::U32, 0u32, DEPTH, |k, s| {
             for i in 0..MICRO {
-                let at = s.clone() * TILE + ty.clone() + i * SIDE;
+                let at = s * TILE + ty + i * SIDE;
                 k.assign(a_reg[i as usize], a_tile.load(at));
-                let at = s.clone() * TILE + tx.clone() + i * SIDE;
+                let at = s * TILE + tx + i * SIDE;
                 k.assign(b_reg[i as usize], b_tile.load(at));
             }
             for (x, &acc) in acc.iter().enumerate() {
@@ -88,22 +82,19 @@ pub fn matmul_with(name: &str, barriers: bool) -> Kernel {
     });
     for (x, &acc) in acc.iter().enumerate() {
         let (i, j) = (x as u32 / MICRO, x as u32 % MICRO);
-        let (row, col) = (
-            row0.get() + ty.clone() + i * SIDE,
-            col0.get() + tx.clone() + j * SIDE,
-        );
-        let inside = row.clone().lt(m.clone()).and(col.clone().lt(n.clone()));
-        k.if_(inside, |k| k.store(c, row * n.clone() + col, acc.get()));
+        let (row, col) = (row0.get() + ty + i * SIDE, col0.get() + tx + j * SIDE);
+        let inside = row.lt(m).and(col.lt(n));
+        k.if_(inside, |k| k.store(c, row * n + col, acc.get()));
     }
     build(k)
 }
 
 /// `tile[at] = from` where `inside`, else zero: the edge of a matrix pads its tiles with zeros.
-fn stage(k: &mut KernelBuilder, tile: Shared, at: Expr, inside: Expr, from: Expr) {
+fn stage(k: &mut KernelBuilder, tile: Shared, at: Value, inside: Value, from: Value) {
     k.if_else(
         inside,
-        |k| k.store(tile, at.clone(), from),
-        |k| k.store(tile, at.clone(), 0.0f32),
+        |k| k.store(tile, at, from),
+        |k| k.store(tile, at, 0.0f32),
     );
 }
 

@@ -44,13 +44,13 @@ pub fn matvec(epilogue: Epilogue) -> Kernel {
     let row = k.var(ElemType::U32, k.workgroup_id(Axis::X));
     let base = k.var(ElemType::U32, row.get() * x.len());
     let acc = k.var(ElemType::F32, 0.0f32);
-    let c = k.var(ElemType::U32, lane.clone());
+    let c = k.var(ElemType::U32, lane);
     k.while_(c.get().lt(x.len()), |k| {
         let term = w.load(base.get() + c.get()).fma(x.load(c.get()), acc.get());
         k.assign(acc, term);
         k.assign(c, c.get() + LANES);
     });
-    let dot = fold_workgroup(&mut k, tree, lane.clone(), LANES, acc.get(), Fold::Sum);
+    let dot = fold_workgroup(&mut k, tree, lane, LANES, acc.get(), Fold::Sum);
     k.if_(lane.equals(0u32), |k| {
         let z = dot.get() + bias.load(row.get());
         let out = match (epilogue, residual) {
@@ -114,8 +114,8 @@ pub fn embedding() -> Kernel {
     let token = k.binding(ElemType::U32, Access::Read);
     let out = k.binding(ElemType::F32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(out.len()), |k| {
-        let at = token.load(0u32) * out.len() + i.clone();
+    k.if_(i.lt(out.len()), |k| {
+        let at = token.load(0u32) * out.len() + i;
         k.store(out, i, table.load(at));
     });
     build(k)
@@ -138,7 +138,7 @@ pub fn argmax() -> Kernel {
         k.var(ElemType::F32, -f32::MAX),
         k.var(ElemType::U32, u32::MAX),
     );
-    let c = k.var(ElemType::U32, lane.clone());
+    let c = k.var(ElemType::U32, lane);
     k.while_(c.get().lt(values.len()), |k| {
         k.if_(values.load(c.get()).gt(v.get()), |k| {
             k.assign(v, values.load(c.get()));
@@ -146,22 +146,19 @@ pub fn argmax() -> Kernel {
         });
         k.assign(c, c.get() + LANES);
     });
-    k.store(best, lane.clone(), v.get());
-    k.store(at, lane.clone(), i.get());
+    k.store(best, lane, v.get());
+    k.store(at, lane, i.get());
     k.workgroup_barrier();
     let mut stride = LANES / 2;
     while stride > 0 {
-        k.if_(lane.clone().lt(stride), |k| {
-            let other = lane.clone() + stride;
-            let (ov, oi) = (best.load(other.clone()), at.load(other));
-            let (mv, mi) = (best.load(lane.clone()), at.load(lane.clone()));
-            let wins = ov
-                .clone()
-                .gt(mv.clone())
-                .or(ov.clone().equals(mv).and(oi.clone().lt(mi)));
+        k.if_(lane.lt(stride), |k| {
+            let other = lane + stride;
+            let (ov, oi) = (best.load(other), at.load(other));
+            let (mv, mi) = (best.load(lane), at.load(lane));
+            let wins = ov.gt(mv).or(ov.equals(mv).and(oi.lt(mi)));
             k.if_(wins, |k| {
-                k.store(best, lane.clone(), ov);
-                k.store(at, lane.clone(), oi);
+                k.store(best, lane, ov);
+                k.store(at, lane, oi);
             });
         });
         k.workgroup_barrier();

@@ -34,8 +34,7 @@ use lockstep::kernel::KernelBuilder;
 pub const U: f64 = 1.0 / (1u64 << 24) as f64;
 
 fn build(builder: KernelBuilder) -> Kernel {
-    let def = builder.build().expect("the ops kernels are valid");
-    Kernel::new(def).expect("and validate")
+    builder.build().expect("the ops kernels are valid")
 }
 
 /// Every race-free kernel of this module.

@@ -42,7 +42,7 @@ pub fn reduce_sum() -> Kernel {
         k.assign(j, j.get() + stride.get());
     });
     let sum = (acc[0].get() + acc[1].get()) + (acc[2].get() + acc[3].get());
-    let sum = fold_workgroup(&mut k, tree, lane.clone(), LANES, sum, Fold::Sum);
+    let sum = fold_workgroup(&mut k, tree, lane, LANES, sum, Fold::Sum);
     k.if_(lane.equals(0u32), |k| {
         let w = k.workgroup_id(Axis::X);
         k.store(partials, w, sum.get());

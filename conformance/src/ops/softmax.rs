@@ -2,7 +2,7 @@
 //! `exp(x - max) / sum`, each fold through [`fold_workgroup`].
 
 use lockstep::Kernel;
-use lockstep::kernel::{Access, Axis, ElemType, Expr, KernelBuilder};
+use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Value};
 
 use super::block::{
     Fold, fold_workgroup, fold_workgroup_host, lane_fold, lane_fold_host, sum_chain,
@@ -22,21 +22,13 @@ pub fn softmax() -> Kernel {
     let cols = k.param(ElemType::U32);
     let tree = k.shared(ElemType::F32, LANES);
     let lane = k.local_id(Axis::X);
-    let base = k.var(ElemType::U32, k.workgroup_id(Axis::X) * cols.clone());
-    let x = |c: Expr| input.load(base.get() + c);
-    let m = lane_fold(
-        &mut k,
-        lane.clone(),
-        LANES,
-        cols.clone(),
-        -f32::MAX,
-        Fold::Max,
-        x,
-    );
-    let m = fold_workgroup(&mut k, tree, lane.clone(), LANES, m.get(), Fold::Max);
-    let e = |c: Expr| (x(c) - m.get()).exp();
-    let s = lane_fold(&mut k, lane.clone(), LANES, cols.clone(), 0.0, Fold::Sum, e);
-    let s = fold_workgroup(&mut k, tree, lane.clone(), LANES, s.get(), Fold::Sum);
+    let base = k.var(ElemType::U32, k.workgroup_id(Axis::X) * cols);
+    let x = |c: Value| input.load(base.get() + c);
+    let m = lane_fold(&mut k, lane, LANES, cols, -f32::MAX, Fold::Max, x);
+    let m = fold_workgroup(&mut k, tree, lane, LANES, m.get(), Fold::Max);
+    let e = |c: Value| (x(c) - m.get()).exp();
+    let s = lane_fold(&mut k, lane, LANES, cols, 0.0, Fold::Sum, e);
+    let s = fold_workgroup(&mut k, tree, lane, LANES, s.get(), Fold::Sum);
     let c = k.var(ElemType::U32, lane);
     k.while_(c.get().lt(cols), |k| {
         k.store(out, base.get() + c.get(), e(c.get()) / s.get());

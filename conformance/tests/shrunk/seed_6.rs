@@ -2,7 +2,7 @@
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: false, launch_view_offsets: true, invariant_checks_every_task: true }`,
 /// it failed in operation `ReadPair`: unexpected error on stream-#: graph capture failed
 pub fn seed_6(options: lockstep::ServerOptions) {
-    use lockstep::{Bytes, ComputeClient, CubeCount, Kernel, KernelArguments, StreamId, block_on};
+    use lockstep::{Bytes, ComputeClient, CubeCount, KernelArguments, StreamId, block_on};
     use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
     use lockstep_sim::{SimConfig, SimDevice, SimProbe};
 
@@ -38,12 +38,12 @@ pub fn seed_6(options: lockstep::ServerOptions) {
         let src = b.binding(ElemType::U32, Access::Read);
         let k = b.param(ElemType::U32);
         let i = b.global_id(Axis::X);
-        b.if_(i.clone().lt(dst.len()), |b| {
-            let d = dst.load(i.clone());
-            let s = src.load((i.clone() * 1u32 + 4u32) % src.len());
-            b.store(dst, i, k.clone().lt(k.clone()).select(k.clone(), 15u32).lt(d.clone().lt(d.clone()).select(s.clone(), k.clone())).select(d.clone(), s.clone()) | s.clone());
+        b.if_(i.lt(dst.len()), |b| {
+            let d = dst.load(i);
+            let s = src.load((i * 1u32 + 4u32) % src.len());
+            b.store(dst, i, k.lt(k).select(k, 15u32).lt(d.lt(d).select(s, k)).select(d, s) | s);
         });
-        Kernel::new(b.build().unwrap()).unwrap()
+        b.build().unwrap()
     };
     s2.launch(&explore_0, CubeCount::Static(1, 1, 1), KernelArguments::new().binding(&h1).binding(&h3).param(Scalar::U32(3408985672))).unwrap();
     s2.start_capture().unwrap();

@@ -2,7 +2,7 @@
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: false, invariant_checks_every_task: true }`,
 /// it failed in operation `ReadTensors`: read on stream-#: read # elements, model holds #; first difference at element #
 pub fn seed_875(options: lockstep::ServerOptions) {
-    use lockstep::{Bytes, ComputeClient, CopyDescriptor, CubeCount, Kernel, KernelArguments, MemoryLayoutDescriptor, MemoryLayoutStrategy, StreamId, block_on};
+    use lockstep::{Bytes, ComputeClient, CopyDescriptor, CubeCount, KernelArguments, MemoryLayoutDescriptor, MemoryLayoutStrategy, StreamId, block_on};
     use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
     use lockstep_sim::{SimConfig, SimDevice, SimProbe};
 
@@ -36,11 +36,11 @@ pub fn seed_875(options: lockstep::ServerOptions) {
         let _src = b.binding(ElemType::U32, Access::Read);
         let k = b.param(ElemType::U32);
         let i = b.global_id(Axis::X);
-        b.if_(i.clone().lt(dst.len()), |b| {
-            let d = dst.load(i.clone());
-            b.store(dst, i, k.clone() - (k.clone().min(d.clone()) * 20u32));
+        b.if_(i.lt(dst.len()), |b| {
+            let d = dst.load(i);
+            b.store(dst, i, k - (k.min(d) * 20u32));
         });
-        Kernel::new(b.build().unwrap()).unwrap()
+        b.build().unwrap()
     };
     s1.launch(&explore_1, CubeCount::Static(1, 1, 1), KernelArguments::new().binding(&tensors2[1].memory).binding(&h1).param(Scalar::U32(3974043893))).unwrap();
     assert_eq!(s1.sync(), Ok(()));

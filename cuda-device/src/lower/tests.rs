@@ -17,10 +17,10 @@ fn saxpy() -> KernelDef {
     let y = k.binding(ElemType::F32, Access::ReadWrite);
     let a = k.param(ElemType::F32);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(y.len()), |k| {
-        k.store(y, i.clone(), a * x.load(i.clone()) + y.load(i));
+    k.if_(i.lt(y.len()), |k| {
+        k.store(y, i, a * x.load(i) + y.load(i));
     });
-    k.build().expect("saxpy is valid")
+    k.build().expect("saxpy is valid").def().clone()
 }
 
 /// Every integer operation whose C form differs from Rust's: division, remainder, shifts,
@@ -32,27 +32,19 @@ fn integer_semantics() -> KernelDef {
     let floats = k.binding(ElemType::F32, Access::Read);
     let a = ints.load(0u32);
     let b = ints.load(1u32);
-    k.store(ints, 2u32, a.clone() / b.clone());
-    k.store(ints, 3u32, a.clone() % b.clone());
-    k.store(ints, 4u32, a.clone() << b.clone());
-    k.store(ints, 5u32, a.clone() >> b.clone());
-    k.store(
-        ints,
-        6u32,
-        (a.clone() + i32::MIN).min(-a.clone() * b.clone()),
-    );
+    k.store(ints, 2u32, a / b);
+    k.store(ints, 3u32, a % b);
+    k.store(ints, 4u32, a << b);
+    k.store(ints, 5u32, a >> b);
+    k.store(ints, 6u32, (a + i32::MIN).min(-a * b));
     k.store(ints, 7u32, floats.load(0u32).cast(ElemType::I32));
     let x = uints.load(0u32);
     let y = uints.load(1u32);
-    k.store(uints, 2u32, x.clone() / y.clone());
-    k.store(
-        uints,
-        3u32,
-        (x.clone() % y.clone()).max(x.clone() >> y.clone()),
-    );
+    k.store(uints, 2u32, x / y);
+    k.store(uints, 3u32, (x % y).max(x >> y));
     k.store(uints, 4u32, floats.load(1u32).cast(ElemType::U32));
     k.store(uints, 5u32, (x ^ y).cast(ElemType::I32).cast(ElemType::U32));
-    k.build().expect("integer_semantics is valid")
+    k.build().expect("integer_semantics is valid").def().clone()
 }
 
 /// Float operations, literals that need their exact bits (NaN, infinity, negative zero) and a
@@ -61,17 +53,14 @@ fn float_semantics() -> KernelDef {
     let mut k = KernelBuilder::new("float_semantics", [32, 1, 1]);
     let data = k.binding(ElemType::F32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    let v = data.load(i.clone());
-    let picked = v
-        .clone()
-        .gt(0.0f32)
-        .select(v.clone() % 3.0f32, -v.clone() / f32::INFINITY);
+    let v = data.load(i);
+    let picked = v.gt(0.0f32).select(v % 3.0f32, -v / f32::INFINITY);
     k.store(
         data,
-        i.clone(),
+        i,
         picked.min(f32::NAN).max(-0.0f32) + i.cast(ElemType::F32),
     );
-    k.build().expect("float_semantics is valid")
+    k.build().expect("float_semantics is valid").def().clone()
 }
 
 /// A load on the right of `&&` and `||`: in checked mode it may only run when the left side
@@ -80,13 +69,13 @@ fn short_circuit() -> KernelDef {
     let mut k = KernelBuilder::new("short_circuit", [8, 1, 1]);
     let data = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    let inside = i.clone().lt(data.len());
+    let inside = i.lt(data.len());
     k.if_else(
-        inside.clone().and(data.load(i.clone()).gt(5u32)),
-        |k| k.store(data, i.clone(), 0u32),
-        |k| k.if_((!inside).or(data.load(i.clone()).equals(1u32)), |_| {}),
+        inside.and(data.load(i).gt(5u32)),
+        |k| k.store(data, i, 0u32),
+        |k| k.if_((!inside).or(data.load(i).equals(1u32)), |_| {}),
     );
-    k.build().expect("short_circuit is valid")
+    k.build().expect("short_circuit is valid").def().clone()
 }
 
 /// Locals, a loop whose variable the body reassigns, and every builtin.
@@ -96,14 +85,14 @@ fn loop_and_builtins() -> KernelDef {
     let n = k.param(ElemType::I32);
     let acc = k.var(ElemType::I32, 0i32);
     k.for_range(ElemType::I32, -2i32, n, |k, j| {
-        k.assign(acc, acc.get() + j.clone());
+        k.assign(acc, acc.get() + j);
         k.if_(j.equals(3i32), |k| k.assign(acc, acc.get() - 1i32));
     });
     let id = k.workgroup_id(Axis::Y) * k.num_workgroups(Axis::Z)
         + k.local_id(Axis::Y)
         + k.global_id(Axis::Y);
     k.atomic_add(out, id, acc.get());
-    k.build().expect("loop_and_builtins is valid")
+    k.build().expect("loop_and_builtins is valid").def().clone()
 }
 
 fn both_modes(def: &KernelDef) -> String {
@@ -257,7 +246,7 @@ fn workgroup_kernels() {
 #[test]
 fn a_kernel_without_bindings_or_parameters_still_has_an_entry() {
     let k = KernelBuilder::new("empty", [1, 1, 1]);
-    let source = program(&k.build().expect("valid"), false);
+    let source = program(k.build().expect("valid").def(), false);
     assert!(source.starts_with(PRELUDE));
     assert!(source.contains("lockstep_kernel(\n    const u32* ls_count)"));
     assert!(source.contains("ls_body(blockIdx.x,"));

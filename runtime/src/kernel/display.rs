@@ -203,9 +203,7 @@ mod tests {
         let out = k.binding(ElemType::F32, Access::ReadWrite);
         let tile = k.shared(ElemType::U32, 8);
         let lid = k.local_id(Axis::X);
-        k.if_(lid.clone().lt(4u32), |k| {
-            k.store(tile, lid.clone(), lid.clone() * 2u32);
-        });
+        k.if_(lid.lt(4u32), |k| k.store(tile, lid, lid * 2u32));
         k.workgroup_barrier();
         let n = k.var(ElemType::U32, tile.load(0u32).min(3u32));
         k.while_(n.get().gt(0u32), |k| {
@@ -214,8 +212,8 @@ mod tests {
         let x = out.load(k.global_id(Axis::X)).rsqrt().fma(-1.5f32, 2.0f32);
         k.store(out, k.global_id(Axis::X), x);
         k.atomic_add(tile, 1u32, 7u32);
-        let def = k.build().unwrap();
-        let lines: Vec<String> = statements(&def.body)
+        let kernel = k.build().unwrap();
+        let lines: Vec<String> = statements(&kernel.def().body)
             .iter()
             .map(|s| Head(s).to_string())
             .collect();

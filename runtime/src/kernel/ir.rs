@@ -488,6 +488,36 @@ pub enum Expr {
     },
 }
 
+impl From<Scalar> for Expr {
+    fn from(v: Scalar) -> Self {
+        Expr::Lit(v)
+    }
+}
+
+impl From<u32> for Expr {
+    fn from(v: u32) -> Self {
+        Expr::Lit(Scalar::U32(v))
+    }
+}
+
+impl From<i32> for Expr {
+    fn from(v: i32) -> Self {
+        Expr::Lit(Scalar::I32(v))
+    }
+}
+
+impl From<f32> for Expr {
+    fn from(v: f32) -> Self {
+        Expr::Lit(Scalar::F32(v))
+    }
+}
+
+impl From<bool> for Expr {
+    fn from(v: bool) -> Self {
+        Expr::Bool(v)
+    }
+}
+
 /// A statement of a kernel body, run by every invocation in program order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stmt {
@@ -573,8 +603,9 @@ pub enum Stmt {
     Barrier,
 }
 
-/// A complete kernel. Build one with [`KernelBuilder`](crate::kernel::KernelBuilder), which
-/// validates it; a `KernelDef` obtained that way always passes [`validate`](crate::kernel::validate).
+/// A complete kernel. Write one with [`KernelBuilder`](crate::kernel::KernelBuilder), whose
+/// `build` validates it into a [`Kernel`](crate::Kernel) ([`Kernel::def`](crate::Kernel::def)
+/// reads it back); a hand-made one is validated by [`Kernel::new`](crate::Kernel::new).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelDef {
     /// The kernel's name, shown in errors, profiles and sanitizer reports; part of the content

@@ -1,7 +1,9 @@
 //! Kernels: defined once in a small typed IR, lowered by each device.
 //!
-//! A kernel is built with [`KernelBuilder`], validated by [`validate`], identified for compile
-//! caches by [`KernelDef::content_hash`], and launched through
+//! A kernel is written with [`KernelBuilder`] over `Copy` [`Value`]s, validated once by
+//! [`KernelBuilder::build`] (or [`Kernel::new`](crate::Kernel::new) for a hand-made
+//! [`KernelDef`]) with [`validate`], identified for compile caches by
+//! [`KernelDef::content_hash`], and launched through
 //! [`ComputeClient::launch`](crate::ComputeClient::launch).
 
 pub mod accuracy;
@@ -12,7 +14,7 @@ pub mod semantics;
 mod uniformity;
 mod validate;
 
-pub use builder::{Binding, KernelBuilder, Shared, Var};
+pub use builder::{Binding, ForeignOrigin, KernelArray, KernelBuilder, Shared, Value, Var};
 pub use ir::*;
 pub use uniformity::DivergenceCause;
 pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate, validate_for_device};

@@ -1,4 +1,5 @@
 use super::*;
+use crate::Kernel;
 use crate::kernel::uniformity::DivergenceCause;
 
 fn saxpy() -> KernelDef {
@@ -7,10 +8,8 @@ fn saxpy() -> KernelDef {
     let y = k.binding(ElemType::F32, Access::ReadWrite);
     let a = k.param(ElemType::F32);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(y.len()), |k| {
-        k.store(y, i.clone(), a * x.load(i.clone()) + y.load(i));
-    });
-    k.build().expect("saxpy is valid")
+    k.if_(i.lt(y.len()), |k| k.store(y, i, a * x.load(i) + y.load(i)));
+    k.build().expect("saxpy is valid").def().clone()
 }
 
 #[test]
@@ -39,7 +38,7 @@ fn content_hash_is_stable_and_distinguishes_kernels() {
 fn type_mismatch_names_the_context() {
     let mut k = KernelBuilder::new("bad_add", [1, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
-    k.store(out, 0u32, Expr::from(1u32) + 2.0f32);
+    k.store(out, 0u32, Value::from(1u32) + 2.0f32);
     let err = k.build().unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -65,7 +64,7 @@ fn store_to_read_only_binding_is_rejected() {
 #[test]
 fn unknown_binding_and_float_atomics_are_rejected() {
     let mut k = KernelBuilder::new("unknown", [1, 1, 1]);
-    k.store(Binding { id: BindingId(3) }, 0u32, 1u32);
+    k.store(Array::Binding(BindingId(3)), 0u32, 1u32);
     assert!(matches!(
         k.build(),
         Err(KernelError::UnknownBinding { binding: 3, .. })
@@ -101,8 +100,8 @@ fn loops_and_locals_validate() {
         k.assign(acc, acc.get() + input.load(i));
     });
     k.store(out, 0u32, acc.get());
-    let def = k.build().unwrap();
-    assert_eq!(def.locals, vec![ElemType::I32, ElemType::U32]);
+    let kernel = k.build().unwrap();
+    assert_eq!(kernel.def().locals, vec![ElemType::I32, ElemType::U32]);
 }
 
 #[test]
@@ -128,7 +127,7 @@ fn reduction() -> KernelBuilder {
     let out = k.binding(ElemType::F32, Access::ReadWrite);
     let copy = k.shared(ElemType::F32, 64);
     let lid = k.local_id(Axis::X);
-    k.store(copy, lid.clone(), input.load(k.global_id(Axis::X)));
+    k.store(copy, lid, input.load(k.global_id(Axis::X)));
     k.workgroup_barrier();
     let chunk = k.var(ElemType::U32, 0u32);
     let sum = k.var(ElemType::F32, 0.0f32);
@@ -147,7 +146,8 @@ fn reduction() -> KernelBuilder {
 
 #[test]
 fn a_shared_memory_reduction_builds_and_needs_its_shared_bytes() {
-    let def = reduction().build().unwrap();
+    let kernel = reduction().build().unwrap();
+    let def = kernel.def();
     assert_eq!(
         def.shared,
         vec![SharedDecl {
@@ -186,9 +186,9 @@ fn a_shared_memory_reduction_builds_and_needs_its_shared_bytes() {
             concurrent_streams: false,
         },
     };
-    assert_eq!(validate_for_device(&def, &properties), Ok(()));
+    assert_eq!(validate_for_device(def, &properties), Ok(()));
     properties.max_shared_memory_bytes = 255;
-    let err = validate_for_device(&def, &properties).unwrap_err();
+    let err = validate_for_device(def, &properties).unwrap_err();
     assert_eq!(
         err.to_string(),
         "kernel `reduce`: 256 bytes of workgroup-shared memory, the device allows 255"
@@ -204,7 +204,8 @@ fn atomics_return_their_old_value_in_a_fresh_variable_of_the_arrays_type() {
     let seen = k.compare_exchange(slots, 1u32, 0u32, 7u32);
     k.atomic(AtomicOp::Exchange, slots, 2u32, seen.get());
     k.atomic_add(counts, 1u32, old.get());
-    let def = k.build().unwrap();
+    let kernel = k.build().unwrap();
+    let def = kernel.def();
     assert_eq!(def.locals, vec![ElemType::I32, ElemType::U32]);
     assert_eq!(
         def.body[0],
@@ -262,7 +263,7 @@ fn atomics_need_an_integer_array_that_may_be_written() {
     let mut k = KernelBuilder::new("oldtype", [1, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     k.fetch_atomic(AtomicOp::Add, out, 0u32, 1u32);
-    let mut def = k.build().unwrap();
+    let mut def = k.build().unwrap().def().clone();
     def.locals[0] = ElemType::I32;
     assert_eq!(
         validate(&def).unwrap_err().to_string(),
@@ -315,7 +316,6 @@ fn math_takes_floats_and_abs_takes_every_number() {
     let i = k.binding(ElemType::I32, Access::ReadWrite);
     let x = f.load(0u32);
     let all = x
-        .clone()
         .exp()
         .log()
         .sqrt()
@@ -326,32 +326,34 @@ fn math_takes_floats_and_abs_takes_every_number() {
         .ceil()
         .sin()
         .cos();
-    k.store(f, 0u32, all.pow(2.0f32).fma(x.clone(), 1.0f32));
+    k.store(f, 0u32, all.pow(2.0f32).fma(x, 1.0f32));
     k.store(i, 0u32, i.load(0u32).abs());
-    let def = k.build().unwrap();
-    assert_eq!(
-        def.elem_type_of(&x.clone().fma(1.0f32, 2.0f32)),
-        Some(ElemType::F32)
-    );
+    let kernel = k.build().unwrap();
+    let def = kernel.def();
+    let Stmt::Store { value: stored, .. } = &def.body[0] else {
+        panic!("the first statement is the f32 store: {:?}", def.body[0]);
+    };
+    assert_eq!(def.elem_type_of(stored), Some(ElemType::F32));
 
-    for (name, bad) in [
-        ("exp", Expr::from(1u32).exp()),
-        ("floor", Expr::from(1i32).floor()),
-        ("pow", Expr::from(2i32).pow(3i32)),
-        ("fma", Expr::from(2u32).fma(3u32, 4u32)),
-    ] {
+    // Each bad value is made once its builder is open: an operation on literals alone goes
+    // to the newest open builder.
+    let float_only = |name: &str, bad: fn() -> Value| {
         let mut k = KernelBuilder::new("bad_math", [1, 1, 1]);
         let out = k.binding(ElemType::F32, Access::ReadWrite);
-        k.store(out, 0u32, bad.cast(ElemType::F32));
+        k.store(out, 0u32, bad().cast(ElemType::F32));
         let err = k.build().unwrap_err();
         assert!(
             matches!(&err, KernelError::FloatOnly { op, .. } if *op == name),
             "{err}"
         );
-    }
+    };
+    float_only("exp", || Value::from(1u32).exp());
+    float_only("floor", || Value::from(1i32).floor());
+    float_only("pow", || Value::from(2i32).pow(3i32));
+    float_only("fma", || Value::from(2u32).fma(3u32, 4u32));
     let mut k = KernelBuilder::new("mixed_fma", [1, 1, 1]);
     let out = k.binding(ElemType::F32, Access::ReadWrite);
-    k.store(out, 0u32, Expr::from(1.0f32).fma(1u32, 2.0f32));
+    k.store(out, 0u32, Value::from(1.0f32).fma(1u32, 2.0f32));
     assert_eq!(
         k.build().unwrap_err().to_string(),
         "kernel `mixed_fma`: fma's second operand expects f32, found u32"
@@ -370,25 +372,25 @@ fn break_and_continue_belong_to_a_loop() {
         }
     );
     let mut k = KernelBuilder::new("stray", [1, 1, 1]);
-    k.if_(true.into(), |k| k.continue_());
+    k.if_(true, |k| k.continue_());
     assert_eq!(
         k.build().unwrap_err().to_string(),
         "kernel `stray`: `continue` outside a loop"
     );
     let mut k = KernelBuilder::new("loops", [1, 1, 1]);
     let n = k.var(ElemType::U32, 0u32);
-    k.while_(true.into(), |k| {
+    k.while_(true, |k| {
         k.assign(n, n.get() + 1u32);
         k.if_(n.get().gt(5u32), |k| k.break_());
         k.for_range(ElemType::U32, 0u32, 3u32, |k, _| k.continue_());
     });
     assert!(k.build().is_ok());
     let mut k = KernelBuilder::new("while_cond", [1, 1, 1]);
-    k.while_(Expr::from(1u32), |_| {});
+    k.while_(1u32, |_| {});
     assert!(matches!(k.build(), Err(KernelError::TypeMismatch { .. })));
 }
 
-fn divergence(build: impl FnOnce(&mut KernelBuilder)) -> Result<KernelDef, KernelError> {
+fn divergence(build: impl FnOnce(&mut KernelBuilder)) -> Result<Kernel, KernelError> {
     let mut k = KernelBuilder::new("div", [8, 1, 1]);
     build(&mut k);
     k.build()
@@ -396,7 +398,7 @@ fn divergence(build: impl FnOnce(&mut KernelBuilder)) -> Result<KernelDef, Kerne
 
 #[test]
 fn barriers_in_id_dependent_control_flow_are_rejected() {
-    let cause = |r: Result<KernelDef, KernelError>| match r {
+    let cause = |r: Result<Kernel, KernelError>| match r {
         Err(KernelError::DivergentBarrier { cause, .. }) => Some(cause),
         Ok(_) => None,
         Err(other) => panic!("unexpected {other}"),
@@ -440,9 +442,9 @@ fn barriers_in_id_dependent_control_flow_are_rejected() {
     assert_eq!(
         cause(divergence(|k| {
             let lid = k.local_id(Axis::X);
-            k.while_(true.into(), |k| {
+            k.while_(true, |k| {
                 k.workgroup_barrier();
-                k.if_(lid.clone().equals(3u32), |k| k.break_());
+                k.if_(lid.equals(3u32), |k| k.break_());
             });
         })),
         Some(DivergenceCause::LoopExit)
@@ -468,13 +470,13 @@ fn barriers_in_uniform_control_flow_are_accepted() {
             let data = k.binding(ElemType::U32, Access::Read);
             let n = k.param(ElemType::U32);
             let wg = k.workgroup_id(Axis::X);
-            k.if_(wg.lt(n.clone()), |k| k.workgroup_barrier());
+            k.if_(wg.lt(n), |k| k.workgroup_barrier());
             k.for_range(ElemType::U32, 0u32, data.len(), |k, i| {
                 k.workgroup_barrier();
-                k.if_(data.load(i).equals(n.clone()), |k| k.break_());
+                k.if_(data.load(i).equals(n), |k| k.break_());
             });
             // An id-dependent break in an inner loop leaves only that loop.
-            k.while_(true.into(), |k| {
+            k.while_(true, |k| {
                 let lid = k.local_id(Axis::X);
                 k.for_range(ElemType::U32, 0u32, 4u32, |k, j| {
                     k.if_(j.equals(lid), |k| k.break_());

@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+use super::builder::ForeignOrigin;
 use super::ir::{
     Access, Array, BinOp, BindingId, ElemType, Expr, KernelDef, SharedId, Stmt, Ty, UnaryOp, VarId,
 };
@@ -162,6 +163,26 @@ pub enum KernelError {
         /// The size declared, `[x, y, z]`.
         size: [u32; 3],
     },
+    /// A statement of a [`KernelBuilder`](super::KernelBuilder) used a value, variable or
+    /// array that another builder made (see [`Value`](super::Value)): build each kernel from
+    /// its own builder's handles.
+    #[error(
+        "kernel `{kernel}`: a {what} {origin} was used; a kernel takes only the values, variables and arrays its own KernelBuilder made"
+    )]
+    ForeignValue {
+        /// The kernel's name.
+        kernel: String,
+        /// `"value"`, `"variable"` or `"array"`.
+        what: &'static str,
+        /// Which builder made it.
+        origin: ForeignOrigin,
+    },
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`validate`] ran on this thread: the builder's tests count them.
+    pub(crate) static VALIDATIONS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Largest number of invocations per workgroup that every device accepts.
@@ -170,6 +191,8 @@ pub const MAX_WORKGROUP_INVOCATIONS: u64 = 1024;
 /// Checks types, references, access modes, loops and barriers of a whole kernel: everything
 /// that does not depend on the device.
 pub fn validate(def: &KernelDef) -> Result<(), KernelError> {
+    #[cfg(test)]
+    VALIDATIONS.with(|n| n.set(n.get() + 1));
     let checker = Checker { def };
     if def.workgroup_size.contains(&0) || def.workgroup_invocations() > MAX_WORKGROUP_INVOCATIONS {
         return Err(KernelError::InvalidWorkgroupSize {

@@ -1,9 +1,7 @@
 //! The engines on kernels whose results are known exactly.
 
 use lockstep::kernel::accuracy::{MathCall, ulp};
-use lockstep::kernel::{
-    Access, AtomicOp, Axis, BindingId, ElemType, Expr, KernelBuilder, Stmt, UnaryOp,
-};
+use lockstep::kernel::{Access, AtomicOp, Axis, BindingId, ElemType, KernelBuilder, Stmt, UnaryOp};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -66,16 +64,10 @@ fn two_faulting_statements() -> KernelDef {
     let mut k = KernelBuilder::new("two", [4, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().equals(6u32), |k| {
-        k.store(out, i.clone() + 100u32, 1u32)
-    });
-    k.if_(i.clone().lt(out.len()), |k| {
-        k.store(out, i.clone(), i.clone())
-    });
-    k.if_(i.clone().equals(2u32), |k| {
-        k.store(out, i.clone() + 200u32, 1u32)
-    });
-    k.build().unwrap()
+    k.if_(i.equals(6u32), |k| k.store(out, i + 100u32, 1u32));
+    k.if_(i.lt(out.len()), |k| k.store(out, i, i));
+    k.if_(i.equals(2u32), |k| k.store(out, i + 200u32, 1u32));
+    k.build().unwrap().def().clone()
 }
 
 #[test]
@@ -126,13 +118,11 @@ fn loops_keep_each_lanes_trip_count_and_guards_short_circuit() {
     let src = k.binding(ElemType::U32, Access::Read);
     let i = k.global_id(Axis::X);
     let sum = k.var(ElemType::U32, 0u32);
-    k.for_range(ElemType::U32, 0u32, i.clone(), |k, j| {
-        k.assign(sum, sum.get() + j)
-    });
-    let guarded = i.clone().lt(src.len()).and(src.load(i.clone()).gt(0u32));
+    k.for_range(ElemType::U32, 0u32, i, |k, j| k.assign(sum, sum.get() + j));
+    let guarded = i.lt(src.len()).and(src.load(i).gt(0u32));
     k.if_(guarded, |k| k.assign(sum, sum.get() + 1000u32));
-    k.store(out, i.clone(), sum.get());
-    let def = k.build().unwrap();
+    k.store(out, i, sum.get());
+    let def = k.build().unwrap().def().clone();
     let options = CompileOptions {
         checked: true,
         kernel_id: 1,
@@ -157,13 +147,13 @@ fn reduction(elem: ElemType) -> KernelDef {
     let out = k.binding(elem, Access::ReadWrite);
     let partial = k.shared(elem, 64);
     let lid = k.local_id(Axis::X);
-    k.store(partial, lid.clone(), input.load(k.global_id(Axis::X)));
+    k.store(partial, lid, input.load(k.global_id(Axis::X)));
     k.workgroup_barrier();
     let stride = k.var(ElemType::U32, 32u32);
     k.while_(stride.get().gt(0u32), |k| {
-        k.if_(lid.clone().lt(stride.get()), |k| {
-            let sum = partial.load(lid.clone()) + partial.load(lid.clone() + stride.get());
-            k.store(partial, lid.clone(), sum);
+        k.if_(lid.lt(stride.get()), |k| {
+            let sum = partial.load(lid) + partial.load(lid + stride.get());
+            k.store(partial, lid, sum);
         });
         k.workgroup_barrier();
         k.assign(stride, stride.get() >> 1u32);
@@ -171,7 +161,7 @@ fn reduction(elem: ElemType) -> KernelDef {
     k.if_(lid.equals(0u32), |k| {
         k.store(out, k.workgroup_id(Axis::X), partial.load(0u32))
     });
-    k.build().unwrap()
+    k.build().unwrap().def().clone()
 }
 
 #[test]
@@ -206,7 +196,7 @@ fn global_atomics_min_max_and_add_see_every_workgroup() {
     k.atomic(AtomicOp::Min, out, 0u32, v.get());
     k.atomic(AtomicOp::Max, out, 1u32, v.get());
     k.atomic_add(out, 2u32, v.get());
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let input: Vec<i32> = (0..32).map(|i| (i * 37 % 101) - 50).collect();
     let mut data = vec![
         binding(input.iter().map(|&v| v as u32).collect()),
@@ -227,11 +217,11 @@ fn exchange_and_compare_exchange_hand_values_on_exactly_once() {
     let mut k = KernelBuilder::new("handoff", [16, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    let took = k.fetch_atomic(AtomicOp::Exchange, out, 0u32, i.clone() + 1u32);
-    k.store(out, i.clone() + 2u32, took.get());
-    let seen = k.compare_exchange(out, 1u32, 0u32, i.clone() + 1u32);
-    k.store(out, i.clone() + 34u32, seen.get());
-    let def = k.build().unwrap();
+    let took = k.fetch_atomic(AtomicOp::Exchange, out, 0u32, i + 1u32);
+    k.store(out, i + 2u32, took.get());
+    let seen = k.compare_exchange(out, 1u32, 0u32, i + 1u32);
+    k.store(out, i + 34u32, seen.get());
+    let def = k.build().unwrap().def().clone();
     let mut data = vec![binding(vec![0; 66]), record()];
     launch(&def, 2, &mut data);
     let w = words(&data[0]);
@@ -255,9 +245,9 @@ fn the_seed_interleaves_a_workgroup_so_order_dependent_results_differ() {
     let mut k = KernelBuilder::new("order", [16, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.compare_exchange(out, 0u32, 0u32, i.clone() + 1u32);
+    k.compare_exchange(out, 0u32, 0u32, i + 1u32);
     k.atomic(AtomicOp::Exchange, out, 1u32, i + 1u32);
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let outcome = |seed: u64| {
         let mut data = vec![binding(vec![0; 2]), record()];
         let findings = findings(&def, 1, &launch_seeded(&def, 1, &mut data, seed));
@@ -278,21 +268,21 @@ fn shared_atomics_count_per_workgroup() {
     let tickets = k.binding(ElemType::U32, Access::ReadWrite);
     let counter = k.shared(ElemType::U32, 2);
     let lid = k.local_id(Axis::X);
-    k.if_(lid.clone().equals(0u32), |k| {
+    k.if_(lid.equals(0u32), |k| {
         k.store(counter, 0u32, 0u32);
         k.store(counter, 1u32, 0u32);
     });
     k.workgroup_barrier();
     let ticket = k.fetch_atomic(AtomicOp::Add, counter, 0u32, 1u32);
-    k.atomic(AtomicOp::Max, counter, 1u32, lid.clone());
+    k.atomic(AtomicOp::Max, counter, 1u32, lid);
     k.store(tickets, k.global_id(Axis::X), ticket.get());
     k.workgroup_barrier();
     k.if_(lid.equals(0u32), |k| {
         let wg = k.workgroup_id(Axis::X);
-        k.store(out, wg.clone() * 2u32, counter.load(0u32));
+        k.store(out, wg * 2u32, counter.load(0u32));
         k.store(out, wg * 2u32 + 1u32, counter.load(1u32));
     });
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let mut data = vec![binding(vec![0; 6]), binding(vec![0; 96]), record()];
     let outcome = launch(&def, 3, &mut data);
     assert_eq!(words(&data[0]), vec![32, 31, 32, 31, 32, 31]);
@@ -312,30 +302,30 @@ fn while_break_and_continue_steer_each_lane() {
     let mut k = KernelBuilder::new("steer", [8, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    let a = k.var(ElemType::U32, i.clone() + 12u32);
+    let a = k.var(ElemType::U32, i + 12u32);
     let b = k.var(ElemType::U32, 18u32);
-    k.while_(true.into(), |k| {
+    k.while_(true, |k| {
         k.if_(b.get().equals(0u32), |k| k.break_());
         let t = k.var(ElemType::U32, a.get() % b.get());
         k.assign(a, b.get());
         k.assign(b, t.get());
     });
     let count = k.var(ElemType::U32, 0u32);
-    k.for_range(ElemType::U32, 0u32, i.clone(), |k, j| {
-        k.if_((j.clone() & 3u32).equals(0u32), |k| k.continue_());
+    k.for_range(ElemType::U32, 0u32, i, |k, j| {
+        k.if_((j & 3u32).equals(0u32), |k| k.continue_());
         k.assign(count, count.get() + 1u32);
     });
     let pairs = k.var(ElemType::U32, 0u32);
     k.for_range(ElemType::U32, 0u32, 4u32, |k, x| {
         k.for_range(ElemType::U32, 0u32, 4u32, |k, y| {
-            k.if_(y.gt(x.clone()), |k| k.break_());
+            k.if_(y.gt(x), |k| k.break_());
             k.assign(pairs, pairs.get() + 1u32);
         });
     });
-    k.store(out, i.clone() * 3u32, a.get());
-    k.store(out, i.clone() * 3u32 + 1u32, count.get());
+    k.store(out, i * 3u32, a.get());
+    k.store(out, i * 3u32 + 1u32, count.get());
     k.store(out, i * 3u32 + 2u32, pairs.get());
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let mut data = vec![binding(vec![0; 48]), record()];
     launch(&def, 2, &mut data);
     let gcd = |mut a: u32, mut b: u32| {
@@ -381,25 +371,14 @@ fn math_functions_are_within_the_stated_bounds_and_one_ulp_of_f64() {
     let x = input.load(k.global_id(Axis::X));
     let base = UnaryOp::ALL.len() as u32 * 64;
     for (n, op) in UnaryOp::ALL.into_iter().enumerate() {
-        let unary = Expr::Unary {
-            op,
-            value: Box::new(input.load(k.global_id(Axis::X) + n as u32 * 64)),
-        };
-        k.store(out, k.global_id(Axis::X) + n as u32 * 64, unary);
+        let at = k.global_id(Axis::X) + n as u32 * 64;
+        k.store(out, at, input.load(at).unary(op));
     }
     // pow(x, 1.5) and fma(x, x, -x) on the sqrt inputs.
     let sqrt_in = input.load(k.global_id(Axis::X) + 3u32 * 64);
-    k.store(
-        out,
-        k.global_id(Axis::X) + base,
-        sqrt_in.clone().pow(1.5f32),
-    );
-    k.store(
-        out,
-        k.global_id(Axis::X) + base + 64u32,
-        x.clone().fma(x.clone(), -x),
-    );
-    let def = k.build().unwrap();
+    k.store(out, k.global_id(Axis::X) + base, sqrt_in.pow(1.5f32));
+    k.store(out, k.global_id(Axis::X) + base + 64u32, x.fma(x, -x));
+    let def = k.build().unwrap().def().clone();
     let inputs: Vec<f32> = UnaryOp::ALL.into_iter().flat_map(math_inputs).collect();
     let mut data = vec![
         floats(&inputs),
@@ -444,7 +423,7 @@ fn diverging() -> KernelDef {
     let input = k.binding(ElemType::U32, Access::Read);
     let v = k.var(ElemType::U32, input.load(k.global_id(Axis::X)));
     k.if_((v.get() % 2u32).equals(1u32), |_| {});
-    let mut def = k.build().unwrap();
+    let mut def = k.build().unwrap().def().clone();
     let Some(Stmt::If { then_body, .. }) = def.body.last_mut() else {
         unreachable!("built above")
     };
@@ -487,7 +466,7 @@ fn shared_memory_is_per_workgroup_and_unwritten_reads_are_reported() {
     k.if_(first, |k| k.store(s, 0u32, 7u32));
     k.workgroup_barrier();
     k.store(out, k.global_id(Axis::X), s.load(0u32));
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let mut data = vec![binding(vec![9; 4]), record()];
     let outcome = launch(&def, 2, &mut data);
     assert_eq!(words(&data[0]), vec![7, 7, 0, 0]);
@@ -506,10 +485,10 @@ fn shared_accesses_out_of_range_fault_or_trap_like_bindings() {
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     let s = k.shared(ElemType::U32, 2);
     let i = k.global_id(Axis::X);
-    k.store(s, i.clone(), i.clone());
+    k.store(s, i, i);
     k.workgroup_barrier();
-    k.store(out, i.clone(), s.load(i.clone() % 2u32));
-    let def = k.build().unwrap();
+    k.store(out, i, s.load(i % 2u32));
+    let def = k.build().unwrap().def().clone();
     let mut data = vec![binding(vec![9; 4]), record()];
     launch(&def, 1, &mut data);
     assert_eq!(words(&data[0]), vec![0, 1, 0, 1]);
@@ -542,8 +521,8 @@ fn shared_accesses_out_of_range_fault_or_trap_like_bindings() {
 #[test]
 fn an_endless_loop_is_stopped_by_the_watchdog() {
     let mut k = KernelBuilder::new("spin", [1, 1, 1]);
-    k.while_(true.into(), |_| {});
-    let def = k.build().unwrap();
+    k.while_(true, |_| {});
+    let def = k.build().unwrap().def().clone();
     let trap = run_on(
         Engine::Workgroup,
         0,
@@ -608,7 +587,7 @@ fn writes_from_different_invocations_to_one_global_word_race() {
     let mut k = KernelBuilder::new("last_wins", [1, 1, 1]);
     let out = k.binding(ElemType::U32, Access::ReadWrite);
     k.store(out, 0u32, k.global_id(Axis::X));
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     assert_eq!(Engine::for_kernel(&def), Engine::Batched);
     let mut data = vec![binding(vec![0]), record()];
     let outcome = launch(&def, 2, &mut data);
@@ -627,11 +606,11 @@ fn a_launch_whose_invocations_own_their_words_is_not_watched() {
     let dst = k.binding(ElemType::U32, Access::ReadWrite);
     let src = k.binding(ElemType::U32, Access::Read);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(dst.len()), |k| {
-        let j = (i.clone() * 3u32) % src.len();
-        k.store(dst, i.clone(), dst.load(i.clone()) + src.load(j));
+    k.if_(i.lt(dst.len()), |k| {
+        let j = (i * 3u32) % src.len();
+        k.store(dst, i, dst.load(i) + src.load(j));
     });
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     assert!(owns_its_words(&def, [4, 1, 1]));
     assert!(
         !owns_its_words(&def, [4, 2, 1]),
@@ -644,7 +623,7 @@ fn a_launch_whose_invocations_own_their_words_is_not_watched() {
     let mut k = KernelBuilder::new("shifted", [8, 1, 1]);
     let dst = k.binding(ElemType::U32, Access::ReadWrite);
     k.store(dst, k.global_id(Axis::X) + 1u32, 1u32);
-    assert!(!owns_its_words(&k.build().unwrap(), [4, 1, 1]));
+    assert!(!owns_its_words(k.build().unwrap().def(), [4, 1, 1]));
 }
 
 #[test]
@@ -656,7 +635,11 @@ fn a_race_on_data_can_make_a_barrier_diverge() {
     let lid = k.local_id(Axis::X);
     k.if_(lid.equals(0u32), |k| k.store(flag, 0u32, 1u32));
     k.if_(flag.load(0u32).equals(1u32), |k| k.workgroup_barrier());
-    let def = k.build().expect("the flag's load is at a uniform index");
+    let def = k
+        .build()
+        .expect("the flag's load is at a uniform index")
+        .def()
+        .clone();
     let divergent: Vec<u64> = (0..16)
         .filter(|&seed| {
             let mut data = vec![binding(vec![0]), record()];

@@ -16,8 +16,8 @@ pub fn add_one() -> Kernel {
     let mut k = KernelBuilder::new("add_one", [4, 1, 1]);
     let data = k.binding(ElemType::U32, Access::ReadWrite);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(data.len()), |k| {
-        k.store(data, i.clone(), data.load(i) + 1u32);
+    k.if_(i.lt(data.len()), |k| {
+        k.store(data, i, data.load(i) + 1u32);
     });
-    Kernel::new(k.build().unwrap()).unwrap()
+    k.build().unwrap()
 }

@@ -6,7 +6,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, KernelDef};
+use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, KernelDef, Value};
 use lockstep_conformance::explore::World;
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
@@ -17,10 +17,10 @@ fn add_const() -> KernelDef {
     let dst = k.binding(ElemType::U32, Access::ReadWrite);
     let c = k.param(ElemType::U32);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(dst.len()), |k| {
-        k.store(dst, i.clone(), dst.load(i) + c);
+    k.if_(i.lt(dst.len()), |k| {
+        k.store(dst, i, dst.load(i) + c);
     });
-    k.build().unwrap()
+    k.build().unwrap().def().clone()
 }
 
 fn atomic_sum() -> KernelDef {
@@ -28,14 +28,14 @@ fn atomic_sum() -> KernelDef {
     let dst = k.binding(ElemType::I32, Access::ReadWrite);
     let src = k.binding(ElemType::I32, Access::Read);
     let i = k.global_id(Axis::X);
-    k.if_(i.clone().lt(src.len()), |k| {
-        k.atomic_add(dst, 0u32, src.load(i.clone()));
+    k.if_(i.lt(src.len()), |k| {
+        k.atomic_add(dst, 0u32, src.load(i));
     });
     // A plain store and load of the atomic binding must go through atomicStore/atomicLoad.
-    k.if_(i.clone().equals(0u32), |k| {
+    k.if_(i.equals(0u32), |k| {
         k.store(dst, 1u32, dst.load(1u32) + 1i32);
     });
-    k.build().unwrap()
+    k.build().unwrap().def().clone()
 }
 
 /// Every operation, the literals WGSL cannot spell, folding, loops and short-circuits.
@@ -50,47 +50,33 @@ fn kitchen_sink() -> KernelDef {
     let y = k.local_id(Axis::Y);
     let acc = k.var(ElemType::I32, 0i32);
     k.for_range(ElemType::U32, 0u32, ints.len(), |k, j| {
-        let v = ints.load(j.clone());
-        let q = v.clone() / (j.clone().cast(ElemType::I32) - 1i32);
-        let r = v % lockstep::kernel::Expr::from(-1i32);
+        let v = ints.load(j);
+        let q = v / (j.cast(ElemType::I32) - 1i32);
+        let r = v % Value::from(-1i32);
         k.assign(acc, acc.get() + q + r + (acc.get() >> 33i32));
     });
-    let f = k.var(ElemType::F32, floats.load(x.clone()) * scale);
+    let f = k.var(ElemType::F32, floats.load(x) * scale);
     k.assign(
         f,
         f.get().min(f32::NAN).max(-0.0f32) + f32::INFINITY * 0.0f32,
     );
     let guarded = x
-        .clone()
         .lt(floats.len())
-        .and(floats.load(x.clone()).not_equals(1.5f32))
-        .or(y.clone().ge(k.num_workgroups(Axis::Z)));
-    let folded = (Expr2::max_i32() + 1i32).cast(ElemType::U32) / 0u32;
+        .and(floats.load(x).not_equals(1.5f32))
+        .or(y.ge(k.num_workgroups(Axis::Z)));
+    let folded = (Value::from(i32::MAX) + 1i32).cast(ElemType::U32) / 0u32;
     k.if_else(
         guarded,
         |k| {
-            k.store(
-                out,
-                x.clone(),
-                (f.get().cast(ElemType::U32) << shift.clone()) ^ folded,
-            );
+            k.store(out, x, (f.get().cast(ElemType::U32) << shift) ^ folded);
         },
         |k| {
-            let sel = x.clone().equals(0u32).select(f.get(), -f.get());
-            k.store(out, x.clone(), sel.cast(ElemType::I32).cast(ElemType::U32));
+            let sel = x.equals(0u32).select(f.get(), -f.get());
+            k.store(out, x, sel.cast(ElemType::I32).cast(ElemType::U32));
             k.store(ints, k.workgroup_id(Axis::X), acc.get() * i32::MIN);
         },
     );
-    k.build().unwrap()
-}
-
-/// Literal helpers for the kitchen sink.
-struct Expr2;
-
-impl Expr2 {
-    fn max_i32() -> lockstep::kernel::Expr {
-        i32::MAX.into()
-    }
+    k.build().unwrap().def().clone()
 }
 
 fn overrun() -> KernelDef {
@@ -98,7 +84,7 @@ fn overrun() -> KernelDef {
     let data = k.binding(ElemType::U32, Access::ReadWrite);
     let past_end = k.param(ElemType::U32);
     k.store(data, data.len() + past_end, 1u32);
-    k.build().unwrap()
+    k.build().unwrap().def().clone()
 }
 
 #[test]
@@ -167,7 +153,7 @@ fn ops_and_faulty() -> Vec<lockstep::Kernel> {
 fn math_on_literals_folds_to_the_reference_bits() {
     let mut k = KernelBuilder::new("folded", [1, 1, 1]);
     let out = k.binding(ElemType::F32, Access::ReadWrite);
-    let lit = lockstep::kernel::Expr::from;
+    let lit = Value::from;
     k.store(out, 0u32, lit(-1.0f32).log());
     k.store(out, 1u32, lit(0.0f32).log().abs());
     k.store(
@@ -175,7 +161,7 @@ fn math_on_literals_folds_to_the_reference_bits() {
         2u32,
         lit(2.0f32).pow(10.0f32).fma(0.5f32, lit(1.0f32).exp()),
     );
-    let wgsl = lower(&k.build().unwrap(), false, &[]).wgsl;
+    let wgsl = lower(k.build().unwrap().def(), false, &[]).wgsl;
     let stores: Vec<&str> = wgsl
         .lines()
         .map(str::trim)
@@ -200,7 +186,7 @@ fn a_signed_atomic_min_sets_the_type_of_its_group() {
     let mut k = KernelBuilder::new("signed_group", [1, 1, 1]);
     let ints = k.binding(ElemType::I32, Access::ReadWrite);
     k.atomic(AtomicOp::Min, ints, 0u32, -1i32);
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let lowered = lower(&def, true, &aliases_of(&[7, 7]));
     assert_eq!(lowered.plan.sources, vec![0]);
     insta::assert_snapshot!(lowered.wgsl);
@@ -221,7 +207,7 @@ fn aliased_bindings_share_one_declaration() {
     let words = k.binding(ElemType::U32, Access::Read);
     k.atomic_add(ints, 0u32, floats.load(0u32).cast(ElemType::I32));
     k.store(ints, 1u32, words.load(0u32).cast(ElemType::I32));
-    let def = k.build().unwrap();
+    let def = k.build().unwrap().def().clone();
     let aliases = aliases_of(&[7, 8, 7, 8]);
     assert_eq!(aliases, vec![0, 1, 0, 1]);
     let lowered = lower(&def, true, &aliases);

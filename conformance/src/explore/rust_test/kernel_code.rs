@@ -9,7 +9,6 @@ use crate::kernels::WORKGROUP;
 
 /// `let {var} = { .. };` building `formula`'s kernel.
 pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
-    code.uses("lockstep", &["Kernel"]);
     code.uses(
         "lockstep::kernel",
         &["Access", "Axis", "ElemType", "KernelBuilder"],
@@ -43,19 +42,19 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
     if let Some(rotate) = formula.rotate {
         staging(code, rotate, neighbour);
     }
-    code.line("    b.if_(i.clone().lt(dst.len()), |b| {");
+    code.line("    b.if_(i.lt(dst.len()), |b| {");
     if dst {
-        code.line("        let d = dst.load(i.clone());");
+        code.line("        let d = dst.load(i);");
     }
     if src {
         code.line(format!(
-            "        let s = src.load((i.clone() * {}u32 + {}u32) % src.len());",
+            "        let s = src.load((i * {}u32 + {}u32) % src.len());",
             formula.stride, formula.shift
         ));
     }
     code.line(format!("        b.store(dst, i, {value});"));
     code.line("    });");
-    code.line("    Kernel::new(b.build().unwrap()).unwrap()");
+    code.line("    b.build().unwrap()");
     code.line("};");
 }
 
@@ -66,9 +65,9 @@ fn staging(code: &mut Code, rotate: u32, neighbour: bool) {
         "    let staged = b.shared(ElemType::U32, {WORKGROUP});"
     ));
     code.line("    let own = b.var(ElemType::U32, 0u32);");
-    code.line("    b.if_(i.clone().lt(dst.len()), |b| b.assign(own, dst.load(i.clone())));");
+    code.line("    b.if_(i.lt(dst.len()), |b| b.assign(own, dst.load(i)));");
     code.line("    let lane = b.local_id(Axis::X);");
-    code.line("    b.store(staged, lane.clone(), own.get());");
+    code.line("    b.store(staged, lane, own);");
     code.line("    b.workgroup_barrier();");
     if neighbour {
         code.line(format!(
@@ -77,17 +76,17 @@ fn staging(code: &mut Code, rotate: u32, neighbour: bool) {
     }
 }
 
-/// `f` as an `Expr` over `d` (`dst[i]`), `s` (`src[j]`), `n` (the neighbour's `dst`) and `k`,
+/// `f` as a `Value` over `d` (`dst[i]`), `s` (`src[j]`), `n` (the neighbour's `dst`) and `k`,
 /// and whether it is an infix operation (which needs parentheses as an operand or a receiver).
 fn term(code: &mut Code, t: &Term) -> (String, bool) {
     match t {
-        Term::Dst => ("d.clone()".into(), false),
-        Term::Src => ("s.clone()".into(), false),
-        Term::Neighbour => ("n.clone()".into(), false),
-        Term::K => ("k.clone()".into(), false),
+        Term::Dst => ("d".into(), false),
+        Term::Src => ("s".into(), false),
+        Term::Neighbour => ("n".into(), false),
+        Term::K => ("k".into(), false),
         Term::Lit(v) => {
-            code.uses("lockstep::kernel", &["Expr"]);
-            (format!("Expr::from({v}u32)"), false)
+            code.uses("lockstep::kernel", &["Value"]);
+            (format!("Value::from({v}u32)"), false)
         }
         Term::Op(op, a, b) => {
             // `min` and `max` are methods: their argument needs no parentheses.
@@ -113,7 +112,7 @@ fn grouped(code: &mut Code, t: &Term) -> String {
 }
 
 /// An argument (of an operator when `infix`, else of a method): a literal converts itself
-/// (`impl Into<Expr>`).
+/// (`impl Into<Value>`).
 fn operand(code: &mut Code, t: &Term, infix: bool) -> String {
     match t {
         Term::Lit(v) => format!("{v}u32"),
@@ -144,13 +143,12 @@ fn binary(op: BinOp, a: &str, b: &str) -> (String, bool) {
 
 /// `let overrun = { .. };`: the checked kernel that stores one element past the end.
 pub fn overrun(code: &mut Code) {
-    code.uses("lockstep", &["Kernel"]);
     code.uses("lockstep::kernel", &["Access", "ElemType", "KernelBuilder"]);
     code.line("let overrun = {");
     code.line("    let mut b = KernelBuilder::new(\"overrun\", [1, 1, 1]);");
     code.line("    let data = b.binding(ElemType::U32, Access::ReadWrite);");
     code.line("    let past_end = b.param(ElemType::U32);");
     code.line("    b.store(data, data.len() + past_end, 1u32);");
-    code.line("    Kernel::new(b.build().unwrap()).unwrap()");
+    code.line("    b.build().unwrap()");
     code.line("};");
 }
