@@ -88,8 +88,6 @@ impl<S> Task<S> {
 
 struct Queue<S> {
     tasks: VecDeque<Task<S>>,
-    /// Live [`ActorHandle`]s. At zero the actor drains the queue and exits.
-    handles: usize,
     /// The actor is blocked on `changed`, waiting for work. Set and cleared by the actor under
     /// the lock, so a submitter that sees it unset knows the actor will find its task without a
     /// signal; only then is the signal (a system call) skipped.
@@ -102,6 +100,13 @@ struct Queue<S> {
 
 struct Shared<S> {
     queue: Mutex<Queue<S>>,
+    /// Live [`ActorHandle`]s. At zero the actor drains the queue and exits. Counted outside
+    /// the lock: every handle a client lends a [`Handle`](crate::Handle)'s release is one, so
+    /// a lock here would cost each allocation two more trips of the queue's cache line between
+    /// the caller's core and the actor's. Only the last drop takes the lock, and it raises
+    /// `attention` and signals under it after the count reached zero: an actor that read a
+    /// live count under the lock is then waiting, and wakes; one that reads it later sees zero.
+    handles: AtomicU64,
     /// Signalled when a task is queued or the last handle drops, and when the actor exits.
     changed: Condvar,
     /// Raised under the lock when a task is queued or the last handle drops, lowered under it
@@ -144,11 +149,11 @@ impl<S: ActorState> ActorHandle<S> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
                 tasks: VecDeque::new(),
-                handles: 1,
                 waiting: false,
                 actor_thread: None,
                 exited: false,
             }),
+            handles: AtomicU64::new(1),
             changed: Condvar::new(),
             attention: AtomicBool::new(false),
             submitted: AtomicU64::new(0),
@@ -278,7 +283,8 @@ impl<S: ActorState> Clone for ActorHandle<S> {
     fn clone(&self) -> Self {
         let runner = match &self.runner {
             Runner::Thread(shared) => {
-                lock(&shared.queue).handles += 1;
+                // Relaxed, as `Arc`'s clone: the new handle comes from a live one.
+                shared.handles.fetch_add(1, Ordering::Relaxed);
                 Runner::Thread(shared.clone())
             }
             Runner::Inline(state) => Runner::Inline(state.clone()),
@@ -297,11 +303,10 @@ impl<S: ActorState> Drop for ActorHandle<S> {
         let Runner::Thread(shared) = &self.runner else {
             return;
         };
-        let mut queue = lock(&shared.queue);
-        queue.handles -= 1;
-        if queue.handles > 0 {
+        if shared.handles.fetch_sub(1, Ordering::AcqRel) > 1 {
             return;
         }
+        let mut queue = lock(&shared.queue);
         shared.attention.store(true, Ordering::Release);
         shared.changed.notify_all();
         if queue.actor_thread == Some(thread::current().id()) {
@@ -348,7 +353,7 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
                     shared.attention.store(false, Ordering::Relaxed);
                     break;
                 }
-                if queue.handles == 0 {
+                if shared.handles.load(Ordering::Acquire) == 0 {
                     drop(queue);
                     // Dropping the state runs the device's teardown on this thread.
                     drop(state);
