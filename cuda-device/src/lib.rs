@@ -35,6 +35,7 @@ mod error;
 pub mod lower;
 mod pinned;
 mod staging;
+mod streaming_copy;
 
 pub use device::{
     CudaBuffer, CudaContext, CudaDevice, CudaEvent, CudaGraph, CudaKernel, CudaStream,

@@ -9,7 +9,8 @@
 //! - A large write from pageable bytes is staged into a pooled pinned block chunk by chunk, by
 //!   several threads, each enqueueing a chunk's transfer as soon as it copied it, so the host's
 //!   copies of later chunks overlap the copy engine's work on earlier ones; one event after
-//!   the last transfer returns the block to use.
+//!   the last transfer returns the block to use. The copies use non-temporal stores
+//!   (`streaming_copy.rs`): the CPU never reads a staged chunk again.
 //!
 //! **Invariants.** A block a transfer uses is lent to that transfer (a pending read, a write
 //! being staged) and returns to the pool with the event recorded after its transfers; the pool
@@ -25,6 +26,7 @@ use lockstep::{Bytes, DeviceError};
 
 use crate::context::Context;
 use crate::pinned::{LentBlock, PinnedPool};
+use crate::streaming_copy::copy_streaming;
 
 /// Most bytes one pinned block stages of a write; longer writes go a segment at a time, so
 /// staging never pins more than this per write.
@@ -158,7 +160,7 @@ fn upload_segment(
     let stream_handle = StreamHandle(stream);
     let copied = for_each_parallel(ctx, shares, threads, |share| {
         for (offset, to, from) in share {
-            to.copy_from_slice(from);
+            copy_streaming(to, from);
             // SAFETY: `to` is pinned memory of the lent block, which is neither written nor
             // reused before the event recorded after every chunk completes (or the stream is
             // synchronised on failure); `dst + offset` lies inside the range the device
