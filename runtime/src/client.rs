@@ -33,7 +33,8 @@ use crate::error::{IoError, ServerError};
 use crate::graph::Graph;
 use crate::handle::Handle;
 use crate::kernel::Access;
-use crate::launch::{CountArg, CubeCount, Kernel, KernelArguments};
+use crate::kernel::Kernel;
+use crate::launch::{CountArg, CubeCount, KernelArguments};
 use crate::layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, extent_bytes,
     gather_bytes, num_elems, plan, scatter,

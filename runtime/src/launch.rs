@@ -1,50 +1,9 @@
-//! What a launch takes: a validated kernel, a workgroup count and arguments.
-
-use std::sync::Arc;
+//! What a launch takes besides its [`Kernel`](crate::Kernel): a workgroup count and arguments.
 
 use thiserror::Error;
 
 use crate::handle::Handle;
-use crate::kernel::{KernelDef, KernelError, Scalar, validate};
-
-/// A validated kernel, cheap to clone. Devices compile it once and cache it by content hash.
-#[derive(Clone, Debug)]
-pub struct Kernel {
-    def: Arc<KernelDef>,
-    hash: u64,
-}
-
-impl Kernel {
-    /// Validates `def`, a hand-made definition, and hashes it.
-    /// [`KernelBuilder::build`](crate::kernel::KernelBuilder::build) calls it: a built kernel
-    /// is validated once.
-    ///
-    /// # Errors
-    /// What [`validate`] finds wrong with `def`.
-    pub fn new(def: KernelDef) -> Result<Self, KernelError> {
-        validate(&def)?;
-        let hash = def.content_hash();
-        Ok(Self {
-            def: Arc::new(def),
-            hash,
-        })
-    }
-
-    /// The kernel's definition, as validated.
-    pub fn def(&self) -> &KernelDef {
-        &self.def
-    }
-
-    /// The kernel's name.
-    pub fn name(&self) -> &str {
-        &self.def.name
-    }
-
-    /// The content hash devices key their compiled kernels by ([`KernelDef::content_hash`]).
-    pub fn content_hash(&self) -> u64 {
-        self.hash
-    }
-}
+use crate::kernel::Scalar;
 
 /// How many workgroups a launch runs.
 #[derive(Clone, Debug)]

@@ -110,8 +110,9 @@ pub use handle::Handle;
 pub use host_pool::{HostPool, HostPoolStats, PooledBlock};
 #[doc(hidden)]
 pub use invariant::PlantedDefect;
+pub use kernel::Kernel;
 #[cfg(not(loom))]
-pub use launch::{CubeCount, CubeCountError, Kernel, KernelArguments};
+pub use launch::{CubeCount, CubeCountError, KernelArguments};
 #[cfg(not(loom))]
 pub use layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, contiguous_strides,

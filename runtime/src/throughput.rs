@@ -9,8 +9,9 @@ use crate::client::ComputeClient;
 use crate::device::Device;
 use crate::dry_run;
 use crate::error::ServerError;
+use crate::kernel::Kernel;
 use crate::kernel::{Access, Axis, ElemType, KernelBuilder, Scalar};
-use crate::launch::{CubeCount, Kernel, KernelArguments};
+use crate::launch::{CubeCount, KernelArguments};
 use crate::profiling::{ProfileError, TimingMethod};
 
 /// The widest vector (in elements) [`ComputeClient::io_optimized_vector_sizes`] proposes.

@@ -13,11 +13,13 @@ mod ir;
 pub mod semantics;
 mod uniformity;
 mod validate;
+mod validated;
 
 pub use builder::{Binding, ForeignOrigin, KernelArray, KernelBuilder, Shared, Value, Var};
 pub use ir::*;
 pub use uniformity::DivergenceCause;
 pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate, validate_for_device};
+pub use validated::Kernel;
 
 /// How a device must compile a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

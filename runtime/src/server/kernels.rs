@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use crate::device::Device;
 use crate::error::DeviceError;
+use crate::kernel::Kernel;
 use crate::kernel::{CompileOptions, FaultRecord};
-use crate::launch::Kernel;
 
 pub(crate) struct Compiled<D: Device> {
     pub raw: D::Kernel,

@@ -44,8 +44,9 @@ use crate::bytes::Bytes;
 use crate::device::GraphSupport;
 use crate::device::{BufferSlice, Device, LaunchCount};
 use crate::error::{CaptureError, DeviceError, OutOfMemoryError, OutOfMemoryReason, ServerError};
+use crate::kernel::Kernel;
 use crate::kernel::{Access as BindingAccess, FaultRecord};
-use crate::launch::{CountArg, Kernel};
+use crate::launch::CountArg;
 use crate::memory::{
     Books, DeviceMemory, InstallMemoryPoolsError, MemoryBudgetError, MemoryConfiguration,
     MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,

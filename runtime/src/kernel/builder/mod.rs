@@ -54,12 +54,12 @@ use arena::Registration;
 pub use handles::{Binding, KernelArray, Shared, Var};
 pub use value::Value;
 
+use super::Kernel;
 use super::ir::{
     Access, Array, AtomicOp, Axis, BindingDecl, BindingId, Builtin, ElemType, Expr, KernelDef,
     SharedDecl, SharedId, Stmt, VarId,
 };
 use super::validate::KernelError;
-use crate::launch::Kernel;
 use arena::Node;
 
 /// A kernel under construction. Statements go into the innermost open block (`if_`,
