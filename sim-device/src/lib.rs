@@ -23,6 +23,7 @@ mod device;
 mod fault;
 mod interpreter;
 mod memory;
+mod network;
 mod ops;
 mod sanitizer;
 mod trace;
@@ -34,4 +35,8 @@ pub use device::{
 };
 pub use fault::{FaultKind, FaultPlan, FaultPlanError, FaultRates, InjectedFault, ScriptedFault};
 pub use memory::{KernelFinding, POISON_FRESH, SanitizerReport};
+pub use network::{
+    CONNECT_NS, Death, LINK_LATENCY_NS, NetEvent, NetworkRun, ProcessEnd, SIM_HOST, SimLink,
+    SimListener, SimNetwork, SimProcess, SimTransport,
+};
 pub use trace::{Observations, TraceEntry};
