@@ -27,11 +27,12 @@ mod network;
 mod ops;
 mod sanitizer;
 mod trace;
+mod world;
 
 pub use config::SimConfig;
 pub use device::{
     COLLECTIVE_TIMEOUT_NS, HOST_POOL_CAP_BYTES, SimBuffer, SimCluster, SimDevice, SimEvent,
-    SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp,
+    SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp, SimWorldDevices,
 };
 pub use fault::{FaultKind, FaultPlan, FaultPlanError, FaultRates, InjectedFault, ScriptedFault};
 pub use memory::{KernelFinding, POISON_FRESH, SanitizerReport};
@@ -40,3 +41,4 @@ pub use network::{
     SimListener, SimNetwork, SimProcess, SimTransport,
 };
 pub use trace::{Observations, TraceEntry};
+pub use world::{Rendezvous, SimRank, SimWorld};
