@@ -67,7 +67,7 @@ impl SimWorld {
                     Some(reason) => Err(reason.clone()),
                     None => {
                         let world_size = process.env.world_size;
-                        let id = format!("sim-world of {world_size} ranks").into_bytes();
+                        let id = SimWorld::id(world_size);
                         let devices = SimWorldDevices::new(world_size);
                         *made.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some((id.clone(), devices));
@@ -100,6 +100,11 @@ impl SimWorld {
             trace_hash: run.trace_hash,
             made: made.into_inner().unwrap_or_else(|p| p.into_inner()),
         }
+    }
+
+    /// The id rank 0 makes for a world of `world_size`: `sim-world of N ranks`.
+    pub fn id(world_size: u32) -> Vec<u8> {
+        format!("sim-world of {world_size} ranks").into_bytes()
     }
 
     /// The devices of the world a process joined: `Some` if its id is the one rank 0 made.

@@ -14,6 +14,7 @@ pub mod coverage;
 mod driver;
 mod formula;
 pub mod model;
+pub mod processes;
 pub mod rust_test;
 pub mod shrink;
 mod workload;
