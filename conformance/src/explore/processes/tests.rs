@@ -36,6 +36,20 @@ fn a_seed_draws_its_world_of_processes_alone() {
 }
 
 #[test]
+fn every_class_of_outcome_is_drawn_within_a_thousand_seeds() {
+    let mut unseen: Vec<&str> = ProcessFault::OUTCOMES.to_vec();
+    let mut seeds = 0;
+    while !unseen.is_empty() {
+        if let Some(world) = ProcessWorld::draw(seeds, true) {
+            unseen.retain(|outcome| *outcome != world.outcome());
+        }
+        seeds += 1;
+    }
+    // `lockstep explore --faults --coverage` needs about as many seeds to pass.
+    assert_eq!(seeds, 512);
+}
+
+#[test]
 fn every_class_of_outcome_matches_the_model() {
     use ProcessFault::*;
     let faults = [
