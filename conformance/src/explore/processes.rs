@@ -18,8 +18,8 @@
 //! client, a step at a time: every process enqueues its part, then every process waits, so
 //! no wait blocks on a peer that is alive (a peer that is gone left the hub).
 //!
-//! **Architecture Invariant:** the process world is drawn from a random stream of its own,
-//! after the rest of the world: a seed that draws none explores exactly what it did before.
+//! **Architecture Invariant:** the process world is drawn from a random stream of its own: a
+//! seed that draws none explores exactly what it did before.
 
 mod model;
 mod run;
