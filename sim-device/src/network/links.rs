@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use lockstep::distributed::{Link, Listener, MAX_FRAME_BYTES, Received, Transport};
@@ -46,14 +46,13 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
-impl SimTransport {
-    /// Ends this process now: its ends close, and its thread unwinds to where it started.
-    fn die(&self, mut net: std::sync::MutexGuard<'_, Net>) -> ! {
-        net.close_all(self.pid);
-        net.event(self.pid, "dies".to_owned());
-        drop(net);
-        std::panic::resume_unwind(Box::new(Killed))
-    }
+/// Ends process `pid`, which holds the turn, now: its ends close, and its thread unwinds to
+/// where it started.
+fn die(mut net: MutexGuard<'_, Net>, pid: Pid) -> ! {
+    net.close_all(pid);
+    net.event(pid, "dies".to_owned());
+    drop(net);
+    std::panic::resume_unwind(Box::new(Killed))
 }
 
 impl Transport for SimTransport {
@@ -219,12 +218,8 @@ impl Link for SimLink {
         let proc = &mut net.procs[self.pid];
         proc.sends += 1;
         let (sends, death) = (proc.sends, proc.death);
-        let transport = SimTransport {
-            shared: self.shared.clone(),
-            pid: self.pid,
-        };
         if death == Some(Death::AtSend(sends)) {
-            transport.die(net);
+            die(net, self.pid);
         }
         let deliver_ns = net.now_ns + LINK_LATENCY_NS;
         let pipe = &mut net.pipes[self.outbound];
@@ -240,7 +235,7 @@ impl Link for SimLink {
         );
         net.event(self.pid, what);
         if death == Some(Death::AfterSend(sends)) {
-            transport.die(net);
+            die(net, self.pid);
         }
         Ok(())
     }
