@@ -7,9 +7,9 @@
 //! Under `--faults`, three in four such worlds draw one fault ([`ProcessFault`]): a rank that
 //! never starts, dies after sending its join, or comes last with another `WORLD_SIZE` or a rank
 //! already taken; rank 0 dying before the id goes out, or failing to make it; a process that
-//! ends, or whose device is lost, at a round. The [`model`] says what every process must see:
-//! its rendezvous's exact outcome, then each step's exact values or exact errors (a peer's
-//! collective with a dead rank ends in `PeerTimeout`, the rank whose device is lost gets
+//! ends, or whose device is lost, at a round. The model ([`expected`]) says what every process
+//! must see: its rendezvous's exact outcome, then each step's exact values or exact errors (a
+//! peer's collective with a dead rank ends in `PeerTimeout`, the rank whose device is lost gets
 //! `DeviceLost`); nothing may hang. Each world runs twice: the outcomes, the network's events
 //! and the devices' traces must be equal.
 //!
