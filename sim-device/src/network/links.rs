@@ -16,8 +16,8 @@ use super::{CONNECT_NS, Death, LINK_LATENCY_NS, SIM_HOST};
 /// scripted end of the process, caught where its thread started).
 pub(super) struct Killed;
 
-/// The network as one simulated process sees it. Made by [`SimNetwork::run`](super::SimNetwork::run)
-/// for each process.
+/// The network as one simulated process sees it, made for each process by
+/// [`SimNetwork::run`](super::SimNetwork::run).
 #[derive(Debug)]
 pub struct SimTransport {
     pub(super) shared: Arc<Shared>,
