@@ -402,6 +402,7 @@ fn explore(config: ExploreConfig, coverage: bool) -> ExitCode {
         config.jobs,
         secs
     );
+    println!("{}", process_worlds_line(&summary));
     for seed in &summary.hung {
         println!(
             "seed {seed} HUNG: no seed finished in {} s of wall time",
@@ -417,13 +418,33 @@ fn explore(config: ExploreConfig, coverage: bool) -> ExitCode {
     let covered = !coverage || {
         let report = explore::coverage::Report::new(&summary.coverage);
         print!("{report}");
-        report.passed()
+        let unreached = summary.process_outcomes_unreached(config.faults);
+        if !unreached.is_empty() {
+            println!(
+                "process-world outcomes never reached: {}",
+                unreached.join(", ")
+            );
+        }
+        report.passed() && unreached.is_empty()
     };
     if summary.passed() && covered {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `process worlds: 250 passed (fault-free 60, a rank never joins 21, …)`.
+fn process_worlds_line(summary: &explore::Summary) -> String {
+    let total: u64 = summary.process_worlds.values().sum();
+    let classes: Vec<String> = explore::processes::ProcessFault::OUTCOMES
+        .iter()
+        .filter_map(|outcome| {
+            let count = summary.process_worlds.get(outcome)?;
+            Some(format!("{outcome} {count}"))
+        })
+        .collect();
+    format!("process worlds: {total} passed ({})", classes.join(", "))
 }
 
 /// Logs to stderr what `RUST_LOG` selects, e.g. `RUST_LOG=lockstep=debug` for a line per
@@ -483,6 +504,14 @@ fn shrink(world: &explore::World, faults: bool) -> ExitCode {
     }
 }
 
+/// The processes of the seed's world of processes, if it drew one.
+fn processes_of(world: &explore::World) -> Vec<lockstep_sim::SimRank> {
+    world
+        .processes
+        .as_ref()
+        .map_or_else(Vec::new, explore::processes::ProcessWorld::processes)
+}
+
 fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) -> ExitCode {
     let workload = explore::Workload::draw(world);
     println!("seed: {}", world.seed);
@@ -533,11 +562,33 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
         }
         println!("trace: {} (open in ui.perfetto.dev)", path.display());
     }
+    let processes = match (&first.failure, &world.processes) {
+        (None, Some(processes)) => Some(explore::processes::check(&opener, processes)),
+        _ => None,
+    };
+    match &processes {
+        Some(Ok(run)) => {
+            for (process, seen) in processes_of(world).iter().zip(&run.seen) {
+                let lines: Vec<String> = seen.iter().map(ToString::to_string).collect();
+                println!("  rank {}: {}", process.env.rank, lines.join("; "));
+            }
+            println!(
+                "process world: as the model says, twice (network hash {:016x})",
+                run.network_hash
+            );
+        }
+        Some(Err(why)) => {
+            println!("result: FAILED: {why}");
+            ok = false;
+        }
+        None => {}
+    }
     match &first.failure {
         Some(why) => {
             println!("result: FAILED: {why}");
             ok = false;
         }
+        None if processes.as_ref().is_some_and(Result::is_err) => {}
         None if ok => println!("result: ok"),
         None => println!("result: FAILED: nondeterministic"),
     }

@@ -7,7 +7,7 @@
 
 mod collective;
 
-pub use collective::{COLLECTIVE_TIMEOUT_NS, SimCluster};
+pub use collective::{COLLECTIVE_TIMEOUT_NS, SimCluster, SimWorldDevices};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};

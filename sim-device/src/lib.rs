@@ -23,15 +23,22 @@ mod device;
 mod fault;
 mod interpreter;
 mod memory;
+mod network;
 mod ops;
 mod sanitizer;
 mod trace;
+mod world;
 
 pub use config::SimConfig;
 pub use device::{
     COLLECTIVE_TIMEOUT_NS, HOST_POOL_CAP_BYTES, SimBuffer, SimCluster, SimDevice, SimEvent,
-    SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp,
+    SimGraph, SimKernel, SimProbe, SimRead, SimStream, SimTimestamp, SimWorldDevices,
 };
 pub use fault::{FaultKind, FaultPlan, FaultPlanError, FaultRates, InjectedFault, ScriptedFault};
 pub use memory::{KernelFinding, POISON_FRESH, SanitizerReport};
+pub use network::{
+    CONNECT_NS, Death, LINK_LATENCY_NS, NetEvent, NetworkRun, ProcessEnd, SIM_HOST, SimLink,
+    SimListener, SimNetwork, SimProcess, SimTransport,
+};
 pub use trace::{Observations, TraceEntry};
+pub use world::{Rendezvous, SimRank, SimWorld};

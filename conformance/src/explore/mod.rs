@@ -14,12 +14,13 @@ pub mod coverage;
 mod driver;
 mod formula;
 pub mod model;
+pub mod processes;
 pub mod rust_test;
 pub mod shrink;
 mod workload;
 mod world;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -94,8 +95,12 @@ pub struct SeedReport {
     pub seed: u64,
     /// What its first execution did.
     pub execution: Execution,
-    /// Why the seed failed (the first execution's failure, or nondeterminism).
+    /// Why the seed failed (the first execution's failure, nondeterminism, or its world of
+    /// processes' failure).
     pub failure: Option<String>,
+    /// The class of outcome its world of processes explored, if it drew one and it passed
+    /// (one of [`ProcessFault::OUTCOMES`](processes::ProcessFault::OUTCOMES)).
+    pub processes: Option<&'static str>,
 }
 
 /// Runs `world` once.
@@ -131,7 +136,7 @@ pub fn run_seed<O: Opener>(opener: &O, seed: u64, faults: bool) -> SeedReport {
 /// [`run_seed`] for a drawn (and possibly adjusted, e.g. [`World::with_ops`]) world.
 pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
     let (first, _) = run_world(opener, world, false);
-    let failure = match &first.failure {
+    let mut failure = match &first.failure {
         Some(why) => Some(why.clone()),
         None => {
             let (second, _) = run_world(opener, world, false);
@@ -139,10 +144,18 @@ pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
                 .then(|| divergence(opener, world, first.trace_hash, second.trace_hash))
         }
     };
+    let mut outcome = None;
+    if let (None, Some(processes)) = (&failure, &world.processes) {
+        match processes::check(opener, processes) {
+            Ok(_) => outcome = Some(processes.outcome()),
+            Err(why) => failure = Some(why),
+        }
+    }
     SeedReport {
         seed: world.seed,
         execution: first,
         failure,
+        processes: outcome,
     }
 }
 
@@ -207,6 +220,9 @@ pub struct Summary {
     pub elapsed: Duration,
     /// The coverage cells the seeds' first executions hit.
     pub coverage: coverage::Hits,
+    /// Worlds of processes that passed, by class of outcome
+    /// ([`ProcessFault::OUTCOMES`](processes::ProcessFault::OUTCOMES)).
+    pub process_worlds: BTreeMap<&'static str, u64>,
 }
 
 impl Summary {
@@ -221,6 +237,9 @@ impl Summary {
         self.kernel_faults += e.kernel_faults;
         self.devices_lost += e.device_lost as u64;
         self.coverage.merge(&e.coverage);
+        if let Some(outcome) = report.processes {
+            *self.process_worlds.entry(outcome).or_default() += 1;
+        }
         if let Some(why) = &report.failure {
             self.failures.push((report.seed, why.clone()));
         }
@@ -229,6 +248,21 @@ impl Summary {
     /// Whether no seed failed and none hung.
     pub fn passed(&self) -> bool {
         self.failures.is_empty() && self.hung.is_empty()
+    }
+
+    /// The classes of outcome of worlds of processes that no seed reached, among those
+    /// reachable: every one with `faults`, else only the fault-free one.
+    pub fn process_outcomes_unreached(&self, faults: bool) -> Vec<&'static str> {
+        let reachable = if faults {
+            &processes::ProcessFault::OUTCOMES[..]
+        } else {
+            &processes::ProcessFault::OUTCOMES[..1]
+        };
+        reachable
+            .iter()
+            .filter(|outcome| !self.process_worlds.contains_key(*outcome))
+            .copied()
+            .collect()
     }
 }
 

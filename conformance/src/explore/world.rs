@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::formula::Formula;
+use super::processes::ProcessWorld;
 
 const MIB: u64 = 1 << 20;
 
@@ -51,6 +52,9 @@ pub struct World {
     /// Fault-free simulated devices beside the explored one, in one cluster with it, for
     /// all-reduces and copies between clients.
     pub peers: usize,
+    /// A world of simulated processes explored beside the device workload (one seed in
+    /// eight), drawn from a random stream of its own.
+    pub processes: Option<ProcessWorld>,
     /// Sizes at which an allocation changes pool in the world's layout: each sliced pool's
     /// largest slice and its page, up to 256 KiB, ascending. Derived from `pools` and the
     /// device, not drawn.
@@ -63,6 +67,8 @@ impl World {
     /// are explored under `--faults` too).
     pub fn draw(seed: u64, faults: bool) -> World {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d0fa_110f_5eed);
+        // A stream of its own too: the rest of the world is drawn as before it.
+        let processes = ProcessWorld::draw(seed, faults);
         let memory_bytes = [128 * MIB, 256 * MIB, 1024 * MIB][rng.random_range(0..3)];
         let max_allocation_bytes = [8 * MIB, 64 * MIB, 256 * MIB][rng.random_range(0..3)];
         let pools = match rng.random_range(0..4) {
@@ -117,6 +123,7 @@ impl World {
             graphs: rng.random_bool(0.5),
             kernels,
             peers: 0,
+            processes,
             size_edges_bytes: Vec::new(),
         };
         // Drawn last, so that single-device worlds stay what they were. A peer never
@@ -271,7 +278,11 @@ impl fmt::Display for World {
             r.allocation_failure,
             r.device_loss,
             self.kernels.len()
-        )
+        )?;
+        match &self.processes {
+            Some(processes) => write!(f, "\n{processes}"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -12,6 +12,9 @@ mod ordering;
 mod profiling;
 mod tensor_writes;
 
+/// The all-reduce inputs and reference the explorer's worlds of processes share.
+pub(crate) use collectives::{reference as all_reduce_reference, values as all_reduce_values};
+
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 

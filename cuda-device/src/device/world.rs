@@ -17,8 +17,10 @@ use std::ffi::c_char;
 use std::mem::MaybeUninit;
 
 use cudarc::nccl::sys as nccl;
-use lockstep::distributed::{BootstrapError, RendezvousOptions, Tcp, WorldEnv, bootstrap};
-use lockstep::{CollectiveError, Device, DeviceError, DeviceId};
+use lockstep::distributed::{
+    BootstrapError, RendezvousOptions, Tcp, WorldEnv, bootstrap, check_world_list,
+};
+use lockstep::{Device, DeviceError};
 use thiserror::Error;
 
 use super::CudaDevice;
@@ -108,22 +110,7 @@ impl CudaDevice {
         let Some(world) = self.world else {
             return Ok(());
         };
-        if peers.iter().copied().eq(0..world.world_size) {
-            return Ok(());
-        }
-        Err(DeviceError::Collective(CollectiveError::InvalidDevices {
-            devices: peers
-                .iter()
-                .map(|&index| DeviceId {
-                    type_id: Self::TYPE_ID,
-                    index,
-                })
-                .collect(),
-            reason: format!(
-                "across processes the one communicator is the world's, ranks 0 to {} in order",
-                world.world_size - 1
-            ),
-        }))
+        check_world_list(Self::TYPE_ID, world.world_size, peers).map_err(DeviceError::Collective)
     }
 }
 

@@ -10,12 +10,16 @@
 //!
 //! The decisions are state machines without I/O (`rendezvous.rs`: [`RankZero`], [`Joiner`]),
 //! driven by blocking loops (`bootstrap.rs`) over a [`Transport`]: TCP ([`Tcp`]) between real
-//! processes, an in-memory network with virtual time in the simulator. So the same logic, and
-//! the same errors, hold for both.
+//! processes, an in-memory network with virtual time in the simulator (`lockstep_sim::SimWorld`
+//! runs simulated processes over `lockstep_sim::SimNetwork`, one at a time, the next picked by
+//! virtual time then rank, so a world's outcome and events depend on its processes alone). So
+//! the same logic, and the same errors, hold for both; the simulator's tests give every failure
+//! mode below its exact outcome on every rank, and `lockstep explore` draws such worlds.
 //!
 //! **Naming.** Across processes, a device is named by the global rank of the process that
 //! drives it: `DeviceId { type_id, index: rank }`, and the world's devices are
-//! `0..world_size`. A communicator's device list is a list of global ranks.
+//! `0..world_size` ([`world_devices`]). A communicator's device list is a list of global ranks,
+//! and the one a world has is the world's, in rank order ([`check_world_list`]).
 //!
 //! **Failure modes.** Every failure is a typed [`BootstrapError`], and nothing waits past
 //! [`RendezvousOptions::timeout`] (a rank that joined waits
@@ -39,12 +43,14 @@
 //!   and ignored.
 //!
 //! Not covered: a rank that dies after it joined is not noticed by the rendezvous; its peers
-//! find out when they open the communicator (NCCL's join times out with `PeerTimeout`).
+//! find out at their first collective with it (NCCL's join times out with `PeerTimeout`; in the
+//! simulator, the dead process leaves the world's hub and its peers fail with `PeerTimeout`).
 
 mod bootstrap;
 mod env;
 mod error;
 mod frame;
+mod naming;
 mod rendezvous;
 mod tcp;
 mod transport;
@@ -56,6 +62,7 @@ pub use bootstrap::{RendezvousOptions, World, bootstrap, join, serve};
 pub use env::{EnvError, WorldEnv};
 pub use error::BootstrapError;
 pub use frame::{MAX_FRAME_BYTES, Message, PROTOCOL_VERSION, Undecodable};
+pub use naming::{check_world_list, world_devices};
 pub use rendezvous::{Admission, Joiner, RankZero, refusal};
 pub use tcp::{Tcp, TcpLink, TcpRendezvousListener};
 pub use transport::{Link, Listener, Received, Transport};

@@ -42,6 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract;
+use lockstep::distributed::check_world_list;
 use lockstep::kernel::{BinOp, ElemType, Scalar};
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
 
@@ -105,12 +106,58 @@ impl SimCluster {
     }
 }
 
+/// The devices of a world of simulated processes (`SimWorld`): one hub, shared by each
+/// process's device, which names itself by the process's global rank. As on CUDA
+/// (`CudaDevice::from_world_env`), `enumerate_devices` lists the world's ranks and the one
+/// communicator is the world's, ranks `0..world_size` in order: another list is refused with
+/// `CollectiveError::InvalidDevices` (`lockstep::distributed::check_world_list`).
+#[derive(Clone, Debug)]
+pub struct SimWorldDevices {
+    hub: Arc<Hub>,
+    world_size: u32,
+}
+
+impl SimWorldDevices {
+    /// The hub of a world of `world_size` (at least 1) processes.
+    pub fn new(world_size: u32) -> Self {
+        Self {
+            hub: Arc::new(Hub::default()),
+            world_size: world_size.max(1),
+        }
+    }
+
+    /// How many ranks the world has.
+    pub fn world_size(&self) -> u32 {
+        self.world_size
+    }
+
+    /// The device of global rank `rank`, configured by `config`; `None` for a rank outside
+    /// the world.
+    pub fn device(&self, rank: u32, config: SimConfig) -> Option<SimDevice> {
+        if rank >= self.world_size {
+            return None;
+        }
+        let mut device = SimDevice::new(config);
+        device.cluster = ClusterMember::new(self.hub.clone(), rank, self.world_size);
+        device.cluster.world = true;
+        Some(device)
+    }
+
+    /// Rank `rank` will never open its device (its process died, or ended, first): its peers
+    /// stop waiting for it, as for a device that was dropped.
+    pub fn leave(&self, rank: u32) {
+        self.hub.leave(rank);
+    }
+}
+
 /// One device's place in its cluster, and its communicators.
 #[derive(Debug)]
 pub(super) struct ClusterMember {
     hub: Arc<Hub>,
     ordinal: u32,
     count: u32,
+    /// A world's device (`SimWorldDevices`): only the world's list is a communicator.
+    world: bool,
     communicators: BTreeMap<CommunicatorId, Communicator>,
     next_op: u64,
 }
@@ -136,6 +183,7 @@ impl ClusterMember {
             hub,
             ordinal,
             count,
+            world: false,
             communicators: BTreeMap::new(),
             next_op: 0,
         }
@@ -352,6 +400,9 @@ impl SimDevice {
     ) -> Result<(), DeviceError> {
         let (ordinal, count) = (self.cluster.ordinal, self.cluster.count);
         let rank = self.checked(contract::communicator_peers(ordinal, count, peers))?;
+        if self.cluster.world {
+            check_world_list(Self::TYPE_ID, count, peers).map_err(DeviceError::Collective)?;
+        }
         self.check_alive()?;
         let communicator = Communicator {
             peers: peers.into(),
