@@ -29,6 +29,25 @@ pub struct SimRank {
     pub id_failure: Option<String>,
 }
 
+impl SimRank {
+    /// Rank `rank` of `world_size` (its `LOCAL_RANK` too), reaching rank 0 at
+    /// [`SIM_HOST`](crate::SIM_HOST):`master_port`, starting at `start_ns`, without faults.
+    pub fn healthy(rank: u32, world_size: u32, master_port: u16, start_ns: u64) -> Self {
+        Self {
+            env: WorldEnv {
+                rank,
+                world_size,
+                local_rank: rank,
+                master_addr: crate::SIM_HOST.to_owned(),
+                master_port,
+            },
+            start_ns,
+            death: None,
+            id_failure: None,
+        }
+    }
+}
+
 /// How one process's rendezvous ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rendezvous {

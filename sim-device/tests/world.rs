@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use lockstep::distributed::{BootstrapError, RendezvousOptions, World, WorldEnv};
+use lockstep::distributed::{BootstrapError, RendezvousOptions, World};
 use lockstep::kernel::ElemType;
 use lockstep::{
     Bytes, CollectiveError, ComputeClient, DeviceId, ReduceOperation, ServerError, ServerOptions,
@@ -29,18 +29,7 @@ fn options() -> RendezvousOptions {
 }
 
 fn rank(rank: u32, world_size: u32, start_ns: u64) -> SimRank {
-    SimRank {
-        env: WorldEnv {
-            rank,
-            world_size,
-            local_rank: rank,
-            master_addr: SIM_HOST.to_owned(),
-            master_port: PORT,
-        },
-        start_ns,
-        death: None,
-        id_failure: None,
-    }
+    SimRank::healthy(rank, world_size, PORT, start_ns)
 }
 
 /// Ranks `0..world_size`, rank `r` starting at `r` ms (rank 0 last would work too: the others

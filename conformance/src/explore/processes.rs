@@ -31,9 +31,9 @@ use std::fmt;
 use std::time::Duration;
 
 use lockstep::ReduceOperation;
-use lockstep::distributed::{RendezvousOptions, WorldEnv};
+use lockstep::distributed::RendezvousOptions;
 use lockstep::kernel::ElemType;
-use lockstep_sim::{Death, SIM_HOST, SimRank};
+use lockstep_sim::{Death, SimRank};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -209,17 +209,8 @@ impl ProcessWorld {
     /// The processes to start, in order: ranks `0..world_size` (less a missing one), then a
     /// duplicate, if any.
     pub fn processes(&self) -> Vec<SimRank> {
-        let process = |rank: u32, world_size: u32, start_ns: u64| SimRank {
-            env: WorldEnv {
-                rank,
-                world_size,
-                local_rank: rank,
-                master_addr: SIM_HOST.to_owned(),
-                master_port: PORT,
-            },
-            start_ns,
-            death: None,
-            id_failure: None,
+        let process = |rank: u32, world_size: u32, start_ns: u64| {
+            SimRank::healthy(rank, world_size, PORT, start_ns)
         };
         let mut processes: Vec<SimRank> = (0..self.world_size)
             .map(|rank| process(rank, self.world_size, self.starts_ns[rank as usize]))
