@@ -68,6 +68,9 @@ fn values(elem: ElemType, op: ReduceOperation, count: usize, rng: &mut ChaCha8Rn
                 .collect();
             Bytes::from_elems(&v)
         }
+        ElemType::F16 | ElemType::BF16 => {
+            unreachable!("the property draws 32-bit element types only (see `case`)")
+        }
     }
 }
 
@@ -124,6 +127,9 @@ fn reference(inputs: &[Bytes], elem: ElemType, op: ReduceOperation) -> Vec<u32> 
                     folded
                 })
                 .to_bits()
+            }
+            ElemType::F16 | ElemType::BF16 => {
+                unreachable!("the property draws 32-bit element types only (see `case`)")
             }
         })
         .collect()
