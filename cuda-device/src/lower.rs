@@ -727,6 +727,7 @@ fn unary(op: UnaryOp, elem: ElemType, v: &str) -> String {
         (UnaryOp::Abs, ElemType::U32) => return format!("({v})"),
         (UnaryOp::Abs, ElemType::I32) => "ls_abs_i32",
         (UnaryOp::Abs, ElemType::F32) => "fabsf",
+        (UnaryOp::Abs, ElemType::F16 | ElemType::BF16) => "ls_abs_half",
         (UnaryOp::Floor, _) => "floorf",
         (UnaryOp::Ceil, _) => "ceilf",
         (UnaryOp::Sqrt, _) => "sqrtf",
