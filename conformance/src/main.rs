@@ -529,6 +529,9 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
         );
         ok = false;
     }
+    for line in lockstep_conformance::perfetto::report_lines(&entries) {
+        println!("{line}");
+    }
     if let Some(path) = trace {
         let json = lockstep_conformance::perfetto::trace_json(&entries);
         if let Err(err) = std::fs::write(path, json.to_string()) {

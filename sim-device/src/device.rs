@@ -488,6 +488,11 @@ impl SimDevice {
             ));
             return;
         }
+        // Reports this operation raises go with its trace entry when the trace is kept.
+        let reports_before = self
+            .config
+            .record_trace
+            .then(|| self.observe().reports.len());
         let sanitizer_clock = self.sanitize(stream, &op, enqueued);
         let marker = match op {
             Op::Marker(id) | Op::Wait(id) => Some(id),
@@ -542,6 +547,13 @@ impl SimDevice {
             Op::Collective(collective) => self.execute_collective(stream, collective),
         };
         self.clock_ns += duration_ns;
+        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        let reports = reports_before.map_or_else(Vec::new, |before| {
+            obs.reports[before..]
+                .iter()
+                .map(|r| r.to_string())
+                .collect()
+        });
         let entry = TraceEntry {
             start_ns,
             duration_ns,
@@ -550,8 +562,8 @@ impl SimDevice {
             detail,
             marker,
             bytes_live: self.memory.bytes_live,
+            reports,
         };
-        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
         self.trace.push(&mut obs, entry, &content);
     }
 

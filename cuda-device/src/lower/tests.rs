@@ -184,10 +184,11 @@ fn snapshot_kernels() -> Vec<KernelDef> {
             .map(|kernel| kernel.def().clone()),
     );
     defs.extend(ops_and_faulty().iter().map(|kernel| kernel.def().clone()));
-    defs.extend(
-        [ElemType::F16, ElemType::BF16]
-            .map(|elem| lockstep_conformance::half_kernels::half_arithmetic(elem).def().clone()),
-    );
+    defs.extend([ElemType::F16, ElemType::BF16].map(|elem| {
+        lockstep_conformance::half_kernels::half_arithmetic(elem)
+            .def()
+            .clone()
+    }));
     defs
 }
 

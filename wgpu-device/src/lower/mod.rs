@@ -393,7 +393,10 @@ fn wgsl_type(elem: ElemType) -> &'static str {
 /// naga has no bit cast from a word to halves.
 fn half_bits(v: lockstep::half::f16, opaque: bool) -> String {
     let or_zero = if opaque { " | opaque_zero" } else { "" };
-    format!("f16(bitcast<f32>({:#010x}u{or_zero}))", v.to_f32().to_bits())
+    format!(
+        "f16(bitcast<f32>({:#010x}u{or_zero}))",
+        v.to_f32().to_bits()
+    )
 }
 
 /// A literal as WGSL text. Values that WGSL cannot spell as a literal (`i32::MIN`, subnormal
@@ -1225,9 +1228,7 @@ fn helper_text(helper: Helper) -> &'static str {
         Helper::IsNan => {
             "fn is_nan(x: f32) -> bool {\n    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}\n"
         }
-        Helper::IsNanF16 => {
-            "fn is_nan_f16(x: f16) -> bool {\n    return is_nan(f32(x));\n}\n"
-        }
+        Helper::IsNanF16 => "fn is_nan_f16(x: f16) -> bool {\n    return is_nan(f32(x));\n}\n",
         Helper::MinF16 => {
             "fn min_f16(a: f16, b: f16) -> f16 {\n    if is_nan_f16(a) { return b; }\n    if is_nan_f16(b) { return a; }\n    return select(a, b, b < a);\n}\n"
         }
