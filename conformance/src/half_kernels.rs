@@ -104,6 +104,38 @@ pub struct HalfOutputs {
     pub as_u32: Vec<u32>,
 }
 
+/// Every 16-bit pattern as `a`, each paired with a scrambled other pattern as `b` (odd
+/// multipliers permute the patterns), `f32`s within a rounding of each `a` for `wide`, and
+/// integers spread over `i32`: an exhaustive run of [`half_arithmetic`] for `elem`.
+pub fn exhaustive_inputs(elem: ElemType) -> HalfInputs {
+    let a: Vec<u16> = (0..=u16::MAX).collect();
+    let b = a.iter().map(|&x| x.wrapping_mul(40_503) ^ 0x5a5a).collect();
+    let noise: u32 = if elem == ElemType::BF16 {
+        0xffff
+    } else {
+        0x1fff
+    };
+    let wide = a
+        .iter()
+        .map(|&x| {
+            f32::from_bits(
+                widen(elem, x).to_bits() ^ (u32::from(x).wrapping_mul(2_654_435_761) & noise),
+            )
+        })
+        .collect();
+    let ints = a
+        .iter()
+        .map(|&x| (i32::from(x) - 32_768).wrapping_mul(if x % 3 == 0 { 65_537 } else { 3 }))
+        .collect();
+    HalfInputs {
+        a,
+        b,
+        wide,
+        ints,
+        scale: round(elem, 1.5),
+    }
+}
+
 /// The exact `f32` value of half bits `bits` of `elem`.
 fn widen(elem: ElemType, bits: u16) -> f32 {
     match elem {
