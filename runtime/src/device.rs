@@ -125,10 +125,10 @@ pub struct Features {
     /// Whether streams truly run concurrently. When false (wgpu's single queue), work of
     /// different streams still obeys every ordering rule, but never overlaps in time.
     pub concurrent_streams: bool,
-    /// Whether kernels may use [`ElemType::F16`](crate::kernel::ElemType::F16) (WGSL's
+    /// Whether kernels may use [`ElemType::F16`] (WGSL's
     /// `shader-f16`, CUDA's `__half` bits); a kernel that does is refused on a device without it.
     pub f16: bool,
-    /// Whether kernels may use [`ElemType::BF16`](crate::kernel::ElemType::BF16) (CUDA on
+    /// Whether kernels may use [`ElemType::BF16`] (CUDA on
     /// compute capability 8.0 or later; WGSL has no bfloat16).
     pub bf16: bool,
 }
