@@ -12,6 +12,7 @@ pub mod contract;
 pub mod explore;
 pub mod factory;
 pub mod fuzzing;
+pub mod half_kernels;
 pub mod kernels;
 pub mod launch;
 pub mod ops;

@@ -277,8 +277,12 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
     );
     let features = probe.client.features();
     println!(
-        "capabilities: graphs {:?}, timestamps {}, concurrent streams {}",
-        features.graphs, features.timestamps, features.concurrent_streams
+        "capabilities: graphs {:?}, timestamps {}, concurrent streams {}, f16 {}, bf16 {}",
+        features.graphs,
+        features.timestamps,
+        features.concurrent_streams,
+        features.f16,
+        features.bf16
     );
     drop(probe);
     println!("seed: {}, {} cases per property", config.seed, config.cases);
@@ -553,6 +557,9 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
             explore::divergence(&opener, world, first.trace_hash, second.trace_hash)
         );
         ok = false;
+    }
+    for line in lockstep_conformance::perfetto::report_lines(&entries) {
+        println!("{line}");
     }
     if let Some(path) = trace {
         let json = lockstep_conformance::perfetto::trace_json(&entries);

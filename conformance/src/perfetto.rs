@@ -1,6 +1,8 @@
 //! A simulated run as a Chrome/Perfetto trace (JSON trace-event format, opens in
 //! ui.perfetto.dev): one track per stream, a slice per operation, a flow from each recorded
-//! event to the waits on it, and a counter of device memory.
+//! event to the waits on it, a counter of device memory, and each sanitizer report as an
+//! instant event on the track of the operation that raised it (the report's text its `report`
+//! argument).
 
 use lockstep_sim::TraceEntry;
 use serde_json::{Value, json};
@@ -44,10 +46,32 @@ pub fn trace_json(entries: &[TraceEntry]) -> Value {
             })),
             _ => {}
         }
+        for report in &entry.reports {
+            events.push(json!({
+                "ph": "i", "s": "t", "name": "sanitizer report", "cat": "sanitizer", "pid": 0,
+                "tid": entry.stream, "ts": ts, "args": { "report": report, "operation": name },
+            }));
+        }
         events.push(json!({
             "ph": "C", "name": "device memory", "pid": 0, "ts": ts,
             "args": { "bytes": entry.bytes_live },
         }));
     }
     json!({ "traceEvents": events, "displayTimeUnit": "ns" })
+}
+
+/// One line per sanitizer report of `entries`, naming the operation that raised it, its
+/// stream and virtual time: what `lockstep replay` prints.
+pub fn report_lines(entries: &[TraceEntry]) -> Vec<String> {
+    entries
+        .iter()
+        .flat_map(|entry| {
+            entry.reports.iter().map(move |report| {
+                format!(
+                    "sanitizer report at {} ns on stream {} ({} {}): {report}",
+                    entry.start_ns, entry.stream, entry.op, entry.detail
+                )
+            })
+        })
+        .collect()
 }

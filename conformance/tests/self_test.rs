@@ -3,7 +3,7 @@
 use lockstep::ServerOptions;
 use lockstep_conformance::SimFactory;
 use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::suite;
+use lockstep_conformance::suite::{self, Outcome};
 
 /// `lockstep check`'s default number of cases per property.
 const DEFAULT_CASES: u32 = 128;
@@ -90,4 +90,22 @@ fn reusing_memory_before_other_streams_finish_is_caught_by_the_sanitizer() {
         counts.push(cases.unwrap_or_default());
     }
     println!("cases to detect early reuse of released memory, seeds 0..4: {counts:?}");
+}
+
+/// A device without the half floats refuses their kernels, so their properties report `n/a`
+/// (nothing checked), never `ok`; the simulator with them passes both.
+#[test]
+fn a_device_without_half_floats_reports_their_properties_not_applicable() {
+    let without = SimFactory {
+        without_half_floats: true,
+        ..SimFactory::default()
+    };
+    let config = RunConfig { cases: 4, seed: 3 };
+    for property in ["f16_arithmetic", "bf16_arithmetic"] {
+        let results = suite::check(&without, config, Some(property), |_| {});
+        assert_eq!(results[0].outcome, Outcome::NotApplicable, "{property}");
+        assert_eq!(results[0].cases, 0);
+        let results = suite::check(&SimFactory::default(), config, Some(property), |_| {});
+        assert_eq!(results[0].outcome, Outcome::Passed, "{property}");
+    }
 }

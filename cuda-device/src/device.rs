@@ -268,6 +268,9 @@ impl CudaDevice {
                 graphs: GraphSupport::Hardware,
                 timestamps: true,
                 concurrent_streams: true,
+                // `cvt.rn.f16.f32` exists on every architecture; `cvt.rn.bf16.f32` from sm_80.
+                f16: true,
+                bf16: major >= 8,
             },
         };
         Self {
@@ -358,10 +361,11 @@ impl CudaDevice {
     }
 }
 
-/// The element count a kernel sees for a binding of `bytes`: the IR indexes with `u32`, so a
-/// binding beyond `u32::MAX` elements reports `u32::MAX` (every index is then in range).
-fn elements(bytes: u64) -> u32 {
-    u32::try_from(bytes / 4).unwrap_or(u32::MAX)
+/// The element count a kernel sees for a binding of `bytes` holding `elem`s: the IR indexes
+/// with `u32`, so a binding beyond `u32::MAX` elements reports `u32::MAX` (every index is then
+/// in range).
+fn elements(bytes: u64, elem: ElemType) -> u32 {
+    u32::try_from(bytes / elem.size_bytes() as u64).unwrap_or(u32::MAX)
 }
 
 impl Device for CudaDevice {
@@ -564,6 +568,7 @@ impl Device for CudaDevice {
         kernel: &KernelDef,
         options: CompileOptions,
     ) -> Result<CudaKernel, DeviceError> {
+        contract::compile(kernel, &self.properties)?;
         self.ctx.bind()?;
         let function = self.ctx.function(kernel, options.checked)?;
         Ok(CudaKernel {
@@ -607,10 +612,11 @@ impl Device for CudaDevice {
             values[next] = value;
             next += 1;
         };
-        for slice in &bindings[..declared] {
+        for (slice, decl) in bindings[..declared].iter().zip(&kernel.def.bindings) {
             push(slice.buffer.at(slice.offset));
-            push(u64::from(elements(slice.len)));
+            push(u64::from(elements(slice.len, decl.elem)));
         }
+        // A half float's 16 bits are the low ones: the driver reads 2 bytes of the slot.
         params.iter().for_each(|p| push(u64::from(p.to_bits())));
         if checked {
             let record = &bindings[declared];

@@ -14,6 +14,12 @@
 //! - The transcendental functions are CUDA's accurate ones (`expf`, `logf`, `sqrtf`, `rsqrtf`,
 //!   `tanhf`, `sinf`, `cosf`, `powf`; no `--use_fast_math`), whose documented bounds are within
 //!   the IR's (WGSL's); `fma` is `fmaf`, rounded once.
+//! - Half floats (`f16`, `bf16`) are structs of their 16 bits ([`HALF_PRELUDE`], emitted only for
+//!   kernels that use them): NVRTC's wheel ships no `cuda_fp16.h`, and the IR needs only
+//!   conversions. Every operation converts its operands to `f32` (exactly), applies the `f32`
+//!   operation above and rounds once to the type with PTX's `cvt.rn` (to nearest even), as the
+//!   simulator does with `half`; `-x` and `abs` flip or clear the sign bit. `bf16` needs
+//!   `cvt.rn.bf16.f32`, sm_80 or later.
 //! - Shared arrays are `__shared__` arrays declared in the body; `workgroup_barrier` is
 //!   `__syncthreads()`, which orders shared and global memory within the block. Atomics are
 //!   CUDA's (`atomicAdd`, `atomicMin`, `atomicMax`, `atomicExch`, `atomicCAS`), returning the
@@ -105,7 +111,7 @@ template <typename T>
 __device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, u32* record, u32 kernel, u32 binding) {
   if (i < n) return b[i];
   ls_fault(record, kernel, binding, i);
-  return (T)0;
+  return T{};
 }
 template <typename T>
 __device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) {
@@ -132,10 +138,44 @@ __device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, 
 }
 "#;
 
-/// The whole NVRTC program for `def`: [`PRELUDE`] followed by [`kernel_source`].
+/// The half floats, for kernels that use them: their bits in a struct, exact conversions to
+/// `f32` and rounding conversions back (PTX `cvt.rn`: to nearest even, as `half` rounds).
+pub const HALF_PRELUDE: &str = r#"// Half floats (lockstep::kernel::ElemType::F16, BF16): their bits, converted by PTX, so no
+// cuda_fp16.h is needed. Each operation runs on the exact f32 values and rounds once.
+struct f16 { unsigned short bits; };
+struct bf16 { unsigned short bits; };
+__device__ __forceinline__ f32 ls_f32(f16 h) {
+  f32 f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.bits));
+  return f;
+}
+__device__ __forceinline__ f32 ls_f32(bf16 h) { return __uint_as_float((u32)h.bits << 16); }
+__device__ __forceinline__ f16 ls_f16(f32 f) {
+  f16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ bf16 ls_bf16(f32 f) {
+  bf16 h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.bits) : "f"(f));
+  return h;
+}
+// The sign bit only, as the IR's -x and abs(x) on half floats.
+template <typename H>
+__device__ __forceinline__ H ls_neg_half(H h) { h.bits ^= 0x8000u; return h; }
+template <typename H>
+__device__ __forceinline__ H ls_abs_half(H h) { h.bits &= 0x7fffu; return h; }
+"#;
+
+/// The whole NVRTC program for `def`: [`PRELUDE`], [`HALF_PRELUDE`] when `def` uses a half
+/// float, then [`kernel_source`].
 pub fn program(def: &KernelDef, checked: bool) -> String {
     let mut source = String::from(PRELUDE);
     source.push('\n');
+    if lockstep::kernel::uses_half(def) {
+        source.push_str(HALF_PRELUDE);
+        source.push('\n');
+    }
     source.push_str(&kernel_source(def, checked));
     source
 }
@@ -202,7 +242,8 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         );
     }
     for (v, &elem) in def.locals.iter().enumerate() {
-        let _ = writeln!(src, "  {} v{v} = 0;", c_type(elem));
+        let zero = if elem.is_half() { "{}" } else { "0" };
+        let _ = writeln!(src, "  {} v{v} = {zero};", c_type(elem));
     }
     src.push_str(&body);
     src.push_str("}\n\n");
@@ -247,6 +288,26 @@ fn c_type(elem: ElemType) -> &'static str {
         ElemType::U32 => "u32",
         ElemType::I32 => "i32",
         ElemType::F32 => "f32",
+        ElemType::F16 => "f16",
+        ElemType::BF16 => "bf16",
+    }
+}
+
+/// `v`, an expression of `elem`, as an `f32` expression (exact for a half float).
+fn widened(elem: ElemType, v: &str) -> String {
+    if elem.is_half() {
+        format!("ls_f32({})", unparen(v))
+    } else {
+        v.to_owned()
+    }
+}
+
+/// `v`, an `f32` expression, rounded to `elem` when it is a half float.
+fn narrowed(elem: ElemType, v: &str) -> String {
+    if elem.is_half() {
+        format!("ls_{}({})", c_type(elem), unparen(v))
+    } else {
+        v.to_owned()
     }
 }
 
@@ -503,8 +564,10 @@ impl Lowering<'_> {
                 binary(*op, elem, &l, &r)
             }
             Expr::Cmp { op, lhs, rhs } => {
+                let elem = self.def.elem_type_of(lhs).unwrap_or(ElemType::U32);
                 let l = self.expr(lhs);
                 let r = self.expr(rhs);
+                let (l, r) = (widened(elem, &l), widened(elem, &r));
                 let op = match op {
                     CmpOp::Eq => "==",
                     CmpOp::Ne => "!=",
@@ -545,6 +608,7 @@ impl Lowering<'_> {
                 let v = self.expr(e);
                 match self.def.elem_type_of(e) {
                     Some(ElemType::F32) => format!("(-{v})"),
+                    Some(ElemType::F16 | ElemType::BF16) => format!("ls_neg_half({})", unparen(&v)),
                     _ => format!("ls_neg_i32({})", unparen(&v)),
                 }
             }
@@ -554,8 +618,11 @@ impl Lowering<'_> {
                 unary(*op, elem, unparen(&v))
             }
             Expr::Fma { a, b, c } => {
+                let elem = self.def.elem_type_of(a).unwrap_or(ElemType::F32);
                 let (a, b, c) = (self.expr(a), self.expr(b), self.expr(c));
-                format!("fmaf({}, {}, {})", unparen(&a), unparen(&b), unparen(&c))
+                let [a, b, c] = [a, b, c].map(|v| widened(elem, &v));
+                let fma = format!("fmaf({}, {}, {})", unparen(&a), unparen(&b), unparen(&c));
+                narrowed(elem, &fma)
             }
             Expr::Select {
                 cond,
@@ -599,10 +666,16 @@ fn literal(s: Scalar) -> String {
         // The bit pattern, so that no decimal round trip can change the value; the comment
         // keeps the source readable.
         Scalar::F32(v) => format!("__uint_as_float(0x{:08x}u) /* {v:?} */", v.to_bits()),
+        Scalar::F16(v) => format!("f16{{0x{:04x}}} /* {:?} */", v.to_bits(), v.to_f32()),
+        Scalar::BF16(v) => format!("bf16{{0x{:04x}}} /* {:?} */", v.to_bits(), v.to_f32()),
     }
 }
 
 fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
+    if elem.is_half() {
+        let f32_op = binary(op, ElemType::F32, &widened(elem, l), &widened(elem, r));
+        return narrowed(elem, &f32_op);
+    }
     let (l_bare, r_bare) = (unparen(l), unparen(r));
     let call = |f: &str| format!("{f}({l_bare}, {r_bare})");
     let infix = |o: &str| format!("({l} {o} {r})");
@@ -636,16 +709,25 @@ fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
         // The validator rejects bitwise operations and shifts on floats, and `pow` on
         // integers; if one got here the C compiler reports it in the compile log.
         (ElemType::F32, BinOp::Shl | BinOp::Shr) => infix("<<"),
+        (ElemType::F16 | ElemType::BF16, _) => unreachable!("half floats compute in f32 above"),
         (ElemType::U32 | ElemType::I32, BinOp::Pow) => call("powf"),
     }
 }
 
 /// A function of one operand of type `elem` (`abs` takes integers; the rest floats).
 fn unary(op: UnaryOp, elem: ElemType, v: &str) -> String {
+    match (op, elem) {
+        (UnaryOp::Abs, ElemType::F16 | ElemType::BF16) => return format!("ls_abs_half({v})"),
+        (_, ElemType::F16 | ElemType::BF16) => {
+            return narrowed(elem, &unary(op, ElemType::F32, &widened(elem, v)));
+        }
+        _ => {}
+    }
     let f = match (op, elem) {
         (UnaryOp::Abs, ElemType::U32) => return format!("({v})"),
         (UnaryOp::Abs, ElemType::I32) => "ls_abs_i32",
         (UnaryOp::Abs, ElemType::F32) => "fabsf",
+        (UnaryOp::Abs, ElemType::F16 | ElemType::BF16) => "ls_abs_half",
         (UnaryOp::Floor, _) => "floorf",
         (UnaryOp::Ceil, _) => "ceilf",
         (UnaryOp::Sqrt, _) => "sqrtf",
@@ -660,6 +742,15 @@ fn unary(op: UnaryOp, elem: ElemType, v: &str) -> String {
 }
 
 fn cast(from: ElemType, to: ElemType, v: &str) -> String {
+    if from == to {
+        return v.to_owned();
+    }
+    if from.is_half() {
+        return cast(ElemType::F32, to, &widened(from, v));
+    }
+    if to.is_half() {
+        return narrowed(to, &cast(from, ElemType::F32, v));
+    }
     match (from, to) {
         (ElemType::U32, ElemType::U32)
         | (ElemType::I32, ElemType::I32)
@@ -669,6 +760,9 @@ fn cast(from: ElemType, to: ElemType, v: &str) -> String {
         (ElemType::U32 | ElemType::I32, ElemType::F32) => format!("((f32){v})"),
         (ElemType::F32, ElemType::U32) => format!("ls_f32_to_u32({})", unparen(v)),
         (ElemType::F32, ElemType::I32) => format!("ls_f32_to_i32({})", unparen(v)),
+        (ElemType::F16 | ElemType::BF16, _) | (_, ElemType::F16 | ElemType::BF16) => {
+            unreachable!("half floats convert through f32 above")
+        }
     }
 }
 

@@ -252,6 +252,9 @@ fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
         ElemType::U32 => 0,
         ElemType::I32 => 1,
         ElemType::F32 => 2,
+        ElemType::F16 | ElemType::BF16 => {
+            unreachable!("32-bit types only: half floats are checked below")
+        }
     };
     let mut ops = vec![BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem];
     ops.extend([BinOp::Min, BinOp::Max]);
@@ -304,6 +307,9 @@ fn run_semantics<D: Device>(client: &ComputeClient<D>, elem: ElemType) -> [Vec<u
         ElemType::U32 => U32S.to_vec(),
         ElemType::I32 => I32S.iter().map(|&v| v as u32).collect(),
         ElemType::F32 => F32S.iter().map(|v| v.to_bits()).collect(),
+        ElemType::F16 | ElemType::BF16 => {
+            unreachable!("32-bit types only: half floats are checked below")
+        }
     };
     let (a, b): (Vec<u32>, Vec<u32>) = values
         .iter()
@@ -367,6 +373,28 @@ fn kernels_compute_what_the_simulator_computes() {
                 &mismatches[..mismatches.len().min(8)]
             );
         }
+    }
+}
+
+/// Every 16-bit pattern through the half floats' conformance kernel, on the GPU, bit for bit
+/// against the `half` crate's reference (a NaN matches any NaN); `bf16` where the GPU has it.
+#[test]
+fn every_half_float_bit_pattern_computes_the_reference() {
+    use lockstep_conformance::half_kernels::{compare, exhaustive_inputs, reference, run};
+    let Some(ctx) = gpu("every_half_float_bit_pattern_computes_the_reference") else {
+        return;
+    };
+    let c = client(&ctx);
+    let features = c.properties().features.clone();
+    assert!(features.f16);
+    for elem in [ElemType::F16, ElemType::BF16] {
+        if !features.supports(elem) {
+            println!("{elem}: not supported by this GPU (Features::{elem} false)");
+            continue;
+        }
+        let inputs = exhaustive_inputs(elem);
+        let got = run(&c, elem, &inputs).expect("the half kernel runs");
+        compare(elem, &inputs, &got, &reference(elem, &inputs)).expect("bit-exact");
     }
 }
 

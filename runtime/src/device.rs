@@ -125,6 +125,36 @@ pub struct Features {
     /// Whether streams truly run concurrently. When false (wgpu's single queue), work of
     /// different streams still obeys every ordering rule, but never overlaps in time.
     pub concurrent_streams: bool,
+    /// Whether kernels may use [`ElemType::F16`] (WGSL's
+    /// `shader-f16`, CUDA's `__half` bits); a kernel that does is refused on a device without it.
+    pub f16: bool,
+    /// Whether kernels may use [`ElemType::BF16`] (CUDA on
+    /// compute capability 8.0 or later; WGSL has no bfloat16).
+    pub bf16: bool,
+}
+
+impl Features {
+    /// Whether kernels may use values of `elem`: always for the 32-bit types, per flag for the
+    /// half floats.
+    pub fn supports(&self, elem: crate::kernel::ElemType) -> bool {
+        use crate::kernel::ElemType;
+        match elem {
+            ElemType::U32 | ElemType::I32 | ElemType::F32 => true,
+            ElemType::F16 => self.f16,
+            ElemType::BF16 => self.bf16,
+        }
+    }
+
+    /// The field of [`Features`] that says whether `elem` is supported (`"f16"`, `"bf16"`);
+    /// `None` for the types every device supports.
+    pub fn flag_of(elem: crate::kernel::ElemType) -> Option<&'static str> {
+        use crate::kernel::ElemType;
+        match elem {
+            ElemType::U32 | ElemType::I32 | ElemType::F32 => None,
+            ElemType::F16 => Some("f16"),
+            ElemType::BF16 => Some("bf16"),
+        }
+    }
 }
 
 /// What a device is and what it can do.

@@ -90,7 +90,6 @@ mod sync;
 #[cfg(not(loom))]
 mod throughput;
 
-#[cfg(not(loom))]
 pub use app_error::Error;
 pub use bytes::{AllocationProperty, Bytes, PinnedMemory};
 #[cfg(not(loom))]
@@ -105,6 +104,10 @@ pub use error::{
 };
 #[cfg(not(loom))]
 pub use graph::Graph;
+#[cfg(not(loom))]
+/// The `half` crate, whose `f16` and `bf16` are the IR's half floats' host types (in
+/// [`kernel::Scalar`], and as elements of [`Bytes::from_elems`]/[`Bytes::to_elems`]).
+pub use half;
 #[cfg(not(loom))]
 pub use handle::Handle;
 pub use host_pool::{HostPool, HostPoolStats, PooledBlock};

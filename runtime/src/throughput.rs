@@ -165,6 +165,14 @@ impl<D: Device> ComputeClient<D> {
                     ElemType::F32 => (Scalar::F32(0.999), Scalar::F32(0.5)),
                     ElemType::U32 => (Scalar::U32(3), Scalar::U32(1)),
                     ElemType::I32 => (Scalar::I32(3), Scalar::I32(1)),
+                    ElemType::F16 => (
+                        Scalar::F16(half::f16::from_f32(0.999)),
+                        Scalar::F16(half::f16::from_f32(0.5)),
+                    ),
+                    ElemType::BF16 => (
+                        Scalar::BF16(half::bf16::from_f32(0.999)),
+                        Scalar::BF16(half::bf16::from_f32(0.5)),
+                    ),
                 };
                 args = args
                     .param(scale)

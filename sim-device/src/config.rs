@@ -23,11 +23,15 @@ pub struct SimConfig {
     /// Virtual nanoseconds after which the device declares the run hung and loses itself, so
     /// that every later call fails with a typed error instead of running on forever.
     pub watchdog_ns: u64,
+    /// Whether the device supports the half floats (`Features::f16` and `Features::bf16`);
+    /// off, it models a device without them, whose kernels using one are refused.
+    pub half_floats: bool,
 }
 
 impl SimConfig {
     /// A device seeded with `seed`: 1 GiB of memory, 256 MiB allocations at most, up to 3
-    /// background operations per call, no faults, no recorded trace, no watchdog.
+    /// background operations per call, no faults, no recorded trace, no watchdog, half floats
+    /// supported.
     pub fn new(seed: u64) -> Self {
         Self {
             seed,
@@ -37,7 +41,14 @@ impl SimConfig {
             faults: FaultPlan::default(),
             record_trace: false,
             watchdog_ns: u64::MAX,
+            half_floats: true,
         }
+    }
+
+    /// The same config, for a device without `f16` and `bf16`.
+    pub fn without_half_floats(mut self) -> Self {
+        self.half_floats = false;
+        self
     }
 
     /// The same config, injecting `faults`.

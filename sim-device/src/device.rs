@@ -167,6 +167,9 @@ impl SimDevice {
                 graphs: GraphSupport::Software,
                 timestamps: true,
                 concurrent_streams: true,
+                // The half floats' arithmetic is `half`'s exact rounding of `f32` results.
+                f16: config.half_floats,
+                bf16: config.half_floats,
             },
         };
         let rng = ChaCha8Rng::seed_from_u64(config.seed);
@@ -485,6 +488,11 @@ impl SimDevice {
             ));
             return;
         }
+        // Reports this operation raises go with its trace entry when the trace is kept.
+        let reports_before = self
+            .config
+            .record_trace
+            .then(|| self.observe().reports.len());
         let sanitizer_clock = self.sanitize(stream, &op, enqueued);
         let marker = match op {
             Op::Marker(id) | Op::Wait(id) => Some(id),
@@ -539,6 +547,13 @@ impl SimDevice {
             Op::Collective(collective) => self.execute_collective(stream, collective),
         };
         self.clock_ns += duration_ns;
+        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        let reports = reports_before.map_or_else(Vec::new, |before| {
+            obs.reports[before..]
+                .iter()
+                .map(|r| r.to_string())
+                .collect()
+        });
         let entry = TraceEntry {
             start_ns,
             duration_ns,
@@ -547,8 +562,8 @@ impl SimDevice {
             detail,
             marker,
             bytes_live: self.memory.bytes_live,
+            reports,
         };
-        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
         self.trace.push(&mut obs, entry, &content);
     }
 
@@ -679,9 +694,10 @@ impl SimDevice {
             },
         };
         let mut data = Vec::with_capacity(launch.bindings.len());
-        for range in &launch.bindings {
+        for (index, range) in launch.bindings.iter().enumerate() {
+            let elem_bytes = binding_elem_bytes(&launch.kernel, index);
             match self.memory.get_mut(range.buffer, &operation) {
-                Ok(alloc) => data.push(binding_data(alloc, *range)),
+                Ok(alloc) => data.push(binding_data(alloc, *range, elem_bytes)),
                 Err(report) => {
                     self.fault_use_after_free(stream, &operation, report);
                     return 0;
@@ -715,12 +731,13 @@ impl SimDevice {
                         detail: finding.detail,
                     });
                 }
-                for (range, binding) in launch.bindings.iter().zip(&data) {
+                for (index, (range, binding)) in launch.bindings.iter().zip(&data).enumerate() {
                     let alloc = self
                         .memory
                         .get_mut(range.buffer, &operation)
                         .expect("checked live above; nothing frees during a launch");
-                    write_back(alloc, *range, binding);
+                    let elem_bytes = binding_elem_bytes(&launch.kernel, index);
+                    write_back(alloc, *range, binding, elem_bytes);
                 }
             }
             Err(trap) => {
@@ -740,29 +757,55 @@ fn transfer_ns(len: u64) -> u64 {
     TRANSFER_LATENCY_NS + len / BYTES_PER_NS
 }
 
-fn binding_data(alloc: &crate::memory::Allocation, range: Range) -> BindingData {
-    let words = (range.len / 4) as usize;
+/// A binding's elements, of `elem_bytes` (4, or 2 for the half floats) each, one per word.
+fn binding_data(alloc: &crate::memory::Allocation, range: Range, elem_bytes: usize) -> BindingData {
     let start = range.offset as usize;
-    BindingData::new(
-        alloc.read_words(start, words),
-        alloc.words_written(start, words),
-    )
+    if elem_bytes == 4 {
+        let words = (range.len / 4) as usize;
+        return BindingData::new(
+            alloc.read_words(start, words),
+            alloc.words_written(start, words),
+        );
+    }
+    let elements = range.len as usize / elem_bytes;
+    let bytes = alloc.read(start, elements * elem_bytes);
+    let written = (0..elements)
+        .map(|i| alloc.all_written(start + i * elem_bytes, elem_bytes))
+        .collect();
+    BindingData::new(crate::memory::elements_of(&bytes, elem_bytes), written)
 }
 
-/// Stores the words a launch wrote back into device memory, a run of consecutive words at a
-/// time; words it did not store keep their bytes (and their written-bits).
-fn write_back(alloc: &mut crate::memory::Allocation, range: Range, data: &BindingData) {
+/// Stores the elements a launch wrote back into device memory, a run of consecutive elements
+/// at a time; elements it did not store keep their bytes (and their written-bits).
+fn write_back(
+    alloc: &mut crate::memory::Allocation,
+    range: Range,
+    data: &BindingData,
+    elem_bytes: usize,
+) {
     let (start, dirty) = (range.offset as usize, &data.dirty[..]);
     let mut i = 0;
     while let Some(from) = dirty[i..].iter().position(|&d| d).map(|n| i + n) {
         let end = (dirty[from..].iter().position(|&d| !d)).map_or(dirty.len(), |n| from + n);
-        let mut bytes = vec![0; 4 * (end - from)];
-        for (to, w) in bytes.chunks_exact_mut(4).zip(&data.words[from..end]) {
-            to.copy_from_slice(&w.to_le_bytes());
+        let mut bytes = vec![0; elem_bytes * (end - from)];
+        for (to, w) in bytes
+            .chunks_exact_mut(elem_bytes)
+            .zip(&data.words[from..end])
+        {
+            to.copy_from_slice(&w.to_le_bytes()[..elem_bytes]);
         }
-        alloc.write(start + 4 * from, &bytes);
+        alloc.write(start + elem_bytes * from, &bytes);
         i = end;
     }
+}
+
+/// Bytes per element of a launch's binding `index` (the fault record after the declared ones
+/// holds `u32`s).
+fn binding_elem_bytes(kernel: &KernelDef, index: usize) -> usize {
+    kernel
+        .bindings
+        .get(index)
+        .map_or(4, |decl| decl.elem.size_bytes())
 }
 
 fn range_of(slice: &BufferSlice<'_, SimBuffer>) -> Range {
@@ -954,6 +997,7 @@ impl Device for SimDevice {
         options: CompileOptions,
     ) -> Result<SimKernel, DeviceError> {
         self.check_alive()?;
+        contract::compile(kernel, &self.properties)?;
         Ok(SimKernel {
             def: Arc::new(kernel.clone()),
             options,

@@ -217,6 +217,19 @@ fn words_written_in(written: &[u64], from: usize, n: usize, out: &mut Vec<bool>)
     }
 }
 
+/// Little-endian elements of `elem_bytes` (2 or 4) each, one per `u32` (a 2-byte element in
+/// the low half), as the interpreter and the collectives hold them.
+pub(crate) fn elements_of(bytes: &[u8], elem_bytes: usize) -> Vec<u32> {
+    bytes
+        .chunks_exact(elem_bytes)
+        .map(|e| {
+            let mut word = [0; 4];
+            word[..elem_bytes].copy_from_slice(e);
+            u32::from_le_bytes(word)
+        })
+        .collect()
+}
+
 /// `n` set bits from bit `shift` (`shift + n <= 64`).
 fn mask(shift: usize, n: usize) -> u64 {
     (u64::MAX >> (64 - n)) << shift

@@ -20,6 +20,11 @@ pub struct TraceEntry {
     pub marker: Option<u64>,
     /// Device memory allocated after the operation.
     pub bytes_live: u64,
+    /// The sanitizer reports this operation raised (a launch's races, divergent barriers and
+    /// unwritten shared reads; a transfer's cross-stream race), as their text, in order. Kept
+    /// only in recorded traces; not part of the trace hash (the reports are what the run
+    /// did, not more of it).
+    pub reports: Vec<String>,
 }
 
 /// What an observer can see of a simulated device while the runtime drives it.

@@ -94,6 +94,8 @@ pub struct GpuContext {
     pub(crate) queue: wgpu::Queue,
     pub(crate) limits: wgpu::Limits,
     pub(crate) timestamps: bool,
+    /// Whether the device was opened with `SHADER_F16` (the adapter has it).
+    pub(crate) shader_f16: bool,
     pub(crate) sink: Arc<Mutex<Sink>>,
     /// Compiled kernels by (IR content hash, checked), and the built-in kernels.
     pub(crate) pipelines: Mutex<Pipelines>,
@@ -168,14 +170,20 @@ impl GpuContext {
         let timestamp_features =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         let timestamps = adapter.features().contains(timestamp_features);
+        // `f16` in shaders and storage buffers (`enable f16;`), requested where the adapter
+        // has it; kernels using `f16` are refused elsewhere (`Features::f16`).
+        let shader_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
         let limits = adapter.limits();
+        let mut required_features = wgpu::Features::empty();
+        if timestamps {
+            required_features |= timestamp_features;
+        }
+        if shader_f16 {
+            required_features |= wgpu::Features::SHADER_F16;
+        }
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("lockstep"),
-            required_features: if timestamps {
-                timestamp_features
-            } else {
-                wgpu::Features::empty()
-            },
+            required_features,
             required_limits: limits.clone(),
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
@@ -213,6 +221,7 @@ impl GpuContext {
             queue,
             limits,
             timestamps,
+            shader_f16,
             sink,
             pipelines: Mutex::new(Pipelines::default()),
             layouts: Mutex::new(HashMap::new()),

@@ -171,6 +171,9 @@ impl WgpuDevice {
                 graphs: GraphSupport::Software,
                 timestamps: ctx.timestamps,
                 concurrent_streams: false,
+                f16: ctx.shader_f16,
+                // WGSL has no bfloat16.
+                bf16: false,
             },
         };
         let batch = Batch::new(&ctx)?;
@@ -505,16 +508,23 @@ impl WgpuDevice {
         let mut info = vec![0u32; compiled.info_words as usize];
         info[InfoLayout::KERNEL_ID as usize] = kernel.kernel_id;
         for (b, slice) in bindings.iter().enumerate() {
-            let words = |bytes: u64| {
-                u32::try_from(bytes / 4)
+            // Offsets and lengths count the binding's own elements (the fault record's are
+            // `u32`s): a half-float binding is declared as an array of halves.
+            let elem_bytes = kernel
+                .def
+                .bindings
+                .get(b)
+                .map_or(4, |decl| decl.elem.size_bytes() as u64);
+            let elements = |bytes: u64| {
+                u32::try_from(bytes / elem_bytes)
                     .map_err(|_| refuse(format!("binding {b} exceeds 2^32 elements")))
             };
-            info[InfoLayout::offset_word(b as u32) as usize] = words(slice.offset)?;
-            info[InfoLayout::len_word(b as u32) as usize] = words(slice.len)?;
+            info[InfoLayout::offset_word(b as u32) as usize] = elements(slice.offset)?;
+            info[InfoLayout::len_word(b as u32) as usize] = elements(slice.len)?;
         }
         let first_param = 1 + 2 * bindings.len();
-        for (word, param) in info[first_param..].iter_mut().zip(params) {
-            *word = param.to_bits();
+        for (word, &param) in info[first_param..].iter_mut().zip(params) {
+            *word = crate::lower::param_word_bits(param);
         }
         Ok(info)
     }
@@ -740,6 +750,7 @@ impl Device for WgpuDevice {
         kernel: &KernelDef,
         options: CompileOptions,
     ) -> Result<WgpuKernel, DeviceError> {
+        contract::compile(kernel, &self.properties)?;
         let bindings = kernel.bindings.len() + options.checked as usize;
         let distinct: Vec<u32> = (0..bindings as u32).collect();
         Ok(WgpuKernel {

@@ -15,6 +15,9 @@ pub struct SimFactory {
     pub options: ServerOptions,
     /// Keep every trace entry (for export and for diffing two runs), not just the hash.
     pub record_trace: bool,
+    /// Model a device without `f16` and `bf16` (`SimConfig::half_floats` off): the suite's
+    /// self-test shows their properties reported `n/a`.
+    pub without_half_floats: bool,
 }
 
 impl SimFactory {
@@ -22,6 +25,7 @@ impl SimFactory {
     pub fn config(&self, seed: u64) -> SimConfig {
         SimConfig {
             record_trace: self.record_trace,
+            half_floats: !self.without_half_floats,
             ..SimConfig::new(seed)
         }
     }

@@ -73,6 +73,9 @@ pub(crate) fn values(
                 .collect();
             Bytes::from_elems(&v)
         }
+        ElemType::F16 | ElemType::BF16 => {
+            unreachable!("the property draws 32-bit element types only (see `case`)")
+        }
     }
 }
 
@@ -129,6 +132,9 @@ pub(crate) fn reference(inputs: &[Bytes], elem: ElemType, op: ReduceOperation) -
                     folded
                 })
                 .to_bits()
+            }
+            ElemType::F16 | ElemType::BF16 => {
+                unreachable!("the property draws 32-bit element types only (see `case`)")
             }
         })
         .collect()

@@ -5,6 +5,7 @@ mod data;
 mod errors;
 pub mod faults;
 mod graphs;
+mod half_floats;
 mod kernels;
 mod memory;
 mod ops;
@@ -118,6 +119,18 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             summary: "a shared-memory reduction, a histogram with shared and global atomics, claims by compare-exchange, while/break/continue loops and the math functions compute the reference (math within the WGSL bounds)",
             check: kernels::workgroup_kernels,
             applies: everywhere,
+        },
+        Property {
+            name: "f16_arithmetic",
+            summary: "f16 + - * min max, negation, abs, select and conversions to and from f32/i32/u32 give the bits the half crate computes (each operation rounded once, to nearest even)",
+            check: half_floats::f16_arithmetic,
+            applies: half_floats::with_f16,
+        },
+        Property {
+            name: "bf16_arithmetic",
+            summary: "bf16 + - * min max, negation, abs, select and conversions to and from f32/i32/u32 give the bits the half crate computes (each operation rounded once, to nearest even)",
+            check: half_floats::bf16_arithmetic,
+            applies: half_floats::with_bf16,
         },
         Property {
             name: "real_kernels",

@@ -162,6 +162,8 @@ fn data_type(elem: ElemType) -> nccl::ncclDataType_t {
         ElemType::U32 => nccl::ncclDataType_t::ncclUint32,
         ElemType::I32 => nccl::ncclDataType_t::ncclInt32,
         ElemType::F32 => nccl::ncclDataType_t::ncclFloat32,
+        ElemType::F16 => nccl::ncclDataType_t::ncclFloat16,
+        ElemType::BF16 => nccl::ncclDataType_t::ncclBfloat16,
     }
 }
 

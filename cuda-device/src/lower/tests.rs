@@ -109,6 +109,29 @@ fn prelude() {
 }
 
 #[test]
+fn half_prelude() {
+    insta::assert_snapshot!(HALF_PRELUDE);
+}
+
+/// The half floats' conformance kernel (`lockstep_conformance::half_kernels`): every
+/// operation converts to `f32`, computes, and rounds back with `cvt.rn`.
+#[test]
+fn half_arithmetic_kernels() {
+    use lockstep_conformance::half_kernels::half_arithmetic;
+    for elem in [ElemType::F16, ElemType::BF16] {
+        let name = format!("{elem}_arithmetic_kernel");
+        insta::assert_snapshot!(name, both_modes(half_arithmetic(elem).def()));
+    }
+}
+
+#[test]
+fn only_kernels_with_half_floats_carry_the_half_prelude() {
+    use lockstep_conformance::half_kernels::half_arithmetic;
+    assert!(program(half_arithmetic(ElemType::F16).def(), true).contains(HALF_PRELUDE));
+    assert!(!program(&saxpy(), true).contains("struct f16"));
+}
+
+#[test]
 fn saxpy_kernel() {
     insta::assert_snapshot!(both_modes(&saxpy()));
 }
@@ -161,6 +184,11 @@ fn snapshot_kernels() -> Vec<KernelDef> {
             .map(|kernel| kernel.def().clone()),
     );
     defs.extend(ops_and_faulty().iter().map(|kernel| kernel.def().clone()));
+    defs.extend([ElemType::F16, ElemType::BF16].map(|elem| {
+        lockstep_conformance::half_kernels::half_arithmetic(elem)
+            .def()
+            .clone()
+    }));
     defs
 }
 

@@ -50,6 +50,21 @@ fn refused(operation: impl Into<String>, violation: ContractViolation) -> Device
     }
 }
 
+/// A kernel asked of a device's `compile`: every element type it uses is one the device's
+/// [`Features`](crate::Features) support. A kernel that uses another (a half float the device
+/// lacks) is refused as [`DeviceError::Compile`], its log the
+/// [`KernelError::UnsupportedType`](crate::kernel::KernelError::UnsupportedType) message
+/// naming the feature: no compiler can build it for this device.
+pub fn compile(
+    kernel: &KernelDef,
+    properties: &crate::DeviceProperties,
+) -> Result<(), DeviceError> {
+    crate::kernel::validate_for_device(kernel, properties).map_err(|e| DeviceError::Compile {
+        kernel: kernel.name.clone(),
+        log: e.to_string(),
+    })
+}
+
 /// `buffer` belongs to `owner` and holds `len` bytes from `offset` (an end past `u64::MAX`
 /// does not fit).
 fn fits<B: CheckedBuffer>(

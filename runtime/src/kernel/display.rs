@@ -17,6 +17,8 @@ impl fmt::Display for Scalar {
             Scalar::U32(v) => write!(f, "{v}u"),
             Scalar::I32(v) => write!(f, "{v}i"),
             Scalar::F32(v) => write!(f, "{v:?}f"),
+            Scalar::F16(v) => write!(f, "{:?}h", v.to_f32()),
+            Scalar::BF16(v) => write!(f, "{:?}bf", v.to_f32()),
         }
     }
 }

@@ -14,6 +14,28 @@
 //! - A `while` loop tests its condition before every iteration; `break` and `continue` act on
 //!   the innermost `while` or `for`, and `continue` in a `for` still advances its counter.
 //!
+//! # Half floats
+//!
+//! `f16` (IEEE 754 binary16) and `bf16` (bfloat16: `f32`'s exponent, 8 significant bits) are
+//! storage and arithmetic types on devices that declare them ([`Features::f16`],
+//! [`Features::bf16`]; a kernel that uses one is refused on a device without it,
+//! [`KernelError::UnsupportedType`]). Their elements are 2 bytes in device memory (two
+//! elements of one 4-byte word are distinct locations for the memory model below); they take
+//! every float operation and function, but not atomics or loop counters.
+//! - Every operation computes in `f32` and rounds the result once to the type, to nearest even
+//!   (`half::f16::from_f32`, `half::bf16::from_f32`). For `+`, `-`, `*`, `/` and `min`/`max`
+//!   that is the correctly rounded result of the operation in the type itself: `f32` carries
+//!   more than twice their precision (24 bits against 11 and 8), so rounding twice cannot
+//!   differ from rounding once. Comparisons compare the exact values; `-x` and `abs` change the
+//!   sign bit only.
+//! - A cast from a half float to another type goes through its exact `f32` value (to integers:
+//!   saturating, NaN to 0, as from `f32`); a cast to a half float rounds the `f32` value, so an
+//!   integer converts through `f32` (rounding twice; for `f16` the same as once, since integers
+//!   that `f32` rounds lie beyond `f16`'s range).
+//! - The transcendental functions are bounded as the table below states, in units of the
+//!   half type's ULP (WGSL's bounds for `f16`); a device may compute them in `f32` and round.
+//! - A NaN result is a NaN, but its sign and payload bits may differ across devices.
+//!
 //! # Floating-point accuracy
 //!
 //! `+`, `-`, `*`, `min`, `max`, `abs`, `floor`, `ceil`, comparisons and casts are exact (or
@@ -73,6 +95,9 @@
 //!   program order for its own writes) yields an unspecified value.
 //!
 //! [`FaultRecord`]: crate::kernel::FaultRecord
+//! [`Features::f16`]: crate::Features::f16
+//! [`Features::bf16`]: crate::Features::bf16
+//! [`KernelError::UnsupportedType`]: crate::kernel::KernelError::UnsupportedType
 
 use std::fmt;
 
@@ -85,12 +110,41 @@ pub enum ElemType {
     I32,
     /// 32-bit IEEE 754 float.
     F32,
+    /// 16-bit IEEE 754 float (binary16), where the device declares
+    /// [`Features::f16`](crate::Features::f16); see "Half floats" in the module doc.
+    F16,
+    /// bfloat16 (`f32`'s sign and exponent, 7 stored fraction bits), where the device declares
+    /// [`Features::bf16`](crate::Features::bf16); see "Half floats" in the module doc.
+    BF16,
 }
 
 impl ElemType {
-    /// Size of one element in device memory.
+    /// Every element type, in declaration order.
+    pub const ALL: [ElemType; 5] = [
+        ElemType::U32,
+        ElemType::I32,
+        ElemType::F32,
+        ElemType::F16,
+        ElemType::BF16,
+    ];
+
+    /// Size of one element in device memory, in bytes: 4, or 2 for the half floats.
     pub const fn size_bytes(self) -> usize {
-        4
+        match self {
+            ElemType::U32 | ElemType::I32 | ElemType::F32 => 4,
+            ElemType::F16 | ElemType::BF16 => 2,
+        }
+    }
+
+    /// Whether the type is a float (`f32`, `f16`, `bf16`).
+    pub const fn is_float(self) -> bool {
+        matches!(self, ElemType::F32 | ElemType::F16 | ElemType::BF16)
+    }
+
+    /// Whether the type is a 16-bit float (`f16`, `bf16`), which a device supports only when
+    /// its [`Features`](crate::Features) say so.
+    pub const fn is_half(self) -> bool {
+        matches!(self, ElemType::F16 | ElemType::BF16)
     }
 }
 
@@ -100,6 +154,8 @@ impl fmt::Display for ElemType {
             ElemType::U32 => "u32",
             ElemType::I32 => "i32",
             ElemType::F32 => "f32",
+            ElemType::F16 => "f16",
+            ElemType::BF16 => "bf16",
         })
     }
 }
@@ -131,6 +187,10 @@ pub enum Scalar {
     I32(i32),
     /// An `f32` value.
     F32(f32),
+    /// An `f16` value.
+    F16(half::f16),
+    /// A `bf16` value.
+    BF16(half::bf16),
 }
 
 impl Scalar {
@@ -140,25 +200,40 @@ impl Scalar {
             Scalar::U32(_) => ElemType::U32,
             Scalar::I32(_) => ElemType::I32,
             Scalar::F32(_) => ElemType::F32,
+            Scalar::F16(_) => ElemType::F16,
+            Scalar::BF16(_) => ElemType::BF16,
         }
     }
 
-    /// The value's bit pattern as stored in device memory (little endian).
+    /// The value's bit pattern as stored in device memory (little endian); a half float's 16
+    /// bits are the low half.
     pub fn to_bits(self) -> u32 {
         match self {
             Scalar::U32(v) => v,
             Scalar::I32(v) => v as u32,
             Scalar::F32(v) => v.to_bits(),
+            Scalar::F16(v) => v.to_bits() as u32,
+            Scalar::BF16(v) => v.to_bits() as u32,
         }
     }
 
-    /// Reinterprets a stored bit pattern as a value of `elem`.
+    /// Reinterprets a stored bit pattern as a value of `elem` (a half float takes the low 16
+    /// bits).
     pub fn from_bits(elem: ElemType, bits: u32) -> Self {
         match elem {
             ElemType::U32 => Scalar::U32(bits),
             ElemType::I32 => Scalar::I32(bits as i32),
             ElemType::F32 => Scalar::F32(f32::from_bits(bits)),
+            ElemType::F16 => Scalar::F16(half::f16::from_bits(bits as u16)),
+            ElemType::BF16 => Scalar::BF16(half::bf16::from_bits(bits as u16)),
         }
+    }
+
+    /// The value's little-endian bytes as stored in device memory
+    /// ([`ElemType::size_bytes`] of them).
+    pub fn to_le_bytes(self) -> Vec<u8> {
+        let bytes = self.to_bits().to_le_bytes();
+        bytes[..self.elem_type().size_bytes()].to_vec()
     }
 }
 
@@ -265,14 +340,14 @@ pub enum BinOp {
     /// Multiplication (wrapping for integers).
     Mul,
     /// Division: truncating for integers, where a zero divisor (and `i32::MIN / -1`) yields the
-    /// left operand; IEEE for `f32`, within the accuracy bound of the module doc.
+    /// left operand; IEEE for floats, within the accuracy bound of the module doc.
     Div,
     /// Remainder with the sign of the left operand (truncated division); a zero divisor yields the
     /// left operand for integers.
     Rem,
-    /// The smaller operand; for `f32`, a NaN operand yields the other one.
+    /// The smaller operand; for floats, a NaN operand yields the other one.
     Min,
-    /// The larger operand; for `f32`, a NaN operand yields the other one.
+    /// The larger operand; for floats, a NaN operand yields the other one.
     Max,
     /// Integers only.
     BitAnd,
@@ -284,11 +359,11 @@ pub enum BinOp {
     Shl,
     /// Integers only; arithmetic for `i32`; the amount is taken modulo 32.
     Shr,
-    /// `f32` only: `lhs` to the power `rhs` (see the accuracy table in the module doc).
+    /// Floats only: `lhs` to the power `rhs` (see the accuracy table in the module doc).
     Pow,
 }
 
-/// A function of one operand. `Abs` takes any numeric type; the others take `f32` and are
+/// A function of one operand. `Abs` takes any numeric type; the others take floats and are
 /// accurate as the module doc's table states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
@@ -451,7 +526,7 @@ pub enum Expr {
     },
     /// Boolean negation.
     Not(Box<Expr>),
-    /// Arithmetic negation (`i32`, `f32`; wraps for `i32`).
+    /// Arithmetic negation (`i32` and the floats; wraps for `i32`).
     Neg(Box<Expr>),
     /// A function of one operand.
     Unary {
@@ -460,7 +535,7 @@ pub enum Expr {
         /// The operand.
         value: Box<Expr>,
     },
-    /// `a * b + c` on `f32`, rounded once or twice (see the module doc).
+    /// `a * b + c` on one float type, rounded once or twice (see the module doc).
     Fma {
         /// First factor.
         a: Box<Expr>,
@@ -509,6 +584,18 @@ impl From<i32> for Expr {
 impl From<f32> for Expr {
     fn from(v: f32) -> Self {
         Expr::Lit(Scalar::F32(v))
+    }
+}
+
+impl From<half::f16> for Expr {
+    fn from(v: half::f16) -> Self {
+        Expr::Lit(Scalar::F16(v))
+    }
+}
+
+impl From<half::bf16> for Expr {
+    fn from(v: half::bf16) -> Self {
+        Expr::Lit(Scalar::BF16(v))
     }
 }
 

@@ -11,12 +11,14 @@ mod builder;
 pub mod display;
 mod ir;
 pub mod semantics;
+mod types;
 mod uniformity;
 mod validate;
 mod validated;
 
 pub use builder::{Binding, ForeignOrigin, KernelArray, KernelBuilder, Shared, Value, Var};
 pub use ir::*;
+pub use types::{used as types_used, uses_half};
 pub use uniformity::DivergenceCause;
 pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate, validate_for_device};
 pub use validated::Kernel;

@@ -3,8 +3,34 @@
 //! for the transcendental functions, which must lie within the bounds of
 //! [`accuracy`](super::accuracy). Those are computed here in `f64` by `libm` (a portable port
 //! of musl's) and rounded once to `f32`, so the simulator gives the same bits on every host.
+//!
+//! The half floats (`f16`, `bf16`) compute every operation on their exact `f32` values, with
+//! the `f32` rules below, and round the result once to their type, to nearest even
+//! (`half`'s conversions); see "Half floats" in the IR's module doc.
+
+use half::{bf16, f16};
 
 use super::ir::{AtomicOp, BinOp, CmpOp, ElemType, Scalar, UnaryOp};
+
+/// A half float's exact `f32` value, or `None` for the other types.
+#[inline]
+fn half_value(value: Scalar) -> Option<f32> {
+    match value {
+        Scalar::F16(v) => Some(v.to_f32()),
+        Scalar::BF16(v) => Some(v.to_f32()),
+        _ => None,
+    }
+}
+
+/// `value` rounded to the half float type `elem` (to nearest even).
+#[inline]
+fn round_to(elem: ElemType, value: f32) -> Scalar {
+    match elem {
+        ElemType::F16 => Scalar::F16(f16::from_f32(value)),
+        ElemType::BF16 => Scalar::BF16(bf16::from_f32(value)),
+        _ => Scalar::F32(value),
+    }
+}
 
 /// Applies a binary operation to two values of the same type (the validator guarantees it).
 ///
@@ -47,22 +73,35 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::Shr => a.wrapping_shr(b as u32),
             BinOp::Pow => panic!("validated kernels apply Pow to f32 only"),
         }),
-        (F32(a), F32(b)) => F32(match op {
-            BinOp::Add => a + b,
-            BinOp::Sub => a - b,
-            BinOp::Mul => a * b,
-            BinOp::Div => a / b,
-            BinOp::Rem => a % b,
-            BinOp::Min => a.min(b),
-            BinOp::Max => a.max(b),
-            BinOp::Pow => libm::pow(a as f64, b as f64) as f32,
-            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
-                panic!("validated kernels apply {op:?} to integers only")
-            }
-        }),
+        (F32(a), F32(b)) => F32(float_binary(op, a, b)),
+        (F16(_), F16(_)) | (BF16(_), BF16(_)) => {
+            let (a, b) = (half_value(lhs), half_value(rhs));
+            let (Some(a), Some(b)) = (a, b) else {
+                unreachable!("both operands are half floats")
+            };
+            round_to(lhs.elem_type(), float_binary(op, a, b))
+        }
         _ => panic!(
             "validated kernels apply {op:?} to operands of one type, got {lhs:?} and {rhs:?}"
         ),
+    }
+}
+
+/// `op` on two `f32`s.
+#[inline(always)]
+fn float_binary(op: BinOp, a: f32, b: f32) -> f32 {
+    match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div => a / b,
+        BinOp::Rem => a % b,
+        BinOp::Min => a.min(b),
+        BinOp::Max => a.max(b),
+        BinOp::Pow => libm::pow(a as f64, b as f64) as f32,
+        BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
+            panic!("validated kernels apply {op:?} to integers only")
+        }
     }
 }
 
@@ -74,6 +113,8 @@ pub fn compare(op: CmpOp, lhs: Scalar, rhs: Scalar) -> bool {
         (U32(a), U32(b)) => a.partial_cmp(&b),
         (I32(a), I32(b)) => a.partial_cmp(&b),
         (F32(a), F32(b)) => a.partial_cmp(&b),
+        (F16(a), F16(b)) => a.partial_cmp(&b),
+        (BF16(a), BF16(b)) => a.partial_cmp(&b),
         _ => panic!("validated kernels compare operands of one type, got {lhs:?} and {rhs:?}"),
     };
     use std::cmp::Ordering::*;
@@ -90,13 +131,15 @@ pub fn compare(op: CmpOp, lhs: Scalar, rhs: Scalar) -> bool {
     }
 }
 
-/// Arithmetic negation; wraps for `i32`.
+/// Arithmetic negation; wraps for `i32`, flips the sign bit of a float.
 #[inline]
 pub fn negate(value: Scalar) -> Scalar {
     match value {
         Scalar::I32(v) => Scalar::I32(v.wrapping_neg()),
         Scalar::F32(v) => Scalar::F32(-v),
-        Scalar::U32(_) => panic!("validated kernels negate i32 or f32 only"),
+        Scalar::F16(v) => Scalar::F16(-v),
+        Scalar::BF16(v) => Scalar::BF16(-v),
+        Scalar::U32(_) => panic!("validated kernels negate i32 or floats only"),
     }
 }
 
@@ -110,7 +153,14 @@ pub fn unary(op: UnaryOp, value: Scalar) -> Scalar {
         (UnaryOp::Abs, Scalar::U32(v)) => Scalar::U32(v),
         (UnaryOp::Abs, Scalar::I32(v)) => Scalar::I32(v.wrapping_abs()),
         (op, Scalar::F32(v)) => Scalar::F32(float_unary(op, v)),
-        _ => panic!("validated kernels apply {op:?} to f32 only, got {value:?}"),
+        // The sign bit only, as for `-x`.
+        (UnaryOp::Abs, Scalar::F16(v)) => Scalar::F16(f16::from_bits(v.to_bits() & 0x7fff)),
+        (UnaryOp::Abs, Scalar::BF16(v)) => Scalar::BF16(bf16::from_bits(v.to_bits() & 0x7fff)),
+        (op, Scalar::F16(_) | Scalar::BF16(_)) => {
+            let v = half_value(value).unwrap_or_default();
+            round_to(value.elem_type(), float_unary(op, v))
+        }
+        _ => panic!("validated kernels apply {op:?} to floats only, got {value:?}"),
     }
 }
 
@@ -138,6 +188,23 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     libm::fmaf(a, b, c)
 }
 
+/// `a * b + c` on three floats of one type: [`fma`] on their `f32` values, rounded to the type.
+///
+/// # Panics
+/// If the operands are not floats of one type: the validator rejects such kernels.
+#[inline]
+pub fn fma_scalar(a: Scalar, b: Scalar, c: Scalar) -> Scalar {
+    let f32_of = |s: Scalar| match s {
+        Scalar::F32(v) => v,
+        _ => half_value(s).unwrap_or_else(|| panic!("validated kernels fma floats, got {s:?}")),
+    };
+    assert!(
+        a.elem_type() == b.elem_type() && b.elem_type() == c.elem_type(),
+        "validated kernels fma operands of one type, got {a:?}, {b:?}, {c:?}"
+    );
+    round_to(a.elem_type(), fma(f32_of(a), f32_of(b), f32_of(c)))
+}
+
 /// The value an atomic leaves in its word: `op` applied to the word's `old` value and the
 /// `operand` (of the same integer type).
 #[inline]
@@ -151,10 +218,20 @@ pub fn atomic(op: AtomicOp, old: Scalar, operand: Scalar) -> Scalar {
 }
 
 /// Numeric conversion; float to integer saturates and maps NaN to zero, integer to integer
-/// reinterprets the bits.
+/// reinterprets the bits. A half float converts through its exact `f32` value; a conversion to
+/// a half float rounds the `f32` value (see the IR's module doc).
 #[inline]
 pub fn cast(value: Scalar, to: ElemType) -> Scalar {
     use Scalar::*;
+    if let Some(v) = half_value(value) {
+        return cast(F32(v), to);
+    }
+    if to.is_half() {
+        let F32(v) = cast(value, ElemType::F32) else {
+            unreachable!("a cast to f32 yields an f32")
+        };
+        return round_to(to, v);
+    }
     match (value, to) {
         (U32(v), ElemType::U32) => U32(v),
         (U32(v), ElemType::I32) => I32(v as i32),
@@ -165,6 +242,9 @@ pub fn cast(value: Scalar, to: ElemType) -> Scalar {
         (F32(v), ElemType::U32) => U32(v as u32),
         (F32(v), ElemType::I32) => I32(v as i32),
         (F32(v), ElemType::F32) => F32(v),
+        (F16(_) | BF16(_), _) | (_, ElemType::F16 | ElemType::BF16) => {
+            unreachable!("half floats convert through f32 above")
+        }
     }
 }
 
@@ -269,5 +349,65 @@ mod tests {
         assert!(!compare(CmpOp::Eq, nan, nan));
         assert!(compare(CmpOp::Ne, nan, nan));
         assert!(!compare(CmpOp::Lt, nan, Scalar::F32(0.0)));
+    }
+
+    #[test]
+    fn half_floats_round_each_operation_once_to_nearest_even() {
+        let h = |v: f32| Scalar::F16(f16::from_f32(v));
+        let add = |a, b| binary(BinOp::Add, a, b).to_bits();
+        // 1 + 2^-11 is halfway between 1 and the next f16: ties to even keep 1.
+        assert_eq!(add(h(1.0), h(2f32.powi(-11))), 0x3c00);
+        // 1 + 3 * 2^-11 is halfway between two f16s; the even one is above.
+        assert_eq!(add(h(1.0 + 2f32.powi(-10)), h(2f32.powi(-11))), 0x3c02);
+        // Past f16's largest finite value (65504), the sum is infinite.
+        assert_eq!(add(h(65504.0), h(32.0)), 0x7c00);
+        assert_eq!(binary(BinOp::Mul, h(3.0), h(0.5)), h(1.5));
+        assert_eq!(binary(BinOp::Min, h(f32::NAN), h(2.0)), h(2.0));
+        let b = |v: f32| Scalar::BF16(bf16::from_f32(v));
+        // bf16 has 8 significant bits: 1 + 2^-8 ties to 1, 1 + 3 * 2^-8 to 1 + 2^-6.
+        assert_eq!(
+            binary(BinOp::Add, b(1.0), b(2f32.powi(-8))).to_bits(),
+            0x3f80
+        );
+        assert_eq!(
+            binary(BinOp::Sub, b(1.0 + 2f32.powi(-7)), b(-(2f32.powi(-8)))).to_bits(),
+            0x3f82
+        );
+        assert!(compare(CmpOp::Lt, b(-1.0), b(0.5)));
+        assert!(compare(CmpOp::Ne, h(f32::NAN), h(f32::NAN)));
+    }
+
+    #[test]
+    fn half_float_sign_operations_touch_the_sign_bit_only() {
+        let nan = Scalar::F16(f16::from_bits(0x7e01));
+        assert_eq!(negate(nan).to_bits(), 0xfe01);
+        assert_eq!(unary(UnaryOp::Abs, negate(nan)).to_bits(), 0x7e01);
+        let nan = Scalar::BF16(bf16::from_bits(0xffc1));
+        assert_eq!(unary(UnaryOp::Abs, nan).to_bits(), 0x7fc1);
+    }
+
+    #[test]
+    fn half_float_casts_go_through_f32() {
+        let h = |v: f32| Scalar::F16(f16::from_f32(v));
+        assert_eq!(cast(h(-2.75), ElemType::I32), Scalar::I32(-2));
+        assert_eq!(cast(h(-2.75), ElemType::U32), Scalar::U32(0));
+        assert_eq!(cast(h(f32::INFINITY), ElemType::U32), Scalar::U32(u32::MAX));
+        assert_eq!(cast(h(f32::NAN), ElemType::I32), Scalar::I32(0));
+        assert_eq!(
+            cast(h(0.1), ElemType::F32),
+            Scalar::F32(f16::from_f32(0.1).to_f32())
+        );
+        assert_eq!(cast(Scalar::U32(65519), ElemType::F16).to_bits(), 0x7bff);
+        assert_eq!(cast(Scalar::U32(65520), ElemType::F16).to_bits(), 0x7c00);
+        assert_eq!(cast(Scalar::I32(-3), ElemType::F16), h(-3.0));
+        // 0x80800001 rounds to the f32 0x80800000, a bf16 tie, which goes to even: twice
+        // rounded, as the IR defines it (rounded once it would be 0x81000000).
+        assert_eq!(
+            cast(Scalar::U32(0x8080_0001), ElemType::BF16).to_bits(),
+            0x4f00
+        );
+        let b = cast(Scalar::F32(3.0), ElemType::BF16);
+        assert_eq!(cast(b, ElemType::F16), h(3.0));
+        assert_eq!(fma_scalar(h(2.0), h(3.0), h(-1.0)), h(5.0));
     }
 }

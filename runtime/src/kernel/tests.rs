@@ -184,6 +184,8 @@ fn a_shared_memory_reduction_builds_and_needs_its_shared_bytes() {
             graphs: crate::device::GraphSupport::Software,
             timestamps: false,
             concurrent_streams: false,
+            f16: false,
+            bf16: false,
         },
     };
     assert_eq!(validate_for_device(def, &properties), Ok(()));
@@ -487,4 +489,66 @@ fn barriers_in_uniform_control_flow_are_accepted() {
         })
         .is_ok()
     );
+}
+
+#[test]
+fn a_half_float_kernel_is_refused_on_a_device_without_the_feature_naming_it() {
+    use half::{bf16, f16};
+    let mut k = KernelBuilder::new("halves", [1, 1, 1]);
+    let out = k.binding(ElemType::F32, Access::ReadWrite);
+    // The half float appears only as a literal cast to f32: still a use.
+    k.store(
+        out,
+        0u32,
+        Value::from(bf16::from_f32(1.5)).cast(ElemType::F32),
+    );
+    let kernel = k.build().unwrap();
+    let mut properties = crate::DeviceProperties {
+        name: "test".into(),
+        backend: "test".into(),
+        memory_bytes: 1 << 20,
+        max_allocation_bytes: 1 << 20,
+        alignment_bytes: 256,
+        max_load_width_bytes: 16,
+        max_workgroups: [1; 3],
+        max_shared_memory_bytes: 256,
+        features: crate::device::Features {
+            graphs: crate::device::GraphSupport::Software,
+            timestamps: false,
+            concurrent_streams: false,
+            f16: true,
+            bf16: false,
+        },
+    };
+    let err = validate_for_device(kernel.def(), &properties).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kernel `halves`: uses bf16, which the device does not support (Features::bf16 is false)"
+    );
+    properties.features.bf16 = true;
+    assert_eq!(validate_for_device(kernel.def(), &properties), Ok(()));
+    assert_eq!(
+        crate::kernel::types_used(kernel.def()),
+        [ElemType::U32, ElemType::F32, ElemType::BF16]
+    );
+    let _ = f16::ONE;
+}
+
+#[test]
+fn half_floats_take_float_operations_but_not_atomics_or_bitwise_ones() {
+    let mut k = KernelBuilder::new("h", [1, 1, 1]);
+    let out = k.binding(ElemType::F16, Access::ReadWrite);
+    k.atomic_add(out, 0u32, Value::from(half::f16::ONE));
+    assert!(matches!(
+        k.build().unwrap_err(),
+        KernelError::AtomicOnFloat {
+            elem: ElemType::F16,
+            ..
+        }
+    ));
+    let mut k = KernelBuilder::new("h", [1, 1, 1]);
+    let out = k.binding(ElemType::BF16, Access::ReadWrite);
+    let x = out.load(0u32);
+    k.store(out, 1u32, (x * x - x).max(-x).sqrt().fma(x, x).abs());
+    k.build().unwrap();
 }

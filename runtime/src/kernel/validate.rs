@@ -6,6 +6,7 @@ use super::builder::ForeignOrigin;
 use super::ir::{
     Access, Array, BinOp, BindingId, ElemType, Expr, KernelDef, SharedId, Stmt, Ty, UnaryOp, VarId,
 };
+use super::types;
 use super::uniformity::{self, DivergenceCause};
 use crate::device::DeviceProperties;
 
@@ -84,7 +85,7 @@ pub enum KernelError {
         /// The empty shared array.
         shared: u32,
     },
-    /// An atomic on an `f32` array: atomics take `u32` or `i32` arrays only.
+    /// An atomic on a float array: atomics take `u32` or `i32` arrays only.
     #[error(
         "kernel `{kernel}`: atomic {operation} on {array} of type {elem}; atomics need u32 or i32"
     )]
@@ -98,9 +99,9 @@ pub enum KernelError {
         /// The array's element type.
         elem: ElemType,
     },
-    /// A function defined on `f32` only (`sqrt`, `exp`, `pow`, `fma`, ...) applied to another type:
-    /// cast the operand first.
-    #[error("kernel `{kernel}`: {op} is defined on f32 only, found {found}")]
+    /// A function defined on floats only (`sqrt`, `exp`, `pow`, `fma`, ...) applied to another
+    /// type: cast the operand first.
+    #[error("kernel `{kernel}`: {op} is defined on floats only, found {found}")]
     FloatOnly {
         /// The kernel's name.
         kernel: String,
@@ -142,7 +143,7 @@ pub enum KernelError {
         /// Bytes the device allows per workgroup.
         limit: u64,
     },
-    /// A bitwise or shift operator applied to `f32`.
+    /// A bitwise or shift operator applied to a float.
     #[error("kernel `{kernel}`: {op:?} is defined on integers only, found {found}")]
     IntegerOnly {
         /// The kernel's name.
@@ -162,6 +163,19 @@ pub enum KernelError {
         kernel: String,
         /// The size declared, `[x, y, z]`.
         size: [u32; 3],
+    },
+    /// A kernel that uses a half float type the device does not support (its
+    /// [`Features`](crate::Features) flag is false), found at launch or compile.
+    #[error(
+        "kernel `{kernel}`: uses {elem}, which the device does not support (Features::{feature} is false)"
+    )]
+    UnsupportedType {
+        /// The kernel's name.
+        kernel: String,
+        /// The element type the device lacks.
+        elem: ElemType,
+        /// The [`Features`](crate::Features) field that would allow it (`"f16"`, `"bf16"`).
+        feature: &'static str,
     },
     /// A statement of a [`KernelBuilder`](super::KernelBuilder) used a value, variable or
     /// array that another builder made (see [`Value`](super::Value)): build each kernel from
@@ -213,11 +227,21 @@ pub fn validate(def: &KernelDef) -> Result<(), KernelError> {
     })
 }
 
-/// Checks what a device limits: a validated kernel's shared memory against `properties`.
+/// Checks what a device limits: a validated kernel's element types against its
+/// [`Features`](crate::Features), and its shared memory against `properties`.
 pub fn validate_for_device(
     def: &KernelDef,
     properties: &DeviceProperties,
 ) -> Result<(), KernelError> {
+    let features = &properties.features;
+    let used = types::used(def);
+    if let Some(&elem) = used.iter().find(|&&e| !features.supports(e)) {
+        return Err(KernelError::UnsupportedType {
+            kernel: def.name.clone(),
+            elem,
+            feature: crate::Features::flag_of(elem).unwrap_or("?"),
+        });
+    }
     let (bytes, limit) = (def.shared_bytes(), properties.max_shared_memory_bytes);
     if bytes > limit {
         return Err(KernelError::SharedMemoryTooLarge {
@@ -323,7 +347,7 @@ impl Checker<'_> {
         operation: &'static str,
     ) -> Result<ElemType, KernelError> {
         let elem = self.writable(array, operation)?;
-        if elem == ElemType::F32 {
+        if elem.is_float() {
             return Err(KernelError::AtomicOnFloat {
                 kernel: self.kernel(),
                 operation,
@@ -334,9 +358,9 @@ impl Checker<'_> {
         Ok(elem)
     }
 
-    /// `found` must be `f32` for `op`.
+    /// `found` must be a float for `op`.
     fn float_only(&self, op: &'static str, found: Ty) -> Result<Ty, KernelError> {
-        if found == Ty::Elem(ElemType::F32) {
+        if matches!(found, Ty::Elem(elem) if elem.is_float()) {
             Ok(found)
         } else {
             Err(KernelError::FloatOnly {
@@ -381,7 +405,7 @@ impl Checker<'_> {
                     op,
                     BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
                 );
-                if integer_only && elem == ElemType::F32 {
+                if integer_only && elem.is_float() {
                     return Err(KernelError::IntegerOnly {
                         kernel: self.kernel(),
                         op: *op,
@@ -412,8 +436,8 @@ impl Checker<'_> {
             }
             Expr::Neg(e) => {
                 let t = self.ty(e)?;
-                if !matches!(t, Ty::Elem(ElemType::I32 | ElemType::F32)) {
-                    return Err(self.mismatch("negation", "i32 or f32", t));
+                if !matches!(t, Ty::Elem(e) if e == ElemType::I32 || e.is_float()) {
+                    return Err(self.mismatch("negation", "i32 or a float", t));
                 }
                 t
             }
@@ -518,7 +542,7 @@ impl Checker<'_> {
                 body,
             } => {
                 let elem = self.var(*var)?;
-                if elem == ElemType::F32 {
+                if elem.is_float() {
                     return Err(self.mismatch("a loop variable", "u32 or i32", Ty::Elem(elem)));
                 }
                 self.expect("a loop start", Ty::Elem(elem), start)?;

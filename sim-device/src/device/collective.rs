@@ -43,7 +43,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract;
 use lockstep::distributed::check_world_list;
-use lockstep::kernel::{BinOp, ElemType, Scalar};
+use lockstep::kernel::{BinOp, ElemType, Scalar, semantics};
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
 
 use super::{SimDevice, transfer_ns};
@@ -343,12 +343,7 @@ impl Hub {
 /// Folds `inputs` (one per rank, in rank order) element by element.
 /// A rank's input at a time over all elements, with the interpreter's column operations.
 fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
-    let words = |bytes: &[u8]| -> Vec<u32> {
-        bytes
-            .chunks_exact(4)
-            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect()
-    };
+    let words = |bytes: &[u8]| crate::memory::elements_of(bytes, elem.size_bytes());
     let fold = match op {
         ReduceOperation::Sum | ReduceOperation::Mean => BinOp::Add,
         ReduceOperation::Prod => BinOp::Mul,
@@ -360,6 +355,7 @@ fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
         ElemType::U32 => Scalar::U32(count),
         ElemType::I32 => Scalar::I32(count as i32),
         ElemType::F32 => Scalar::F32(count as f32),
+        ElemType::F16 | ElemType::BF16 => semantics::cast(Scalar::U32(count), elem),
     };
     let mut acc = words(&inputs[0]);
     let elements: Vec<u32> = (0..acc.len() as u32).collect();
@@ -370,7 +366,9 @@ fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
         let divisor = vec![divisor.to_bits(); acc.len()];
         column::binary(BinOp::Div, elem, &mut acc, &divisor, &elements);
     }
-    acc.iter().flat_map(|w| w.to_le_bytes()).collect()
+    acc.iter()
+        .flat_map(|&w| Scalar::from_bits(elem, w).to_le_bytes())
+        .collect()
 }
 
 fn device_id(ordinal: u32) -> DeviceId {

@@ -173,7 +173,8 @@ macro_rules! with_constant {
 /// Runs `$body` with `$elem`, a column's type, as the constant `$name`.
 macro_rules! with_elem {
     ($elem:expr, $name:ident => $body:expr) => {
-        with_constant!($elem, $name: ElemType => $body; ElemType::U32, ElemType::I32, ElemType::F32)
+        with_constant!($elem, $name: ElemType => $body; ElemType::U32, ElemType::I32, ElemType::F32,
+            ElemType::F16, ElemType::BF16)
     };
 }
 
@@ -230,11 +231,18 @@ pub(super) fn not(value: &mut [u32], lanes: &[u32]) {
     update(lanes, value, |v| v ^ 1);
 }
 
-/// `a * b + c` on the lanes of three `f32` columns, into `a`.
-pub(super) fn fma(a: &mut [u32], b: &[u32], c: &[u32], lanes: &[u32]) {
-    let f = f32::from_bits;
+/// `a * b + c` on the lanes of three float columns of `elem`, into `a`.
+pub(super) fn fma(elem: ElemType, a: &mut [u32], b: &[u32], c: &[u32], lanes: &[u32]) {
+    if elem == ElemType::F32 {
+        let f = f32::from_bits;
+        each(lanes, |l| {
+            a[l] = semantics::fma(f(a[l]), f(b[l]), f(c[l])).to_bits()
+        });
+        return;
+    }
+    let s = |bits| Scalar::from_bits(elem, bits);
     each(lanes, |l| {
-        a[l] = semantics::fma(f(a[l]), f(b[l]), f(c[l])).to_bits()
+        a[l] = semantics::fma_scalar(s(a[l]), s(b[l]), s(c[l])).to_bits()
     });
 }
 

@@ -21,6 +21,13 @@
 //!   compare-exchange may fail spuriously; the IR's never does, so it loops until it either
 //!   exchanges or sees another value.
 //! - Shared arrays are `var<workgroup>` arrays of their declared length.
+//! - `f16` is WGSL's `f16` (`enable f16;`, the device's `SHADER_F16`); its arithmetic is
+//!   WGSL's, correctly rounded, which is the IR's (computed in `f32`, rounded once: the same
+//!   result). A conversion from an integer goes through `f32` as the IR's does. Bindings of
+//!   `f16` that share a buffer with 32-bit ones are declared as a variable of their own over
+//!   the same buffer (`h<b>`), read-write when any binding of the buffer is, since wgpu refuses
+//!   a buffer bound read-only and read-write at once. `bf16` does not exist in WGSL: the device
+//!   refuses such kernels before lowering (`Features::bf16` is false).
 //! - `workgroup_barrier` is `storageBarrier(); workgroupBarrier();`: the IR's barrier orders
 //!   global memory too, as CUDA's `__syncthreads` does.
 //! - `while` is a `loop` that breaks when its condition (evaluated at the top of every
@@ -39,7 +46,7 @@ use lockstep::kernel::{
 ///
 /// Words: `[KERNEL_ID]`, then for each binding (the declared ones, then the fault record in
 /// checked mode) its offset and its length in elements, then one word per parameter (its bit
-/// pattern).
+/// pattern; for a half float, the bits of its exact `f32` value, see [`param_word_bits`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct InfoLayout {
     /// Bindings described, including the fault record in checked mode.
@@ -78,6 +85,16 @@ impl InfoLayout {
     /// Number of info words a launch fills.
     pub fn words(&self) -> u32 {
         1 + 2 * self.bindings + self.params
+    }
+}
+
+/// The info word of parameter `value`: its bits, or for a half float its exact `f32` value's
+/// bits (the module converts it back exactly: naga has no bit cast from a word to halves).
+pub fn param_word_bits(value: Scalar) -> u32 {
+    match value {
+        Scalar::F16(v) => v.to_f32().to_bits(),
+        Scalar::BF16(v) => v.to_f32().to_bits(),
+        other => other.to_bits(),
     }
 }
 
@@ -170,10 +187,12 @@ pub fn lower(def: &KernelDef, checked: bool, aliases: &[u32]) -> Lowered {
     }
 }
 
-/// Bindings that share one buffer, declared as one WGSL variable.
+/// Bindings that share one buffer and element size, declared as one WGSL variable.
 #[derive(Clone, Debug)]
 struct Group {
     first: u32,
+    /// Every binding declared through this variable.
+    members: Vec<u32>,
     /// The element type the variable is declared with: the member's own when alone, else
     /// `u32` (members bit-cast).
     elem: ElemType,
@@ -297,8 +316,11 @@ enum Helper {
     DivI32,
     RemI32,
     IsNan,
+    IsNanF16,
     MinF32,
     MaxF32,
+    MinF16,
+    MaxF16,
     F32ToU32,
     F32ToI32,
     OpaqueZero,
@@ -361,7 +383,20 @@ fn wgsl_type(elem: ElemType) -> &'static str {
         ElemType::U32 => "u32",
         ElemType::I32 => "i32",
         ElemType::F32 => "f32",
+        ElemType::F16 => "f16",
+        // Never emitted for a device: WGSL has no bfloat16 and the device refuses the kernel.
+        ElemType::BF16 => "bf16",
     }
+}
+
+/// The half float `v` as WGSL text: its exact `f32` value's bits, converted (exactly) to `f16`;
+/// naga has no bit cast from a word to halves.
+fn half_bits(v: lockstep::half::f16, opaque: bool) -> String {
+    let or_zero = if opaque { " | opaque_zero" } else { "" };
+    format!(
+        "f16(bitcast<f32>({:#010x}u{or_zero}))",
+        v.to_f32().to_bits()
+    )
 }
 
 /// A literal as WGSL text. Values that WGSL cannot spell as a literal (`i32::MIN`, subnormal
@@ -386,6 +421,20 @@ fn literal(value: Scalar, helpers: &mut BTreeSet<Helper>) -> String {
             helpers.insert(Helper::OpaqueZero);
             format!("bitcast<f32>({:#010x}u | opaque_zero)", v.to_bits())
         }
+        Scalar::F16(v) if v.is_finite() && (v.to_f32() == 0.0 || v.is_normal()) => {
+            let text = format!("{:?}h", v.to_f32());
+            if v.is_sign_negative() {
+                format!("({text})")
+            } else {
+                text
+            }
+        }
+        Scalar::F16(v) if v.is_finite() => half_bits(v, false),
+        Scalar::F16(v) => {
+            helpers.insert(Helper::OpaqueZero);
+            half_bits(v, true)
+        }
+        Scalar::BF16(v) => format!("bf16({:#06x})", v.to_bits()),
     }
 }
 
@@ -414,45 +463,65 @@ impl Lowerer<'_> {
             if self.aliases[first as usize] != first {
                 continue;
             }
-            let members: Vec<u32> = (0..self.aliases.len() as u32)
+            let sharing: Vec<u32> = (0..self.aliases.len() as u32)
                 .filter(|&b| self.aliases[b as usize] == first)
                 .collect();
-            let (own, _) = self.member(first);
-            let binding = |b: u32| Array::Binding(BindingId(b));
-            // Members bit-cast to one declared type: `u32`, unless a member's `min`/`max`
-            // needs its own (signed) order. Only one member of a group can be written by
-            // the kernel (launches refuse writable aliases), besides the fault record, whose
-            // compare-exchange does not care.
-            let elem = match members.iter().find(|&&b| self.ordered_atomics(binding(b))) {
-                _ if members.len() == 1 => own,
-                Some(&b) => self.member(b).0,
-                None => ElemType::U32,
-            };
-            groups.push(Group {
-                first,
-                elem,
-                atomic: members.iter().any(|&b| self.is_atomic(binding(b))),
-                writable: members.iter().any(|&b| self.member(b).1),
-            });
+            // Every variable over one buffer has one access mode: wgpu refuses a buffer bound
+            // read-only and read-write in one dispatch.
+            let writable = sharing.iter().any(|&b| self.member(b).1);
+            // 16-bit elements cannot be bit-cast from 32-bit words: they get a variable of
+            // their own over the same buffer.
+            let (halves, words): (Vec<u32>, Vec<u32>) =
+                sharing.iter().partition(|&&b| self.member(b).0.is_half());
+            for members in [words, halves] {
+                if let Some(group) = self.group(members, writable) {
+                    groups.push(group);
+                }
+            }
         }
+        groups.sort_by_key(|g| g.first);
         groups
     }
 
+    /// The variable declaring `members` (bindings of one buffer and element size), if any.
+    fn group(&self, members: Vec<u32>, writable: bool) -> Option<Group> {
+        let &first = members.first()?;
+        let (own, _) = self.member(first);
+        let binding = |b: u32| Array::Binding(BindingId(b));
+        // Members bit-cast to one declared type: `u32`, unless a member's `min`/`max` needs
+        // its own (signed) order. Only one member of a group can be written by the kernel
+        // (launches refuse writable aliases), besides the fault record, whose compare-exchange
+        // does not care. Half floats have one type (`f16`) and no atomics.
+        let elem = match members.iter().find(|&&b| self.ordered_atomics(binding(b))) {
+            _ if members.len() == 1 || own.is_half() => own,
+            Some(&b) => self.member(b).0,
+            None => ElemType::U32,
+        };
+        Some(Group {
+            first,
+            elem,
+            atomic: members.iter().any(|&b| self.is_atomic(binding(b))),
+            writable,
+            members,
+        })
+    }
+
     fn group_of(&self, b: u32) -> Group {
-        let first = self.aliases[b as usize];
         self.groups()
             .into_iter()
-            .find(|g| g.first == first)
-            .expect("every binding's first binding heads a group")
+            .find(|g| g.members.contains(&b))
+            .expect("every binding is a member of a group")
     }
 
     /// The WGSL variable binding `b` lives in.
     fn var_of(&self, b: u32) -> String {
-        let first = self.aliases[b as usize];
-        if first as usize == self.def.bindings.len() {
+        let group = self.group_of(b);
+        if group.first as usize == self.def.bindings.len() {
             "fault".to_owned()
+        } else if group.elem.is_half() {
+            format!("h{}", group.first)
         } else {
-            format!("b{first}")
+            format!("b{}", group.first)
         }
     }
 
@@ -599,6 +668,9 @@ impl Lowerer<'_> {
                 let word = self.info.param_word(*p);
                 Value::runtime(match self.def.params[*p as usize] {
                     ElemType::U32 => format!("info[{word}]"),
+                    // A half float's bits are the word's low half.
+                    // Its word holds its exact `f32` value (see `InfoLayout`).
+                    ElemType::F16 | ElemType::BF16 => format!("f16(bitcast<f32>(info[{word}]))"),
                     other => format!("bitcast<{}>(info[{word}])", wgsl_type(other)),
                 })
             }
@@ -662,9 +734,7 @@ impl Lowerer<'_> {
             Expr::Fma { a, b, c } => {
                 let (a, b, c) = (self.expr(a), self.expr(b), self.expr(c));
                 match (a.scalar(), b.scalar(), c.scalar()) {
-                    (Some(Scalar::F32(x)), Some(Scalar::F32(y)), Some(Scalar::F32(z))) => {
-                        self.constant(Scalar::F32(semantics::fma(x, y, z)))
-                    }
+                    (Some(x), Some(y), Some(z)) => self.constant(semantics::fma_scalar(x, y, z)),
                     _ => Value::runtime(format!("fma({}, {}, {})", a.text, b.text, c.text)),
                 }
             }
@@ -748,12 +818,18 @@ impl Lowerer<'_> {
             (BinOp::Mul, _) => infix("*"),
             (BinOp::Div, ElemType::U32) => self.need(Helper::DivU32, call("div_u32")),
             (BinOp::Div, ElemType::I32) => self.need(Helper::DivI32, call("div_i32")),
-            (BinOp::Div, ElemType::F32) => infix("/"),
+            (BinOp::Div, ElemType::F32 | ElemType::F16 | ElemType::BF16) => infix("/"),
             (BinOp::Rem, ElemType::U32) => self.need(Helper::RemU32, call("rem_u32")),
             (BinOp::Rem, ElemType::I32) => self.need(Helper::RemI32, call("rem_i32")),
-            (BinOp::Rem, ElemType::F32) => infix("%"),
+            (BinOp::Rem, ElemType::F32 | ElemType::F16 | ElemType::BF16) => infix("%"),
             (BinOp::Min, ElemType::F32) => self.need(Helper::MinF32, call("min_f32")),
             (BinOp::Max, ElemType::F32) => self.need(Helper::MaxF32, call("max_f32")),
+            (BinOp::Min, ElemType::F16 | ElemType::BF16) => {
+                self.need(Helper::MinF16, call("min_f16"))
+            }
+            (BinOp::Max, ElemType::F16 | ElemType::BF16) => {
+                self.need(Helper::MaxF16, call("max_f16"))
+            }
             (BinOp::Min, _) => format!("min({l}, {r})"),
             (BinOp::Max, _) => format!("max({l}, {r})"),
             (BinOp::Pow, _) => call("pow"),
@@ -780,6 +856,12 @@ impl Lowerer<'_> {
         ) {
             self.helpers.insert(Helper::IsNan);
         }
+        if matches!(helper, Helper::MinF16 | Helper::MaxF16) {
+            self.helpers.insert(Helper::IsNanF16);
+        }
+        if helper == Helper::IsNanF16 {
+            self.helpers.insert(Helper::IsNan);
+        }
         self.helpers.insert(helper);
         text
     }
@@ -793,19 +875,33 @@ impl Lowerer<'_> {
             CmpOp::Gt => ">",
             CmpOp::Ge => ">=",
         };
-        if elem != ElemType::F32 {
-            return format!("({l} {sym} {r})");
-        }
+        let is_nan = match elem {
+            ElemType::F32 => self.need(Helper::IsNan, "is_nan"),
+            ElemType::F16 | ElemType::BF16 => self.need(Helper::IsNanF16, "is_nan_f16"),
+            ElemType::U32 | ElemType::I32 => return format!("({l} {sym} {r})"),
+        };
         // NaN is unordered: every comparison but `!=` is false. Tested on the bits, so a
         // driver that assumes finite floats cannot fold it away.
-        self.need(Helper::IsNan, ());
         match op {
-            CmpOp::Ne => format!("(is_nan({l}) || is_nan({r}) || ({l} != {r}))"),
-            _ => format!("(!is_nan({l}) && !is_nan({r}) && ({l} {sym} {r}))"),
+            CmpOp::Ne => format!("({is_nan}({l}) || {is_nan}({r}) || ({l} != {r}))"),
+            _ => format!("(!{is_nan}({l}) && !{is_nan}({r}) && ({l} {sym} {r}))"),
         }
     }
 
     fn cast(&mut self, from: ElemType, to: ElemType, v: &str) -> String {
+        if from == to {
+            return v.to_owned();
+        }
+        // Half floats convert through their exact `f32` value, and integers to a half float
+        // through `f32`, as the IR defines.
+        if from.is_half() {
+            let wide = format!("f32({v})");
+            return self.cast(ElemType::F32, to, &wide);
+        }
+        if to.is_half() {
+            let wide = self.cast(from, ElemType::F32, v);
+            return format!("{}({wide})", wgsl_type(to));
+        }
         match (from, to) {
             (ElemType::U32, ElemType::I32) | (ElemType::I32, ElemType::U32) => {
                 format!("bitcast<{}>({v})", wgsl_type(to))
@@ -830,6 +926,9 @@ impl Lowerer<'_> {
 
     fn module(&mut self) -> String {
         let mut out = String::new();
+        if lockstep::kernel::uses_half(self.def) {
+            out.push_str("enable f16;\n");
+        }
         let mode = if self.checked { "checked" } else { "unchecked" };
         let _ = writeln!(out, "// Lockstep kernel `{}` ({mode}).", self.def.name);
         let _ = writeln!(
@@ -1128,6 +1227,13 @@ fn helper_text(helper: Helper) -> &'static str {
         }
         Helper::IsNan => {
             "fn is_nan(x: f32) -> bool {\n    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}\n"
+        }
+        Helper::IsNanF16 => "fn is_nan_f16(x: f16) -> bool {\n    return is_nan(f32(x));\n}\n",
+        Helper::MinF16 => {
+            "fn min_f16(a: f16, b: f16) -> f16 {\n    if is_nan_f16(a) { return b; }\n    if is_nan_f16(b) { return a; }\n    return select(a, b, b < a);\n}\n"
+        }
+        Helper::MaxF16 => {
+            "fn max_f16(a: f16, b: f16) -> f16 {\n    if is_nan_f16(a) { return b; }\n    if is_nan_f16(b) { return a; }\n    return select(a, b, b > a);\n}\n"
         }
         Helper::MinF32 => {
             "fn min_f32(a: f32, b: f32) -> f32 {\n    if is_nan(a) { return b; }\n    if is_nan(b) { return a; }\n    return select(a, b, b < a);\n}\n"

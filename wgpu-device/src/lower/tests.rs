@@ -140,6 +140,36 @@ fn ops_kernels() {
     }
 }
 
+/// The `f16` conformance kernel (`lockstep_conformance::half_kernels`), both modes: WGSL's own
+/// `f16` arithmetic, conversions through `f32`, NaN-aware `min`/`max` and comparisons.
+#[test]
+fn f16_arithmetic_kernel() {
+    let kernel = lockstep_conformance::half_kernels::half_arithmetic(ElemType::F16);
+    for (checked, mode) in [(true, "checked"), (false, "unchecked")] {
+        let name = format!("f16_arithmetic_{mode}");
+        insta::assert_snapshot!(name, lower(kernel.def(), checked, &[]).wgsl);
+    }
+}
+
+/// An `f16` binding in the same buffer as 32-bit ones (and the fault record) is declared as a
+/// variable of its own over that buffer, read-write like the buffer's other variable.
+#[test]
+fn f16_bindings_sharing_a_buffer_get_a_variable_of_their_own() {
+    let mut k = KernelBuilder::new("shared_page", [4, 1, 1]);
+    let halves = k.binding(ElemType::F16, Access::Read);
+    let words = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.if_(halves.load(i).gt(lockstep::half::f16::ONE), |k| {
+        k.store(words, i, 1u32);
+    });
+    let def = k.build().expect("valid").def().clone();
+    let lowered = lower(&def, true, &[0, 0, 0]);
+    assert_eq!(lowered.plan.sources, [0, 1]);
+    assert_eq!(lowered.plan.read_only, [false, false]);
+    insta::assert_snapshot!(lowered.wgsl);
+    validate("shared_page", &lowered.wgsl);
+}
+
 fn ops_and_faulty() -> Vec<lockstep::Kernel> {
     use lockstep_conformance::ops;
     let mut kernels = ops::all();
@@ -246,11 +276,17 @@ fn info_words_follow_the_documented_layout() {
 }
 
 /// Parses and validates `wgsl` as wgpu does before compiling it for an adapter, asking for no
-/// optional capability.
+/// optional capability but `f16` for a module that enables it (what wgpu asks of a device
+/// opened with `SHADER_F16`).
 fn validate(name: &str, wgsl: &str) {
     let module = naga::front::wgsl::parse_str(wgsl)
         .unwrap_or_else(|e| panic!("{name} does not parse:\n{}", e.emit_to_string(wgsl)));
-    Validator::new(ValidationFlags::all(), Capabilities::empty())
+    let capabilities = if wgsl.contains("enable f16;") {
+        Capabilities::SHADER_FLOAT16
+    } else {
+        Capabilities::empty()
+    };
+    Validator::new(ValidationFlags::all(), capabilities)
         .validate(&module)
         .unwrap_or_else(|e| panic!("{name} does not validate:\n{}", e.emit_to_string(wgsl)));
 }

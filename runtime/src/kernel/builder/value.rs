@@ -276,6 +276,18 @@ impl From<f32> for Value {
     }
 }
 
+impl From<half::f16> for Value {
+    fn from(v: half::f16) -> Self {
+        Scalar::F16(v).into()
+    }
+}
+
+impl From<half::bf16> for Value {
+    fn from(v: half::bf16) -> Self {
+        Scalar::BF16(v).into()
+    }
+}
+
 impl From<bool> for Value {
     fn from(v: bool) -> Self {
         Value::new(Repr::Bool(v))

@@ -64,13 +64,13 @@ impl Batch<'_, '_> {
                 Column::Words(elem, v)
             }
             Expr::Fma { a, b, c } => {
-                let (_, mut a) = self.eval(a, lanes).words();
+                let (elem, mut a) = self.eval(a, lanes).words();
                 let (_, b) = self.eval(b, lanes).words();
                 let (_, c) = self.eval(c, lanes).words();
-                column::fma(&mut a, &b, &c, lanes);
+                column::fma(elem, &mut a, &b, &c, lanes);
                 self.spares.give(b);
                 self.spares.give(c);
-                Column::Words(ElemType::F32, a)
+                Column::Words(elem, a)
             }
             Expr::Select {
                 cond,

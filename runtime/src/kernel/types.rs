@@ -1,0 +1,98 @@
+//! Which element types a kernel uses: what a device must support to run it.
+
+use super::ir::{ElemType, Expr, KernelDef, Stmt};
+
+/// Every element type `def` uses (in its bindings, parameters, locals, shared arrays, literals
+/// and casts), each once, in [`ElemType::ALL`] order.
+pub fn used(def: &KernelDef) -> Vec<ElemType> {
+    let mut seen = [false; ElemType::ALL.len()];
+    let mut mark = |elem: ElemType| seen[position(elem)] = true;
+    def.bindings.iter().for_each(|b| mark(b.elem));
+    def.shared.iter().for_each(|s| mark(s.elem));
+    def.params.iter().chain(&def.locals).for_each(|&e| mark(e));
+    block(&def.body, &mut mark);
+    ElemType::ALL
+        .into_iter()
+        .filter(|&e| seen[position(e)])
+        .collect()
+}
+
+/// Whether `def` uses a half float (`f16`, `bf16`) anywhere.
+pub fn uses_half(def: &KernelDef) -> bool {
+    used(def).iter().any(|e| e.is_half())
+}
+
+fn position(elem: ElemType) -> usize {
+    ElemType::ALL
+        .iter()
+        .position(|&e| e == elem)
+        .unwrap_or_default()
+}
+
+fn block(body: &[Stmt], mark: &mut impl FnMut(ElemType)) {
+    for stmt in body {
+        match stmt {
+            Stmt::Assign { value, .. } => expr(value, mark),
+            Stmt::Store { index, value, .. } | Stmt::Atomic { index, value, .. } => {
+                expr(index, mark);
+                expr(value, mark);
+            }
+            Stmt::CompareExchange {
+                index,
+                expected,
+                value,
+                ..
+            } => [index, expected, value]
+                .into_iter()
+                .for_each(|e| expr(e, mark)),
+            Stmt::If {
+                cond,
+                then_body,
+                else_body,
+            } => {
+                expr(cond, mark);
+                block(then_body, mark);
+                block(else_body, mark);
+            }
+            Stmt::For {
+                start, end, body, ..
+            } => {
+                expr(start, mark);
+                expr(end, mark);
+                block(body, mark);
+            }
+            Stmt::While { cond, body } => {
+                expr(cond, mark);
+                block(body, mark);
+            }
+            Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
+        }
+    }
+}
+
+fn expr(e: &Expr, mark: &mut impl FnMut(ElemType)) {
+    match e {
+        Expr::Lit(s) => mark(s.elem_type()),
+        Expr::Cast { to, value } => {
+            mark(*to);
+            expr(value, mark);
+        }
+        Expr::Bool(_) | Expr::Builtin(_) | Expr::Param(_) | Expr::Var(_) | Expr::Len(_) => {}
+        Expr::Load { index, .. } => expr(index, mark),
+        Expr::Binary { lhs, rhs, .. }
+        | Expr::Cmp { lhs, rhs, .. }
+        | Expr::Logic { lhs, rhs, .. } => {
+            expr(lhs, mark);
+            expr(rhs, mark);
+        }
+        Expr::Not(v) | Expr::Neg(v) | Expr::Unary { value: v, .. } => expr(v, mark),
+        Expr::Fma { a, b, c } => [a, b, c].into_iter().for_each(|v| expr(v, mark)),
+        Expr::Select {
+            cond,
+            if_true,
+            if_false,
+        } => [cond, if_true, if_false]
+            .into_iter()
+            .for_each(|v| expr(v, mark)),
+    }
+}
