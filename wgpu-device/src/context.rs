@@ -82,6 +82,19 @@ pub(crate) struct Sink {
     pub uncaptured: Vec<DeviceError>,
 }
 
+/// PCI vendor id of NVIDIA.
+const NVIDIA: u32 = 0x10de;
+
+/// Whether the adapter's compiler is known to fuse an `f16` multiply and add into one
+/// rounding, which SPIR-V permits unless told otherwise and naga does not tell it: the IR
+/// rounds each operation, so such an adapter does not claim `f16`. NVIDIA's Vulkan driver
+/// (580, on an H200) computed `f16(5568) * f16(-0.18457) + 0.5` as -1027 where each
+/// operation rounded gives -1028, even with the product written as
+/// `f16(f32(a) * f32(b))`; lavapipe rounds each operation.
+fn contracts_f16(info: &wgpu::AdapterInfo) -> bool {
+    info.vendor == NVIDIA
+}
+
 /// An opened adapter and device. Cheap to share; see the module documentation.
 #[derive(Debug)]
 pub struct GpuContext {
@@ -171,8 +184,10 @@ impl GpuContext {
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
         let timestamps = adapter.features().contains(timestamp_features);
         // `f16` in shaders and storage buffers (`enable f16;`), requested where the adapter
-        // has it; kernels using `f16` are refused elsewhere (`Features::f16`).
-        let shader_f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+        // has it and rounds as the IR says; kernels using `f16` are refused elsewhere
+        // (`Features::f16`).
+        let shader_f16 =
+            adapter.features().contains(wgpu::Features::SHADER_F16) && !contracts_f16(&info);
         let limits = adapter.limits();
         let mut required_features = wgpu::Features::empty();
         if timestamps {
