@@ -264,8 +264,9 @@ fn run_on(
     } else {
         let program = Program::new(def);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut scheduler = workgroup::Scheduler::default();
         drive(&launch, bindings, &workgroups, 1, program.hidden, |batch| {
-            workgroup::run(batch, &program, &mut rng)
+            workgroup::run(batch, &program, &mut scheduler, &mut rng)
         })
     }
 }
