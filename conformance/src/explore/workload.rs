@@ -515,16 +515,15 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
 /// values need only be deterministic and varied, not unpredictable.
 pub fn data(fill: u64, len: usize) -> Vec<u32> {
     const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut out = vec![0; len];
     let mut state = fill;
-    for pair in out.chunks_mut(2) {
-        let z = splitmix64(state);
-        state = state.wrapping_add(GOLDEN_GAMMA);
-        pair[0] = z as u32;
-        if let Some(high) = pair.get_mut(1) {
-            *high = (z >> 32) as u32;
-        }
-    }
+    let mut out: Vec<u32> = (0..len.div_ceil(2))
+        .flat_map(|_| {
+            let z = splitmix64(state);
+            state = state.wrapping_add(GOLDEN_GAMMA);
+            [z as u32, (z >> 32) as u32]
+        })
+        .collect();
+    out.truncate(len);
     out
 }
 
