@@ -21,8 +21,8 @@ pub(super) struct Builtins {
     groups: Vec<[u32; 3]>,
     workgroup_size: [u32; 3],
     num_workgroups: [u32; 3],
-    /// The local id of each lane of one workgroup.
-    locals: Vec<[u32; 3]>,
+    /// Per axis, that axis of the local id of each lane of one workgroup.
+    local_ids: [Vec<u32>; 3],
     /// The builtins asked for so far in this batch, each on every lane.
     columns: Vec<(Builtin, Vec<u32>)>,
     /// Buffers of earlier batches' columns, for reuse.
@@ -36,7 +36,7 @@ impl Builtins {
             groups: Vec::new(),
             workgroup_size,
             num_workgroups,
-            locals: ids(workgroup_size),
+            local_ids: [0, 1, 2].map(|a| ids(workgroup_size).iter().map(|id| id[a]).collect()),
             columns: Vec::new(),
             spare: Vec::new(),
         }
@@ -52,7 +52,7 @@ impl Builtins {
 
     /// The lanes of the batch.
     pub fn lane_count(&self) -> usize {
-        self.groups.len() * self.locals.len()
+        self.groups.len() * self.local_ids[0].len()
     }
 
     /// `b` on every lane.
@@ -71,28 +71,30 @@ impl Builtins {
 
     /// `b` on every lane, into `column`.
     fn compute(&self, b: Builtin, column: &mut Vec<u32>) {
-        let size = self.workgroup_size;
+        column.clear();
         match b {
             Builtin::GlobalId(a) => {
-                let i = a.index();
-                self.per_lane(column, |group, local| {
-                    group[i].wrapping_mul(size[i]).wrapping_add(local[i])
-                })
+                let (i, size) = (a.index(), self.workgroup_size[a.index()]);
+                for group in &self.groups {
+                    let first = group[i].wrapping_mul(size);
+                    let locals = self.local_ids[i].iter();
+                    column.extend(locals.map(|&local| first.wrapping_add(local)));
+                }
             }
-            Builtin::LocalId(a) => self.per_lane(column, |_, local| local[a.index()]),
-            Builtin::WorkgroupId(a) => self.per_lane(column, |group, _| group[a.index()]),
+            Builtin::LocalId(a) => {
+                for _ in &self.groups {
+                    column.extend_from_slice(&self.local_ids[a.index()]);
+                }
+            }
+            Builtin::WorkgroupId(a) => {
+                for group in &self.groups {
+                    let lanes = self.local_ids[0].len();
+                    column.extend(std::iter::repeat_n(group[a.index()], lanes));
+                }
+            }
             Builtin::NumWorkgroups(a) => {
-                column.clear();
                 column.resize(self.lane_count(), self.num_workgroups[a.index()]);
             }
-        }
-    }
-
-    /// `f(workgroup id, local id)` on every lane, into `column`.
-    fn per_lane(&self, column: &mut Vec<u32>, f: impl Fn([u32; 3], [u32; 3]) -> u32) {
-        column.clear();
-        for &group in &self.groups {
-            column.extend(self.locals.iter().map(|&local| f(group, local)));
         }
     }
 }
