@@ -354,7 +354,9 @@ mod tests {
             rotate: Some(2),
         };
         let len = 2 * MODEL_BLOCK + 13;
-        let before: Vec<u32> = (0..len as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+        let before: Vec<u32> = (0..len as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
         let src: Vec<u32> = (0..77).collect();
         let mut dst = before.clone();
         formula.apply(&mut dst, &src, 9);

@@ -536,7 +536,13 @@ mod tests {
         // SplitMix64's published first outputs from state 0.
         assert_eq!(
             data(0, 5),
-            vec![0x7B1D_CDAF, 0xE220_A839, 0xA1B9_65F4, 0x6E78_9E6A, 0x8009_454F]
+            vec![
+                0x7B1D_CDAF,
+                0xE220_A839,
+                0xA1B9_65F4,
+                0x6E78_9E6A,
+                0x8009_454F
+            ]
         );
         // Odd lengths cut the last output's high half; a prefix stays a prefix.
         let long = data(9, 1001);
