@@ -24,6 +24,12 @@ use super::{DivergentBarrier, KernelTrap};
 /// can run in reasonable time needs.
 pub(super) const MAX_DISPATCHES: u64 = 1 << 22;
 
+/// Groups of lanes running at once past which a pick no longer splits a group: each split
+/// makes later steps run over fewer lanes, and left unbounded a loop's lanes spread over
+/// every instruction of its body, each step then costing the scheduler more than the
+/// instruction. Four groups still interleave every lane with every other one.
+const MAX_GROUPS: usize = 4;
+
 /// Lanes by the program counter they wait at.
 ///
 /// **Invariant:** ascending by program counter, one entry per program counter; each group
@@ -87,9 +93,16 @@ impl Scheduler {
             Err(k) => groups.0.insert(k, (pc, lanes)),
             Ok(k) => {
                 let group = &mut groups.0[k].1;
-                group.extend_from_slice(&lanes);
-                group.sort_unstable();
-                self.recycle(lanes);
+                if group.last() < lanes.first() {
+                    group.extend_from_slice(&lanes);
+                    self.recycle(lanes);
+                } else {
+                    let mut merged = self.spare.pop().unwrap_or_default();
+                    merge(group, &lanes, &mut merged);
+                    let old = std::mem::replace(group, merged);
+                    self.recycle(old);
+                    self.recycle(lanes);
+                }
             }
         }
     }
@@ -99,13 +112,19 @@ impl Scheduler {
     fn pick(&mut self, rng: &mut ChaCha8Rng) -> (usize, Vec<u32>) {
         let k = rng.random_range(0..self.running.len());
         let (pc, mut later) = self.running.take(k);
-        if later.len() < 2 || !rng.random_ratio(1, 2) {
+        if later.len() < 2 || self.running.len() + 1 >= MAX_GROUPS || !rng.random_ratio(1, 2) {
             return (pc, later);
         }
-        // One draw per lane, in lane order: the lanes drawn `true` run now.
+        // One bit per lane, in lane order, 64 lanes a draw: the lanes drawn 1 run now.
         let mut now = self.list();
+        let mut bits = 0u64;
+        let mut i = 0usize;
         later.retain(|&lane| {
-            let run_now: bool = rng.random();
+            if i.is_multiple_of(64) {
+                bits = rng.random();
+            }
+            let run_now = bits >> (i % 64) & 1 == 1;
+            i += 1;
             if run_now {
                 now.push(lane);
             }
@@ -130,6 +149,24 @@ impl Scheduler {
             self.join(false, pc + 1, group);
         }
     }
+}
+
+/// `a` and `b` (each ascending, no lane in both) merged into `out` (emptied first), ascending.
+fn merge(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] < b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
 }
 
 /// Runs every lane of `batch` (one workgroup) through `program`, interleaved by `rng`.
@@ -287,4 +324,18 @@ fn check_uniform(batch: &mut Batch, program: &Program, waiting: &Groups, finishe
         waiting,
         finished: finished.iter().min().map(|&l| first + l as u64),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_interleaves_two_ascending_lists() {
+        let mut out = vec![99];
+        merge(&[0, 3, 4, 9], &[1, 2, 5, 10, 11], &mut out);
+        assert_eq!(out, [0, 1, 2, 3, 4, 5, 9, 10, 11]);
+        merge(&[], &[7], &mut out);
+        assert_eq!(out, [7]);
+    }
 }
