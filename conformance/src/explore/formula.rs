@@ -165,6 +165,10 @@ fn combine(mut a: Vec<u32>, b: &[u32], f: impl Fn(u32, u32) -> u32) -> Vec<u32> 
     a
 }
 
+/// Elements [`Formula::apply`] computes at a time: whole workgroups.
+const MODEL_BLOCK: usize = 1024;
+const _: () = assert!(MODEL_BLOCK.is_multiple_of(WORKGROUP as usize));
+
 /// One random kernel of a world.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Formula {
@@ -242,19 +246,24 @@ impl Formula {
         // wraps (a division per element cost more than the rest of the model).
         let (len, stride) = (src.len(), self.stride as usize);
         let mut j = self.shift as usize % len;
-        let gathered: Vec<u32> = (0..dst.len())
-            .map(|_| {
-                let value = src[j];
-                j += stride;
-                while j >= len {
-                    j -= len;
-                }
-                value
-            })
-            .collect();
-        let neighbours = self.neighbours(dst);
-        let new = self.f.eval(dst, &gathered, &neighbours, k);
-        dst.copy_from_slice(&new);
+        // A block of whole workgroups at a time: `f`'s columns stay small enough for the cache
+        // and for the allocator's reused memory (whole-buffer columns of up to 256 KiB were
+        // fresh pages each time), and each neighbour is in its element's block.
+        for block in dst.chunks_mut(MODEL_BLOCK) {
+            let gathered: Vec<u32> = (0..block.len())
+                .map(|_| {
+                    let value = src[j];
+                    j += stride;
+                    while j >= len {
+                        j -= len;
+                    }
+                    value
+                })
+                .collect();
+            let neighbours = self.neighbours(block);
+            let new = self.f.eval(block, &gathered, &neighbours, k);
+            block.copy_from_slice(&new);
+        }
     }
 
     /// What each invocation of a sharing formula reads as its neighbour's value: `dst` at the
@@ -323,6 +332,41 @@ mod tests {
         // j = (2i + 1) % 2: src[1], src[1], src[1].
         formula.apply(&mut dst, &[100, 5], 33);
         assert_eq!(dst, vec![1u32.wrapping_sub(5), (40 >> 1) ^ 3, (7 >> 1) ^ 3]);
+    }
+
+    #[test]
+    fn blocks_of_the_reference_give_each_element_its_own_value() {
+        // Past one block, with a partial last workgroup: each element as if computed alone.
+        let formula = Formula {
+            name: "t".into(),
+            // (n ^ dst) + src * k
+            f: Term::Op(
+                BinOp::Add,
+                Box::new(Term::Op(
+                    BinOp::BitXor,
+                    Box::new(Term::Neighbour),
+                    Box::new(Term::Dst),
+                )),
+                Box::new(Term::Op(BinOp::Mul, Box::new(Term::Src), Box::new(Term::K))),
+            ),
+            stride: 3,
+            shift: 5,
+            rotate: Some(2),
+        };
+        let len = 2 * MODEL_BLOCK + 13;
+        let before: Vec<u32> = (0..len as u32)
+            .map(|i| i.wrapping_mul(2_654_435_761))
+            .collect();
+        let src: Vec<u32> = (0..77).collect();
+        let mut dst = before.clone();
+        formula.apply(&mut dst, &src, 9);
+        for (i, &got) in dst.iter().enumerate() {
+            let lane = i % WORKGROUP as usize;
+            let at = i - lane + (lane + 2) % WORKGROUP as usize;
+            let n = before.get(at).copied().unwrap_or(0);
+            let s = src[(i * 3 + 5) % src.len()];
+            assert_eq!(got, (n ^ before[i]).wrapping_add(s * 9), "element {i}");
+        }
     }
 
     #[test]

@@ -21,24 +21,38 @@ pub(super) struct Builtins {
     groups: Vec<[u32; 3]>,
     workgroup_size: [u32; 3],
     num_workgroups: [u32; 3],
-    /// The builtins asked for so far, each on every lane.
+    /// Per axis, that axis of the local id of each lane of one workgroup.
+    local_ids: [Vec<u32>; 3],
+    /// The builtins asked for so far in this batch, each on every lane.
     columns: Vec<(Builtin, Vec<u32>)>,
+    /// Buffers of earlier batches' columns, for reuse.
+    spare: Vec<Vec<u32>>,
 }
 
 impl Builtins {
-    pub fn new(groups: &[[u32; 3]], workgroup_size: [u32; 3], num_workgroups: [u32; 3]) -> Self {
+    /// The builtins of a launch's batches, with no workgroup yet ([`start`](Self::start)).
+    pub fn new(workgroup_size: [u32; 3], num_workgroups: [u32; 3]) -> Self {
         Self {
-            groups: groups.to_vec(),
+            groups: Vec::new(),
             workgroup_size,
             num_workgroups,
+            local_ids: [0, 1, 2].map(|a| ids(workgroup_size).iter().map(|id| id[a]).collect()),
             columns: Vec::new(),
+            spare: Vec::new(),
         }
+    }
+
+    /// The builtins of the batch of `groups`, none computed yet.
+    pub fn start(&mut self, groups: &[[u32; 3]]) {
+        self.groups.clear();
+        self.groups.extend_from_slice(groups);
+        self.spare
+            .extend(self.columns.drain(..).map(|(_, column)| column));
     }
 
     /// The lanes of the batch.
     pub fn lane_count(&self) -> usize {
-        let [x, y, z] = self.workgroup_size;
-        self.groups.len() * (x * y * z) as usize
+        self.groups.len() * self.local_ids[0].len()
     }
 
     /// `b` on every lane.
@@ -46,7 +60,8 @@ impl Builtins {
         let at = match self.columns.iter().position(|(known, _)| *known == b) {
             Some(at) => at,
             None => {
-                let column = self.compute(b);
+                let mut column = self.spare.pop().unwrap_or_default();
+                self.compute(b, &mut column);
                 self.columns.push((b, column));
                 self.columns.len() - 1
             }
@@ -54,28 +69,32 @@ impl Builtins {
         &self.columns[at].1
     }
 
-    fn compute(&self, b: Builtin) -> Vec<u32> {
-        let size = self.workgroup_size;
+    /// `b` on every lane, into `column`.
+    fn compute(&self, b: Builtin, column: &mut Vec<u32>) {
+        column.clear();
         match b {
             Builtin::GlobalId(a) => {
-                let i = a.index();
-                self.per_lane(|group, local| group[i].wrapping_mul(size[i]).wrapping_add(local[i]))
+                let (i, size) = (a.index(), self.workgroup_size[a.index()]);
+                for group in &self.groups {
+                    let first = group[i].wrapping_mul(size);
+                    let locals = self.local_ids[i].iter();
+                    column.extend(locals.map(|&local| first.wrapping_add(local)));
+                }
             }
-            Builtin::LocalId(a) => self.per_lane(|_, local| local[a.index()]),
-            Builtin::WorkgroupId(a) => self.per_lane(|group, _| group[a.index()]),
-            Builtin::NumWorkgroups(a) => vec![self.num_workgroups[a.index()]; self.lane_count()],
-        }
-    }
-
-    /// `f(workgroup id, local id)` on every lane.
-    fn per_lane(&self, f: impl Fn([u32; 3], [u32; 3]) -> u32) -> Vec<u32> {
-        let locals = ids(self.workgroup_size);
-        let mut column = vec![0; self.lane_count()];
-        for (lanes, &group) in column.chunks_exact_mut(locals.len()).zip(&self.groups) {
-            for (lane, &local) in lanes.iter_mut().zip(&locals) {
-                *lane = f(group, local);
+            Builtin::LocalId(a) => {
+                for _ in &self.groups {
+                    column.extend_from_slice(&self.local_ids[a.index()]);
+                }
+            }
+            Builtin::WorkgroupId(a) => {
+                for group in &self.groups {
+                    let lanes = self.local_ids[0].len();
+                    column.extend(std::iter::repeat_n(group[a.index()], lanes));
+                }
+            }
+            Builtin::NumWorkgroups(a) => {
+                column.resize(self.lane_count(), self.num_workgroups[a.index()]);
             }
         }
-        column
     }
 }

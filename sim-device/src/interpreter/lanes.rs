@@ -53,28 +53,27 @@ pub(super) struct Batch<'a, 'l> {
 }
 
 impl<'a, 'l> Batch<'a, 'l> {
-    /// The lanes of `groups`, with `hidden` slots beyond the kernel's locals and fresh shared
-    /// arrays (one workgroup at a time when the kernel has any).
+    /// A batch of up to `lanes_max` lanes, with `hidden` slots beyond the kernel's locals;
+    /// [`start`](Self::start) gives it its workgroups.
     pub fn new(
         launch: &'l Launch<'a>,
         bindings: &'l mut [BindingData],
         outcome: &'l mut LaunchOutcome,
         violation: &'l mut Option<Violation>,
         spares: &'l mut Spares,
-        groups: &[[u32; 3]],
         hidden: usize,
+        lanes_max: usize,
     ) -> Self {
         let def = launch.def;
-        debug_assert!(def.shared.is_empty() || groups.len() == 1);
-        let builtins = Builtins::new(groups, def.workgroup_size, launch.num_workgroups);
-        let lanes = builtins.lane_count();
-        // Each workgroup's shared arrays, with their own race logs.
+        let builtins = Builtins::new(def.workgroup_size, launch.num_workgroups);
+        // Each workgroup's shared arrays, with their own race logs (workgroups of the workgroup
+        // engine run one per batch).
         let shared = def
             .shared
             .iter()
             .map(|s| {
                 let mut data = BindingData::unwritten(s.len as usize);
-                data.log = Some(AccessLog::new(s.len as usize, lanes as u64));
+                data.log = Some(AccessLog::new(s.len as usize, lanes_max as u64));
                 data
             })
             .collect();
@@ -85,15 +84,46 @@ impl<'a, 'l> Batch<'a, 'l> {
             outcome,
             violation,
             first_invocation: 0,
-            // Zero of every type is all-zero bits.
-            locals: vec![vec![0; lanes]; def.locals.len() + hidden],
+            locals: vec![vec![0; lanes_max]; def.locals.len() + hidden],
             spares,
-            trapped: vec![false; lanes],
+            trapped: vec![false; lanes_max],
             any_trapped: false,
             epoch: 0,
             statement: 0,
             builtins,
         }
+    }
+
+    /// Makes this the batch of `groups` (whole workgroups, no more lanes than the batch was
+    /// made for), whose lane 0 is invocation `first_invocation`: locals zero, fresh shared
+    /// arrays, no lane trapped. The buffers of the previous batch are reused.
+    pub fn start(&mut self, groups: &[[u32; 3]], first_invocation: u64) {
+        let def = self.launch.def;
+        debug_assert!(def.shared.is_empty() || groups.len() == 1);
+        self.builtins.start(groups);
+        let lanes = self.lane_count();
+        assert!(
+            lanes <= self.trapped.len(),
+            "a batch of {lanes} lanes in one made for {}",
+            self.trapped.len()
+        );
+        for shared in &mut self.shared {
+            shared.forget();
+        }
+        // Zero of every type is all-zero bits.
+        for local in &mut self.locals {
+            local[..lanes].fill(0);
+        }
+        self.trapped[..lanes].fill(false);
+        self.any_trapped = false;
+        self.first_invocation = first_invocation;
+        self.epoch = 0;
+        self.statement = 0;
+    }
+
+    /// The launch's first violation so far.
+    pub fn violation(&self) -> Option<Violation> {
+        *self.violation
     }
 
     pub fn lane_count(&self) -> usize {

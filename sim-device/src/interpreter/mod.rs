@@ -85,6 +85,17 @@ impl BindingData {
         Self::new(vec![0; len], vec![false; len])
     }
 
+    /// Makes this array what [`unwritten`](Self::unwritten) makes (a shared array for the next
+    /// workgroup), keeping its buffers; a race log starts over.
+    fn forget(&mut self) {
+        self.words.fill(0);
+        self.initialized.fill(false);
+        self.dirty.fill(false);
+        if let Some(log) = &mut self.log {
+            log.forget();
+        }
+    }
+
     /// The words, for stores.
     fn stores(&mut self) -> Stores<'_> {
         Stores {
@@ -264,8 +275,9 @@ fn run_on(
     } else {
         let program = Program::new(def);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut scheduler = workgroup::Scheduler::default();
         drive(&launch, bindings, &workgroups, 1, program.hidden, |batch| {
-            workgroup::run(batch, &program, &mut rng)
+            workgroup::run(batch, &program, &mut scheduler, &mut rng)
         })
     }
 }
@@ -360,22 +372,23 @@ fn drive(
     let mut violation = None;
     let mut first_invocation = 0;
     let group_lanes = launch.def.workgroup_invocations() as usize;
-    let mut spares = Spares::new(groups_per_batch.min(workgroups.len()) * group_lanes);
+    let lanes_max = groups_per_batch.min(workgroups.len()) * group_lanes;
+    let mut spares = Spares::new(lanes_max);
+    let mut lanes = Batch::new(
+        launch,
+        bindings,
+        &mut outcome,
+        &mut violation,
+        &mut spares,
+        hidden,
+        lanes_max,
+    );
     for groups in workgroups.chunks(groups_per_batch) {
-        let mut lanes = Batch::new(
-            launch,
-            bindings,
-            &mut outcome,
-            &mut violation,
-            &mut spares,
-            groups,
-            hidden,
-        );
-        lanes.first_invocation = first_invocation;
+        lanes.start(groups, first_invocation);
         first_invocation += lanes.lane_count() as u64;
         batch(&mut lanes)?;
         if !launch.options.checked
-            && let Some(v) = violation
+            && let Some(v) = lanes.violation()
         {
             return Err(KernelTrap::OutOfBounds {
                 array: v.array,
@@ -383,6 +396,7 @@ fn drive(
             });
         }
     }
+    drop(lanes);
     if let Some(v) = violation {
         record_fault(bindings, launch.options.kernel_id, v);
     }

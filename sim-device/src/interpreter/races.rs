@@ -95,10 +95,15 @@ impl AccessLog {
         (writes(earlier) || writes(later)) && !both_atomic
     }
 
+    /// Forgets every access, as a new log would (keeping the buffer).
+    pub fn forget(&mut self) {
+        self.words.clear();
+    }
+
     /// Records `access` to word `index`; returns the earlier access it races with, if any.
     pub fn record(&mut self, index: u32, access: Access) -> Option<Access> {
         if self.words.is_empty() {
-            self.words = vec![WordLog::default(); self.len];
+            self.words.resize(self.len, WordLog::default());
         }
         let word = self.words[index as usize];
         let earlier = word

@@ -11,14 +11,12 @@
 //! was reached in divergent control flow, which is reported, and the lanes pass the barriers
 //! they wait at.
 
-use std::collections::BTreeMap;
-
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::lanes::Batch;
 use super::program::{Inst, Program};
-use super::walk::{below, increment, split};
+use super::walk::{below, increment};
 use super::{DivergentBarrier, KernelTrap};
 
 /// Instructions a workgroup may dispatch (each over a group of lanes) before the simulator
@@ -26,154 +24,284 @@ use super::{DivergentBarrier, KernelTrap};
 /// can run in reasonable time needs.
 pub(super) const MAX_DISPATCHES: u64 = 1 << 22;
 
-/// Lanes by the program counter they wait at; each group ascending.
-type Groups = BTreeMap<usize, Vec<u32>>;
+/// Groups of lanes running at once past which a pick no longer splits a group: each split
+/// makes later steps run over fewer lanes, and left unbounded a loop's lanes spread over
+/// every instruction of its body, each step then costing the scheduler more than the
+/// instruction. Four groups still interleave every lane with every other one.
+const MAX_GROUPS: usize = 4;
+
+/// Lanes by the program counter they wait at.
+///
+/// **Invariant:** ascending by program counter, one entry per program counter; each group
+/// non-empty and ascending.
+#[derive(Default)]
+struct Groups(Vec<(usize, Vec<u32>)>);
+
+impl Groups {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Takes out the group with the `k`-th lowest program counter.
+    fn take(&mut self, k: usize) -> (usize, Vec<u32>) {
+        self.0.remove(k)
+    }
+}
+
+/// The workgroup engine's state, kept from one workgroup of a launch to the next so that its
+/// lane lists reuse their buffers: a workgroup of the explorer's kernels has 8 lanes, and
+/// allocating per instruction cost more than running it.
+#[derive(Default)]
+pub(super) struct Scheduler {
+    /// Lanes that can run, by program counter.
+    running: Groups,
+    /// Lanes held at a barrier, by the barrier's program counter.
+    waiting: Groups,
+    /// Lanes that reached the end, in the order they did.
+    finished: Vec<u32>,
+    /// Empty lane lists, for reuse.
+    spare: Vec<Vec<u32>>,
+}
+
+impl Scheduler {
+    /// An empty lane list.
+    fn list(&mut self) -> Vec<u32> {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Takes back a lane list (emptied here).
+    fn recycle(&mut self, mut lanes: Vec<u32>) {
+        lanes.clear();
+        self.spare.push(lanes);
+    }
+
+    /// Adds `lanes` to the group running (or, `waiting`, held) at `pc`, keeping it ascending.
+    fn join(&mut self, waiting: bool, pc: usize, lanes: Vec<u32>) {
+        if lanes.is_empty() {
+            return self.recycle(lanes);
+        }
+        let groups = if waiting {
+            &mut self.waiting
+        } else {
+            &mut self.running
+        };
+        match groups.0.binary_search_by_key(&pc, |(at, _)| *at) {
+            Err(k) => groups.0.insert(k, (pc, lanes)),
+            Ok(k) => {
+                let group = &mut groups.0[k].1;
+                if group.last() < lanes.first() {
+                    group.extend_from_slice(&lanes);
+                    self.recycle(lanes);
+                } else {
+                    let mut merged = self.spare.pop().unwrap_or_default();
+                    merge(group, &lanes, &mut merged);
+                    let old = std::mem::replace(group, merged);
+                    self.recycle(old);
+                    self.recycle(lanes);
+                }
+            }
+        }
+    }
+
+    /// Takes the lanes to run next out of `running` (not empty): a random group, and half of
+    /// the time a random part of it (the rest stays).
+    fn pick(&mut self, rng: &mut ChaCha8Rng) -> (usize, Vec<u32>) {
+        let k = rng.random_range(0..self.running.len());
+        let (pc, mut later) = self.running.take(k);
+        if later.len() < 2 || self.running.len() + 1 >= MAX_GROUPS || !rng.random_ratio(1, 2) {
+            return (pc, later);
+        }
+        // One bit per lane, in lane order, 64 lanes a draw: the lanes drawn 1 run now.
+        let mut now = self.list();
+        let mut bits = 0u64;
+        let mut i = 0usize;
+        later.retain(|&lane| {
+            if i.is_multiple_of(64) {
+                bits = rng.random();
+            }
+            let run_now = bits >> (i % 64) & 1 == 1;
+            i += 1;
+            if run_now {
+                now.push(lane);
+            }
+            !run_now
+        });
+        if now.is_empty() {
+            self.recycle(now);
+            return (pc, later);
+        }
+        if later.is_empty() {
+            self.recycle(later);
+        } else {
+            self.running.0.insert(k, (pc, later));
+        }
+        (pc, now)
+    }
+
+    /// Moves every waiting lane past its barrier.
+    fn release_barriers(&mut self) {
+        let waiting = std::mem::take(&mut self.waiting);
+        for (pc, group) in waiting.0 {
+            self.join(false, pc + 1, group);
+        }
+    }
+}
+
+/// `a` and `b` (each ascending, no lane in both) merged into `out` (emptied first), ascending.
+fn merge(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i] < b[j] {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+}
 
 /// Runs every lane of `batch` (one workgroup) through `program`, interleaved by `rng`.
 pub(super) fn run(
     batch: &mut Batch,
     program: &Program,
+    scheduler: &mut Scheduler,
     rng: &mut ChaCha8Rng,
 ) -> Result<(), KernelTrap> {
-    let lanes = batch.lane_count() as u32;
-    let mut running: Groups = BTreeMap::from([(0, (0..lanes).collect())]);
-    let mut waiting = Groups::new();
-    let mut finished: Vec<u32> = Vec::new();
+    debug_assert!(
+        scheduler.running.is_empty() && scheduler.waiting.is_empty(),
+        "the previous workgroup finished"
+    );
+    let mut all = scheduler.list();
+    all.extend(0..batch.lane_count() as u32);
+    scheduler.join(false, 0, all);
+    scheduler.finished.clear();
     let mut dispatches = 0u64;
     loop {
-        if running.is_empty() {
-            if waiting.is_empty() {
+        if scheduler.running.is_empty() {
+            if scheduler.waiting.is_empty() {
                 return Ok(());
             }
-            check_uniform(batch, program, &waiting, &finished);
-            for (pc, group) in std::mem::take(&mut waiting) {
-                join(&mut running, pc + 1, group);
-            }
+            check_uniform(batch, program, &scheduler.waiting, &scheduler.finished);
+            scheduler.release_barriers();
             batch.epoch += 1;
             continue;
         }
-        let (pc, group) = pick(&mut running, rng);
+        let (pc, group) = scheduler.pick(rng);
         dispatches += 1;
         if dispatches > MAX_DISPATCHES {
+            // The launch ends here: the scheduler is not used again.
             return Err(KernelTrap::Endless {
                 dispatches: MAX_DISPATCHES,
             });
         }
         let group = if batch.any_trapped {
-            batch.live(&group)
+            let live = batch.live(&group);
+            scheduler.recycle(group);
+            live
         } else {
             group
         };
         batch.statement = program.statements[pc];
         match &program.insts[pc] {
-            Inst::Barrier => join(&mut waiting, pc, group),
-            Inst::End => finished.extend(group),
-            inst => {
-                for (next, lanes) in step(batch, inst, pc, group) {
-                    join(&mut running, next, lanes);
+            Inst::Barrier => scheduler.join(true, pc, group),
+            Inst::End => {
+                scheduler.finished.extend_from_slice(&group);
+                scheduler.recycle(group);
+            }
+            inst => scheduler.step(batch, inst, pc, group),
+        }
+    }
+}
+
+impl Scheduler {
+    /// Runs `inst` (at `pc`) for `lanes`, and schedules each lane where it goes next.
+    fn step(&mut self, batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) {
+        match inst {
+            Inst::Effect(stmt) => {
+                batch.effect(stmt, &lanes);
+                self.join(false, pc + 1, lanes);
+            }
+            Inst::BranchUnless { cond, target } => {
+                let cond = batch.eval(cond, &lanes).bools();
+                let (taken, skipped) = self.split(&lanes, |l| cond[l as usize] != 0);
+                batch.spares.give(cond);
+                self.recycle(lanes);
+                self.join(false, pc + 1, taken);
+                self.join(false, *target, skipped);
+            }
+            Inst::Jump(target) => self.join(false, *target, lanes),
+            Inst::ForStart {
+                start,
+                end,
+                counter,
+                limit,
+            } => {
+                let (_, first) = batch.eval(start, &lanes).words();
+                let (_, last) = batch.eval(end, &lanes).words();
+                batch.set_slot(*counter, &first, &lanes);
+                batch.set_slot(*limit, &last, &lanes);
+                batch.spares.give(first);
+                batch.spares.give(last);
+                self.join(false, pc + 1, lanes);
+            }
+            Inst::ForTest {
+                var,
+                elem,
+                counter,
+                limit,
+                exit,
+            } => {
+                let locals = &mut batch.locals;
+                let (inside, done) = self.split(&lanes, |l| {
+                    let l = l as usize;
+                    below(*elem, locals[*counter][l], locals[*limit][l])
+                });
+                for &l in &inside {
+                    let l = l as usize;
+                    locals[var.0 as usize][l] = locals[*counter][l];
                 }
+                self.recycle(lanes);
+                self.join(false, pc + 1, inside);
+                self.join(false, *exit, done);
+            }
+            Inst::ForNext {
+                elem,
+                counter,
+                test,
+            } => {
+                for &l in &lanes {
+                    let slot = &mut batch.locals[*counter][l as usize];
+                    *slot = increment(*elem, *slot);
+                }
+                self.join(false, *test, lanes);
+            }
+            Inst::Barrier | Inst::End => {
+                unreachable!("the scheduler holds lanes at barriers and at the end")
             }
         }
     }
-}
 
-/// Takes the lanes to run next out of `running` (not empty): a random group, and half of
-/// the time a random part of it (the rest stays).
-fn pick(running: &mut Groups, rng: &mut ChaCha8Rng) -> (usize, Vec<u32>) {
-    let k = rng.random_range(0..running.len());
-    let pc = *running
-        .keys()
-        .nth(k)
-        .expect("k is below the number of groups");
-    let group = running.remove(&pc).expect("pc is a key of running");
-    if group.len() < 2 || !rng.random_ratio(1, 2) {
-        return (pc, group);
-    }
-    let (now, later): (Vec<u32>, Vec<u32>) = group.into_iter().partition(|_| rng.random());
-    if now.is_empty() {
-        return (pc, later);
-    }
-    if !later.is_empty() {
-        running.insert(pc, later);
-    }
-    (pc, now)
-}
-
-/// Adds `lanes` to the group waiting at `pc`, keeping it ascending.
-fn join(groups: &mut Groups, pc: usize, lanes: Vec<u32>) {
-    if lanes.is_empty() {
-        return;
-    }
-    match groups.get_mut(&pc) {
-        None => {
-            groups.insert(pc, lanes);
-        }
-        Some(group) => {
-            group.extend(lanes);
-            group.sort_unstable();
-        }
-    }
-}
-
-/// Runs `inst` (at `pc`) for `lanes`; returns where each lane goes next.
-fn step(batch: &mut Batch, inst: &Inst, pc: usize, lanes: Vec<u32>) -> Vec<(usize, Vec<u32>)> {
-    match inst {
-        Inst::Effect(stmt) => {
-            batch.effect(stmt, &lanes);
-            vec![(pc + 1, lanes)]
-        }
-        Inst::BranchUnless { cond, target } => {
-            let cond = batch.eval(cond, &lanes).bools();
-            let (taken, skipped) = split(&lanes, &cond);
-            batch.spares.give(cond);
-            vec![(pc + 1, taken), (*target, skipped)]
-        }
-        Inst::Jump(target) => vec![(*target, lanes)],
-        Inst::ForStart {
-            start,
-            end,
-            counter,
-            limit,
-        } => {
-            let (_, first) = batch.eval(start, &lanes).words();
-            let (_, last) = batch.eval(end, &lanes).words();
-            batch.set_slot(*counter, &first, &lanes);
-            batch.set_slot(*limit, &last, &lanes);
-            batch.spares.give(first);
-            batch.spares.give(last);
-            vec![(pc + 1, lanes)]
-        }
-        Inst::ForTest {
-            var,
-            elem,
-            counter,
-            limit,
-            exit,
-        } => {
-            let (inside, done): (Vec<u32>, Vec<u32>) = lanes.into_iter().partition(|&l| {
-                let l = l as usize;
-                below(*elem, batch.locals[*counter][l], batch.locals[*limit][l])
-            });
-            for &l in &inside {
-                let l = l as usize;
-                batch.locals[var.0 as usize][l] = batch.locals[*counter][l];
+    /// The lanes of `lanes` where `holds`, and those where it does not, each ascending, in
+    /// lists of the scheduler's.
+    fn split(&mut self, lanes: &[u32], holds: impl Fn(u32) -> bool) -> (Vec<u32>, Vec<u32>) {
+        let (mut yes, mut no) = (self.list(), self.list());
+        for &l in lanes {
+            if holds(l) {
+                yes.push(l);
+            } else {
+                no.push(l);
             }
-            vec![(pc + 1, inside), (*exit, done)]
         }
-        Inst::ForNext {
-            elem,
-            counter,
-            test,
-        } => {
-            for &l in &lanes {
-                let slot = &mut batch.locals[*counter][l as usize];
-                *slot = increment(*elem, *slot);
-            }
-            vec![(*test, lanes)]
-        }
-        Inst::Barrier | Inst::End => {
-            unreachable!("the scheduler holds lanes at barriers and at the end")
-        }
+        (yes, no)
     }
 }
 
@@ -188,11 +316,26 @@ fn check_uniform(batch: &mut Batch, program: &Program, waiting: &Groups, finishe
     }
     let first = batch.first_invocation;
     let waiting: Vec<(u32, u64)> = waiting
+        .0
         .iter()
-        .map(|(&pc, lanes)| (program.statements[pc], first + lanes[0] as u64))
+        .map(|(pc, lanes)| (program.statements[*pc], first + lanes[0] as u64))
         .collect();
     batch.outcome.divergent_barrier = Some(DivergentBarrier {
         waiting,
         finished: finished.iter().min().map(|&l| first + l as u64),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_interleaves_two_ascending_lists() {
+        let mut out = vec![99];
+        merge(&[0, 3, 4, 9], &[1, 2, 5, 10, 11], &mut out);
+        assert_eq!(out, [0, 1, 2, 3, 4, 5, 9, 10, 11]);
+        merge(&[], &[7], &mut out);
+        assert_eq!(out, [7]);
+    }
 }
