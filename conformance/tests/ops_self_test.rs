@@ -157,6 +157,6 @@ fn a_barrier_behind_a_racing_flag_is_reported() {
             .iter()
             .any(|(kind, _)| *kind == KernelFinding::DivergentBarrier) as u32;
     }
-    // Seeds 0 to 7 interleave the workgroup so that three of them diverge.
-    assert_eq!(divergent, 3);
+    // Seeds 0 to 7 interleave the workgroup so that five of them diverge.
+    assert_eq!(divergent, 5);
 }

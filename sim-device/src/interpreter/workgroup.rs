@@ -1,10 +1,11 @@
 //! The workgroup engine, for kernels with shared arrays, barriers, atomics or `while` loops:
 //! one workgroup at a time, each lane with its own program counter over the flattened
 //! [`Program`]. Lanes at one program counter form a group; a step runs one instruction for a
-//! group drawn by the launch's seeded generator, and half of the time for only a random
-//! part of it, so a workgroup's invocations interleave instruction by instruction and
-//! results that depend on their order differ between seeds (the race check reports the
-//! accesses behind them whatever the order). Lanes that reach the same program counter join
+//! group drawn by the launch's seeded generator, and half of the time (while fewer than
+//! [`MAX_GROUPS`] groups run) for only the lanes on one side of a random cut through it, so
+//! a workgroup's invocations interleave instruction by instruction and results that depend
+//! on their order differ between seeds (the race check reports the accesses behind them
+//! whatever the order). Lanes that reach the same program counter join
 //! its group again. A barrier holds its lanes until no lane can run: every live lane of the
 //! workgroup then waits at a barrier or has finished. If they wait at one barrier and none has
 //! finished, they pass it together and the workgroup's epoch advances; otherwise the barrier
@@ -108,37 +109,26 @@ impl Scheduler {
     }
 
     /// Takes the lanes to run next out of `running` (not empty): a random group, and half of
-    /// the time a random part of it (the rest stays).
+    /// the time one side of a random cut through it (the other side stays). Any two lanes of
+    /// a group are on opposite sides of some cut, and either side may run first, so every
+    /// pair of lanes can interleave either way; the sides, being runs of the ascending list,
+    /// mostly join again by appending.
     fn pick(&mut self, rng: &mut ChaCha8Rng) -> (usize, Vec<u32>) {
         let k = rng.random_range(0..self.running.len());
-        let (pc, mut later) = self.running.take(k);
-        if later.len() < 2 || self.running.len() + 1 >= MAX_GROUPS || !rng.random_ratio(1, 2) {
-            return (pc, later);
+        let (pc, mut group) = self.running.take(k);
+        if group.len() < 2 || self.running.len() + 1 >= MAX_GROUPS || !rng.random_ratio(1, 2) {
+            return (pc, group);
         }
-        // One bit per lane, in lane order, 64 lanes a draw: the lanes drawn 1 run now.
-        let mut now = self.list();
-        let mut bits = 0u64;
-        let mut i = 0usize;
-        later.retain(|&lane| {
-            if i.is_multiple_of(64) {
-                bits = rng.random();
-            }
-            let run_now = bits >> (i % 64) & 1 == 1;
-            i += 1;
-            if run_now {
-                now.push(lane);
-            }
-            !run_now
-        });
-        if now.is_empty() {
-            self.recycle(now);
-            return (pc, later);
-        }
-        if later.is_empty() {
-            self.recycle(later);
+        let cut = rng.random_range(1..group.len());
+        let mut back = self.list();
+        back.extend_from_slice(&group[cut..]);
+        group.truncate(cut);
+        let (now, later) = if rng.random() {
+            (group, back)
         } else {
-            self.running.0.insert(k, (pc, later));
-        }
+            (back, group)
+        };
+        self.running.0.insert(k, (pc, later));
         (pc, now)
     }
 
