@@ -164,11 +164,11 @@ fn panic_message(program: impl FnOnce()) -> String {
 
 #[test]
 fn seed_11_reads_stale_bytes_without_cross_stream_ordering() {
-    // The explorer: a read returns what one stream wrote first (3020914628) where the model
+    // The explorer: a read returns what one stream wrote first (4134991586) where the model
     // holds what another stream wrote after it.
     let message = panic_message(|| seed_11::seed_11(no_cross_stream_ordering().0));
     assert!(
-        message.contains("left: [3020914628]\n right: [1429331802]"),
+        message.contains("left: [4134991586]\n right: [2496058602]"),
         "{message}"
     );
 }
@@ -176,11 +176,12 @@ fn seed_11_reads_stale_bytes_without_cross_stream_ordering() {
 #[test]
 fn seed_35_all_reduces_poison_without_cross_stream_ordering() {
     // The explorer: "all_reduce (Min) on peer 0:1 differs from the reference" — the explored
-    // device's part of a buffer another stream filled is still poison (0xA5A5A5A5 =
-    // 2779096485) in its second element when the collective reads it.
+    // device's part, which `to_client` fills on another stream, is still poison (0xA5A5A5A5 =
+    // 2779096485) when the collective reads it, so the minimum is the peer's 537173846, not
+    // the copied 503153678.
     let message = panic_message(|| seed_35::seed_35(no_cross_stream_ordering().0));
     assert!(
-        message.contains("left: [914628834, 2779096485]\n right: [914628834, 1205981163]"),
+        message.contains("left: [537173846]\n right: [503153678]"),
         "{message}"
     );
 }
@@ -201,10 +202,10 @@ fn seed_6_read_fails_beside_a_capture_when_events_ignore_it() {
 fn seed_875_launch_on_a_view_writes_the_first_tensor_without_view_offsets() {
     // The explorer: "read on stream-#: read 3 elements, model holds 3; first difference at
     // element 0" — the launch on tensor 1 (k - 20 * min(k, d), k = 3974043893) read and wrote
-    // tensor 0, at the allocation's start: 1802577361 replaced 4075317693.
+    // tensor 0, at the allocation's start: 1421475129 replaced 2489860451.
     let message = panic_message(|| seed_875::seed_875(no_view_offsets().0));
     assert!(
-        message.contains("left: [1802577361]\n right: [4075317693]"),
+        message.contains("left: [1421475129]\n right: [2489860451]"),
         "{message}"
     );
 }

@@ -24,20 +24,20 @@ pub fn seed_11(options: lockstep::ServerOptions) {
     let mut s1 = client.clone();
     s1.set_stream(StreamId(1));
     let h1 = s1.empty(4).unwrap();
-    s1.write(&h1, Bytes::from_elems::<u32>(&[3020914628])).unwrap();
+    s1.write(&h1, Bytes::from_elems::<u32>(&[4134991586])).unwrap();
     let mut s2 = client.clone();
     s2.set_stream(StreamId(2));
-    s2.write_at(&h1, 0, Bytes::from_elems::<u32>(&[1429331802])).unwrap();
+    s2.write_at(&h1, 0, Bytes::from_elems::<u32>(&[2496058602])).unwrap();
     let mut s4 = client.clone();
     s4.set_stream(StreamId(4));
     let tensors2 = s4.create_tensors(vec![
-        (MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Optimized, vec![1], 4), Bytes::from_elems::<u32>(&[296843031])),
+        (MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Optimized, vec![1], 4), Bytes::from_elems::<u32>(&[84051225])),
     ]).unwrap();
     let mut t1 = client.clone();
     t1.set_stream(StreamId(65537));
     let read3 = block_on(t1.read_async(vec![h1.clone(), h1.clone()])).unwrap();
-    assert_eq!(read3[0].to_elems::<u32>(), vec![1429331802]);
-    assert_eq!(read3[1].to_elems::<u32>(), vec![1429331802]);
+    assert_eq!(read3[0].to_elems::<u32>(), vec![2496058602]);
+    assert_eq!(read3[1].to_elems::<u32>(), vec![2496058602]);
 
     // Every stream drains; everything is released.
     assert_eq!(s1.sync(), Ok(()));

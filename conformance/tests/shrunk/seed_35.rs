@@ -1,4 +1,4 @@
-/// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 2 in 63 runs.
+/// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 2 in 62 runs.
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true }`,
 /// it failed in operation `AllReduce`: all_reduce (Min) on peer #:# differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {
@@ -37,15 +37,15 @@ pub fn seed_35(options: lockstep::ServerOptions) {
     let peer0_baseline = peer0.memory_usage().unwrap();
     let mut s0 = client.clone();
     s0.set_stream(StreamId(0));
-    let part1 = peer0.create(Bytes::from_elems::<u32>(&[3469198788, 1205981163])).unwrap();
+    let part1 = peer0.create(Bytes::from_elems::<u32>(&[503153678])).unwrap();
     let h2 = peer0.to_client(part1, &s0, ElemType::U32).unwrap();
     let mut t0 = client.clone();
     t0.set_stream(StreamId(65536));
     let devices3 = vec![t0.peer_id(), peer0.peer_id()];
     t0.all_reduce(h2.clone(), h2.clone(), ElemType::U32, devices3.clone(), ReduceOperation::Min).unwrap();
-    let part4 = peer0.create(Bytes::from_elems::<u32>(&[914628834, 4003221081])).unwrap();
+    let part4 = peer0.create(Bytes::from_elems::<u32>(&[537173846])).unwrap();
     peer0.all_reduce(part4.clone(), part4.clone(), ElemType::U32, devices3.clone(), ReduceOperation::Min).unwrap();
-    assert_eq!(peer0.read_one(part4).unwrap().to_elems::<u32>(), vec![914628834, 1205981163]);
+    assert_eq!(peer0.read_one(part4).unwrap().to_elems::<u32>(), vec![503153678]);
 
     // Every stream drains; everything is released.
     assert_eq!(s0.sync(), Ok(()));
