@@ -455,18 +455,26 @@ fn process_worlds_line(summary: &explore::Summary) -> String {
 /// client call with its time. By default nothing, or the profile summary at each sync when
 /// `LOCKSTEP_PROFILE` is set (properties that set a level themselves stay quiet).
 fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::Targets;
     use tracing_subscriber::fmt::format::FmtSpan;
+    use tracing_subscriber::prelude::*;
     let default = match std::env::var_os(lockstep::PROFILE_ENV) {
         Some(_) => "lockstep::profile=info",
         None => "off",
     };
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    // Only fails if a subscriber is already installed, which then keeps logging.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // `Targets` reads RUST_LOG's `target=level,...` form without the regular expressions of
+    // `EnvFilter`, whose regex crates were a fifth of the README's first build.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse::<Targets>().ok())
+        .unwrap_or_else(|| default.parse().expect("the default directives parse"));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_span_events(FmtSpan::CLOSE)
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    // Only fails if a subscriber is already installed, which then keeps logging.
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(filter)
         .try_init();
 }
 
