@@ -471,10 +471,11 @@ fn shared_memory_is_per_workgroup_and_unwritten_reads_are_reported() {
     let outcome = launch(&def, 2, &mut data);
     assert_eq!(words(&data[0]), vec![7, 7, 0, 0]);
     assert_eq!(outcome.unwritten_shared.len(), 1);
+    // The launch's interleaving has workgroup 1's second invocation read first.
     assert_eq!(
         findings(&def, 2, &outcome),
         vec![
-            "read of unwritten shared memory: invocation 2 (workgroup [1, 0, 0], local [0, 0, 0]) read shared array 0 index 0 at statement 4 `b0[global_id.x] = s0[0u]`, which no invocation of its workgroup had written"
+            "read of unwritten shared memory: invocation 3 (workgroup [1, 0, 0], local [1, 0, 0]) read shared array 0 index 0 at statement 4 `b0[global_id.x] = s0[0u]`, which no invocation of its workgroup had written"
         ]
     );
 }
