@@ -787,13 +787,7 @@ fn write_back(
     let mut i = 0;
     while let Some(from) = dirty[i..].iter().position(|&d| d).map(|n| i + n) {
         let end = (dirty[from..].iter().position(|&d| !d)).map_or(dirty.len(), |n| from + n);
-        let mut bytes = vec![0; elem_bytes * (end - from)];
-        for (to, w) in bytes
-            .chunks_exact_mut(elem_bytes)
-            .zip(&data.words[from..end])
-        {
-            to.copy_from_slice(&w.to_le_bytes()[..elem_bytes]);
-        }
+        let bytes = crate::memory::bytes_of(&data.words[from..end], elem_bytes);
         alloc.write(start + elem_bytes * from, &bytes);
         i = end;
     }

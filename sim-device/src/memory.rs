@@ -218,16 +218,37 @@ fn words_written_in(written: &[u64], from: usize, n: usize, out: &mut Vec<bool>)
 }
 
 /// Little-endian elements of `elem_bytes` (2 or 4) each, one per `u32` (a 2-byte element in
-/// the low half), as the interpreter and the collectives hold them.
+/// the low half), as the interpreter and the collectives hold them. Each size has its own
+/// loop: a copy of a length known only at run time is a `memcpy` call per element.
 pub(crate) fn elements_of(bytes: &[u8], elem_bytes: usize) -> Vec<u32> {
+    match elem_bytes {
+        2 => (bytes.as_chunks::<2>().0.iter())
+            .map(|&e| u16::from_le_bytes(e) as u32)
+            .collect(),
+        4 => (bytes.as_chunks::<4>().0.iter())
+            .map(|&e| u32::from_le_bytes(e))
+            .collect(),
+        other => unreachable!("elements are 2 or 4 bytes, not {other}"),
+    }
+}
+
+/// The inverse of [`elements_of`]: each word's low `elem_bytes` bytes, little-endian.
+pub(crate) fn bytes_of(words: &[u32], elem_bytes: usize) -> Vec<u8> {
+    let mut bytes = vec![0; elem_bytes * words.len()];
+    match elem_bytes {
+        2 => {
+            for (to, &w) in bytes.as_chunks_mut::<2>().0.iter_mut().zip(words) {
+                *to = (w as u16).to_le_bytes();
+            }
+        }
+        4 => {
+            for (to, &w) in bytes.as_chunks_mut::<4>().0.iter_mut().zip(words) {
+                *to = w.to_le_bytes();
+            }
+        }
+        other => unreachable!("elements are 2 or 4 bytes, not {other}"),
+    }
     bytes
-        .chunks_exact(elem_bytes)
-        .map(|e| {
-            let mut word = [0; 4];
-            word[..elem_bytes].copy_from_slice(e);
-            u32::from_le_bytes(word)
-        })
-        .collect()
 }
 
 /// `n` set bits from bit `shift` (`shift + n <= 64`).
@@ -393,6 +414,20 @@ impl SimMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_of_undoes_elements_of_for_both_element_sizes() {
+        let bytes: Vec<u8> = (1..=12).collect();
+        assert_eq!(elements_of(&bytes, 4)[..2], [0x0403_0201, 0x0807_0605]);
+        assert_eq!(elements_of(&bytes, 2)[..2], [0x0201, 0x0403]);
+        for size in [2, 4] {
+            assert_eq!(
+                bytes_of(&elements_of(&bytes, size), size),
+                bytes,
+                "{size}-byte elements"
+            );
+        }
+    }
 
     #[test]
     fn unwritten_bytes_read_as_poison_and_writes_across_chunks_read_back() {

@@ -366,9 +366,7 @@ fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
         let divisor = vec![divisor.to_bits(); acc.len()];
         column::binary(BinOp::Div, elem, &mut acc, &divisor, &elements);
     }
-    acc.iter()
-        .flat_map(|&w| Scalar::from_bits(elem, w).to_le_bytes())
-        .collect()
+    crate::memory::bytes_of(&acc, elem.size_bytes())
 }
 
 fn device_id(ordinal: u32) -> DeviceId {
