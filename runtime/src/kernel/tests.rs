@@ -171,23 +171,7 @@ fn a_shared_memory_reduction_builds_and_needs_its_shared_bytes() {
             Stmt::If { .. }
         ]
     ));
-    let mut properties = crate::device::DeviceProperties {
-        name: "test".into(),
-        backend: "test".into(),
-        memory_bytes: 1 << 20,
-        max_allocation_bytes: 1 << 20,
-        alignment_bytes: 256,
-        max_load_width_bytes: 16,
-        max_workgroups: [1; 3],
-        max_shared_memory_bytes: 256,
-        features: crate::device::Features {
-            graphs: crate::device::GraphSupport::Software,
-            timestamps: false,
-            concurrent_streams: false,
-            f16: false,
-            bf16: false,
-        },
-    };
+    let mut properties = small_device();
     assert_eq!(validate_for_device(def, &properties), Ok(()));
     properties.max_shared_memory_bytes = 255;
     let err = validate_for_device(def, &properties).unwrap_err();
@@ -503,23 +487,8 @@ fn a_half_float_kernel_is_refused_on_a_device_without_the_feature_naming_it() {
         Value::from(bf16::from_f32(1.5)).cast(ElemType::F32),
     );
     let kernel = k.build().unwrap();
-    let mut properties = crate::DeviceProperties {
-        name: "test".into(),
-        backend: "test".into(),
-        memory_bytes: 1 << 20,
-        max_allocation_bytes: 1 << 20,
-        alignment_bytes: 256,
-        max_load_width_bytes: 16,
-        max_workgroups: [1; 3],
-        max_shared_memory_bytes: 256,
-        features: crate::device::Features {
-            graphs: crate::device::GraphSupport::Software,
-            timestamps: false,
-            concurrent_streams: false,
-            f16: true,
-            bf16: false,
-        },
-    };
+    let mut properties = small_device();
+    properties.features.f16 = true;
     let err = validate_for_device(kernel.def(), &properties).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -551,4 +520,25 @@ fn half_floats_take_float_operations_but_not_atomics_or_bitwise_ones() {
     let x = out.load(0u32);
     k.store(out, 1u32, (x * x - x).max(-x).sqrt().fma(x, x).abs());
     k.build().unwrap();
+}
+
+/// A device with 256 bytes of shared memory and no optional features.
+fn small_device() -> crate::DeviceProperties {
+    crate::DeviceProperties {
+        name: "test".into(),
+        backend: "test".into(),
+        memory_bytes: 1 << 20,
+        max_allocation_bytes: 1 << 20,
+        alignment_bytes: 256,
+        max_load_width_bytes: 16,
+        max_workgroups: [1; 3],
+        max_shared_memory_bytes: 256,
+        features: crate::device::Features {
+            graphs: crate::device::GraphSupport::Software,
+            timestamps: false,
+            concurrent_streams: false,
+            f16: false,
+            bf16: false,
+        },
+    }
 }
