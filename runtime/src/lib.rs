@@ -90,6 +90,7 @@ mod sync;
 #[cfg(not(loom))]
 mod throughput;
 
+#[cfg(not(loom))]
 pub use app_error::Error;
 pub use bytes::{AllocationProperty, Bytes, PinnedMemory};
 #[cfg(not(loom))]
