@@ -32,8 +32,7 @@ use crate::device::{Device, DeviceId, DeviceProperties, Features};
 use crate::error::{IoError, ServerError};
 use crate::graph::Graph;
 use crate::handle::Handle;
-use crate::kernel::Access;
-use crate::kernel::Kernel;
+use crate::kernel::{Access, Kernel};
 use crate::launch::{CountArg, CubeCount, KernelArguments};
 use crate::layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, extent_bytes,

@@ -1,5 +1,6 @@
 //! Which element types a kernel uses: what a device must support to run it.
 
+use super::display::statements;
 use super::ir::{ElemType, Expr, KernelDef, Stmt};
 
 /// Every element type `def` uses (in its bindings, parameters, locals, shared arrays, literals
@@ -29,8 +30,10 @@ fn position(elem: ElemType) -> usize {
         .unwrap_or_default()
 }
 
+/// The expressions of every statement of `body`, nested ones included (their nesting is
+/// [`statements`]' to walk).
 fn block(body: &[Stmt], mark: &mut impl FnMut(ElemType)) {
-    for stmt in body {
+    for stmt in statements(body) {
         match stmt {
             Stmt::Assign { value, .. } => expr(value, mark),
             Stmt::Store { index, value, .. } | Stmt::Atomic { index, value, .. } => {
@@ -45,25 +48,10 @@ fn block(body: &[Stmt], mark: &mut impl FnMut(ElemType)) {
             } => [index, expected, value]
                 .into_iter()
                 .for_each(|e| expr(e, mark)),
-            Stmt::If {
-                cond,
-                then_body,
-                else_body,
-            } => {
-                expr(cond, mark);
-                block(then_body, mark);
-                block(else_body, mark);
-            }
-            Stmt::For {
-                start, end, body, ..
-            } => {
+            Stmt::If { cond, .. } | Stmt::While { cond, .. } => expr(cond, mark),
+            Stmt::For { start, end, .. } => {
                 expr(start, mark);
                 expr(end, mark);
-                block(body, mark);
-            }
-            Stmt::While { cond, body } => {
-                expr(cond, mark);
-                block(body, mark);
             }
             Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
         }

@@ -4,8 +4,7 @@ use std::collections::HashMap;
 
 use crate::device::Device;
 use crate::error::DeviceError;
-use crate::kernel::Kernel;
-use crate::kernel::{CompileOptions, FaultRecord};
+use crate::kernel::{CompileOptions, FaultRecord, Kernel};
 
 pub(crate) struct Compiled<D: Device> {
     pub raw: D::Kernel,

@@ -44,8 +44,7 @@ use crate::bytes::Bytes;
 use crate::device::GraphSupport;
 use crate::device::{BufferSlice, Device, LaunchCount};
 use crate::error::{CaptureError, DeviceError, OutOfMemoryError, OutOfMemoryReason, ServerError};
-use crate::kernel::Kernel;
-use crate::kernel::{Access as BindingAccess, FaultRecord};
+use crate::kernel::{Access as BindingAccess, FaultRecord, Kernel};
 use crate::launch::CountArg;
 use crate::memory::{
     Books, DeviceMemory, InstallMemoryPoolsError, MemoryBudgetError, MemoryConfiguration,
