@@ -20,8 +20,10 @@ fn empty_kernel() -> Kernel {
     k.build().expect("valid")
 }
 
+/// Measures on `client`, whose device the command line named `device` (sim, wgpu or cuda).
 fn measure<D: Device>(
     client: ComputeClient<D>,
+    device: &str,
     rounds: u32,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut client = client;
@@ -67,6 +69,8 @@ fn measure<D: Device>(
     println!("  eager launches:  {eager:>12.0} kernels/s");
     println!("  graph replays:   {replay:>12.0} kernels/s");
     println!("  ratio replay/eager: {:>9.2}", replay / eager);
+    // For scripts/gpu/peers_table.py, which sets the CUDA run beside cubecl's and PyTorch's.
+    println!("FIGURE\tgraph_replay_100\tlockstep-{device}\t{replay}");
     Ok(())
 }
 
@@ -80,13 +84,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     match device {
         "sim" => measure(
             ComputeClient::new(SimDevice::new(SimConfig::new(0))),
+            device,
             rounds,
         ),
         "wgpu" => measure(
             ComputeClient::new(WgpuDevice::new(WgpuOptions::from_env()?)?),
+            device,
             rounds,
         ),
-        "cuda" => measure(ComputeClient::new(CudaDevice::new(0)?), rounds),
+        "cuda" => measure(ComputeClient::new(CudaDevice::new(0)?), device, rounds),
         other => Err(format!("unknown device `{other}`: use sim, wgpu or cuda").into()),
     }
 }

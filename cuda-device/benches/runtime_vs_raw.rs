@@ -61,6 +61,9 @@ const SWEEP_REPS: usize = 3;
 /// One line of the report.
 struct Row {
     figure: &'static str,
+    /// The figure's key in the peers' table (`scripts/gpu/peers_table.py`), for the figures
+    /// that cubecl and PyTorch are measured on too.
+    key: Option<&'static str>,
     runtime: f64,
     raw: f64,
     unit: &'static str,
@@ -214,6 +217,7 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
     [
         Row {
             figure: "(a) launches of an empty kernel",
+            key: Some("launches"),
             runtime: best[0],
             raw: best[2],
             unit: "launches/s",
@@ -221,6 +225,7 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
         },
         Row {
             figure: "(a) same, straight on CudaDevice (no runtime)",
+            key: None,
             runtime: best[1],
             raw: best[2],
             unit: "launches/s",
@@ -267,6 +272,7 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
     [
         Row {
             figure: "(b) write 256 MiB from a Vec (median)",
+            key: Some("write_vec"),
             runtime: median(writes),
             raw: raw_write,
             unit: "GB/s",
@@ -274,6 +280,7 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
         },
         Row {
             figure: "(b) write 256 MiB from staging bytes",
+            key: None,
             runtime: median(staged_writes),
             raw: raw_write,
             unit: "GB/s",
@@ -281,6 +288,7 @@ fn copies(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 3] {
         },
         Row {
             figure: "(b) read 256 MiB (median)",
+            key: Some("read"),
             runtime: median(reads),
             raw: pinned.read_gbs,
             unit: "GB/s",
@@ -321,6 +329,7 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 3]) -> [Row; 2] {
     [
         Row {
             figure: "(b) write 256 MiB straight on CudaDevice",
+            key: None,
             runtime: median(writes),
             raw: raw[0].raw,
             unit: "GB/s",
@@ -328,6 +337,7 @@ fn device_copies(ctx: &CudaContext, raw: &[Row; 3]) -> [Row; 2] {
         },
         Row {
             figure: "(b) read 256 MiB straight on CudaDevice",
+            key: None,
             runtime: median(reads),
             raw: raw[2].raw,
             unit: "GB/s",
@@ -450,6 +460,7 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
     [
         Row {
             figure: "(c) empty(1 MiB)+drop vs cuMemAlloc+cuMemFree",
+            key: None,
             runtime,
             raw: raw_sync,
             unit: "us",
@@ -457,6 +468,7 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         },
         Row {
             figure: "(c) empty(1 MiB)+drop vs cuMemAllocAsync+Free",
+            key: Some("empty_1mib_drop"),
             runtime,
             raw: raw_async,
             unit: "us",
@@ -480,6 +492,7 @@ fn blocking_round_trip(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
     });
     Row {
         figure: "(e) memory_usage round trip (median) vs cuStreamQuery",
+        key: None,
         runtime,
         raw: raw_us,
         unit: "us",
@@ -521,6 +534,7 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
     [
         Row {
             figure: "(d) 4-byte create -> launch -> read",
+            key: Some("round_trip_4b"),
             runtime,
             raw: raw_us,
             unit: "us",
@@ -528,6 +542,7 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
         },
         Row {
             figure: "(d) same, straight on CudaDevice (no runtime)",
+            key: None,
             runtime: straight,
             raw: raw_us,
             unit: "us",
@@ -578,5 +593,12 @@ fn main() {
             row.unit,
             row.speed_vs_raw()
         );
+    }
+    // For scripts/gpu/peers_table.py: the figures cubecl and PyTorch are measured on too.
+    for row in &rows {
+        if let Some(key) = row.key {
+            println!("FIGURE\t{key}\tlockstep-cuda\t{}", row.runtime);
+            println!("FIGURE\t{key}\traw-cuda\t{}", row.raw);
+        }
     }
 }

@@ -2,11 +2,11 @@
 # Builds here everything the H200 pass runs: the CUDA binaries (scripts/gpu/cuda.sh), the
 # collective and staging tests and benchmarks, the wgpu dispatch benchmark, the graph, transfers
 # and kernels benchmarks, the actor's and allocation path's tests, the decode_loop, real_kernels
-# and faulty_kernels examples (the PyTorch baseline, scripts/gpu/torch_baseline.py, needs no
-# build), the launcher's probe and the world example, stripped into .gpu/, and fetches Debian's
-# Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but no loader). Then, with the
-# device tool (kind nvidia-h200-x2 for the two-GPU collectives), carry [".gpu", ".gl"] and run
-# scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer, and
+# and faulty_kernels examples (the PyTorch scripts in scripts/gpu/ need no build), the
+# launcher's probe and the world example, and the cubecl peer (peers/cubecl), stripped into
+# .gpu/, and fetches Debian's Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but
+# no loader). Then, with the device tool (kind nvidia-h200-x2 for the two-GPU collectives),
+# carry [".gpu", ".gl"] and run scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer, and
 # scripts/gpu/world-h200.sh for processes of one world).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +35,9 @@ done
 # CUDA rank that checks and measures collectives across processes.
 cp "$(cargo build --release -p lockstep-conformance --bin rendezvous-probe --message-format=json | executable rendezvous-probe)" .gpu/rendezvous-probe
 cp "$(cargo build --release -p lockstep-cuda --example world --message-format=json | executable world)" .gpu/world
+# The cubecl peer (issue 14's table): outside the workspace, built from its own directory so
+# that its .cargo/config.toml applies (see there).
+cp "$(cd peers/cubecl && cargo build --release --message-format=json | executable lockstep-peer-cubecl)" .gpu/cubecl-peer
 strip .gpu/*
 du -sh .gpu
 

@@ -65,4 +65,10 @@ run 60 .gpu/transfers_bench wgpu
 run 120 .gpu/kernels_bench cuda
 run 120 .gpu/kernels_bench wgpu
 run 180 python3 scripts/gpu/torch_baseline.py
+# The blocking path beside the peers (issue 14): cubecl's client on CUDA and Vulkan, PyTorch
+# from Python, then one table of every column from the FIGURE lines of this log.
+run 120 .gpu/cubecl-peer cuda
+run 120 .gpu/cubecl-peer wgpu
+run 180 python3 scripts/gpu/torch_blocking.py
+python3 scripts/gpu/peers_table.py "$out/h200.log" | tee -a "$out/h200.log"
 exit $status
