@@ -96,6 +96,17 @@ impl KernelKind {
     }
 }
 
+/// `dst[i] = k`: writes a buffer without reading it (an output `empty` gave), in workgroups of
+/// [`WORKGROUP`].
+pub fn fill() -> Kernel {
+    let mut b = KernelBuilder::new("fill", [WORKGROUP, 1, 1]);
+    let dst = b.binding(ElemType::U32, Access::ReadWrite);
+    let k = b.param(ElemType::U32);
+    let i = b.global_id(Axis::X);
+    b.if_(i.lt(dst.len()), |b| b.store(dst, i, k));
+    b.build().expect("fill is valid")
+}
+
 /// A kernel that only stores out of range: `data[len + past_end] = 1`. In checked mode it must
 /// report a `KernelFault` for binding 0 at index `len + past_end` and leave memory unchanged.
 pub fn overrun() -> Kernel {

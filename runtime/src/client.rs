@@ -31,7 +31,7 @@ use crate::bytes::Bytes;
 use crate::device::{Device, DeviceId, DeviceProperties, Features};
 use crate::error::{IoError, ServerError};
 use crate::graph::Graph;
-use crate::handle::Handle;
+use crate::handle::{Handle, Owner, Placement};
 use crate::kernel::{Access, Kernel};
 use crate::launch::{CountArg, CubeCount, KernelArguments};
 use crate::layout::{
@@ -44,7 +44,7 @@ use crate::memory::{
     take_at_call,
 };
 use crate::registry;
-use crate::server::{BufferRange, Server, ServerOptions};
+use crate::server::{BufferId, BufferRange, Server, ServerOptions};
 use crate::stream::StreamId;
 use crate::sync::{Arc, Mutex, lock};
 #[cfg(doc)]
@@ -60,6 +60,32 @@ struct Shared<D: Device> {
     /// The pools' books, shared with the server: allocations the pools can serve are taken
     /// here at the call (memory/books.rs).
     books: Arc<Mutex<Books>>,
+    /// What every handle of this client holds.
+    owner: Arc<dyn Owner>,
+}
+
+/// What a client's handles hold of it (handle.rs): the actor and the books, not the client's
+/// shared state, which [`ComputeClient::properties_mut`] needs unshared.
+struct HandleOwner<D: Device> {
+    actor: ActorHandle<Server<D>>,
+    books: Arc<Mutex<Books>>,
+}
+
+impl<D: Device> Owner for HandleOwner<D> {
+    fn register(&self, stream: StreamId, buffer: BufferId, size: u64) {
+        self.actor.submit(stream, move |server| {
+            server.register_at_first_use(stream, buffer, size)
+        });
+    }
+
+    fn release(&self, stream: StreamId, buffer: BufferId) {
+        self.actor
+            .submit(stream, move |server| server.release(buffer));
+    }
+
+    fn give_back_unused(&self, buffer: BufferId) {
+        lock(&self.books).give_back_unused(buffer);
+    }
 }
 
 /// The entry point to a device: allocate, transfer, launch, synchronise.
@@ -221,6 +247,10 @@ impl<D: Device> ComputeClient<D> {
         let actor = actor(server);
         Self {
             shared: Arc::new(Shared {
+                owner: Arc::new(HandleOwner {
+                    actor: actor.clone(),
+                    books: books.clone(),
+                }),
                 actor,
                 id,
                 properties,
@@ -337,20 +367,29 @@ impl<D: Device> ComputeClient<D> {
         // has run what was queued before; else by the actor, which can grow the pools and
         // report out of memory (memory/books.rs).
         let at_call = take_at_call(&self.shared.books, &self.shared.actor, stream, size_bytes)?;
-        let buffer = match at_call {
-            AtCall::Taken(buffer) => {
+        let (buffer, registered) = match at_call {
+            // Nothing to write: registered at the handle's first use, if any (handle.rs).
+            AtCall::Taken { buffer, lazy: true } if data.is_none() => (buffer, false),
+            AtCall::Taken { buffer, .. } => {
                 self.shared.actor.submit(stream, move |server| {
                     server.register(stream, buffer, size_bytes, data)
                 });
-                buffer
+                (buffer, true)
             }
             AtCall::Missed | AtCall::ActorOnly => {
-                self.call(move |server, stream| server.allocate(stream, size_bytes, data))?
+                let buffer =
+                    self.call(move |server, stream| server.allocate(stream, size_bytes, data))?;
+                (buffer, true)
             }
         };
-        let actor = self.shared.actor.clone();
-        let release = Box::new(move |buffer| actor.submit(stream, move |s| s.release(buffer)));
-        Ok(Handle::new(self.shared.id, buffer, size_bytes, release))
+        let placement = Placement {
+            device: self.shared.id,
+            buffer,
+            stream,
+            owner: self.shared.owner.clone(),
+            registered,
+        };
+        Ok(Handle::new(placement, size_bytes))
     }
 
     /// Allocates device memory holding `data`. The write is enqueued on this client's stream.

@@ -1,25 +1,69 @@
 //! Handles: user-held references to device memory.
+//!
+//! **Registration at first use.** An allocation served at the call from the stream's own pools
+//! (`memory/books.rs`) is not announced to the actor until its handle is first used: the first
+//! [`Handle::sub_range_on`] (every call that enqueues work with a handle asks for its range
+//! first) queues the registration, before the task that uses the range. A handle dropped before
+//! any use never reached the actor, so its slice goes back to the books at the drop, and an
+//! `empty` + drop costs the calling thread two short locks and no task. Invariant: a buffer
+//! that any task names was registered by a task queued before it.
 
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 use crate::device::DeviceId;
 use crate::error::IoError;
 use crate::server::{BufferId, BufferRange};
+use crate::stream::StreamId;
 
-/// Returns an allocation to its server; called once, when the last handle to it drops.
-pub(crate) type Release = Box<dyn Fn(BufferId) + Send + Sync>;
+/// The client side of a device, as an allocation needs it: registering it at its first use,
+/// and returning it when its last handle drops.
+pub(crate) trait Owner: Send + Sync {
+    /// Queues the registration of `buffer` (`size` bytes, allocated on `stream`).
+    fn register(&self, stream: StreamId, buffer: BufferId, size: u64);
+    /// Queues the release of registered `buffer`, allocated on `stream`.
+    fn release(&self, stream: StreamId, buffer: BufferId);
+    /// Returns `buffer`, never registered, to the books.
+    fn give_back_unused(&self, buffer: BufferId);
+}
 
 /// One server allocation; dropped (and so released) with the last [`Handle`] that views it.
 struct Allocation {
     device: DeviceId,
     buffer: BufferId,
-    release: Release,
+    stream: StreamId,
+    size: u64,
+    owner: Arc<dyn Owner>,
+    /// Completed once the registration is queued (at once, or at the first use).
+    registered: Once,
+}
+
+impl Allocation {
+    /// Queues the registration if this is the first use; returns once it is queued (another
+    /// thread's concurrent first use waits for it, so no use is queued before it).
+    fn register(&self) {
+        self.registered
+            .call_once(|| self.owner.register(self.stream, self.buffer, self.size));
+    }
 }
 
 impl Drop for Allocation {
     fn drop(&mut self) {
-        (self.release)(self.buffer);
+        if self.registered.is_completed() {
+            self.owner.release(self.stream, self.buffer);
+        } else {
+            self.owner.give_back_unused(self.buffer);
+        }
     }
+}
+
+/// Where an allocation lives and who owns it: what [`Handle::new`] needs.
+pub(crate) struct Placement {
+    pub device: DeviceId,
+    pub buffer: BufferId,
+    pub stream: StreamId,
+    pub owner: Arc<dyn Owner>,
+    /// The actor already knows the buffer (it allocated it, or its registration is queued).
+    pub registered: bool,
 }
 
 /// A range of device memory. Cloning shares it; the memory is released (after every operation
@@ -46,12 +90,19 @@ impl std::fmt::Debug for Handle {
 }
 
 impl Handle {
-    pub(crate) fn new(device: DeviceId, buffer: BufferId, size: u64, release: Release) -> Self {
+    pub(crate) fn new(placement: Placement, size: u64) -> Self {
+        let registered = Once::new();
+        if placement.registered {
+            registered.call_once(|| ());
+        }
         Self {
             allocation: Arc::new(Allocation {
-                device,
-                buffer,
-                release,
+                device: placement.device,
+                buffer: placement.buffer,
+                stream: placement.stream,
+                size,
+                owner: placement.owner,
+                registered,
             }),
             offset: 0,
             size,
@@ -85,6 +136,8 @@ impl Handle {
     }
 
     /// `len` bytes from `offset` within the handle, after checking the device and the bounds.
+    /// The caller is about to enqueue work with it: the allocation's registration is queued
+    /// first if it was not yet (module documentation).
     pub(crate) fn sub_range_on(
         &self,
         device: DeviceId,
@@ -104,6 +157,7 @@ impl Handle {
                 size: self.size,
             });
         }
+        self.allocation.register();
         Ok(BufferRange {
             buffer: self.allocation.buffer,
             offset: self.offset + offset,

@@ -150,3 +150,27 @@ fn once_a_call_returned_device_lost_allocations_fail_at_the_call() {
         );
     }
 }
+
+/// An `empty` handle served at the call reaches the actor at its first use, from whichever
+/// stream uses it first; one dropped unused never does, and its memory is back at the next
+/// blocking call.
+#[test]
+fn an_empty_handle_is_registered_at_its_first_use_and_an_unused_one_returns_at_once() {
+    let c = ComputeClient::new(SimDevice::new(SimConfig::new(3)));
+    let (s0, s1) = (pinned(&c, 0), pinned(&c, 1));
+    let _first = s0.empty(64).unwrap();
+    let unused = s0.empty(256).unwrap();
+    let used = s0.empty(16).unwrap();
+    assert_eq!(c.allocation_paths(), paths(2, 1));
+    drop(unused);
+    assert_eq!(
+        s0.memory_usage().unwrap().allocations,
+        2,
+        "the unused slice is back"
+    );
+    // Another stream's write is the first use: the registration is queued before it, and the
+    // stream that allocated orders after it like after any other stream's write.
+    s1.write(&used, Bytes::from_elems(&[4u32; 4])).unwrap();
+    assert_eq!(s0.read_one(used).unwrap().to_elems::<u32>(), vec![4; 4]);
+    assert_eq!(s0.memory_usage().unwrap().allocations, 1);
+}

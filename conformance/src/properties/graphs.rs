@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::kernels::KernelKind;
+use crate::kernels::{KernelKind, WORKGROUP, fill};
 
 const SLOTS: usize = 4;
 const ELEMS: usize = 16;
@@ -208,12 +208,15 @@ pub(super) fn graph_replay<F: DeviceFactory>(
     })
 }
 
-/// What a capture window is given that it cannot record.
+/// What a capture window is given that it cannot record; or `FirstUse`, which it can: the
+/// first use, in the window, of an `empty` handle allocated before it (the runtime registers
+/// such an allocation at its first use, which must not count as an allocation in the capture).
 #[derive(Clone, Copy, Debug)]
 enum Intrusion {
     Write,
     Allocate,
     Both,
+    FirstUse,
 }
 
 pub(super) fn capture_refusals<F: DeviceFactory>(
@@ -223,7 +226,8 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
     let intrusion = prop_oneof![
         Just(Intrusion::Write),
         Just(Intrusion::Allocate),
-        Just(Intrusion::Both)
+        Just(Intrusion::Both),
+        Just(Intrusion::FirstUse)
     ];
     run_cases(
         config,
@@ -237,14 +241,21 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
             let handle = c
                 .create(Bytes::from_elems(&[5u32; 8]))
                 .map_err(|e| e.to_string())?;
+            let early = c.empty(ELEMS * 4).map_err(|e| e.to_string())?;
             c.graph_prepare().map_err(|e| e.to_string())?;
             c.start_capture().map_err(|e| e.to_string())?;
+            if let Intrusion::FirstUse = intrusion {
+                let args = KernelArguments::new().binding(&early).param(Scalar::U32(9));
+                let count = CubeCount::Static((ELEMS as u32).div_ceil(WORKGROUP), 1, 1);
+                c.launch(&fill(), count, args)
+                    .map_err(|e| format!("first use in the window: {e}"))?;
+            }
             let _late = match intrusion {
                 Intrusion::Allocate | Intrusion::Both => Some(
                     c.empty(64)
                         .map_err(|e| format!("empty in the window: {e}"))?,
                 ),
-                Intrusion::Write => None,
+                Intrusion::Write | Intrusion::FirstUse => None,
             };
             if matches!(intrusion, Intrusion::Write | Intrusion::Both) {
                 c.write(&handle, Bytes::from_elems(&[6u32; 8]))
@@ -261,6 +272,16 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
                 ) if hardware => {}
                 // A software graph merely wasted the allocation.
                 (Intrusion::Allocate, Ok(graph)) if !hardware => drop(graph),
+                // Allocated before the window: its first use is recorded like any launch.
+                (Intrusion::FirstUse, Ok(graph)) => {
+                    graph.replay();
+                    let filled = c
+                        .read_one(early.clone())
+                        .map_err(|e| format!("read of the replayed fill: {e}"))?;
+                    if filled.to_elems::<u32>() != vec![9u32; ELEMS] {
+                        return Err("the replayed fill did not reach its output".into());
+                    }
+                }
                 (intrusion, other) => {
                     return Err(format!(
                         "stop_capture after {intrusion:?} (hardware graphs: {hardware}): {other:?}"

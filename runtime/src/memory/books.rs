@@ -35,9 +35,12 @@
 //! **Ordering.** A slice in a pool's free list was released by a task that already ran, and a
 //! pool serves only its own stream (the persistent pool: a slice whose users all completed), so
 //! a slice taken at a call is reused in stream order exactly as if the actor had taken it: the
-//! registration task, queued before the call returns, runs after the release, and every later
-//! use of the handle is queued after the registration. The registration records the allocation
-//! as a write on the allocating stream, as the actor's own allocation does.
+//! registration task, queued before the call returns (or, for an `empty` outside a capture
+//! window, at the handle's first use: `handle.rs`), runs after the release, and every later use
+//! of the handle is queued after the registration. The registration records the allocation as
+//! a write on the allocating stream, as the actor's own allocation does. A slice whose handle
+//! dropped before any use was never registered: it goes back at the drop
+//! ([`Books::give_back_unused`]), to its pool at the next publication like a released one.
 //!
 //! `Server::check_invariants` counts the in-flight and returning slices as held
 //! ([`Invariant::BytesInUse`](crate::invariant::Invariant::BytesInUse)), and checks that each
@@ -45,7 +48,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{DeviceMemory, SliceLocation};
+use super::{DeviceMemory, PoolRef, SliceLocation};
 use crate::actor::{ActorHandle, ActorState};
 use crate::error::ServerError;
 use crate::stream::StreamId;
@@ -86,8 +89,10 @@ pub struct AllocationPaths {
 /// What [`Books::take_at_call`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AtCall {
-    /// Served: the buffer's id, its slice in flight until [`Books::registered`].
-    Taken(BufferId),
+    /// Served: the buffer's id, its slice in flight until [`Books::registered`] (or, never
+    /// used, [`Books::give_back_unused`]). `lazy`: the slice came from the stream's own pools
+    /// outside a capture, so its registration may wait for the handle's first use.
+    Taken { buffer: BufferId, lazy: bool },
     /// The stream's pools had no room in what is published: publishing may give them some.
     Missed,
     /// Only the actor can serve it: the stream's first allocation, or a size that overflows.
@@ -106,6 +111,9 @@ pub(crate) struct Books {
     /// Streams the actor opened and served an allocation on (in a blocking call): only these
     /// are served at the call, so the registration finds its stream open.
     served: BTreeSet<StreamId>,
+    /// Streams in a capture window (`graph_prepare` to `stop_capture`): their allocations are
+    /// registered at once, so that the capture sees them (`AllocationInCapture`).
+    capturing: BTreeSet<StreamId>,
     /// The device is lost, for this reason: every allocation fails with it.
     lost: Option<String>,
     paths: AllocationPaths,
@@ -119,6 +127,7 @@ impl Books {
             in_flight: BTreeMap::new(),
             returning: Vec::new(),
             served: BTreeSet::new(),
+            capturing: BTreeSet::new(),
             lost: None,
             paths: AllocationPaths::default(),
         }
@@ -157,12 +166,34 @@ impl Books {
         let id = self.next_buffer();
         self.in_flight.insert(id, slice);
         self.paths.at_call += 1;
-        Ok(AtCall::Taken(id))
+        let lazy = slice.pool != PoolRef::Persistent && !self.capturing.contains(&stream);
+        Ok(AtCall::Taken { buffer: id, lazy })
     }
 
     /// A released slice whose users are done: back in its pool at the next publication.
     pub fn release(&mut self, slice: SliceLocation) {
         self.returning.push(slice);
+    }
+
+    /// The last handle to `buffer`, taken at a call and never registered, dropped: no task
+    /// ever named it, so its slice returns as a released one does, without the actor.
+    pub fn give_back_unused(&mut self, buffer: BufferId) {
+        let slice = self
+            .in_flight
+            .remove(&buffer)
+            .expect("an unregistered buffer is in flight until its last handle drops");
+        self.returning.push(slice);
+    }
+
+    /// Opens or closes `stream`'s capture window: its persistent window, and no lazy
+    /// registration meanwhile (the server, at `graph_prepare` and `stop_capture`).
+    pub fn capture_window(&mut self, stream: StreamId, open: bool) {
+        self.memory.persistent_window(stream, open);
+        if open {
+            self.capturing.insert(stream);
+        } else {
+            self.capturing.remove(&stream);
+        }
     }
 
     /// Returns the released slices to their pools. Only at a publication point (module doc).
@@ -336,7 +367,7 @@ mod loom_tests {
         stream: StreamId,
     ) -> (BufferId, SliceLocation) {
         match take_at_call(books, actor, stream, ALIGNMENT).expect("not lost") {
-            AtCall::Taken(id) => {
+            AtCall::Taken { buffer: id, .. } => {
                 let slice = lock(books)
                     .in_flight()
                     .find(|&(i, _)| i == id)
@@ -384,6 +415,47 @@ mod loom_tests {
             );
             release(&actor, s, second);
             release(&actor, s, third);
+            actor.submit_blocking(|a| a.consistent()).unwrap();
+        });
+    }
+
+    /// A slice taken at the call and dropped before any use (`handle.rs`: never registered)
+    /// goes back without the actor, at the drop, and is reused at the call once published,
+    /// while the actor runs the release of another slice: no slice is handed out twice, and
+    /// the books stay consistent, whatever the actor did meanwhile.
+    #[test]
+    fn a_slice_dropped_unused_returns_without_the_actor() {
+        check(|| {
+            let (actor, books) = start(3);
+            let s = StreamId(0);
+            let (first, _) = allocate(&actor, &books, s);
+            let (second, second_slice) = allocate(&actor, &books, s);
+            release(&actor, s, second);
+            let (unused, unused_slice) = match take_at_call(&books, &actor, s, ALIGNMENT).unwrap() {
+                AtCall::Taken { buffer, lazy } => {
+                    assert!(lazy, "a stream pool's slice outside a capture");
+                    let books = lock(&books);
+                    (
+                        buffer,
+                        books.in_flight().find(|&(i, _)| i == buffer).unwrap().1,
+                    )
+                }
+                other => panic!("the page has room for a third slice: {other:?}"),
+            };
+            lock(&books).give_back_unused(unused);
+            // The page is full until the catch-up publishes both returns, whatever the actor
+            // did meanwhile: then the two allocations take exactly those two slices.
+            let (again, again_slice) = allocate(&actor, &books, s);
+            let (last, last_slice) = allocate(&actor, &books, s);
+            assert!(again != unused && last != unused, "ids are never reused");
+            let mut reused = [again_slice, last_slice].map(|l| l.offset);
+            let mut returned = [second_slice, unused_slice].map(|l| l.offset);
+            reused.sort_unstable();
+            returned.sort_unstable();
+            assert_eq!(reused, returned);
+            for id in [first, again, last] {
+                release(&actor, s, id);
+            }
             actor.submit_blocking(|a| a.consistent()).unwrap();
         });
     }

@@ -489,7 +489,7 @@ impl<D: Device> Server<D> {
         books.served_by_actor(stream);
         let id = books.next_buffer();
         drop(books);
-        self.adopt(stream, id, slice, size_bytes, data);
+        self.adopt(stream, id, slice, size_bytes, data, true);
         Ok(id)
     }
 
@@ -504,14 +504,28 @@ impl<D: Device> Server<D> {
         size_bytes: u64,
         data: Option<Bytes>,
     ) {
-        let slice = self
-            .memory()
+        let slice = self.registered(buffer);
+        self.adopt(stream, buffer, slice, size_bytes, data, true);
+    }
+
+    /// Takes over `buffer`, taken at a call outside any capture window of `stream` and
+    /// registered at its handle's first use (`handle.rs`), just before that use. The allocation
+    /// counts as a write on `stream` here, later than the call: that orders other streams after
+    /// more of `stream`'s work, never less. A capture open now did not see the allocation, so
+    /// it does not count as one made in the capture.
+    pub fn register_at_first_use(&mut self, stream: StreamId, buffer: BufferId, size_bytes: u64) {
+        let slice = self.registered(buffer);
+        self.adopt(stream, buffer, slice, size_bytes, None, false);
+    }
+
+    fn registered(&mut self, buffer: BufferId) -> SliceLocation {
+        self.memory()
             .registered(buffer)
-            .expect("a slice taken at a call is registered once");
-        self.adopt(stream, buffer, slice, size_bytes, data);
+            .expect("a slice taken at a call is registered once")
     }
 
     /// Makes `slice` the live buffer `id`, allocated on `stream` (open), written with `data`.
+    /// `in_capture`: the allocation call came now, so a capture open on `stream` made it.
     fn adopt(
         &mut self,
         stream: StreamId,
@@ -519,13 +533,14 @@ impl<D: Device> Server<D> {
         slice: SliceLocation,
         size_bytes: u64,
         data: Option<Bytes>,
+        in_capture: bool,
     ) {
         let state = self
             .streams
             .get_mut(&stream)
             .expect("an allocating stream is open");
         if let CaptureState::Capturing { allocated, .. } = &mut state.capture {
-            *allocated = true;
+            *allocated |= in_capture;
         }
         let allocated = Access {
             stream,
@@ -1041,7 +1056,7 @@ impl<D: Device> Server<D> {
             CaptureState::Prepared => Ok(()),
             CaptureState::Idle => {
                 state.capture = CaptureState::Prepared;
-                self.memory().memory.persistent_window(stream, true);
+                self.memory().capture_window(stream, true);
                 Ok(())
             }
         }
@@ -1101,7 +1116,7 @@ impl<D: Device> Server<D> {
         };
         let raw_stream = state.raw;
         state.capture_start = None;
-        self.memory().memory.persistent_window(stream, false);
+        self.memory().capture_window(stream, false);
         let ended = self.device.end_capture(raw_stream);
         self.record_events_awaiting_capture(stream);
         let buffers: Vec<(BufferId, bool)> = buffers.into_iter().collect();
