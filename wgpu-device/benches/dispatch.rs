@@ -1,6 +1,8 @@
 //! Dispatch throughput and round-trip latency: `ComputeClient` over `WgpuDevice` against
 //! straight wgpu doing the same work, in one process on the same adapter.
 //!
+//! The two paths alternate over [`ROUNDS`] rounds; each figure is the median of its rounds.
+//!
 //! Run: `cargo bench -p lockstep-wgpu --bench dispatch [-- LAUNCHES]` (without an adapter it
 //! prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 
@@ -10,6 +12,11 @@ use lockstep::kernel::{Access, ElemType, KernelBuilder};
 use lockstep::{Bytes, ComputeClient, CubeCount, Kernel, KernelArguments};
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
+
+/// Rounds of the whole comparison; each figure is the median of its rounds.
+const ROUNDS: usize = 7;
+/// Write+read round trips per round.
+const TRIPS: u32 = 1_000;
 
 /// A kernel that does nothing with its one binding: the cost measured is the launch path.
 fn trivial() -> Kernel {
@@ -215,21 +222,61 @@ fn main() {
     // Warm up both paths (pipelines, allocator, threads) before measuring.
     client_launches(&client, launches / 10);
     straight.launches(launches / 10);
-    let client_rate = client_launches(&client, launches);
-    let straight_rate = straight.launches(launches);
-    let rounds = 2_000;
-    client_round_trip_us(&client, rounds / 10);
-    straight.round_trip_us(rounds / 10);
-    let client_rtt = client_round_trip_us(&client, rounds);
-    let straight_rtt = straight.round_trip_us(rounds);
+    client_round_trip_us(&client, TRIPS / 10);
+    straight.round_trip_us(TRIPS / 10);
+    // One run of each figure gave ratios from 0.39 to 0.99 on the H200, the straight figure
+    // itself moving by 1.5x between runs: the machine's moments, not either path. So the two
+    // paths alternate over several rounds, and each figure is the median of its rounds, with
+    // the median of the rounds' own ratios beside it.
+    let mut rounds: Vec<[f64; 4]> = Vec::new();
+    for _ in 0..ROUNDS {
+        rounds.push([
+            client_launches(&client, launches),
+            straight.launches(launches),
+            client_round_trip_us(&client, TRIPS),
+            straight.round_trip_us(TRIPS),
+        ]);
+    }
+    let median_of = |f: &dyn Fn(&[f64; 4]) -> f64| median(rounds.iter().map(f).collect());
+    let spread = |i: usize| {
+        let (lo, hi) = rounds
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(r[i]), hi.max(r[i])));
+        format!("{lo:.0}..{hi:.0}")
+    };
     println!("adapter: {} ({})", props.name, props.backend);
-    println!("launches: {launches}");
-    println!("straight wgpu:                {straight_rate:>12.0} dispatches/s");
-    println!("ComputeClient::launch:        {client_rate:>12.0} dispatches/s");
+    println!("launches: {launches} per round, {TRIPS} round trips per round, {ROUNDS} rounds");
     println!(
-        "ratio client/straight:        {:>12.2}",
-        client_rate / straight_rate
+        "straight wgpu:                {:>12.0} dispatches/s (rounds {})",
+        median_of(&|r| r[1]),
+        spread(1)
     );
-    println!("write+read round trip, straight wgpu: {straight_rtt:>8.1} us");
-    println!("write+read round trip, ComputeClient: {client_rtt:>8.1} us");
+    println!(
+        "ComputeClient::launch:        {:>12.0} dispatches/s (rounds {})",
+        median_of(&|r| r[0]),
+        spread(0)
+    );
+    println!(
+        "ratio client/straight:        {:>12.2} (median of the rounds' ratios)",
+        median_of(&|r| r[0] / r[1])
+    );
+    println!(
+        "write+read round trip, straight wgpu: {:>8.1} us (rounds {})",
+        median_of(&|r| r[3]),
+        spread(3)
+    );
+    println!(
+        "write+read round trip, ComputeClient: {:>8.1} us (rounds {})",
+        median_of(&|r| r[2]),
+        spread(2)
+    );
+    println!(
+        "round trip client/straight:           {:>8.2} (median of the rounds' ratios)",
+        median_of(&|r| r[2] / r[3])
+    );
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
 }
