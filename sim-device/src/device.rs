@@ -30,7 +30,7 @@ use crate::interpreter::{self, BindingData};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Phase, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
-use crate::trace::{Observations, Trace, TraceEntry};
+use crate::trace::{Detail, Executed, Observations, Trace};
 
 /// A simulated allocation.
 #[derive(Debug)]
@@ -489,9 +489,9 @@ impl SimDevice {
             return;
         }
         // Reports this operation raises go with its trace entry when the trace is kept.
-        let reports_before = self
-            .config
-            .record_trace
+        let reports_from = self
+            .trace
+            .records()
             .then(|| self.observe().reports.len());
         let sanitizer_clock = self.sanitize(stream, &op, enqueued);
         let marker = match op {
@@ -503,7 +503,7 @@ impl SimDevice {
         let (duration_ns, detail, content) = match op {
             Op::Write { dst, data } => {
                 let result = self.execute_write(stream, dst, &data);
-                (transfer_ns(dst.len), format!("{dst:?}{result}"), data)
+                (transfer_ns(dst.len), Detail::Transfer(dst, result), data)
             }
             Op::Read { src, read } => {
                 let (result, outcome) = self.execute_read(stream, src);
@@ -514,7 +514,7 @@ impl SimDevice {
                 };
                 self.reads.insert(read, Some(lent));
                 self.read_clocks.insert(read, sanitizer_clock);
-                (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
+                (transfer_ns(src.len), Detail::Transfer(src, outcome), content)
             }
             Op::Copy { src, dst } => {
                 let (result, outcome) = self.execute_read(stream, src);
@@ -527,7 +527,7 @@ impl SimDevice {
                 };
                 (
                     transfer_ns(src.len),
-                    format!("{src:?} -> {dst:?}{outcome}"),
+                    Detail::Copy(src, dst, outcome),
                     Vec::new(),
                 )
             }
@@ -535,26 +535,22 @@ impl SimDevice {
                 let invocations = self.execute_launch(stream, &launch);
                 (
                     LAUNCH_LATENCY_NS + invocations,
-                    format!("{} x{invocations}", launch.kernel.name),
+                    Detail::Launch(launch, invocations),
                     Vec::new(),
                 )
             }
             Op::Marker(id) => {
                 self.markers[id as usize] = Some(start_ns);
-                (0, format!("marker {id}"), Vec::new())
+                (0, Detail::Marker(id), Vec::new())
             }
-            Op::Wait(id) => (0, format!("marker {id}"), Vec::new()),
-            Op::Collective(collective) => self.execute_collective(stream, collective),
+            Op::Wait(id) => (0, Detail::Marker(id), Vec::new()),
+            Op::Collective(collective) => {
+                let (duration_ns, detail, content) = self.execute_collective(stream, collective);
+                (duration_ns, Detail::Text(detail), content)
+            }
         };
         self.clock_ns += duration_ns;
-        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
-        let reports = reports_before.map_or_else(Vec::new, |before| {
-            obs.reports[before..]
-                .iter()
-                .map(|r| r.to_string())
-                .collect()
-        });
-        let entry = TraceEntry {
+        let executed = Executed {
             start_ns,
             duration_ns,
             stream,
@@ -562,9 +558,9 @@ impl SimDevice {
             detail,
             marker,
             bytes_live: self.memory.bytes_live,
-            reports,
         };
-        self.trace.push(&mut obs, entry, &content);
+        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        self.trace.push(&mut obs, executed, reports_from, &content);
     }
 
     fn lose(&mut self, reason: String) {
