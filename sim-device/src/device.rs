@@ -489,10 +489,7 @@ impl SimDevice {
             return;
         }
         // Reports this operation raises go with its trace entry when the trace is kept.
-        let reports_from = self
-            .trace
-            .records()
-            .then(|| self.observe().reports.len());
+        let reports_from = self.trace.records().then(|| self.observe().reports.len());
         let sanitizer_clock = self.sanitize(stream, &op, enqueued);
         let marker = match op {
             Op::Marker(id) | Op::Wait(id) => Some(id),
@@ -514,7 +511,11 @@ impl SimDevice {
                 };
                 self.reads.insert(read, Some(lent));
                 self.read_clocks.insert(read, sanitizer_clock);
-                (transfer_ns(src.len), Detail::Transfer(src, outcome), content)
+                (
+                    transfer_ns(src.len),
+                    Detail::Transfer(src, outcome),
+                    content,
+                )
             }
             Op::Copy { src, dst } => {
                 let (result, outcome) = self.execute_read(stream, src);
@@ -783,8 +784,11 @@ fn write_back(
     let mut i = 0;
     while let Some(from) = dirty[i..].iter().position(|&d| d).map(|n| i + n) {
         let end = (dirty[from..].iter().position(|&d| !d)).map_or(dirty.len(), |n| from + n);
-        let bytes = crate::memory::bytes_of(&data.words[from..end], elem_bytes);
-        alloc.write(start + elem_bytes * from, &bytes);
+        alloc.write_elements(
+            start + elem_bytes * from,
+            &data.words[from..end],
+            elem_bytes,
+        );
         i = end;
     }
 }

@@ -235,20 +235,26 @@ pub(crate) fn elements_of(bytes: &[u8], elem_bytes: usize) -> Vec<u32> {
 /// The inverse of [`elements_of`]: each word's low `elem_bytes` bytes, little-endian.
 pub(crate) fn bytes_of(words: &[u32], elem_bytes: usize) -> Vec<u8> {
     let mut bytes = vec![0; elem_bytes * words.len()];
+    store_elements(words, &mut bytes, elem_bytes);
+    bytes
+}
+
+/// [`bytes_of`] into `out`, which holds `elem_bytes` bytes per word of `words` (the extra
+/// words are not stored).
+fn store_elements(words: &[u32], out: &mut [u8], elem_bytes: usize) {
     match elem_bytes {
         2 => {
-            for (to, &w) in bytes.as_chunks_mut::<2>().0.iter_mut().zip(words) {
+            for (to, &w) in out.as_chunks_mut::<2>().0.iter_mut().zip(words) {
                 *to = (w as u16).to_le_bytes();
             }
         }
         4 => {
-            for (to, &w) in bytes.as_chunks_mut::<4>().0.iter_mut().zip(words) {
+            for (to, &w) in out.as_chunks_mut::<4>().0.iter_mut().zip(words) {
                 *to = w.to_le_bytes();
             }
         }
         other => unreachable!("elements are 2 or 4 bytes, not {other}"),
     }
-    bytes
 }
 
 /// `n` set bits from bit `shift` (`shift + n <= 64`).
@@ -269,16 +275,39 @@ impl Allocation {
 
     /// Copies `data` in at `offset` and marks those bytes written.
     pub fn write(&mut self, offset: usize, data: &[u8]) {
+        self.write_pieces(offset, data.len(), |at, piece| {
+            piece.copy_from_slice(&data[at..at + piece.len()]);
+        });
+    }
+
+    /// Stores `words` as elements of `elem_bytes` each (see [`bytes_of`]) at `offset` and marks
+    /// those bytes written: the same as writing `bytes_of(words, elem_bytes)`, without making
+    /// those bytes first (a launch's write-back of a 64 Ki-element binding made 256 KiB).
+    pub fn write_elements(&mut self, offset: usize, words: &[u32], elem_bytes: usize) {
+        if !offset.is_multiple_of(elem_bytes) {
+            // An element may straddle two chunks; none of the runtime's bindings is placed so.
+            return self.write(offset, &bytes_of(words, elem_bytes));
+        }
+        // Chunks hold whole elements when `offset` is aligned (CHUNK_BYTES is a multiple of 4).
+        self.write_pieces(offset, elem_bytes * words.len(), |at, piece| {
+            store_elements(&words[at / elem_bytes..], piece, elem_bytes);
+        });
+    }
+
+    /// Marks bytes `offset..offset + len` written, after `fill(at, piece)` stored in each
+    /// chunk's `piece` of them the bytes from `at` on (`at` counted from `offset`).
+    fn write_pieces(&mut self, offset: usize, len: usize, mut fill: impl FnMut(usize, &mut [u8])) {
         assert!(
-            offset + data.len() <= self.size,
+            offset + len <= self.size,
             "the runtime writes inside its buffers"
         );
-        let mut data = data;
-        for (index, within, n) in pieces(offset, data.len()) {
+        for (index, within, n) in pieces(offset, len) {
             let chunk = self.chunks[index].get_or_insert_with(Chunk::fresh);
-            chunk.bytes[within..within + n].copy_from_slice(&data[..n]);
+            fill(
+                index * CHUNK_BYTES + within - offset,
+                &mut chunk.bytes[within..within + n],
+            );
             set_bits(&mut chunk.written, within, n);
-            data = &data[n..];
         }
     }
 
