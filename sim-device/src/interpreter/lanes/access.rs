@@ -15,7 +15,7 @@ impl Batch<'_, '_> {
     pub(super) fn gather(&mut self, array: Array, at: &mut [u32], lanes: &[u32]) {
         let len = self.len(array);
         if self.watched(array) {
-            column::each(lanes, |l| {
+            column::each!(lanes, |l| {
                 at[l] = self.load_word(l as u32, array, at[l], len)
             });
             return;
@@ -25,7 +25,7 @@ impl Batch<'_, '_> {
         let data = self.data(array);
         let (words, initialized) = (&data.words[..], &data.initialized[..]);
         let mut unusual = Vec::new();
-        column::each(lanes, |l| {
+        column::each!(lanes, |l| {
             let i = at[l] as usize;
             match initialized.get(i) {
                 Some(true) => at[l] = words[i],
@@ -41,7 +41,7 @@ impl Batch<'_, '_> {
     pub(super) fn scatter(&mut self, array: Array, at: &[u32], value: &[u32], lanes: &[u32]) {
         let len = self.len(array);
         if self.watched(array) {
-            column::each(lanes, |l| {
+            column::each!(lanes, |l| {
                 let (lane, i) = (l as u32, at[l]);
                 if self.in_bounds(lane, array, i, len) {
                     self.watch(lane, array, i, AccessKind::Write);
@@ -54,7 +54,7 @@ impl Batch<'_, '_> {
         // the lanes out of range (an effect each) in lane order.
         let mut stores = self.data_mut(array).stores();
         let mut outside = Vec::new();
-        column::each(lanes, |l| {
+        column::each!(lanes, |l| {
             if at[l] < len {
                 stores.store(at[l], value[l]);
             } else {
