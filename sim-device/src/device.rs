@@ -30,7 +30,7 @@ use crate::interpreter::{self, BindingData};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Phase, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
-use crate::trace::{Detail, Executed, Observations, Trace};
+use crate::trace::{Content, Detail, Executed, Observations, Trace};
 
 /// A simulated allocation.
 #[derive(Debug)]
@@ -317,20 +317,39 @@ impl SimDevice {
         Ok(())
     }
 
-    /// A read's bytes in a block of the device's host pool, as CUDA lends its pinned blocks
-    /// (heap memory here, so the pooled path is what the suite and the explorer drive).
-    fn lend(&self, bytes: &[u8]) -> Bytes {
-        if bytes.is_empty() {
+    /// Enqueues a write of `data` to `dst` at `offset`, once the call is checked.
+    fn enqueue_write(
+        &mut self,
+        stream: SimStream,
+        dst: &SimBuffer,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<(), DeviceError> {
+        self.checked(contract::range(
+            self.owner,
+            "write",
+            dst,
+            offset,
+            data.len() as u64,
+        ))?;
+        let dst = Range {
+            buffer: dst.id,
+            offset,
+            len: data.len() as u64,
+        };
+        self.enqueue(stream, Op::Write { dst, data })
+    }
+
+    /// A read of `len` bytes in a block of the device's host pool, as CUDA lends its pinned
+    /// blocks (heap memory here, so the pooled path is what the suite and the explorer drive):
+    /// `fill` stores every byte of the block it is given, straight from device memory.
+    fn lend(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Bytes {
+        if len == 0 {
             return Bytes::default();
         }
-        match self.host_pool.lend(bytes.len()) {
-            Ok(mut block) => {
-                block.as_mut_slice().copy_from_slice(bytes);
-                block.into_bytes()
-            }
-            // Heap blocks are always allocated.
-            Err(_) => Bytes::from(bytes),
-        }
+        let mut block = (self.host_pool.lend(len)).expect("heap blocks are always allocated");
+        fill(block.as_mut_slice());
+        block.into_bytes()
     }
 
     fn new_marker(&mut self) -> u64 {
@@ -500,15 +519,17 @@ impl SimDevice {
         let (duration_ns, detail, content) = match op {
             Op::Write { dst, data } => {
                 let result = self.execute_write(stream, dst, &data);
-                (transfer_ns(dst.len), Detail::Transfer(dst, result), data)
+                let content = Content::of(&data);
+                (transfer_ns(dst.len), Detail::Transfer(dst, result), content)
             }
             Op::Read { src, read } => {
                 let (result, outcome) = self.execute_read(stream, src);
-                // The trace keeps the bytes read, the read a pooled copy: two at most at once.
-                let (lent, content) = match result {
-                    Ok(bytes) => (Ok(self.lend(&bytes)), bytes),
-                    Err(err) => (Err(err), Vec::new()),
-                };
+                let lent = result.map(|()| {
+                    let alloc = self.memory.live(src.buffer);
+                    let start = src.offset as usize;
+                    self.lend(src.len as usize, |out| alloc.read_into(start, out))
+                });
+                let content = Content::of(lent.as_deref().unwrap_or_default());
                 self.reads.insert(read, Some(lent));
                 self.read_clocks.insert(read, sanitizer_clock);
                 (
@@ -520,7 +541,11 @@ impl SimDevice {
             Op::Copy { src, dst } => {
                 let (result, outcome) = self.execute_read(stream, src);
                 let outcome = match result {
-                    Ok(bytes) => self.execute_write(stream, dst, &bytes),
+                    Ok(()) => {
+                        let bytes = (self.memory.live(src.buffer))
+                            .read(src.offset as usize, src.len as usize);
+                        self.execute_write(stream, dst, &bytes)
+                    }
                     Err(err) => {
                         self.streams[stream as usize].errors.push(err);
                         outcome
@@ -529,7 +554,7 @@ impl SimDevice {
                 (
                     transfer_ns(src.len),
                     Detail::Copy(src, dst, outcome),
-                    Vec::new(),
+                    Content::none(),
                 )
             }
             Op::Launch(launch) => {
@@ -537,17 +562,17 @@ impl SimDevice {
                 (
                     LAUNCH_LATENCY_NS + invocations,
                     Detail::Launch(launch, invocations),
-                    Vec::new(),
+                    Content::none(),
                 )
             }
             Op::Marker(id) => {
                 self.markers[id as usize] = Some(start_ns);
-                (0, Detail::Marker(id), Vec::new())
+                (0, Detail::Marker(id), Content::none())
             }
-            Op::Wait(id) => (0, Detail::Marker(id), Vec::new()),
+            Op::Wait(id) => (0, Detail::Marker(id), Content::none()),
             Op::Collective(collective) => {
                 let (duration_ns, detail, content) = self.execute_collective(stream, collective);
-                (duration_ns, Detail::Text(detail), content)
+                (duration_ns, Detail::Text(detail), Content::of(&content))
             }
         };
         self.clock_ns += duration_ns;
@@ -561,7 +586,7 @@ impl SimDevice {
             bytes_live: self.memory.bytes_live,
         };
         let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
-        self.trace.push(&mut obs, executed, reports_from, &content);
+        self.trace.push(&mut obs, executed, reports_from, content);
     }
 
     fn lose(&mut self, reason: String) {
@@ -608,11 +633,10 @@ impl SimDevice {
         }
     }
 
-    fn execute_read(
-        &mut self,
-        stream: u32,
-        src: Range,
-    ) -> (Result<Vec<u8>, DeviceError>, &'static str) {
+    /// Checks a read of `src` (a transfer failure injected, memory freed, bytes never written);
+    /// returns a suffix for the trace describing a failure, if any. Once it is `Ok`, `src` is
+    /// live, to be read.
+    fn execute_read(&mut self, stream: u32, src: Range) -> (Result<(), DeviceError>, &'static str) {
         if let Some(tag) = self.inject(FaultKind::TransferFailure, Some(stream)) {
             let err = DeviceError::TransferFailed {
                 reason: format!(
@@ -628,7 +652,6 @@ impl SimDevice {
         match self.memory.get_mut(src.buffer, "read") {
             Ok(alloc) => {
                 let (start, len) = (src.offset as usize, src.len as usize);
-                let bytes = alloc.read(start, len);
                 if !alloc.all_written(start, len) {
                     self.report(SanitizerReport::UninitializedRead {
                         operation: "read".to_owned(),
@@ -637,7 +660,7 @@ impl SimDevice {
                         len: src.len,
                     });
                 }
-                (Ok(bytes), "")
+                (Ok(()), "")
             }
             Err(report) => {
                 self.report(report);
@@ -908,25 +931,20 @@ impl Device for SimDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        self.checked(contract::range(
-            self.owner,
-            "write",
-            dst,
-            offset,
-            data.len() as u64,
-        ))?;
-        let dst = Range {
-            buffer: dst.id,
-            offset,
-            len: data.len() as u64,
-        };
-        self.enqueue(
-            stream,
-            Op::Write {
-                dst,
-                data: data.to_vec(),
-            },
-        )
+        self.enqueue_write(stream, dst, offset, data.to_vec())
+    }
+
+    /// Keeps heap bytes as they are (a copy of every written byte cost 3% of the explorer's
+    /// instructions); pinned ones are copied, and a deferred read is performed now, at the
+    /// call, as [`write`](Device::write) would.
+    fn write_bytes(
+        &mut self,
+        stream: SimStream,
+        dst: &SimBuffer,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), DeviceError> {
+        self.enqueue_write(stream, dst, offset, data.into_vec())
     }
 
     fn read(

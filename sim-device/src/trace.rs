@@ -56,9 +56,32 @@ pub struct Observations {
     pub entries: Vec<TraceEntry>,
 }
 
-/// A digest of an operation's content (e.g. every byte a write stored) for the trace hash:
-/// FNV-1a's multiply-xor over little-endian 8-byte words in four independent lanes, folded.
-/// Hashing byte by byte was a fifth of the explorer's time; this is as deterministic.
+/// What the trace hash takes of an operation's content (e.g. every byte a write stored): its
+/// length and [`digest`]. Taken where the bytes are, so they need not outlive the operation
+/// (a read's go to its pooled block).
+pub(crate) struct Content {
+    len: u64,
+    digest: u64,
+}
+
+impl Content {
+    /// The content of an operation that has none.
+    pub fn none() -> Self {
+        Self::of(&[])
+    }
+
+    /// The content `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self {
+            len: bytes.len() as u64,
+            digest: digest(bytes),
+        }
+    }
+}
+
+/// A digest of an operation's content for the trace hash: FNV-1a's multiply-xor over
+/// little-endian 8-byte words in four independent lanes, folded. Hashing byte by byte was a
+/// fifth of the explorer's time; this is as deterministic.
 fn digest(content: &[u8]) -> u64 {
     const PRIME: u64 = 0x0100_0000_01b3;
     let mut lanes = [0xcbf2_9ce4_8422_2325u64; 4];
@@ -138,7 +161,7 @@ impl Trace {
         self.record
     }
 
-    /// Adds an executed operation; `content` is hashed too (e.g. the bytes a write stored).
+    /// Adds an executed operation and its `content`.
     /// `reports_from` is where the operation's reports start in `obs.reports`, when the trace
     /// is recorded (see [`records`](Self::records)).
     pub fn push(
@@ -146,14 +169,14 @@ impl Trace {
         obs: &mut Observations,
         op: Executed,
         reports_from: Option<usize>,
-        content: &[u8],
+        content: Content,
     ) {
         self.hash.write_u64(op.start_ns);
         self.hash.write_u64(op.stream as u64);
         self.hash.write_bytes(op.op.as_bytes());
         write!(self.hash, "{}", op.detail).expect("hashing text cannot fail");
-        self.hash.write_u64(content.len() as u64);
-        self.hash.write_u64(digest(content));
+        self.hash.write_u64(content.len);
+        self.hash.write_u64(content.digest);
         obs.trace_hash = self.hash.0;
         obs.ops_executed += 1;
         obs.virtual_time_ns = op.start_ns + op.duration_ns;
