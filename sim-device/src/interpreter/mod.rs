@@ -37,6 +37,7 @@ mod findings;
 mod lanes;
 mod program;
 mod races;
+mod repeated;
 mod walk;
 mod workgroup;
 
@@ -54,6 +55,7 @@ pub(crate) use findings::describe;
 use lanes::{Batch, Launch};
 use program::{Numbers, Program};
 use races::{AccessLog, Race};
+use repeated::RepeatedLoads;
 
 /// One array's words: a binding's, copied out of device memory for the launch, or a
 /// workgroup's shared array.
@@ -255,6 +257,7 @@ fn run_on(
         params,
         num_workgroups: count,
         numbers: (watch && engine == Engine::Batched).then(|| Numbers::new(def)),
+        repeated: RepeatedLoads::new(def),
     };
     let workgroups = builtins::ids(count);
     if engine == Engine::Batched {

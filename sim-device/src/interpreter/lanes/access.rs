@@ -154,7 +154,7 @@ impl Batch<'_, '_> {
     }
 
     /// Whether the race check watches `array` (checked once per statement, not per lane).
-    fn watched(&self, array: Array) -> bool {
+    pub(super) fn watched(&self, array: Array) -> bool {
         self.data(array).log.is_some()
     }
 

@@ -27,7 +27,12 @@ impl Batch<'_, '_> {
                 column::copy(&mut out, &self.locals[v.0 as usize], lanes);
                 Column::Words(self.launch.def.locals[v.0 as usize], out)
             }
-            Expr::Load { array, index } => self.load(*array, index, lanes),
+            Expr::Load { array, index } => match self.launch.repeated.slot(expr) {
+                Some(slot) if !self.watched(*array) => {
+                    self.load_once(slot as usize, *array, index, lanes)
+                }
+                _ => self.load(*array, index, lanes),
+            },
             Expr::Binary { op, lhs, rhs } => {
                 let (elem, mut l) = self.eval(lhs, lanes).words();
                 if let Some((_, r)) = self.uniform_leaf(rhs) {
@@ -119,6 +124,27 @@ impl Batch<'_, '_> {
             .expect("validated kernels declare what they load");
         self.gather(array, &mut at, lanes);
         Column::Words(elem, at)
+    }
+
+    /// [`load`](Self::load) of a load that repeats in its statement, of an array the race
+    /// check does not watch: evaluated by the first of its repeats to run in this execution of
+    /// the statement, a copy of that column for the others (see `interpreter::repeated`).
+    fn load_once(&mut self, slot: usize, array: Array, index: &Expr, lanes: &[u32]) -> Column {
+        if let Some((effect, elem, kept)) = &self.repeated[slot]
+            && *effect == self.effects
+        {
+            let mut out = self.spares.take();
+            column::copy(&mut out, kept, lanes);
+            return Column::Words(*elem, out);
+        }
+        let (elem, words) = self.load(array, index, lanes).words();
+        let mut kept = match self.repeated[slot].take() {
+            Some((_, _, stale)) => stale,
+            None => self.spares.take(),
+        };
+        column::copy(&mut kept, &words, lanes);
+        self.repeated[slot] = Some((self.effects, elem, kept));
+        Column::Words(elem, words)
     }
 
     /// Short-circuits, as WGSL's `&&`/`||` and C's do: the right side runs only on the lanes
