@@ -296,6 +296,20 @@ pub(super) fn fill(out: &mut [u32], bits: u32, lanes: &[u32]) {
     }
 }
 
+/// The indices `at` holds on `lanes` as one range, when the lanes are dense and lane `l`
+/// holds `at[0] + l` (a 1-D grid's global id does): an access by every lane is then one of
+/// consecutive words.
+pub(super) fn consecutive(at: &[u32], lanes: &[u32]) -> Option<std::ops::Range<usize>> {
+    let n = dense(lanes)?;
+    let first = at[0];
+    first.checked_add(n as u32 - 1)?;
+    let runs = at[..n]
+        .iter()
+        .zip(first..)
+        .all(|(&i, expected)| i == expected);
+    runs.then(|| first as usize..first as usize + n)
+}
+
 /// `from`'s bits into `out` on every lane of `lanes`.
 pub(super) fn copy(out: &mut [u32], from: &[u32], lanes: &[u32]) {
     match dense(lanes) {
@@ -309,6 +323,22 @@ pub(super) fn copy(out: &mut [u32], from: &[u32], lanes: &[u32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consecutive_indices_are_one_range_only_on_dense_lanes_without_wrapping() {
+        let dense: Vec<u32> = (0..4).collect();
+        assert_eq!(consecutive(&[7, 8, 9, 10], &dense), Some(7..11));
+        assert_eq!(consecutive(&[7, 8, 10, 11], &dense), None, "a gap");
+        assert_eq!(consecutive(&[7, 7, 8, 9], &dense), None, "a repeat");
+        assert_eq!(consecutive(&[7, 8, 9, 10], &[0, 1, 3]), None, "lanes split");
+        let wraps = [u32::MAX - 1, u32::MAX, 0, 1];
+        assert_eq!(consecutive(&wraps, &dense), None, "indices wrapping round");
+        assert_eq!(
+            consecutive(&[u32::MAX], &[0]),
+            Some(u32::MAX as usize..1 << 32)
+        );
+        assert_eq!(consecutive(&[], &[]), None, "no lanes");
+    }
 
     #[test]
     fn quotients_and_remainders_by_a_divisor_are_exact() {

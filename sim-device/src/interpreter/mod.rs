@@ -125,6 +125,13 @@ impl Stores<'_> {
         self.initialized[i] = true;
         self.dirty[i] = true;
     }
+
+    /// [`store`](Self::store)s `bits[k]` at `range.start + k` (in range) for each `k`.
+    fn store_range(&mut self, range: std::ops::Range<usize>, bits: &[u32]) {
+        self.words[range.clone()].copy_from_slice(&bits[..range.len()]);
+        self.initialized[range.clone()].fill(true);
+        self.dirty[range].fill(true);
+    }
 }
 
 /// What went wrong while running a kernel.

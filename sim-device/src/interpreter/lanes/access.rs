@@ -24,6 +24,14 @@ impl Batch<'_, '_> {
         // reads go first, then the others (each with an effect of its own) in lane order.
         let data = self.data(array);
         let (words, initialized) = (&data.words[..], &data.initialized[..]);
+        // Consecutive written words in range, as a 1-D grid reads its own element: one copy.
+        if let Some(range) = column::consecutive(at, lanes)
+            && range.end <= words.len()
+            && all_true(&initialized[range.clone()])
+        {
+            at[..range.len()].copy_from_slice(&words[range]);
+            return;
+        }
         let mut unusual = Vec::new();
         column::each!(lanes, |l| {
             let i = at[l] as usize;
@@ -53,6 +61,13 @@ impl Batch<'_, '_> {
         // Unwatched, a store in range has no effect but on its word: those go first, then
         // the lanes out of range (an effect each) in lane order.
         let mut stores = self.data_mut(array).stores();
+        // Consecutive words in range, as a 1-D grid writes its own element: one copy.
+        if let Some(range) = column::consecutive(at, lanes)
+            && range.end <= len as usize
+        {
+            stores.store_range(range, value);
+            return;
+        }
         let mut outside = Vec::new();
         column::each!(lanes, |l| {
             if at[l] < len {
@@ -186,4 +201,9 @@ impl Batch<'_, '_> {
     pub(super) fn store_word(&mut self, array: Array, index: u32, bits: u32) {
         self.data_mut(array).stores().store(index, bits);
     }
+}
+
+/// Whether every flag is set (a search for a zero byte, which the library vectorises).
+fn all_true(flags: &[bool]) -> bool {
+    !bytemuck::cast_slice::<bool, u8>(flags).contains(&0)
 }
