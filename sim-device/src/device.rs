@@ -30,7 +30,7 @@ use crate::interpreter::{self, BindingData};
 use crate::memory::{SanitizerReport, SimMemory};
 use crate::ops::{CollectiveKind, Count, LaunchOp, Op, Phase, Range};
 use crate::sanitizer::{Access, Clock, Sanitizer};
-use crate::trace::{Observations, Trace, TraceEntry};
+use crate::trace::{Content, Detail, Executed, Observations, Trace};
 
 /// A simulated allocation.
 #[derive(Debug)]
@@ -317,20 +317,39 @@ impl SimDevice {
         Ok(())
     }
 
-    /// A read's bytes in a block of the device's host pool, as CUDA lends its pinned blocks
-    /// (heap memory here, so the pooled path is what the suite and the explorer drive).
-    fn lend(&self, bytes: &[u8]) -> Bytes {
-        if bytes.is_empty() {
+    /// Enqueues a write of `data` to `dst` at `offset`, once the call is checked.
+    fn enqueue_write(
+        &mut self,
+        stream: SimStream,
+        dst: &SimBuffer,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<(), DeviceError> {
+        self.checked(contract::range(
+            self.owner,
+            "write",
+            dst,
+            offset,
+            data.len() as u64,
+        ))?;
+        let dst = Range {
+            buffer: dst.id,
+            offset,
+            len: data.len() as u64,
+        };
+        self.enqueue(stream, Op::Write { dst, data })
+    }
+
+    /// A read of `len` bytes in a block of the device's host pool, as CUDA lends its pinned
+    /// blocks (heap memory here, so the pooled path is what the suite and the explorer drive):
+    /// `fill` stores every byte of the block it is given, straight from device memory.
+    fn lend(&self, len: usize, fill: impl FnOnce(&mut [u8])) -> Bytes {
+        if len == 0 {
             return Bytes::default();
         }
-        match self.host_pool.lend(bytes.len()) {
-            Ok(mut block) => {
-                block.as_mut_slice().copy_from_slice(bytes);
-                block.into_bytes()
-            }
-            // Heap blocks are always allocated.
-            Err(_) => Bytes::from(bytes),
-        }
+        let mut block = (self.host_pool.lend(len)).expect("heap blocks are always allocated");
+        fill(block.as_mut_slice());
+        block.into_bytes()
     }
 
     fn new_marker(&mut self) -> u64 {
@@ -489,10 +508,7 @@ impl SimDevice {
             return;
         }
         // Reports this operation raises go with its trace entry when the trace is kept.
-        let reports_before = self
-            .config
-            .record_trace
-            .then(|| self.observe().reports.len());
+        let reports_from = self.trace.records().then(|| self.observe().reports.len());
         let sanitizer_clock = self.sanitize(stream, &op, enqueued);
         let marker = match op {
             Op::Marker(id) | Op::Wait(id) => Some(id),
@@ -503,23 +519,33 @@ impl SimDevice {
         let (duration_ns, detail, content) = match op {
             Op::Write { dst, data } => {
                 let result = self.execute_write(stream, dst, &data);
-                (transfer_ns(dst.len), format!("{dst:?}{result}"), data)
+                let content = Content::of(&data);
+                (transfer_ns(dst.len), Detail::Transfer(dst, result), content)
             }
             Op::Read { src, read } => {
                 let (result, outcome) = self.execute_read(stream, src);
-                // The trace keeps the bytes read, the read a pooled copy: two at most at once.
-                let (lent, content) = match result {
-                    Ok(bytes) => (Ok(self.lend(&bytes)), bytes),
-                    Err(err) => (Err(err), Vec::new()),
-                };
+                let lent = result.map(|()| {
+                    let alloc = self.memory.live(src.buffer);
+                    let start = src.offset as usize;
+                    self.lend(src.len as usize, |out| alloc.read_into(start, out))
+                });
+                let content = Content::of(lent.as_deref().unwrap_or_default());
                 self.reads.insert(read, Some(lent));
                 self.read_clocks.insert(read, sanitizer_clock);
-                (transfer_ns(src.len), format!("{src:?}{outcome}"), content)
+                (
+                    transfer_ns(src.len),
+                    Detail::Transfer(src, outcome),
+                    content,
+                )
             }
             Op::Copy { src, dst } => {
                 let (result, outcome) = self.execute_read(stream, src);
                 let outcome = match result {
-                    Ok(bytes) => self.execute_write(stream, dst, &bytes),
+                    Ok(()) => {
+                        let bytes = (self.memory.live(src.buffer))
+                            .read(src.offset as usize, src.len as usize);
+                        self.execute_write(stream, dst, &bytes)
+                    }
                     Err(err) => {
                         self.streams[stream as usize].errors.push(err);
                         outcome
@@ -527,34 +553,30 @@ impl SimDevice {
                 };
                 (
                     transfer_ns(src.len),
-                    format!("{src:?} -> {dst:?}{outcome}"),
-                    Vec::new(),
+                    Detail::Copy(src, dst, outcome),
+                    Content::none(),
                 )
             }
             Op::Launch(launch) => {
                 let invocations = self.execute_launch(stream, &launch);
                 (
                     LAUNCH_LATENCY_NS + invocations,
-                    format!("{} x{invocations}", launch.kernel.name),
-                    Vec::new(),
+                    Detail::Launch(launch, invocations),
+                    Content::none(),
                 )
             }
             Op::Marker(id) => {
                 self.markers[id as usize] = Some(start_ns);
-                (0, format!("marker {id}"), Vec::new())
+                (0, Detail::Marker(id), Content::none())
             }
-            Op::Wait(id) => (0, format!("marker {id}"), Vec::new()),
-            Op::Collective(collective) => self.execute_collective(stream, collective),
+            Op::Wait(id) => (0, Detail::Marker(id), Content::none()),
+            Op::Collective(collective) => {
+                let (duration_ns, detail, content) = self.execute_collective(stream, collective);
+                (duration_ns, Detail::Text(detail), Content::of(&content))
+            }
         };
         self.clock_ns += duration_ns;
-        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
-        let reports = reports_before.map_or_else(Vec::new, |before| {
-            obs.reports[before..]
-                .iter()
-                .map(|r| r.to_string())
-                .collect()
-        });
-        let entry = TraceEntry {
+        let executed = Executed {
             start_ns,
             duration_ns,
             stream,
@@ -562,9 +584,9 @@ impl SimDevice {
             detail,
             marker,
             bytes_live: self.memory.bytes_live,
-            reports,
         };
-        self.trace.push(&mut obs, entry, &content);
+        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        self.trace.push(&mut obs, executed, reports_from, content);
     }
 
     fn lose(&mut self, reason: String) {
@@ -611,11 +633,10 @@ impl SimDevice {
         }
     }
 
-    fn execute_read(
-        &mut self,
-        stream: u32,
-        src: Range,
-    ) -> (Result<Vec<u8>, DeviceError>, &'static str) {
+    /// Checks a read of `src` (a transfer failure injected, memory freed, bytes never written);
+    /// returns a suffix for the trace describing a failure, if any. Once it is `Ok`, `src` is
+    /// live, to be read.
+    fn execute_read(&mut self, stream: u32, src: Range) -> (Result<(), DeviceError>, &'static str) {
         if let Some(tag) = self.inject(FaultKind::TransferFailure, Some(stream)) {
             let err = DeviceError::TransferFailed {
                 reason: format!(
@@ -631,7 +652,6 @@ impl SimDevice {
         match self.memory.get_mut(src.buffer, "read") {
             Ok(alloc) => {
                 let (start, len) = (src.offset as usize, src.len as usize);
-                let bytes = alloc.read(start, len);
                 if !alloc.all_written(start, len) {
                     self.report(SanitizerReport::UninitializedRead {
                         operation: "read".to_owned(),
@@ -640,7 +660,7 @@ impl SimDevice {
                         len: src.len,
                     });
                 }
-                (Ok(bytes), "")
+                (Ok(()), "")
             }
             Err(report) => {
                 self.report(report);
@@ -787,8 +807,11 @@ fn write_back(
     let mut i = 0;
     while let Some(from) = dirty[i..].iter().position(|&d| d).map(|n| i + n) {
         let end = (dirty[from..].iter().position(|&d| !d)).map_or(dirty.len(), |n| from + n);
-        let bytes = crate::memory::bytes_of(&data.words[from..end], elem_bytes);
-        alloc.write(start + elem_bytes * from, &bytes);
+        alloc.write_elements(
+            start + elem_bytes * from,
+            &data.words[from..end],
+            elem_bytes,
+        );
         i = end;
     }
 }
@@ -908,25 +931,20 @@ impl Device for SimDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        self.checked(contract::range(
-            self.owner,
-            "write",
-            dst,
-            offset,
-            data.len() as u64,
-        ))?;
-        let dst = Range {
-            buffer: dst.id,
-            offset,
-            len: data.len() as u64,
-        };
-        self.enqueue(
-            stream,
-            Op::Write {
-                dst,
-                data: data.to_vec(),
-            },
-        )
+        self.enqueue_write(stream, dst, offset, data.to_vec())
+    }
+
+    /// Keeps heap bytes as they are (a copy of every written byte cost 3% of the explorer's
+    /// instructions); pinned ones are copied, and a deferred read is performed now, at the
+    /// call, as [`write`](Device::write) would.
+    fn write_bytes(
+        &mut self,
+        stream: SimStream,
+        dst: &SimBuffer,
+        offset: u64,
+        data: Bytes,
+    ) -> Result<(), DeviceError> {
+        self.enqueue_write(stream, dst, offset, data.into_vec())
     }
 
     fn read(

@@ -136,19 +136,35 @@ impl std::fmt::Display for SanitizerReport {
 const CHUNK_BYTES: usize = 4096;
 
 /// One materialised chunk: its bytes (poisoned until written) and one bit per byte written.
+/// The bytes are an allocation of their own, so that a chunk written whole is made by one copy
+/// of what is written (see [`Chunk::written`]).
 #[derive(Debug)]
 struct Chunk {
-    bytes: [u8; CHUNK_BYTES],
+    bytes: Box<[u8; CHUNK_BYTES]>,
     written: [u64; CHUNK_BYTES / 64],
 }
 
 impl Chunk {
     fn fresh() -> Box<Chunk> {
         Box::new(Chunk {
-            bytes: [POISON_FRESH; CHUNK_BYTES],
+            bytes: chunk_bytes(vec![POISON_FRESH; CHUNK_BYTES].into_boxed_slice()),
             written: [0; CHUNK_BYTES / 64],
         })
     }
+
+    /// A chunk of `bytes`, every one written: copied once, never poisoned first (a fresh
+    /// chunk poisoned and then overwritten cost 4% of the explorer's instructions).
+    fn written(bytes: &[u8; CHUNK_BYTES]) -> Box<Chunk> {
+        Box::new(Chunk {
+            bytes: chunk_bytes(Box::from(&bytes[..])),
+            written: [u64::MAX; CHUNK_BYTES / 64],
+        })
+    }
+}
+
+/// `bytes`, a chunk's worth, as a chunk's bytes (the same allocation).
+fn chunk_bytes(bytes: Box<[u8]>) -> Box<[u8; CHUNK_BYTES]> {
+    bytes.try_into().expect("a chunk's worth of bytes")
 }
 
 /// One device allocation. Bytes never written read as [`POISON_FRESH`], whether or not their
@@ -235,20 +251,26 @@ pub(crate) fn elements_of(bytes: &[u8], elem_bytes: usize) -> Vec<u32> {
 /// The inverse of [`elements_of`]: each word's low `elem_bytes` bytes, little-endian.
 pub(crate) fn bytes_of(words: &[u32], elem_bytes: usize) -> Vec<u8> {
     let mut bytes = vec![0; elem_bytes * words.len()];
+    store_elements(words, &mut bytes, elem_bytes);
+    bytes
+}
+
+/// [`bytes_of`] into `out`, which holds `elem_bytes` bytes per word of `words` (the extra
+/// words are not stored).
+fn store_elements(words: &[u32], out: &mut [u8], elem_bytes: usize) {
     match elem_bytes {
         2 => {
-            for (to, &w) in bytes.as_chunks_mut::<2>().0.iter_mut().zip(words) {
+            for (to, &w) in out.as_chunks_mut::<2>().0.iter_mut().zip(words) {
                 *to = (w as u16).to_le_bytes();
             }
         }
         4 => {
-            for (to, &w) in bytes.as_chunks_mut::<4>().0.iter_mut().zip(words) {
+            for (to, &w) in out.as_chunks_mut::<4>().0.iter_mut().zip(words) {
                 *to = w.to_le_bytes();
             }
         }
         other => unreachable!("elements are 2 or 4 bytes, not {other}"),
     }
-    bytes
 }
 
 /// `n` set bits from bit `shift` (`shift + n <= 64`).
@@ -269,33 +291,91 @@ impl Allocation {
 
     /// Copies `data` in at `offset` and marks those bytes written.
     pub fn write(&mut self, offset: usize, data: &[u8]) {
+        self.write_pieces(offset, data.len(), Some(data), |at, piece| {
+            piece.copy_from_slice(&data[at..at + piece.len()]);
+        });
+    }
+
+    /// Stores `words` as elements of `elem_bytes` each (see [`bytes_of`]) at `offset` and marks
+    /// those bytes written: the same as writing `bytes_of(words, elem_bytes)`, without making
+    /// those bytes first (a launch's write-back of a 64 Ki-element binding made 256 KiB).
+    pub fn write_elements(&mut self, offset: usize, words: &[u32], elem_bytes: usize) {
+        if !offset.is_multiple_of(elem_bytes) {
+            // An element may straddle two chunks; none of the runtime's bindings is placed so.
+            return self.write(offset, &bytes_of(words, elem_bytes));
+        }
+        // Chunks hold whole elements when `offset` is aligned (CHUNK_BYTES is a multiple of 4).
+        self.write_pieces(offset, elem_bytes * words.len(), None, |at, piece| {
+            store_elements(&words[at / elem_bytes..], piece, elem_bytes);
+        });
+    }
+
+    /// Marks bytes `offset..offset + len` written, after `fill(at, piece)` stored in each
+    /// chunk's `piece` of them the bytes from `at` on (`at` counted from `offset`). `bytes`,
+    /// where the caller has them, are those bytes: a chunk not yet materialised that they
+    /// cover whole is made of them (see [`Chunk::written`]) instead.
+    fn write_pieces(
+        &mut self,
+        offset: usize,
+        len: usize,
+        bytes: Option<&[u8]>,
+        mut fill: impl FnMut(usize, &mut [u8]),
+    ) {
         assert!(
-            offset + data.len() <= self.size,
+            offset + len <= self.size,
             "the runtime writes inside its buffers"
         );
-        let mut data = data;
-        for (index, within, n) in pieces(offset, data.len()) {
-            let chunk = self.chunks[index].get_or_insert_with(Chunk::fresh);
-            chunk.bytes[within..within + n].copy_from_slice(&data[..n]);
+        for (index, within, n) in pieces(offset, len) {
+            let at = index * CHUNK_BYTES + within - offset;
+            let slot = &mut self.chunks[index];
+            if slot.is_none()
+                && n == CHUNK_BYTES
+                && let Some(whole) = bytes.and_then(|b| b[at..].first_chunk())
+            {
+                *slot = Some(Chunk::written(whole));
+                continue;
+            }
+            let chunk = slot.get_or_insert_with(Chunk::fresh);
+            fill(at, &mut chunk.bytes[within..within + n]);
             set_bits(&mut chunk.written, within, n);
-            data = &data[n..];
         }
     }
 
     /// The bytes at `offset..offset + len`, poison where never written.
     pub fn read(&self, offset: usize, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len);
+        self.read_pieces(offset, len, |piece, n| match piece {
+            Some(bytes) => out.extend_from_slice(bytes),
+            None => out.resize(out.len() + n, POISON_FRESH),
+        });
+        out
+    }
+
+    /// [`read`](Self::read) of `out.len()` bytes from `offset`, into `out`.
+    pub fn read_into(&self, offset: usize, out: &mut [u8]) {
+        let mut at = 0;
+        self.read_pieces(offset, out.len(), |piece, n| {
+            let to = &mut out[at..at + n];
+            match piece {
+                Some(bytes) => to.copy_from_slice(bytes),
+                None => to.fill(POISON_FRESH),
+            }
+            at += n;
+        });
+    }
+
+    /// Calls `take(piece, n)` on the `n` bytes from `offset` on in each chunk, in order, until
+    /// `len` bytes: `piece` is those bytes, or `None` where the chunk is not materialised
+    /// (all poison).
+    fn read_pieces(&self, offset: usize, len: usize, mut take: impl FnMut(Option<&[u8]>, usize)) {
         assert!(
             offset + len <= self.size,
             "the runtime reads inside its buffers"
         );
-        let mut out = Vec::with_capacity(len);
         for (index, within, n) in pieces(offset, len) {
-            match &self.chunks[index] {
-                Some(chunk) => out.extend_from_slice(&chunk.bytes[within..within + n]),
-                None => out.resize(out.len() + n, POISON_FRESH),
-            }
+            let piece = (self.chunks[index].as_ref()).map(|chunk| &chunk.bytes[within..within + n]);
+            take(piece, n);
         }
-        out
     }
 
     /// The little-endian word at `offset`.
@@ -393,6 +473,17 @@ impl SimMemory {
     /// Whether `id` is allocated and not yet freed.
     pub fn is_live(&self, id: u64) -> bool {
         self.allocations.get(&id).is_some_and(|alloc| !alloc.freed)
+    }
+
+    /// The live allocation `id`.
+    ///
+    /// # Panics
+    /// If `id` is freed or unknown: call it only where a check said it is live.
+    pub fn live(&self, id: u64) -> &Allocation {
+        match self.allocations.get(&id) {
+            Some(alloc) if !alloc.freed => alloc,
+            _ => panic!("buffer {id} was checked live"),
+        }
     }
 
     /// The live allocation `id`, or a use-after-free report naming `operation`.

@@ -1,7 +1,12 @@
 //! The record of what a simulated device executed: a running hash that identifies the run, and
 //! optionally every entry, for export.
 
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+
 use lockstep::kernel::Fnv1a;
+
+use crate::ops::{LaunchOp, Range};
 
 /// One executed operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,9 +56,32 @@ pub struct Observations {
     pub entries: Vec<TraceEntry>,
 }
 
-/// A digest of an operation's content (e.g. every byte a write stored) for the trace hash:
-/// FNV-1a's multiply-xor over little-endian 8-byte words in four independent lanes, folded.
-/// Hashing byte by byte was a fifth of the explorer's time; this is as deterministic.
+/// What the trace hash takes of an operation's content (e.g. every byte a write stored): its
+/// length and [`digest`]. Taken where the bytes are, so they need not outlive the operation
+/// (a read's go to its pooled block).
+pub(crate) struct Content {
+    len: u64,
+    digest: u64,
+}
+
+impl Content {
+    /// The content of an operation that has none.
+    pub fn none() -> Self {
+        Self::of(&[])
+    }
+
+    /// The content `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self {
+            len: bytes.len() as u64,
+            digest: digest(bytes),
+        }
+    }
+}
+
+/// A digest of an operation's content for the trace hash: FNV-1a's multiply-xor over
+/// little-endian 8-byte words in four independent lanes, folded. Hashing byte by byte was a
+/// fifth of the explorer's time; this is as deterministic.
 fn digest(content: &[u8]) -> u64 {
     const PRIME: u64 = 0x0100_0000_01b3;
     let mut lanes = [0xcbf2_9ce4_8422_2325u64; 4];
@@ -72,6 +100,48 @@ fn digest(content: &[u8]) -> u64 {
     folded.0
 }
 
+/// What an executed operation's entry says of its operands (its [`TraceEntry::detail`]), kept
+/// as data: the trace hash reads its text written straight into the hasher, and only a recorded
+/// trace makes it a `String` (a `String` formatted per operation was 3% of the explorer's time).
+pub(crate) enum Detail {
+    /// A write or read of a range, and what a failure adds (empty when it succeeded).
+    Transfer(Range, &'static str),
+    /// A device copy from the first range to the second, and what a failure adds.
+    Copy(Range, Range, &'static str),
+    /// A launch, and the invocations it ran.
+    Launch(Arc<LaunchOp>, u64),
+    /// An event or timestamp recorded or waited on.
+    Marker(u64),
+    /// Anything rarer (collectives), formatted where it ran.
+    Text(String),
+}
+
+impl fmt::Display for Detail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Detail::Transfer(range, outcome) => write!(f, "{range:?}{outcome}"),
+            Detail::Copy(src, dst, outcome) => write!(f, "{src:?} -> {dst:?}{outcome}"),
+            Detail::Launch(launch, invocations) => {
+                write!(f, "{} x{invocations}", launch.kernel.name)
+            }
+            Detail::Marker(id) => write!(f, "marker {id}"),
+            Detail::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+/// An executed operation, as [`Trace::push`] takes it: a [`TraceEntry`] whose detail is not
+/// formatted yet and whose reports are still in the observations.
+pub(crate) struct Executed {
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    pub stream: u32,
+    pub op: &'static str,
+    pub detail: Detail,
+    pub marker: Option<u64>,
+    pub bytes_live: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Trace {
     hash: Fnv1a,
@@ -86,19 +156,45 @@ impl Trace {
         }
     }
 
-    /// Adds an executed operation; `content` is hashed too (e.g. the bytes a write stored).
-    pub fn push(&mut self, obs: &mut Observations, entry: TraceEntry, content: &[u8]) {
-        self.hash.write_u64(entry.start_ns);
-        self.hash.write_u64(entry.stream as u64);
-        self.hash.write_bytes(entry.op.as_bytes());
-        self.hash.write_bytes(entry.detail.as_bytes());
-        self.hash.write_u64(content.len() as u64);
-        self.hash.write_u64(digest(content));
+    /// Whether every entry is kept.
+    pub fn records(&self) -> bool {
+        self.record
+    }
+
+    /// Adds an executed operation and its `content`.
+    /// `reports_from` is where the operation's reports start in `obs.reports`, when the trace
+    /// is recorded (see [`records`](Self::records)).
+    pub fn push(
+        &mut self,
+        obs: &mut Observations,
+        op: Executed,
+        reports_from: Option<usize>,
+        content: Content,
+    ) {
+        self.hash.write_u64(op.start_ns);
+        self.hash.write_u64(op.stream as u64);
+        self.hash.write_bytes(op.op.as_bytes());
+        write!(self.hash, "{}", op.detail).expect("hashing text cannot fail");
+        self.hash.write_u64(content.len);
+        self.hash.write_u64(content.digest);
         obs.trace_hash = self.hash.0;
         obs.ops_executed += 1;
-        obs.virtual_time_ns = entry.start_ns + entry.duration_ns;
+        obs.virtual_time_ns = op.start_ns + op.duration_ns;
         if self.record {
-            obs.entries.push(entry);
+            let reports = obs.reports[reports_from.unwrap_or(obs.reports.len())..]
+                .iter()
+                .map(|r| r.to_string())
+                .collect();
+            obs.entries.push(TraceEntry {
+                start_ns: op.start_ns,
+                duration_ns: op.duration_ns,
+                stream: op.stream,
+                op: op.op,
+                detail: op.detail.to_string(),
+                marker: op.marker,
+                bytes_live: op.bytes_live,
+                reports,
+            });
         }
     }
 }

@@ -102,7 +102,7 @@ impl Term {
             Term::K => vec![k; dst.len()],
             Term::Lit(v) => vec![*v; dst.len()],
             Term::Op(op, a, b) => {
-                let (a, b) = (a.eval(dst, src, n, k), b.column(dst, src, n, k));
+                let (a, b) = (a.eval(dst, src, n, k), b.operand(dst, src, n, k));
                 match op {
                     BinOp::Add => combine(a, &b, u32::wrapping_add),
                     BinOp::Sub => combine(a, &b, u32::wrapping_sub),
@@ -139,6 +139,16 @@ impl Term {
         }
     }
 
+    /// [`column`](Self::column), or the one value of a constant term (`k`, a literal) without
+    /// a column of it.
+    fn operand<'a>(&self, dst: &'a [u32], src: &'a [u32], n: &'a [u32], k: u32) -> Operand<'a> {
+        match self {
+            Term::K => Operand::Uniform(k),
+            Term::Lit(v) => Operand::Uniform(*v),
+            _ => Operand::Column(self.column(dst, src, n, k)),
+        }
+    }
+
     /// `f` over the expressions each leaf reads: `[dst, src, neighbour, k]`.
     fn expr(&self, leaves: [Value; 4]) -> Value {
         let [dst, src, neighbour, k] = leaves;
@@ -159,9 +169,18 @@ impl Term {
     }
 }
 
+/// A term's value at every element: a column, or one value everywhere.
+enum Operand<'a> {
+    Column(Cow<'a, [u32]>),
+    Uniform(u32),
+}
+
 /// `f(a[i], b[i])` at every element, into `a`.
-fn combine(mut a: Vec<u32>, b: &[u32], f: impl Fn(u32, u32) -> u32) -> Vec<u32> {
-    a.iter_mut().zip(b).for_each(|(a, &b)| *a = f(*a, b));
+fn combine(mut a: Vec<u32>, b: &Operand, f: impl Fn(u32, u32) -> u32) -> Vec<u32> {
+    match b {
+        Operand::Column(b) => a.iter_mut().zip(b.iter()).for_each(|(a, &b)| *a = f(*a, b)),
+        Operand::Uniform(b) => a.iter_mut().for_each(|a| *a = f(*a, *b)),
+    }
     a
 }
 
@@ -246,20 +265,20 @@ impl Formula {
         // wraps (a division per element cost more than the rest of the model).
         let (len, stride) = (src.len(), self.stride as usize);
         let mut j = self.shift as usize % len;
+        let mut gathered = Vec::with_capacity(MODEL_BLOCK);
         // A block of whole workgroups at a time: `f`'s columns stay small enough for the cache
         // and for the allocator's reused memory (whole-buffer columns of up to 256 KiB were
         // fresh pages each time), and each neighbour is in its element's block.
         for block in dst.chunks_mut(MODEL_BLOCK) {
-            let gathered: Vec<u32> = (0..block.len())
-                .map(|_| {
-                    let value = src[j];
-                    j += stride;
-                    while j >= len {
-                        j -= len;
-                    }
-                    value
-                })
-                .collect();
+            gathered.clear();
+            gathered.extend((0..block.len()).map(|_| {
+                let value = src[j];
+                j += stride;
+                while j >= len {
+                    j -= len;
+                }
+                value
+            }));
             let neighbours = self.neighbours(block);
             let new = self.f.eval(block, &gathered, &neighbours, k);
             block.copy_from_slice(&new);
@@ -267,11 +286,11 @@ impl Formula {
     }
 
     /// What each invocation of a sharing formula reads as its neighbour's value: `dst` at the
-    /// index `rotate` lanes further round its workgroup, zero past the end (or everywhere, for
-    /// a formula that does not share, which never reads it).
+    /// index `rotate` lanes further round its workgroup, zero past the end (nothing, for a
+    /// formula that does not share, which never reads it).
     fn neighbours(&self, dst: &[u32]) -> Vec<u32> {
         let Some(rotate) = self.rotate else {
-            return vec![0; dst.len()];
+            return Vec::new();
         };
         let lanes = WORKGROUP as usize;
         (0..dst.len())

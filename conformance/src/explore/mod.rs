@@ -135,11 +135,13 @@ pub fn run_seed<O: Opener>(opener: &O, seed: u64, faults: bool) -> SeedReport {
 
 /// [`run_seed`] for a drawn (and possibly adjusted, e.g. [`World::with_ops`]) world.
 pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
-    let (first, _) = run_world(opener, world, false);
+    // Drawn once for both runs: a draw depends on nothing but the world.
+    let workload = Workload::draw(world);
+    let (first, _) = run_workload(opener, world, &workload, false);
     let mut failure = match &first.failure {
         Some(why) => Some(why.clone()),
         None => {
-            let (second, _) = run_world(opener, world, false);
+            let (second, _) = run_workload(opener, world, &workload, false);
             (second.trace_hash != first.trace_hash)
                 .then(|| divergence(opener, world, first.trace_hash, second.trace_hash))
         }

@@ -72,20 +72,27 @@ impl Spares {
 /// The number of lanes when `lanes` (ascending) are every lane below it, as they are until a
 /// branch splits them.
 #[inline]
-fn dense(lanes: &[u32]) -> Option<usize> {
+pub(super) fn dense(lanes: &[u32]) -> Option<usize> {
     let n = lanes.len();
     (lanes.last().is_some_and(|&l| l as usize + 1 == n)).then_some(n)
 }
 
-/// Calls `f` with the index of every lane of `lanes`, ascending. (One call site, so that the
-/// compiler inlines `f` into the loop.)
-#[inline(always)]
-pub(super) fn each(lanes: &[u32], mut f: impl FnMut(usize)) {
-    let dense = dense(lanes).is_some();
-    for (k, &l) in lanes.iter().enumerate() {
-        f(if dense { k } else { l as usize });
-    }
+/// Runs `$body` with `$l` bound to the index of every lane of `$lanes`, ascending. Dense lanes
+/// get a loop of their own that reads no lane list (one loop choosing per lane cost a third of
+/// a gather); a macro, so that both loops hold `$body` inlined (a closure called from two loops
+/// was compiled as a call per lane).
+macro_rules! each {
+    ($lanes:expr, |$l:ident| $body:expr) => {
+        match $crate::interpreter::column::dense($lanes) {
+            Some(n) => (0..n).for_each(|$l: usize| $body),
+            None => $lanes.iter().for_each(|&lane| {
+                let $l = lane as usize;
+                $body
+            }),
+        }
+    };
 }
+pub(super) use each;
 
 /// `out[l] = f(out[l])` on every lane of `lanes`.
 #[inline(always)]
@@ -115,7 +122,7 @@ fn combine(lanes: &[u32], out: &mut [u32], rhs: &[u32], f: impl Fn(u32, u32) -> 
 }
 
 /// The value every lane of `column` holds, if they hold one (`None` for no lanes).
-fn uniform(column: &[u32], lanes: &[u32]) -> Option<u32> {
+pub(super) fn uniform(column: &[u32], lanes: &[u32]) -> Option<u32> {
     let first = column[*lanes.first()? as usize];
     let same = match dense(lanes) {
         Some(n) => column[..n].iter().all(|&v| v == first),
@@ -181,7 +188,23 @@ macro_rules! with_elem {
 /// `op` on the lanes of `lhs` and `rhs`, columns of `elem`, into `lhs`.
 pub(crate) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], lanes: &[u32]) {
     if let (ElemType::U32, BinOp::Div | BinOp::Rem) = (elem, op)
-        && let Some(divisor) = uniform(rhs, lanes).and_then(Divisor::new)
+        && let Some(divisor) = uniform(rhs, lanes)
+    {
+        return binary_by(op, elem, lhs, divisor, lanes);
+    }
+    with_elem!(elem, ELEM => with_constant!(op, OP: BinOp => combine(lanes, lhs, rhs, |a, b| {
+        semantics::binary(OP, Scalar::from_bits(ELEM, a), Scalar::from_bits(ELEM, b)).to_bits()
+    });
+        BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max,
+        BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shl, BinOp::Shr, BinOp::Pow))
+}
+
+/// `op` on the lanes of `lhs`, a column of `elem`, and `rhs`, the same bits on every lane (a
+/// literal, a parameter or a length), into `lhs`: the same as [`binary`] with a column of
+/// `rhs`, without making that column.
+pub(super) fn binary_by(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: u32, lanes: &[u32]) {
+    if let (ElemType::U32, BinOp::Div | BinOp::Rem) = (elem, op)
+        && let Some(divisor) = Divisor::new(rhs)
     {
         // A division is slow; by one divisor on every lane (`% len(src)`), it need not be.
         match op {
@@ -190,8 +213,9 @@ pub(crate) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], la
         }
         return;
     }
-    with_elem!(elem, ELEM => with_constant!(op, OP: BinOp => combine(lanes, lhs, rhs, |a, b| {
-        semantics::binary(OP, Scalar::from_bits(ELEM, a), Scalar::from_bits(ELEM, b)).to_bits()
+    let b = Scalar::from_bits(elem, rhs);
+    with_elem!(elem, ELEM => with_constant!(op, OP: BinOp => update(lanes, lhs, |a| {
+        semantics::binary(OP, Scalar::from_bits(ELEM, a), b).to_bits()
     });
         BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max,
         BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shl, BinOp::Shr, BinOp::Pow))
@@ -201,6 +225,15 @@ pub(crate) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], la
 pub(super) fn compare(op: CmpOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], lanes: &[u32]) {
     with_elem!(elem, ELEM => with_constant!(op, OP: CmpOp => combine(lanes, lhs, rhs, |a, b| {
         semantics::compare(OP, Scalar::from_bits(ELEM, a), Scalar::from_bits(ELEM, b)) as u32
+    });
+        CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge))
+}
+
+/// [`compare`] with `rhs` the same bits on every lane, without making a column of it.
+pub(super) fn compare_by(op: CmpOp, elem: ElemType, lhs: &mut [u32], rhs: u32, lanes: &[u32]) {
+    let b = Scalar::from_bits(elem, rhs);
+    with_elem!(elem, ELEM => with_constant!(op, OP: CmpOp => update(lanes, lhs, |a| {
+        semantics::compare(OP, Scalar::from_bits(ELEM, a), b) as u32
     });
         CmpOp::Eq, CmpOp::Ne, CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge))
 }
@@ -235,20 +268,20 @@ pub(super) fn not(value: &mut [u32], lanes: &[u32]) {
 pub(super) fn fma(elem: ElemType, a: &mut [u32], b: &[u32], c: &[u32], lanes: &[u32]) {
     if elem == ElemType::F32 {
         let f = f32::from_bits;
-        each(lanes, |l| {
+        each!(lanes, |l| {
             a[l] = semantics::fma(f(a[l]), f(b[l]), f(c[l])).to_bits()
         });
         return;
     }
     let s = |bits| Scalar::from_bits(elem, bits);
-    each(lanes, |l| {
+    each!(lanes, |l| {
         a[l] = semantics::fma_scalar(s(a[l]), s(b[l]), s(c[l])).to_bits()
     });
 }
 
 /// On the lanes of `cond` that are 0, `if_false`'s bits into `if_true`.
 pub(super) fn select(cond: &[u32], if_true: &mut [u32], if_false: &[u32], lanes: &[u32]) {
-    each(lanes, |l| {
+    each!(lanes, |l| {
         if cond[l] == 0 {
             if_true[l] = if_false[l];
         }
@@ -261,6 +294,20 @@ pub(super) fn fill(out: &mut [u32], bits: u32, lanes: &[u32]) {
         Some(n) => out[..n].fill(bits),
         None => lanes.iter().for_each(|&l| out[l as usize] = bits),
     }
+}
+
+/// The indices `at` holds on `lanes` as one range, when the lanes are dense and lane `l`
+/// holds `at[0] + l` (a 1-D grid's global id does): an access by every lane is then one of
+/// consecutive words.
+pub(super) fn consecutive(at: &[u32], lanes: &[u32]) -> Option<std::ops::Range<usize>> {
+    let n = dense(lanes)?;
+    let first = at[0];
+    first.checked_add(n as u32 - 1)?;
+    let runs = at[..n]
+        .iter()
+        .zip(first..)
+        .all(|(&i, expected)| i == expected);
+    runs.then(|| first as usize..first as usize + n)
 }
 
 /// `from`'s bits into `out` on every lane of `lanes`.
@@ -276,6 +323,22 @@ pub(super) fn copy(out: &mut [u32], from: &[u32], lanes: &[u32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consecutive_indices_are_one_range_only_on_dense_lanes_without_wrapping() {
+        let dense: Vec<u32> = (0..4).collect();
+        assert_eq!(consecutive(&[7, 8, 9, 10], &dense), Some(7..11));
+        assert_eq!(consecutive(&[7, 8, 10, 11], &dense), None, "a gap");
+        assert_eq!(consecutive(&[7, 7, 8, 9], &dense), None, "a repeat");
+        assert_eq!(consecutive(&[7, 8, 9, 10], &[0, 1, 3]), None, "lanes split");
+        let wraps = [u32::MAX - 1, u32::MAX, 0, 1];
+        assert_eq!(consecutive(&wraps, &dense), None, "indices wrapping round");
+        assert_eq!(
+            consecutive(&[u32::MAX], &[0]),
+            Some(u32::MAX as usize..1 << 32)
+        );
+        assert_eq!(consecutive(&[], &[]), None, "no lanes");
+    }
 
     #[test]
     fn quotients_and_remainders_by_a_divisor_are_exact() {

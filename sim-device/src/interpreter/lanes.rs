@@ -4,12 +4,15 @@
 mod access;
 mod eval;
 
-use lockstep::kernel::{Array, CompileOptions, KernelDef, Scalar, Stmt, VarId, semantics};
+use lockstep::kernel::{
+    Array, CompileOptions, ElemType, KernelDef, Scalar, Stmt, VarId, semantics,
+};
 
 use super::builtins::Builtins;
 use super::column::{self, Spares};
 use super::program::Numbers;
 use super::races::{AccessKind, AccessLog};
+use super::repeated::RepeatedLoads;
 use super::{BindingData, LaunchOutcome, Violation};
 
 /// What stays the same for every batch of a launch.
@@ -21,6 +24,8 @@ pub(super) struct Launch<'a> {
     /// The kernel's statement numbers, when the race check watches global memory (the
     /// workgroup engine numbers its instructions itself).
     pub numbers: Option<Numbers>,
+    /// The loads that repeat in their statement, evaluated once per execution of it.
+    pub repeated: RepeatedLoads,
 }
 
 /// A batch of lanes in flight: whole workgroups, with the shared arrays of one workgroup when
@@ -50,6 +55,12 @@ pub(super) struct Batch<'a, 'l> {
     pub epoch: u32,
     /// The number of the statement running now, for the race check's reports.
     pub statement: u32,
+    /// Statements without control flow run so far: the number of the one running now.
+    effects: u64,
+    /// Per slot of [`Launch::repeated`], the value its loads had in the statement that last
+    /// evaluated one: that statement's number in `effects`, the type and the column (on that
+    /// statement's lanes). Stale once another statement runs.
+    repeated: Vec<Option<(u64, ElemType, Vec<u32>)>>,
 }
 
 impl<'a, 'l> Batch<'a, 'l> {
@@ -91,6 +102,8 @@ impl<'a, 'l> Batch<'a, 'l> {
             epoch: 0,
             statement: 0,
             builtins,
+            effects: 0,
+            repeated: (0..launch.repeated.slots()).map(|_| None).collect(),
         }
     }
 
@@ -144,6 +157,7 @@ impl<'a, 'l> Batch<'a, 'l> {
     /// # Panics
     /// On a control-flow statement: each engine runs those itself.
     pub fn effect(&mut self, stmt: &Stmt, lanes: &[u32]) {
+        self.effects += 1;
         match stmt {
             Stmt::Assign { var, value } => {
                 let (_, v) = self.eval(value, lanes).words();

@@ -37,6 +37,7 @@ mod findings;
 mod lanes;
 mod program;
 mod races;
+mod repeated;
 mod walk;
 mod workgroup;
 
@@ -54,6 +55,7 @@ pub(crate) use findings::describe;
 use lanes::{Batch, Launch};
 use program::{Numbers, Program};
 use races::{AccessLog, Race};
+use repeated::RepeatedLoads;
 
 /// One array's words: a binding's, copied out of device memory for the launch, or a
 /// workgroup's shared array.
@@ -122,6 +124,13 @@ impl Stores<'_> {
         self.words[i] = bits;
         self.initialized[i] = true;
         self.dirty[i] = true;
+    }
+
+    /// [`store`](Self::store)s `bits[k]` at `range.start + k` (in range) for each `k`.
+    fn store_range(&mut self, range: std::ops::Range<usize>, bits: &[u32]) {
+        self.words[range.clone()].copy_from_slice(&bits[..range.len()]);
+        self.initialized[range.clone()].fill(true);
+        self.dirty[range].fill(true);
     }
 }
 
@@ -255,6 +264,7 @@ fn run_on(
         params,
         num_workgroups: count,
         numbers: (watch && engine == Engine::Batched).then(|| Numbers::new(def)),
+        repeated: RepeatedLoads::new(def),
     };
     let workgroups = builtins::ids(count);
     if engine == Engine::Batched {

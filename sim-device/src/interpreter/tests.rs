@@ -663,3 +663,125 @@ fn a_race_on_data_can_make_a_barrier_diverge() {
         ]
     );
 }
+
+/// `dst[i] = src[j] * src[j] + (src[j] ^ dst[i]) + dst[i]` with `j = (i * 3 + shift) % len`,
+/// then, in a loop, `acc = acc + src[(i + c) % len] * src[(i + c) % len]` for `c` in `0..3`:
+/// loads repeated in one statement, and one whose value changes from iteration to iteration.
+/// `shift` past the end of `src` (no modulo then) reads out of range.
+fn repeated_loads(wrap: bool) -> KernelDef {
+    let mut k = KernelBuilder::new("repeats", [4, 1, 1]);
+    let dst = k.binding(ElemType::U32, Access::ReadWrite);
+    let src = k.binding(ElemType::U32, Access::Read);
+    let shift = k.param(ElemType::U32);
+    let i = k.global_id(Axis::X);
+    k.if_(i.lt(dst.len()), |k| {
+        let j = if wrap {
+            (i * 3u32 + shift) % src.len()
+        } else {
+            i + shift
+        };
+        let (s, d) = (src.load(j), dst.load(i));
+        k.store(dst, i, s * s + (s ^ d) + d);
+        let acc = k.var(ElemType::U32, 0u32);
+        k.for_range(ElemType::U32, 0u32, 3u32, |k, c| {
+            let s = src.load((i + c) % src.len());
+            k.assign(acc, acc.get() + s * s);
+        });
+        k.store(dst, i, dst.load(i) + acc.get());
+    });
+    k.build().unwrap().def().clone()
+}
+
+#[test]
+fn loads_repeated_in_a_statement_compute_check_and_report_as_each_load_would() {
+    let def = repeated_loads(true);
+    let repeated = repeated::RepeatedLoads::new(&def);
+    assert_eq!(repeated.slots(), 3, "src[j], dst[i] and src[(i + c) % len]");
+    let src: Vec<u32> = vec![3, 5, 7, 11, 13];
+    let expected = |dst: &[u32], shift: u32| -> Vec<u32> {
+        (0..dst.len())
+            .map(|i| {
+                let s = src[(i * 3 + shift as usize) % src.len()];
+                let d = dst[i];
+                let first = (s.wrapping_mul(s)).wrapping_add(s ^ d).wrapping_add(d);
+                (0..3).fold(first, |acc, c| {
+                    let s = src[(i + c) % src.len()];
+                    acc.wrapping_add(s * s)
+                })
+            })
+            .collect()
+    };
+    for engine in ENGINES {
+        let dst: Vec<u32> = (0..8).map(|v| v * 17 + 1).collect();
+        let mut data = vec![binding(dst.clone()), binding(src.clone()), record()];
+        let outcome = run_on(
+            engine,
+            0,
+            &def,
+            CHECKED,
+            [2, 1, 1],
+            &mut data,
+            &[Scalar::U32(2)],
+        )
+        .unwrap();
+        assert_eq!(data[0].words, expected(&dst, 2), "{engine:?}");
+        assert!(outcome.uninitialized_loads.is_empty(), "{engine:?}");
+        // An unwritten source word is reported, once, whichever repeat reads it.
+        let mut unwritten = binding(src.clone());
+        unwritten.initialized[3] = false;
+        let mut data = vec![binding(dst.clone()), unwritten, record()];
+        let outcome = run_on(
+            engine,
+            0,
+            &def,
+            CHECKED,
+            [2, 1, 1],
+            &mut data,
+            &[Scalar::U32(2)],
+        )
+        .unwrap();
+        assert_eq!(
+            outcome.uninitialized_loads,
+            vec![BindingId(1)],
+            "{engine:?}"
+        );
+    }
+    // Out of range: the checked record and the unchecked trap name the lowest invocation.
+    let def = repeated_loads(false);
+    for engine in ENGINES {
+        let mut data = vec![binding(vec![1; 8]), binding(src.clone()), record()];
+        run_on(
+            engine,
+            0,
+            &def,
+            CHECKED,
+            [2, 1, 1],
+            &mut data,
+            &[Scalar::U32(3)],
+        )
+        .unwrap();
+        assert_eq!(data[2].words, vec![1, 1, 1, 5], "{engine:?}");
+        let unchecked = CompileOptions {
+            checked: false,
+            kernel_id: 1,
+        };
+        let mut data = vec![binding(vec![1; 8]), binding(src.clone()), record()];
+        let trap = run_on(
+            engine,
+            0,
+            &def,
+            unchecked,
+            [2, 1, 1],
+            &mut data,
+            &[Scalar::U32(3)],
+        );
+        assert_eq!(
+            trap.unwrap_err(),
+            KernelTrap::OutOfBounds {
+                array: Array::Binding(BindingId(1)),
+                index: 5
+            },
+            "{engine:?}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 
 use lockstep::kernel::{BinOp, CmpOp, ElemType, Expr, Scalar, Stmt, VarId, semantics};
 
+use super::column;
 use super::lanes::Batch;
 
 /// Whether the batched engine runs `body`: it has no statement that makes one invocation's
@@ -54,10 +55,20 @@ impl Batch<'_, '_> {
                 else_body,
             } => {
                 let cond = self.eval(cond, lanes).bools();
-                let (then_lanes, else_lanes) = split(lanes, &cond);
-                self.spares.give(cond);
-                self.block(then_body, &then_lanes);
-                self.block(else_body, &else_lanes);
+                // Usually every lane takes one side (a guard `i < len`): no lane lists then.
+                match column::uniform(&cond, lanes) {
+                    Some(taken) => {
+                        self.spares.give(cond);
+                        let body = if taken != 0 { then_body } else { else_body };
+                        self.block(body, lanes);
+                    }
+                    None => {
+                        let (then_lanes, else_lanes) = split(lanes, &cond);
+                        self.spares.give(cond);
+                        self.block(then_body, &then_lanes);
+                        self.block(else_body, &else_lanes);
+                    }
+                }
             }
             Stmt::For {
                 var,

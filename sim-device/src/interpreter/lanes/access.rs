@@ -15,7 +15,7 @@ impl Batch<'_, '_> {
     pub(super) fn gather(&mut self, array: Array, at: &mut [u32], lanes: &[u32]) {
         let len = self.len(array);
         if self.watched(array) {
-            column::each(lanes, |l| {
+            column::each!(lanes, |l| {
                 at[l] = self.load_word(l as u32, array, at[l], len)
             });
             return;
@@ -24,8 +24,16 @@ impl Batch<'_, '_> {
         // reads go first, then the others (each with an effect of its own) in lane order.
         let data = self.data(array);
         let (words, initialized) = (&data.words[..], &data.initialized[..]);
+        // Consecutive written words in range, as a 1-D grid reads its own element: one copy.
+        if let Some(range) = column::consecutive(at, lanes)
+            && range.end <= words.len()
+            && all_true(&initialized[range.clone()])
+        {
+            at[..range.len()].copy_from_slice(&words[range]);
+            return;
+        }
         let mut unusual = Vec::new();
-        column::each(lanes, |l| {
+        column::each!(lanes, |l| {
             let i = at[l] as usize;
             match initialized.get(i) {
                 Some(true) => at[l] = words[i],
@@ -41,7 +49,7 @@ impl Batch<'_, '_> {
     pub(super) fn scatter(&mut self, array: Array, at: &[u32], value: &[u32], lanes: &[u32]) {
         let len = self.len(array);
         if self.watched(array) {
-            column::each(lanes, |l| {
+            column::each!(lanes, |l| {
                 let (lane, i) = (l as u32, at[l]);
                 if self.in_bounds(lane, array, i, len) {
                     self.watch(lane, array, i, AccessKind::Write);
@@ -53,8 +61,15 @@ impl Batch<'_, '_> {
         // Unwatched, a store in range has no effect but on its word: those go first, then
         // the lanes out of range (an effect each) in lane order.
         let mut stores = self.data_mut(array).stores();
+        // Consecutive words in range, as a 1-D grid writes its own element: one copy.
+        if let Some(range) = column::consecutive(at, lanes)
+            && range.end <= len as usize
+        {
+            stores.store_range(range, value);
+            return;
+        }
         let mut outside = Vec::new();
-        column::each(lanes, |l| {
+        column::each!(lanes, |l| {
             if at[l] < len {
                 stores.store(at[l], value[l]);
             } else {
@@ -154,7 +169,7 @@ impl Batch<'_, '_> {
     }
 
     /// Whether the race check watches `array` (checked once per statement, not per lane).
-    fn watched(&self, array: Array) -> bool {
+    pub(super) fn watched(&self, array: Array) -> bool {
         self.data(array).log.is_some()
     }
 
@@ -186,4 +201,9 @@ impl Batch<'_, '_> {
     pub(super) fn store_word(&mut self, array: Array, index: u32, bits: u32) {
         self.data_mut(array).stores().store(index, bits);
     }
+}
+
+/// Whether every flag is set (a search for a zero byte, which the library vectorises).
+fn all_true(flags: &[bool]) -> bool {
+    !bytemuck::cast_slice::<bool, u8>(flags).contains(&0)
 }

@@ -2,7 +2,7 @@
 //! next, into buffers of the launch's [`Spares`](super::super::column::Spares) — an operation
 //! writes its result over its first operand's column, whose buffer it takes.
 
-use lockstep::kernel::{Array, ElemType, Expr, LogicOp};
+use lockstep::kernel::{Array, ElemType, Expr, LogicOp, Scalar};
 
 use super::super::column::{self, Column};
 use super::Batch;
@@ -12,39 +12,47 @@ impl Batch<'_, '_> {
     /// [`Batch::spares`] once done with it.
     pub fn eval(&mut self, expr: &Expr, lanes: &[u32]) -> Column {
         match expr {
-            Expr::Lit(s) => Column::Words(s.elem_type(), self.uniform(s.to_bits(), lanes)),
+            Expr::Lit(_) | Expr::Param(_) | Expr::Len(_) => {
+                let (elem, bits) = self.uniform_leaf(expr).expect("a uniform leaf");
+                Column::Words(elem, self.uniform(bits, lanes))
+            }
             Expr::Bool(b) => Column::Bools(self.uniform(*b as u32, lanes)),
             Expr::Builtin(b) => {
                 let mut out = self.spares.take();
                 column::copy(&mut out, self.builtins.column(*b), lanes);
                 Column::Words(ElemType::U32, out)
             }
-            Expr::Param(p) => {
-                let v = self.launch.params[*p as usize];
-                Column::Words(v.elem_type(), self.uniform(v.to_bits(), lanes))
-            }
             Expr::Var(v) => {
                 let mut out = self.spares.take();
                 column::copy(&mut out, &self.locals[v.0 as usize], lanes);
                 Column::Words(self.launch.def.locals[v.0 as usize], out)
             }
-            Expr::Len(b) => {
-                let len = self.bindings[b.0 as usize].words.len() as u32;
-                Column::Words(ElemType::U32, self.uniform(len, lanes))
-            }
-            Expr::Load { array, index } => self.load(*array, index, lanes),
+            Expr::Load { array, index } => match self.launch.repeated.slot(expr) {
+                Some(slot) if !self.watched(*array) => {
+                    self.load_once(slot as usize, *array, index, lanes)
+                }
+                _ => self.load(*array, index, lanes),
+            },
             Expr::Binary { op, lhs, rhs } => {
                 let (elem, mut l) = self.eval(lhs, lanes).words();
-                let (_, r) = self.eval(rhs, lanes).words();
-                column::binary(*op, elem, &mut l, &r, lanes);
-                self.spares.give(r);
+                if let Some((_, r)) = self.uniform_leaf(rhs) {
+                    column::binary_by(*op, elem, &mut l, r, lanes);
+                } else {
+                    let (_, r) = self.eval(rhs, lanes).words();
+                    column::binary(*op, elem, &mut l, &r, lanes);
+                    self.spares.give(r);
+                }
                 Column::Words(elem, l)
             }
             Expr::Cmp { op, lhs, rhs } => {
                 let (elem, mut l) = self.eval(lhs, lanes).words();
-                let (_, r) = self.eval(rhs, lanes).words();
-                column::compare(*op, elem, &mut l, &r, lanes);
-                self.spares.give(r);
+                if let Some((_, r)) = self.uniform_leaf(rhs) {
+                    column::compare_by(*op, elem, &mut l, r, lanes);
+                } else {
+                    let (_, r) = self.eval(rhs, lanes).words();
+                    column::compare(*op, elem, &mut l, &r, lanes);
+                    self.spares.give(r);
+                }
                 Column::Bools(l)
             }
             Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs, lanes),
@@ -85,6 +93,19 @@ impl Batch<'_, '_> {
         }
     }
 
+    /// The bits of `expr` when it is a leaf with the same value on every lane (a literal, a
+    /// parameter or a length), so that an operation can take it without a column; evaluating
+    /// such a leaf has no effect beyond its value.
+    fn uniform_leaf(&self, expr: &Expr) -> Option<(ElemType, u32)> {
+        let value = match expr {
+            Expr::Lit(s) => *s,
+            Expr::Param(p) => self.launch.params[*p as usize],
+            Expr::Len(b) => Scalar::U32(self.bindings[b.0 as usize].words.len() as u32),
+            _ => return None,
+        };
+        Some((value.elem_type(), value.to_bits()))
+    }
+
     /// The same bits on every lane.
     fn uniform(&mut self, bits: u32, lanes: &[u32]) -> Vec<u32> {
         let mut out = self.spares.take();
@@ -103,6 +124,27 @@ impl Batch<'_, '_> {
             .expect("validated kernels declare what they load");
         self.gather(array, &mut at, lanes);
         Column::Words(elem, at)
+    }
+
+    /// [`load`](Self::load) of a load that repeats in its statement, of an array the race
+    /// check does not watch: evaluated by the first of its repeats to run in this execution of
+    /// the statement, a copy of that column for the others (see `interpreter::repeated`).
+    fn load_once(&mut self, slot: usize, array: Array, index: &Expr, lanes: &[u32]) -> Column {
+        if let Some((effect, elem, kept)) = &self.repeated[slot]
+            && *effect == self.effects
+        {
+            let mut out = self.spares.take();
+            column::copy(&mut out, kept, lanes);
+            return Column::Words(*elem, out);
+        }
+        let (elem, words) = self.load(array, index, lanes).words();
+        let mut kept = match self.repeated[slot].take() {
+            Some((_, _, stale)) => stale,
+            None => self.spares.take(),
+        };
+        column::copy(&mut kept, &words, lanes);
+        self.repeated[slot] = Some((self.effects, elem, kept));
+        Column::Words(elem, words)
     }
 
     /// Short-circuits, as WGSL's `&&`/`||` and C's do: the right side runs only on the lanes
