@@ -17,6 +17,9 @@ use crate::context::{GpuContext, WgpuOptions, device_error, lock};
 use crate::lower::{self, InfoLayout};
 use crate::pipelines::{BYTE_COPY_WORKGROUP, ByteCopy, CompiledKernel};
 
+/// Where a requested mapping's outcome lands (`WgpuDevice::request_map`).
+type Mapping = Arc<std::sync::Mutex<Option<Result<(), wgpu::BufferAsyncError>>>>;
+
 /// A device allocation. The wgpu buffer's size is `bytes` rounded up to a multiple of 4 (wgpu
 /// copies whole words).
 #[derive(Debug)]
@@ -460,18 +463,37 @@ impl WgpuDevice {
 
     /// Maps `buffer`'s first `len` bytes (its batch has completed) and copies them out.
     fn map_read(&mut self, buffer: &wgpu::Buffer, len: u64) -> Result<Vec<u8>, DeviceError> {
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        let result = Arc::new(std::sync::Mutex::new(None));
-        {
-            let result = result.clone();
+        let mapping = Self::request_map(buffer, len);
+        self.finish_map(buffer, len, mapping)
+    }
+
+    /// Asks wgpu to map `buffer`'s first `len` bytes once the submitted work that writes them
+    /// has completed (that work must be submitted already: a buffer with a pending map cannot
+    /// be used by a later submission). The poll that sees the work complete also runs the
+    /// mapping, so a read waits on one poll instead of two.
+    fn request_map(buffer: &wgpu::Buffer, len: u64) -> Mapping {
+        let mapping: Mapping = Arc::new(std::sync::Mutex::new(None));
+        if len > 0 {
+            let result = mapping.clone();
             buffer
                 .slice(..len)
                 .map_async(wgpu::MapMode::Read, move |r| *lock(&result) = Some(r));
         }
+        mapping
+    }
+
+    /// Waits for `mapping` of `buffer`'s first `len` bytes, copies them out and unmaps.
+    fn finish_map(
+        &mut self,
+        buffer: &wgpu::Buffer,
+        len: u64,
+        mapping: Mapping,
+    ) -> Result<Vec<u8>, DeviceError> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
         loop {
-            if let Some(outcome) = lock(&result).take() {
+            if let Some(outcome) = lock(&mapping).take() {
                 outcome.map_err(|e| DeviceError::TransferFailed {
                     reason: format!("mapping a readback buffer failed: {e}"),
                 })?;
@@ -674,14 +696,19 @@ impl Device for WgpuDevice {
         })
     }
 
-    /// Heap bytes: the mapped range copied out once, trimmed in place to the range read.
+    /// Heap bytes: the mapped range copied out once, trimmed in place to the range read. The
+    /// mapping is requested before the wait, so one poll sees the batch and the mapping done.
     fn wait_read(&mut self, read: WgpuRead) -> Result<Bytes, DeviceError> {
         let Some(staging) = read.staging else {
             return Ok(Bytes::default());
         };
-        self.wait_for(read.batch)?;
+        if read.batch >= self.batch.number() {
+            self.submit();
+        }
         let end = (read.skip + read.len).next_multiple_of(4) as u64;
-        let mut bytes = self.map_read(&staging, end)?;
+        let mapping = Self::request_map(&staging, end);
+        self.wait_for(read.batch)?;
+        let mut bytes = self.finish_map(&staging, end, mapping)?;
         self.return_readback(staging);
         bytes.truncate(read.skip + read.len);
         bytes.drain(..read.skip);
