@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs on a GPU host's CPU cores (no Rust there) from the repository root, with .gpu/ carried
+# Runs on a GPU host's CPU cores (no Rust there) from the repository root, with .gpu-pack/ carried
 # from scripts/gpu/h200.sh: the explorer's rate on one core, beside a build of an earlier commit
 # when one is carried as .gpu/lockstep-baseline (same machine, same run: simulated operations
 # per second compare, since seeds of two builds may draw different workloads), then the
@@ -8,7 +8,9 @@
 # A baseline, built here before carrying:
 #   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p lockstep-conformance --bin lockstep)
 #   cp /tmp/base/target/release/lockstep .gpu/lockstep-baseline && strip .gpu/lockstep-baseline
+#   tar -C .gpu -cf - . | xz -6 -T0 > .gpu-pack/gpu.tar.xz
 set -uo pipefail
+source scripts/gpu/unpack.sh
 out=${OUT:-/tmp}
 # As in run-h200.sh: on the GPU host nothing may skip for want of hardware.
 export LOCKSTEP_REQUIRE_GPU=1

@@ -4,9 +4,10 @@
 # and kernels benchmarks, the actor's and allocation path's tests, the decode_loop, real_kernels
 # and faulty_kernels examples (the PyTorch scripts in scripts/gpu/ need no build), the
 # launcher's probe and the world example, and the cubecl peer (peers/cubecl), stripped into
-# .gpu/, and fetches Debian's Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but
+# .gpu/, packed into .gpu-pack/gpu.tar.xz (the device tool carries at most 64 MiB; .gpu/ holds
+# more), and fetches Debian's Vulkan loader into .gl/ (the H200 machine has the NVIDIA ICD but
 # no loader). Then, with the device tool (kind nvidia-h200-x2 for the two-GPU collectives),
-# carry [".gpu", ".gl"] and run scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer, and
+# carry [".gpu-pack", ".gl"] and run scripts/gpu/run-h200.sh there (and scripts/gpu/explore-h200.sh for the explorer, and
 # scripts/gpu/world-h200.sh for processes of one world).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,6 +41,9 @@ cp "$(cargo build --release -p lockstep-cuda --example world --message-format=js
 cp "$(cd peers/cubecl && cargo build --release --message-format=json | executable lockstep-peer-cubecl)" .gpu/cubecl-peer
 strip .gpu/*
 du -sh .gpu
+mkdir -p .gpu-pack
+tar -C .gpu -cf - . | xz -6 -T0 > .gpu-pack/gpu.tar.xz
+du -sh .gpu-pack/gpu.tar.xz
 
 if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
   mkdir -p .gl /tmp/amd64/partial

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs on the H200 machine (no Rust there) from the repository root, with .gpu/ and .gl/ carried
-# from scripts/gpu/h200.sh: the whole conformance suite on CUDA (every GPU present: the
+# Runs on the H200 machine (no Rust there) from the repository root, with .gpu-pack/ and .gl/
+# carried from scripts/gpu/h200.sh: the whole conformance suite on CUDA (every GPU present: the
 # collective properties use two) and on Vulkan (wgpu), the CUDA device and collective tests, the
 # examples, the faulty kernels under compute-sanitizer, every benchmark and the PyTorch baseline
 # (the explorer's runs on the host's cores: explore-h200.sh). Each step is bounded in time; logs
 # go to $OUT when set. CASES sets the cases per property (default 64).
 set -uo pipefail
+source scripts/gpu/unpack.sh
 out=${OUT:-/tmp}
 # A test or benchmark that finds no GPU, NCCL, NVRTC or Vulkan adapter here fails instead of
 # printing SKIPPED and passing: this run exists to check them.

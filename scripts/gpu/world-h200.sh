@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs on a GPU host (no Rust there) from the repository root, with .gpu/ carried from
+# Runs on a GPU host (no Rust there) from the repository root, with .gpu-pack/ carried from
 # scripts/gpu/h200.sh: processes of one world, one GPU each, through `lockstep launch`. The
 # launcher and rendezvous alone (no GPU), then the exact all-reduce and ring copy on 2 GPUs (and
 # on every GPU when there are more), then all-reduce bandwidth across 2 processes beside
 # torch.distributed.all_reduce at the same sizes. Logs go to $OUT when set.
 set -uo pipefail
+source scripts/gpu/unpack.sh
 out=${OUT:-/tmp}
 export LOCKSTEP_REQUIRE_GPU=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
