@@ -29,6 +29,7 @@ use lockstep::{ComputeClient, Device, ServerOptions};
 use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 
 pub use driver::Execution;
+use driver::Kernels;
 pub use formula::Formula;
 pub use workload::Workload;
 pub use world::World;
@@ -119,9 +120,20 @@ pub fn run_workload<O: Opener>(
     workload: &Workload,
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
+    run_built(opener, world, &Kernels::of(world), workload, record_trace)
+}
+
+/// [`run_workload`] with `world`'s kernels already built ([`Kernels::of`]).
+fn run_built<O: Opener>(
+    opener: &O,
+    world: &World,
+    kernels: &Kernels,
+    workload: &Workload,
+    record_trace: bool,
+) -> (Execution, Vec<TraceEntry>) {
     let devices = open(opener, world, record_trace);
     let probes = devices.probes.clone();
-    let execution = driver::execute(world, workload, devices);
+    let execution = driver::execute(world, kernels, workload, devices);
     // The explored device's operations; its peers' only count in the trace hash.
     let trace = std::mem::take(&mut probes[0].observations().entries);
     (execution, trace)
@@ -135,13 +147,14 @@ pub fn run_seed<O: Opener>(opener: &O, seed: u64, faults: bool) -> SeedReport {
 
 /// [`run_seed`] for a drawn (and possibly adjusted, e.g. [`World::with_ops`]) world.
 pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
-    // Drawn once for both runs: a draw depends on nothing but the world.
+    // Drawn and built once for both runs: a draw depends on nothing but the world.
     let workload = Workload::draw(world);
-    let (first, _) = run_workload(opener, world, &workload, false);
+    let kernels = Kernels::of(world);
+    let (first, _) = run_built(opener, world, &kernels, &workload, false);
     let mut failure = match &first.failure {
         Some(why) => Some(why.clone()),
         None => {
-            let (second, _) = run_workload(opener, world, &workload, false);
+            let (second, _) = run_built(opener, world, &kernels, &workload, false);
             (second.trace_hash != first.trace_hash)
                 .then(|| divergence(opener, world, first.trace_hash, second.trace_hash))
         }

@@ -515,17 +515,19 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
 /// values need only be deterministic and varied, not unpredictable.
 pub fn data(fill: u64, len: usize) -> Vec<u32> {
     const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-    // Made a pair at a time (a `flat_map` over pairs cost as much as the hashing), pushed:
-    // a zeroed buffer filled afterwards cost a third more, and a loop without the state
-    // carried from pair to pair was vectorised into slower 64-bit multiplies.
-    let pairs = len.div_ceil(2);
-    let mut out: Vec<[u32; 2]> = Vec::with_capacity(pairs);
+    // Made a pair at a time (a `flat_map` over pairs cost as much as the hashing) and collected
+    // from a range, whose exact length spares the per-push capacity check (a tenth fewer
+    // instructions than pushing). A zeroed buffer filled afterwards cost a third more, and a
+    // loop without the state carried from pair to pair was vectorised into slower 64-bit
+    // multiplies (SSE2 has none: each became three 32-bit ones).
     let mut state = fill;
-    for _ in 0..pairs {
-        let z = splitmix64(state);
-        state = state.wrapping_add(GOLDEN_GAMMA);
-        out.push([z as u32, (z >> 32) as u32]);
-    }
+    let out: Vec<[u32; 2]> = (0..len.div_ceil(2))
+        .map(|_| {
+            let z = splitmix64(state);
+            state = state.wrapping_add(GOLDEN_GAMMA);
+            [z as u32, (z >> 32) as u32]
+        })
+        .collect();
     let mut out = out.into_flattened();
     out.truncate(len);
     out
@@ -554,5 +556,33 @@ mod tests {
             assert_eq!(data(9, len), long[..len], "{len} elements");
         }
         assert_ne!(data(9, 8), data(10, 8), "neighbouring fills differ");
+    }
+
+    #[test]
+    fn data_matches_the_sequence_drawn_one_output_at_a_time() {
+        // The plain form of the stream, kept to pin the faster one to it: explored seeds
+        // replay only while every fill draws the same elements.
+        fn sequential(fill: u64, len: usize) -> Vec<u32> {
+            let mut out = Vec::new();
+            let mut state = fill;
+            while out.len() < len {
+                let z = splitmix64(state);
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                out.push(z as u32);
+                out.push((z >> 32) as u32);
+            }
+            out.truncate(len);
+            out
+        }
+        for k in 0..64u64 {
+            let fill = k.wrapping_mul(0xD1B5_4A32_D192_ED03) ^ u64::MAX.rotate_right(k as u32);
+            for len in [0, 1, 2, 3, 7, 8, 31, 32, 33, 255, 1000, 4097] {
+                assert_eq!(
+                    data(fill, len),
+                    sequential(fill, len),
+                    "fill {fill:#x}, {len}"
+                );
+            }
+        }
     }
 }
