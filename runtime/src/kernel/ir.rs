@@ -563,6 +563,36 @@ pub enum Expr {
     },
 }
 
+impl Expr {
+    /// The expression's direct operands, left to right (none for a leaf). Walkers recurse
+    /// through it and match only the variants they treat specially.
+    pub fn operands(&self) -> impl Iterator<Item = &Expr> {
+        let (first, second, third): (Option<&Expr>, Option<&Expr>, Option<&Expr>) = match self {
+            Expr::Lit(_)
+            | Expr::Bool(_)
+            | Expr::Builtin(_)
+            | Expr::Param(_)
+            | Expr::Var(_)
+            | Expr::Len(_) => (None, None, None),
+            Expr::Load { index: e, .. }
+            | Expr::Not(e)
+            | Expr::Neg(e)
+            | Expr::Unary { value: e, .. }
+            | Expr::Cast { value: e, .. } => (Some(e), None, None),
+            Expr::Binary { lhs, rhs, .. }
+            | Expr::Cmp { lhs, rhs, .. }
+            | Expr::Logic { lhs, rhs, .. } => (Some(lhs), Some(rhs), None),
+            Expr::Fma { a, b, c } => (Some(a), Some(b), Some(c)),
+            Expr::Select {
+                cond,
+                if_true,
+                if_false,
+            } => (Some(cond), Some(if_true), Some(if_false)),
+        };
+        first.into_iter().chain(second).chain(third)
+    }
+}
+
 impl From<Scalar> for Expr {
     fn from(v: Scalar) -> Self {
         Expr::Lit(v)

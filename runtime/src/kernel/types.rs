@@ -61,26 +61,8 @@ fn block(body: &[Stmt], mark: &mut impl FnMut(ElemType)) {
 fn expr(e: &Expr, mark: &mut impl FnMut(ElemType)) {
     match e {
         Expr::Lit(s) => mark(s.elem_type()),
-        Expr::Cast { to, value } => {
-            mark(*to);
-            expr(value, mark);
-        }
-        Expr::Bool(_) | Expr::Builtin(_) | Expr::Param(_) | Expr::Var(_) | Expr::Len(_) => {}
-        Expr::Load { index, .. } => expr(index, mark),
-        Expr::Binary { lhs, rhs, .. }
-        | Expr::Cmp { lhs, rhs, .. }
-        | Expr::Logic { lhs, rhs, .. } => {
-            expr(lhs, mark);
-            expr(rhs, mark);
-        }
-        Expr::Not(v) | Expr::Neg(v) | Expr::Unary { value: v, .. } => expr(v, mark),
-        Expr::Fma { a, b, c } => [a, b, c].into_iter().for_each(|v| expr(v, mark)),
-        Expr::Select {
-            cond,
-            if_true,
-            if_false,
-        } => [cond, if_true, if_false]
-            .into_iter()
-            .for_each(|v| expr(v, mark)),
+        Expr::Cast { to, .. } => mark(*to),
+        _ => {}
     }
+    e.operands().for_each(|o| expr(o, mark));
 }

@@ -100,33 +100,10 @@ fn operands(stmt: &Stmt) -> Vec<&Expr> {
 /// Every load in `expr` that runs on all of the statement's lanes, into `loads`.
 fn collect_loads<'e>(expr: &'e Expr, loads: &mut Vec<&'e Expr>) {
     match expr {
-        Expr::Load { index, .. } => {
-            loads.push(expr);
-            collect_loads(index, loads);
-        }
-        Expr::Binary { lhs, rhs, .. } | Expr::Cmp { lhs, rhs, .. } => {
-            collect_loads(lhs, loads);
-            collect_loads(rhs, loads);
-        }
-        Expr::Not(e)
-        | Expr::Neg(e)
-        | Expr::Unary { value: e, .. }
-        | Expr::Cast { value: e, .. } => collect_loads(e, loads),
-        Expr::Fma { a, b, c } => [a, b, c].into_iter().for_each(|e| collect_loads(e, loads)),
-        Expr::Select {
-            cond,
-            if_true,
-            if_false,
-        } => [cond, if_true, if_false]
-            .into_iter()
-            .for_each(|e| collect_loads(e, loads)),
+        Expr::Load { .. } => loads.push(expr),
         // The right side runs only on the lanes the left side leaves undecided.
-        Expr::Logic { .. }
-        | Expr::Lit(_)
-        | Expr::Param(_)
-        | Expr::Len(_)
-        | Expr::Bool(_)
-        | Expr::Builtin(_)
-        | Expr::Var(_) => {}
+        Expr::Logic { .. } => return,
+        _ => {}
     }
+    expr.operands().for_each(|e| collect_loads(e, loads));
 }
