@@ -5,7 +5,8 @@
 //! by the thread that drops its last clone, and the actor's queue is FIFO, so it runs after every
 //! task queued while a clone was held, which the server then orders before the memory's reuse. A
 //! clone dropped on the actor would instead submit the release at a point that depends on thread
-//! timing, and two runs of one simulated seed would differ.
+//! timing, and two runs of one simulated seed would differ. A handle never used gives its slice
+//! back to the books at that same drop instead (`handle.rs`), so that is as fixed.
 //!
 //! **API Boundary:** calls that only enqueue work (`write`, `launch`) validate their input and
 //! return at once; failures of the work itself are returned by the next `flush`, `sync` or read
