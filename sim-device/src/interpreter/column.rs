@@ -302,10 +302,12 @@ pub(super) fn fill(out: &mut [u32], bits: u32, lanes: &[u32]) {
 pub(super) fn consecutive(at: &[u32], lanes: &[u32]) -> Option<std::ops::Range<usize>> {
     let n = dense(lanes)?;
     let first = at[0];
-    first.checked_add(n as u32 - 1)?;
+    // An inclusive range ends at `last` without stepping past it (`first..` would overflow
+    // after yielding `u32::MAX`).
+    let last = first.checked_add(u32::try_from(n - 1).ok()?)?;
     let runs = at[..n]
         .iter()
-        .zip(first..)
+        .zip(first..=last)
         .all(|(&i, expected)| i == expected);
     runs.then(|| first as usize..first as usize + n)
 }
