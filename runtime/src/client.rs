@@ -810,7 +810,7 @@ impl<D: Device> ComputeClient<D> {
             kernel: def.name.clone(),
             reason,
         };
-        crate::kernel::validate_for_device(def, self.properties())?;
+        kernel.validate_for_device(self.properties())?;
         if args.bindings.len() != def.bindings.len() {
             return Err(invalid(format!(
                 "{} bindings given, {} declared",

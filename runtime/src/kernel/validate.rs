@@ -233,20 +233,31 @@ pub fn validate_for_device(
     def: &KernelDef,
     properties: &DeviceProperties,
 ) -> Result<(), KernelError> {
+    fits_device(&def.name, &types::used(def), def.shared_bytes(), properties)
+}
+
+/// [`validate_for_device`] over what it reads of a kernel: its name, the element types it
+/// uses and its shared memory bytes (which a [`Kernel`](super::Kernel) keeps, so that a launch
+/// does not walk the kernel again).
+pub(crate) fn fits_device(
+    kernel: &str,
+    used: &[ElemType],
+    shared_bytes: u64,
+    properties: &DeviceProperties,
+) -> Result<(), KernelError> {
     let features = &properties.features;
-    let used = types::used(def);
     if let Some(&elem) = used.iter().find(|&&e| !features.supports(e)) {
         return Err(KernelError::UnsupportedType {
-            kernel: def.name.clone(),
+            kernel: kernel.to_owned(),
             elem,
             feature: crate::Features::flag_of(elem).unwrap_or("?"),
         });
     }
-    let (bytes, limit) = (def.shared_bytes(), properties.max_shared_memory_bytes);
-    if bytes > limit {
+    let limit = properties.max_shared_memory_bytes;
+    if shared_bytes > limit {
         return Err(KernelError::SharedMemoryTooLarge {
-            kernel: def.name.clone(),
-            bytes,
+            kernel: kernel.to_owned(),
+            bytes: shared_bytes,
             limit,
         });
     }
