@@ -16,7 +16,7 @@
 //! it need not be `Sync`, and nothing in it is locked.
 //!
 //! The hand-off spins before it parks, on both sides, for a bounded time (`sync::ACTOR_SPIN`,
-//! 10 µs, and `sync::CALLER_SPIN`, 50 µs): the actor, having run what was queued, watches a
+//! 10 µs, and `sync::CALLER_SPIN`, 200 µs): the actor, having run what was queued, watches a
 //! flag that submitters raise before it waits on the condition variable; a blocking caller
 //! watches its reply slot before it parks (`reply.rs`, which also makes a blocking call
 //! allocate nothing).
