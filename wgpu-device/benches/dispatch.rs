@@ -1,17 +1,20 @@
 //! Dispatch throughput and round-trip latency: `ComputeClient` over `WgpuDevice` against
-//! straight wgpu doing the same work, in one process on the same adapter.
+//! straight wgpu doing the same work, in one process on the same adapter, and the same work
+//! straight on `WgpuDevice` through the `Device` trait: the client's figure against that one is
+//! what the runtime adds, that one against straight wgpu what the device adds.
 //!
-//! The two paths alternate over [`ROUNDS`] rounds; each figure is the median of its rounds.
+//! The paths alternate over [`ROUNDS`] rounds; each figure is the median of its rounds.
 //!
 //! Run: `cargo bench -p lockstep-wgpu --bench dispatch [-- LAUNCHES]` (without an adapter it
 //! prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 
 use std::time::Instant;
 
-use lockstep::kernel::{Access, ElemType, KernelBuilder};
-use lockstep::{Bytes, ComputeClient, CubeCount, Kernel, KernelArguments};
+use lockstep::device::{BufferSlice, LaunchCount};
+use lockstep::kernel::{Access, CompileOptions, ElemType, FaultRecord, KernelBuilder};
+use lockstep::{Bytes, ComputeClient, CubeCount, Device, Kernel, KernelArguments};
 use lockstep_conformance::requirement::{Need, cannot_run};
-use lockstep_wgpu::{WgpuDevice, WgpuOptions};
+use lockstep_wgpu::{WgpuDevice, WgpuOptions, WgpuStream};
 
 /// Rounds of the whole comparison; each figure is the median of its rounds.
 const ROUNDS: usize = 7;
@@ -54,6 +57,87 @@ fn client_round_trip_us(client: &ComputeClient<WgpuDevice>, rounds: u32) -> f64 
         assert_eq!(back.to_elems::<u32>(), vec![i]);
     }
     start.elapsed().as_secs_f64() * 1e6 / rounds as f64
+}
+
+/// The same work straight on `WgpuDevice`, through the `Device` trait: checked kernels (the
+/// client's default), one stream, no runtime.
+struct OnDevice {
+    device: WgpuDevice,
+    stream: WgpuStream,
+}
+
+impl OnDevice {
+    fn new(device: WgpuDevice) -> Self {
+        let mut device = device;
+        let stream = device.create_stream().expect("stream");
+        Self { device, stream }
+    }
+
+    fn launches(&mut self, launches: u32) -> f64 {
+        let options = CompileOptions {
+            checked: true,
+            kernel_id: 0,
+        };
+        let kernel = self
+            .device
+            .compile(trivial().def(), options)
+            .expect("compile");
+        let data = self.device.allocate(4).expect("allocate");
+        let record = self
+            .device
+            .allocate(FaultRecord::BYTES as u64)
+            .expect("allocate");
+        let zeros = [0u8; FaultRecord::BYTES];
+        self.device
+            .write(self.stream, &record, 0, &zeros)
+            .expect("write");
+        self.device.synchronize(self.stream).expect("synchronize");
+        let start = Instant::now();
+        for _ in 0..launches {
+            let bindings = [
+                BufferSlice {
+                    buffer: &data,
+                    offset: 0,
+                    len: 4,
+                },
+                BufferSlice {
+                    buffer: &record,
+                    offset: 0,
+                    len: FaultRecord::BYTES as u64,
+                },
+            ];
+            self.device
+                .launch(
+                    self.stream,
+                    &kernel,
+                    LaunchCount::Static([1, 1, 1]),
+                    &bindings,
+                    &[],
+                )
+                .expect("launch");
+        }
+        self.device.synchronize(self.stream).expect("synchronize");
+        let rate = launches as f64 / start.elapsed().as_secs_f64();
+        self.device.free(data);
+        self.device.free(record);
+        rate
+    }
+
+    fn round_trip_us(&mut self, rounds: u32) -> f64 {
+        let buffer = self.device.allocate(4).expect("allocate");
+        let start = Instant::now();
+        for i in 0..rounds {
+            self.device
+                .write(self.stream, &buffer, 0, &i.to_le_bytes())
+                .expect("write");
+            let read = self.device.read(self.stream, &buffer, 0, 4).expect("read");
+            let back = self.device.wait_read(read).expect("wait_read");
+            assert_eq!(back.to_elems::<u32>(), vec![i]);
+        }
+        let us = start.elapsed().as_secs_f64() * 1e6 / rounds as f64;
+        self.device.free(buffer);
+        us
+    }
 }
 
 /// The same work straight on wgpu: the lowered checked kernel, one bind group, one pass per
@@ -209,8 +293,9 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(100_000);
-    let device = match WgpuOptions::from_env().and_then(WgpuDevice::new) {
-        Ok(device) => device,
+    let open = || WgpuOptions::from_env().and_then(WgpuDevice::new);
+    let (device, bare) = match open().and_then(|a| Ok((a, open()?))) {
+        Ok(devices) => devices,
         Err(err) => {
             cannot_run(Need::WgpuAdapter, "dispatch", &err.to_string());
             return;
@@ -218,62 +303,67 @@ fn main() {
     };
     let props = lockstep::Device::properties(&device).clone();
     let client = ComputeClient::new(device);
+    let mut on_device = OnDevice::new(bare);
     let straight = Straight::new();
-    // Warm up both paths (pipelines, allocator, threads) before measuring.
-    client_launches(&client, launches / 10);
-    straight.launches(launches / 10);
-    client_round_trip_us(&client, TRIPS / 10);
-    straight.round_trip_us(TRIPS / 10);
-    // One run of each figure gave ratios from 0.39 to 0.99 on the H200, the straight figure
-    // itself moving by 1.5x between runs: the machine's moments, not either path. So the two
-    // paths alternate over several rounds, and each figure is the median of its rounds, with
-    // the median of the rounds' own ratios beside it.
-    let mut rounds: Vec<[f64; 4]> = Vec::new();
-    for _ in 0..ROUNDS {
-        rounds.push([
-            client_launches(&client, launches),
-            straight.launches(launches),
-            client_round_trip_us(&client, TRIPS),
-            straight.round_trip_us(TRIPS),
-        ]);
-    }
-    let median_of = |f: &dyn Fn(&[f64; 4]) -> f64| median(rounds.iter().map(f).collect());
-    let spread = |i: usize| {
-        let (lo, hi) = rounds
-            .iter()
-            .fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(r[i]), hi.max(r[i])));
-        format!("{lo:.0}..{hi:.0}")
+    // Figure `i` of a round: launches per second through the client, the device and
+    // straight wgpu (0..3), then round-trip microseconds in the same order (3..6).
+    let mut measure = |figure: usize, n: u32| match figure {
+        0 => client_launches(&client, n),
+        1 => on_device.launches(n),
+        2 => straight.launches(n),
+        3 => client_round_trip_us(&client, n),
+        4 => on_device.round_trip_us(n),
+        _ => straight.round_trip_us(n),
     };
+    // One run of each figure gave ratios from 0.39 to 0.99 on the H200, every path moving
+    // between two rates (about 0.6M and 0.88M dispatches/s) from one round to the next, and
+    // the path measured first after the round trips (the GPU idle) in the slow one more
+    // often. So each measurement follows a short untimed run of its own path, the paths take
+    // turns at going first, and each figure is the median of its rounds, with the median of
+    // the rounds' own ratios beside it.
+    let mut rounds: Vec<[f64; 6]> = Vec::new();
+    for round in 0..ROUNDS {
+        let mut row = [0.0; 6];
+        for (kind, n) in [(0, launches), (3, TRIPS)] {
+            for turn in 0..3 {
+                let figure = kind + (round + turn) % 3;
+                measure(figure, n / 10);
+                row[figure] = measure(figure, n);
+            }
+        }
+        rounds.push(row);
+    }
     println!("adapter: {} ({})", props.name, props.backend);
     println!("launches: {launches} per round, {TRIPS} round trips per round, {ROUNDS} rounds");
-    println!(
-        "straight wgpu:                {:>12.0} dispatches/s (rounds {})",
-        median_of(&|r| r[1]),
-        spread(1)
-    );
-    println!(
-        "ComputeClient::launch:        {:>12.0} dispatches/s (rounds {})",
-        median_of(&|r| r[0]),
-        spread(0)
-    );
-    println!(
-        "ratio client/straight:        {:>12.2} (median of the rounds' ratios)",
-        median_of(&|r| r[0] / r[1])
-    );
-    println!(
-        "write+read round trip, straight wgpu: {:>8.1} us (rounds {})",
-        median_of(&|r| r[3]),
-        spread(3)
-    );
-    println!(
-        "write+read round trip, ComputeClient: {:>8.1} us (rounds {})",
-        median_of(&|r| r[2]),
-        spread(2)
-    );
-    println!(
-        "round trip client/straight:           {:>8.2} (median of the rounds' ratios)",
-        median_of(&|r| r[2] / r[3])
-    );
+    let figure = |label: &str, i: usize, unit: &str| {
+        let values: Vec<f64> = rounds.iter().map(|r| r[i]).collect();
+        let (lo, hi) = values
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        println!(
+            "{label:<44} {:>10.1} {unit} (rounds {lo:.1}..{hi:.1})",
+            median(values.clone())
+        );
+    };
+    let ratio = |label: &str, a: usize, b: usize| {
+        let ratios = rounds.iter().map(|r| r[a] / r[b]).collect();
+        println!(
+            "{label:<44} {:>10.2} (median of the rounds' ratios)",
+            median(ratios)
+        );
+    };
+    figure("dispatches, straight wgpu", 2, "/s");
+    figure("dispatches, straight on WgpuDevice", 1, "/s");
+    figure("dispatches, ComputeClient::launch", 0, "/s");
+    ratio("dispatch rate client/straight wgpu", 0, 2);
+    ratio("dispatch rate client/WgpuDevice", 0, 1);
+    ratio("dispatch rate WgpuDevice/straight wgpu", 1, 2);
+    figure("write+read round trip, straight wgpu", 5, "us");
+    figure("write+read round trip, straight on WgpuDevice", 4, "us");
+    figure("write+read round trip, ComputeClient", 3, "us");
+    ratio("round trip client/straight wgpu", 3, 5);
+    ratio("round trip client/WgpuDevice", 3, 4);
+    ratio("round trip WgpuDevice/straight wgpu", 4, 5);
 }
 
 fn median(mut samples: Vec<f64>) -> f64 {

@@ -32,37 +32,39 @@ pub(crate) struct BindGroups {
 }
 
 impl BindGroups {
-    /// The bind group of `kernel` over `buffers` (id, buffer), then the arena's info slot.
-    pub fn get_or_create(
+    /// The bind group of `kernel` over its storage bindings, then the arena's info slot:
+    /// storage binding `i` binds `binding(kernel.sources[i])`, an (id, buffer) pair.
+    pub fn get_or_create<'a>(
         &mut self,
         ctx: &GpuContext,
         kernel: &CompiledKernel,
-        buffers: &[(u64, &wgpu::Buffer)],
+        binding: impl Fn(u32) -> (u64, &'a wgpu::Buffer),
         arena: (u64, &wgpu::Buffer),
     ) -> Result<wgpu::BindGroup, DeviceError> {
+        let ids = kernel.sources.iter().map(|&b| binding(b).0);
         if let Some((key, group)) = &self.last
             && key.read_only == kernel.read_only
             && key.info_bytes == kernel.info_bytes()
-            && key.buffers.len() == buffers.len()
-            && key.buffers.iter().zip(buffers).all(|(a, (b, _))| a == b)
+            && key.buffers.iter().copied().eq(ids.clone())
         {
             return Ok(group.clone());
         }
         let key = Key {
             read_only: kernel.read_only.clone(),
             info_bytes: kernel.info_bytes(),
-            buffers: buffers.iter().map(|(id, _)| *id).collect(),
+            buffers: ids.collect(),
         };
         let group = match self.groups.get(&key) {
             Some(group) => group.clone(),
             None => {
-                let raw: Vec<&wgpu::Buffer> = buffers.iter().map(|(_, b)| *b).collect();
+                let raw: Vec<&wgpu::Buffer> =
+                    kernel.sources.iter().map(|&b| binding(b).1).collect();
                 let group = self.create(ctx, kernel, &raw, arena)?;
                 if self.groups.len() >= CACHE_MAX {
                     self.groups.clear();
                     self.by_buffer.clear();
                 }
-                for &(id, _) in buffers {
+                for &id in &key.buffers {
                     self.by_buffer.entry(id).or_default().push(key.clone());
                 }
                 self.groups.insert(key.clone(), group.clone());

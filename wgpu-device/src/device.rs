@@ -290,6 +290,27 @@ impl WgpuDevice {
         }
     }
 
+    /// Writes aligned `data` into an empty batch straight through the queue: wgpu runs a
+    /// queue write before the next submission (this batch) and after every earlier one, which
+    /// is its place in the stream, and it needs neither the arena nor a copy command. Counted
+    /// as an operation of the batch, so that events and waits recorded after it cover it.
+    fn write_direct(
+        &mut self,
+        stream: WgpuStream,
+        dst: &WgpuBuffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        let ((), error) = self
+            .ctx
+            .scoped(|| self.ctx.queue.write_buffer(&dst.buffer, offset, data));
+        if let Some(error) = error {
+            return Err(device_error(&error, "write"));
+        }
+        self.after_op(stream);
+        Ok(())
+    }
+
     /// Stages `data` (padded to whole words) where a copy in the open batch can read it.
     fn stage(&mut self, data: &[u8]) -> Result<Staged, DeviceError> {
         let padded = (data.len() as u64).next_multiple_of(4);
@@ -356,12 +377,15 @@ impl WgpuDevice {
         }
         params.row_words = (x * BYTE_COPY_WORKGROUP as u64) as u32;
         let bind_group = match src.id {
-            Some(src_id) => self.bind_groups.get_or_create(
-                &self.ctx,
-                &kernel,
-                &[(dst.id, &dst.buffer), (src_id, &src.buffer)],
-                self.batch.arena(),
-            ),
+            Some(src_id) => {
+                let pairs = [(dst.id, &dst.buffer), (src_id, &src.buffer)];
+                self.bind_groups.get_or_create(
+                    &self.ctx,
+                    &kernel,
+                    |b| pairs[b as usize],
+                    self.batch.arena(),
+                )
+            }
             None => self.bind_groups.create(
                 &self.ctx,
                 &kernel,
@@ -378,7 +402,8 @@ impl WgpuDevice {
         )
     }
 
-    /// Encodes one dispatch: its info words go to the arena, bound at a dynamic offset.
+    /// Encodes one dispatch: its info words go to the arena, bound at a dynamic offset, unless
+    /// it repeats the pass's last dispatch (then that one's binding stands).
     fn dispatch(
         &mut self,
         kernel: &Arc<CompiledKernel>,
@@ -386,46 +411,24 @@ impl WgpuDevice {
         info: &[u32],
         count: &RecordedCount,
     ) -> Result<(), DeviceError> {
-        let align = self.properties.alignment_bytes;
-        let bytes = info.len() as u64 * 4;
-        if !self.batch.fits(bytes, align) {
-            self.submit();
-        }
-        let info_bytes: Vec<u8> = info.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let slot = self.batch.upload(&info_bytes, align);
-        let offset = u32::try_from(slot.offset).map_err(|_| DeviceError::ExecutionFault {
-            operation: format!("launch of `{}`", kernel.name),
-            reason: "the upload arena outgrew a 32-bit dynamic offset".to_owned(),
-        })?;
-        // Indirect counts are copied to a buffer of their own first: the buffer holding them
-        // may also be bound writable by this very dispatch (pool slices share pages), which
-        // wgpu forbids within one dispatch.
+        // Indirect counts are copied to a buffer of their own first (which ends the open
+        // pass): the buffer holding them may also be bound writable by this very dispatch
+        // (pool slices share pages), which wgpu forbids within one dispatch.
         let indirect = match count {
             RecordedCount::Static(_) => None,
             RecordedCount::Indirect { buffer, offset, .. } => {
-                let (scratch, error) = self.ctx.scoped(|| {
-                    self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("lockstep indirect counts"),
-                        size: 16,
-                        usage: wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                });
-                if let Some(error) = error {
-                    return Err(device_error(
-                        &error,
-                        &format!("launch of `{}`", kernel.name),
-                    ));
-                }
-                self.batch
-                    .encoder(&self.ctx)
-                    .copy_buffer_to_buffer(buffer, *offset, &scratch, 0, 12);
-                Some(scratch)
+                Some(self.indirect_counts(kernel, buffer, *offset)?)
             }
         };
+        if !self.batch.repeats(&kernel.pipeline, bind_group, info) {
+            let align = self.properties.alignment_bytes;
+            if !self.batch.fits(info.len() as u64 * 4, align) {
+                self.submit();
+            }
+            self.batch
+                .bind(&self.ctx, &kernel.pipeline, bind_group, info, align);
+        }
         let pass = self.batch.pass(&self.ctx);
-        pass.set_pipeline(&kernel.pipeline);
-        pass.set_bind_group(0, bind_group, &[offset]);
         match (indirect, count) {
             (Some(scratch), _) => pass.dispatch_workgroups_indirect(&scratch, 0),
             (None, RecordedCount::Static([x, y, z])) => pass.dispatch_workgroups(*x, *y, *z),
@@ -433,6 +436,33 @@ impl WgpuDevice {
             (None, RecordedCount::Indirect { .. }) => {}
         }
         Ok(())
+    }
+
+    /// Copies the three workgroup counts at `offset` of `buffer` into a new indirect buffer.
+    fn indirect_counts(
+        &mut self,
+        kernel: &CompiledKernel,
+        buffer: &wgpu::Buffer,
+        offset: u64,
+    ) -> Result<wgpu::Buffer, DeviceError> {
+        let (scratch, error) = self.ctx.scoped(|| {
+            self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("lockstep indirect counts"),
+                size: 16,
+                usage: wgpu::BufferUsages::INDIRECT | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        if let Some(error) = error {
+            return Err(device_error(
+                &error,
+                &format!("launch of `{}`", kernel.name),
+            ));
+        }
+        self.batch
+            .encoder(&self.ctx)
+            .copy_buffer_to_buffer(buffer, offset, &scratch, 0, 12);
+        Ok(scratch)
     }
 
     fn take_readback(&mut self, bytes: u64) -> Result<wgpu::Buffer, DeviceError> {
@@ -514,6 +544,26 @@ impl WgpuDevice {
             });
         buffer.unmap();
         bytes
+    }
+
+    /// `kernel` as compiled for `bindings`: its own pipeline, unless two bindings share a
+    /// buffer (then the variant that binds the shared buffer once, see `lower::aliases_of`).
+    fn compiled_for(
+        &self,
+        kernel: &WgpuKernel,
+        bindings: &[BufferSlice<'_, WgpuBuffer>],
+    ) -> Result<Arc<CompiledKernel>, DeviceError> {
+        let shares = bindings.iter().enumerate().any(|(b, slice)| {
+            bindings[..b]
+                .iter()
+                .any(|other| other.buffer.id == slice.buffer.id)
+        });
+        if !shares {
+            return Ok(kernel.compiled.clone());
+        }
+        let ids: Vec<u64> = bindings.iter().map(|b| b.buffer.id).collect();
+        self.ctx
+            .kernel(&kernel.def, kernel.checked, &lower::aliases_of(&ids))
     }
 
     fn launch_info(
@@ -643,8 +693,12 @@ impl Device for WgpuDevice {
         if len == 0 {
             return Ok(());
         }
+        let aligned = offset.is_multiple_of(4) && len.is_multiple_of(4);
+        if aligned && self.batch.is_empty() {
+            return self.write_direct(stream, dst, offset, data);
+        }
         let staged = self.stage(data)?;
-        if offset.is_multiple_of(4) && len.is_multiple_of(4) {
+        if aligned {
             self.batch.encoder(&self.ctx).copy_buffer_to_buffer(
                 &staged.buffer,
                 staged.offset,
@@ -807,13 +861,7 @@ impl Device for WgpuDevice {
         let index = contract::stream("launch", stream.0, self.streams.len())?;
         self.ctx.check_alive()?;
         let info = self.launch_info(kernel, bindings, params)?;
-        let ids: Vec<u64> = bindings.iter().map(|b| b.buffer.id).collect();
-        let aliases = lower::aliases_of(&ids);
-        let compiled = if aliases.iter().enumerate().all(|(b, &a)| a as usize == b) {
-            kernel.compiled.clone()
-        } else {
-            self.ctx.kernel(&kernel.def, kernel.checked, &aliases)?
-        };
+        let compiled = self.compiled_for(kernel, bindings)?;
         let count = match count {
             LaunchCount::Static(dims) => RecordedCount::Static(dims),
             LaunchCount::Dynamic(slice) => RecordedCount::Indirect {
@@ -822,19 +870,17 @@ impl Device for WgpuDevice {
                 id: slice.buffer.id,
             },
         };
-        let buffers: Vec<(u64, &wgpu::Buffer)> = compiled
-            .sources
-            .iter()
-            .map(|&b| {
+        let bind_group = self.bind_groups.get_or_create(
+            &self.ctx,
+            &compiled,
+            |b| {
                 let slice = &bindings[b as usize];
                 (slice.buffer.id, &slice.buffer.buffer)
-            })
-            .collect();
-        let bind_group =
-            self.bind_groups
-                .get_or_create(&self.ctx, &compiled, &buffers, self.batch.arena())?;
+            },
+            self.batch.arena(),
+        )?;
         if let Some(capture) = &mut self.streams[index].capture {
-            let mut buffers = ids;
+            let mut buffers: Vec<u64> = bindings.iter().map(|b| b.buffer.id).collect();
             if let RecordedCount::Indirect { id, .. } = &count {
                 buffers.push(*id);
             }
