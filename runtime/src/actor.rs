@@ -45,7 +45,7 @@ use crate::oneshot;
 use crate::stream::StreamId;
 use crate::sync::{
     ACTOR_SPIN, Arc, AtomicBool, AtomicU64, CALLER_SPIN, Condvar, Mutex, MutexGuard, Ordering,
-    lock, spin_until, thread, wait,
+    Spin, lock, spin_until, thread, wait,
 };
 
 /// The state an actor owns.
@@ -265,9 +265,19 @@ impl<S: ActorState> ActorHandle<S> {
         &self,
         task: impl FnOnce(&mut S) -> R + Send + 'static,
     ) -> Result<R, TaskPanicked> {
+        self.submit_blocking_spinning(CALLER_SPIN, task)
+    }
+
+    /// [`submit_blocking`](Self::submit_blocking), the caller spinning as `spin` says before
+    /// it parks (a read's caller spins for as long as its transfer takes).
+    pub(crate) fn submit_blocking_spinning<R: Send + 'static>(
+        &self,
+        spin: Spin,
+        task: impl FnOnce(&mut S) -> R + Send + 'static,
+    ) -> Result<R, TaskPanicked> {
         match &self.runner {
             Runner::Inline(state) => run_blocking(&mut *hold(state), task),
-            Runner::Thread(shared) => reply::call(task, |call| shared.push(Task::Call(call))),
+            Runner::Thread(shared) => reply::call(spin, task, |call| shared.push(Task::Call(call))),
         }
     }
 

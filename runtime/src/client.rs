@@ -47,7 +47,7 @@ use crate::memory::{
 use crate::registry;
 use crate::server::{BufferId, BufferRange, Server, ServerOptions};
 use crate::stream::StreamId;
-use crate::sync::{Arc, Mutex, lock};
+use crate::sync::{Arc, CALLER_SPIN, Mutex, Spin, lock};
 #[cfg(doc)]
 use crate::{OutOfMemoryReason, PoolLayout};
 
@@ -315,10 +315,19 @@ impl<D: Device> ComputeClient<D> {
         &self,
         task: impl FnOnce(&mut Server<D>, StreamId) -> Result<R, ServerError> + Send + 'static,
     ) -> Result<R, ServerError> {
+        self.call_spinning(CALLER_SPIN, task)
+    }
+
+    /// [`call`](Self::call), the caller spinning as `spin` says before it parks.
+    fn call_spinning<R: Send + 'static>(
+        &self,
+        spin: Spin,
+        task: impl FnOnce(&mut Server<D>, StreamId) -> Result<R, ServerError> + Send + 'static,
+    ) -> Result<R, ServerError> {
         let stream = self.stream_id();
         self.shared
             .actor
-            .submit_blocking(move |server| task(server, stream))
+            .submit_blocking_spinning(spin, move |server| task(server, stream))
             .unwrap_or_else(|panic| Err(Self::panicked(stream, panic)))
     }
 
@@ -629,15 +638,18 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// [`read_async`](Self::read_async), blocking: a blocking call (spinning before it parks,
-    /// through the calling thread's reply slot), where released memory returns to the pools
-    /// (`memory/books.rs`).
+    /// for as long as the transfer takes: `Spin::for_read`, through the calling thread's reply
+    /// slot), where released memory returns to the pools (`memory/books.rs`).
     fn read_blocking(&self, handles: Vec<Handle>) -> Result<Vec<Bytes>, ServerError> {
         let _span = call_span!(self, "read", handles = handles.len());
         let ranges = handles
             .iter()
             .map(|h| self.range(h))
             .collect::<Result<Vec<_>, IoError>>()?;
-        self.call(move |server, stream| server.read(stream, &ranges))
+        let bytes = ranges.iter().map(|r| r.len).sum();
+        self.call_spinning(Spin::for_read(bytes), move |server, stream| {
+            server.read(stream, &ranges)
+        })
     }
 
     /// The shared read path: reads `ranges` on the actor, after everything this stream submitted

@@ -7,7 +7,8 @@
 //! - The caller puts the task in the slot, sets `WAITING` and queues the slot.
 //! - The actor takes the task, runs it, puts the reply in the slot and swaps `state` to `DONE`;
 //!   if the swap returns `PARKED`, it unparks the caller.
-//! - The caller spins until `DONE` (bounded, `sync::CALLER_SPIN`); then it swaps `WAITING` for
+//! - The caller spins until `DONE` (bounded: `sync::CALLER_SPIN`, longer for a large read);
+//!   then it swaps `WAITING` for
 //!   `PARKED` and parks until `DONE`. If that swap fails, the reply is already there.
 //!
 //! So a reply is never missed: either the actor's swap sees `PARKED` and unparks (an unpark
@@ -24,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{ACTOR_DROPPED_TASK, ActorState, TaskPanicked, run_blocking};
-use crate::sync::{AtomicU8, CALLER_SPIN, Mutex, Ordering, lock, spin_until, thread, thread_local};
+use crate::sync::{AtomicU8, Mutex, Ordering, Spin, lock, spin_until, thread, thread_local};
 
 /// The call is queued or running; its caller spins.
 const WAITING: u8 = 0;
@@ -92,9 +93,9 @@ impl<F, R> Slot<F, R> {
     }
 
     /// Waits for the reply: spins, then parks.
-    fn wait(&self) -> Result<R, TaskPanicked> {
+    fn wait(&self, spin: Spin) -> Result<R, TaskPanicked> {
         let done = || self.state.load(Ordering::Acquire) == DONE;
-        if !spin_until(CALLER_SPIN, done)
+        if !spin_until(spin, done)
             && self
                 .state
                 .compare_exchange(WAITING, PARKED, Ordering::AcqRel, Ordering::Acquire)
@@ -164,8 +165,13 @@ where
 }
 
 /// Sends `task` to the actor through `queue` (which must queue the call once) and waits for its
-/// reply: the hand-off of every blocking call on an actor thread.
-pub(super) fn call<S, F, R>(task: F, queue: impl FnOnce(Call<S>)) -> Result<R, TaskPanicked>
+/// reply, spinning as `spin` says before it parks: the hand-off of every blocking call on an
+/// actor thread.
+pub(super) fn call<S, F, R>(
+    spin: Spin,
+    task: F,
+    queue: impl FnOnce(Call<S>),
+) -> Result<R, TaskPanicked>
 where
     S: ActorState,
     F: FnOnce(&mut S) -> R + Send + 'static,
@@ -182,13 +188,14 @@ where
     slot.state.store(WAITING, Ordering::Relaxed);
     let serve: Arc<dyn Serve<S>> = slot.clone();
     queue(Call(Some(serve)));
-    slot.wait()
+    slot.wait(spin)
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::stream::StreamId;
+    use crate::sync::CALLER_SPIN;
 
     #[derive(Default)]
     struct Counter(u32);
@@ -200,11 +207,15 @@ mod tests {
 
     #[test]
     fn a_call_dropped_unserved_answers_its_caller() {
-        let reply = call(|c: &mut Counter| c.0, drop);
+        let reply = call(CALLER_SPIN, |c: &mut Counter| c.0, drop);
         assert_eq!(reply, Err(TaskPanicked(ACTOR_DROPPED_TASK.to_owned())));
         // The slot is usable again.
         let mut counter = Counter(7);
-        let reply = call(|c: &mut Counter| c.0, |call| call.serve(&mut counter));
+        let reply = call(
+            CALLER_SPIN,
+            |c: &mut Counter| c.0,
+            |call| call.serve(&mut counter),
+        );
         assert_eq!(reply, Ok(7));
     }
 
@@ -217,7 +228,7 @@ mod tests {
         let first = slot_of(&task);
         let mut counter = Counter(1);
         for expected in 1..4 {
-            let reply = call(task, |call| call.serve(&mut counter));
+            let reply = call(CALLER_SPIN, task, |call| call.serve(&mut counter));
             assert_eq!(reply, Ok(expected));
             counter.0 += 1;
         }
