@@ -152,12 +152,6 @@ fn a_captured_graph_replays_its_launches_and_events_complete() {
         Err(DeviceError::Capture { .. })
     ));
     let graph = dev.end_capture(s).unwrap();
-    let words = |bytes: Vec<u8>| -> Vec<u32> {
-        bytes
-            .chunks(4)
-            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
-            .collect()
-    };
     assert_eq!(
         words(read(&mut dev, s, &buf, 0, 40)),
         vec![0; 10],
@@ -171,6 +165,66 @@ fn a_captured_graph_replays_its_launches_and_events_complete() {
     assert!(dev.event_complete(&event));
     assert_eq!(words(read(&mut dev, s, &buf, 0, 40)), vec![6; 10]);
     dev.destroy_graph(graph);
+}
+
+/// The words of little-endian `bytes`.
+fn words(bytes: Vec<u8>) -> Vec<u32> {
+    bytes
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Writes go to the queue when the open batch is empty and into the batch otherwise, and
+/// dispatches that repeat the last one skip binding: neither may change what runs, or when.
+#[test]
+fn writes_and_repeated_dispatches_keep_stream_order() {
+    let Some(mut dev) = device("writes_and_repeated_dispatches_keep_stream_order") else {
+        return;
+    };
+    let s = dev.create_stream().unwrap();
+    let options = CompileOptions {
+        checked: false,
+        kernel_id: 0,
+    };
+    let kernel = dev.compile(&add_one(), options).unwrap();
+    let buf = dev.allocate(32).unwrap();
+    let add_one_to = |dev: &mut WgpuDevice, offset: u64| {
+        let binding = [BufferSlice {
+            buffer: &buf,
+            offset,
+            len: 16,
+        }];
+        dev.launch(s, &kernel, LaunchCount::Static([1, 1, 1]), &binding, &[])
+            .unwrap();
+    };
+    // Into an empty batch: a queue write, which an event recorded after it covers.
+    dev.write(s, &buf, 0, &bytes(&[1, 2, 3, 4, 5, 6, 7, 8]))
+        .unwrap();
+    let event = dev.record_event(s).unwrap();
+    assert!(!dev.event_complete(&event), "the write waits for its batch");
+    add_one_to(&mut dev, 0);
+    // After a dispatch: encoded in the batch, between the two dispatches.
+    dev.write(s, &buf, 4, &bytes(&[10])).unwrap();
+    // The same slice twice (the second binds nothing), the other slice, then the first again.
+    add_one_to(&mut dev, 0);
+    add_one_to(&mut dev, 0);
+    add_one_to(&mut dev, 16);
+    add_one_to(&mut dev, 0);
+    assert_eq!(
+        words(read(&mut dev, s, &buf, 0, 32)),
+        [5, 13, 7, 8, 6, 7, 8, 9]
+    );
+    dev.synchronize(s).unwrap();
+    assert!(dev.event_complete(&event));
+    // The read submitted the batch: this write is a queue write again, after everything.
+    dev.write(s, &buf, 8, &bytes(&[70])).unwrap();
+    add_one_to(&mut dev, 16);
+    assert_eq!(
+        words(read(&mut dev, s, &buf, 0, 32)),
+        [5, 13, 70, 8, 7, 8, 9, 10]
+    );
+    assert_eq!(dev.take_errors(s), vec![]);
 }
 
 #[test]
