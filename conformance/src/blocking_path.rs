@@ -1,7 +1,8 @@
 //! The blocking path's figures, measured the same way on every device: `empty` + drop, single
-//! blocking calls, and the 4-byte create -> launch -> read round trip, through the client and
-//! straight on the device. Shared by `conformance/benches/handoff.rs` (the simulator) and
-//! `lockstep-cuda`'s `runtime_vs_raw` (a GPU), so the two report comparable numbers.
+//! blocking calls, the 4-byte create -> launch -> read round trip and the launch rate, through
+//! the client and straight on the device. Shared by `conformance/benches/handoff.rs` and
+//! `launch.rs` (the simulator), `lockstep-cuda`'s `runtime_vs_raw` and `lockstep-wgpu`'s
+//! `dispatch` (GPUs), so that they report comparable numbers.
 
 use std::time::Instant;
 
@@ -16,6 +17,72 @@ pub fn increment_kernel() -> Kernel {
     let i = k.global_id(Axis::X);
     k.if_(i.lt(dst.len()), |k| k.store(dst, i, dst.load(i) + 1u32));
     k.build().expect("increment is valid")
+}
+
+/// A kernel that does nothing with its one `u32` binding: a launch rate of it measures the
+/// launch path.
+pub fn trivial_kernel() -> Kernel {
+    let mut k = KernelBuilder::new("trivial", [1, 1, 1]);
+    k.binding(ElemType::U32, Access::ReadWrite);
+    k.build().expect("trivial is valid")
+}
+
+/// Launches per second of [`trivial_kernel`] through `client` (checked mode, as users run by
+/// default) over a one-word handle: `launches` of them, then a sync.
+pub fn client_launches<D: Device>(client: &ComputeClient<D>, launches: u32) -> f64 {
+    let kernel = trivial_kernel();
+    let handle = client.create(Bytes::from_elems(&[0u32])).expect("create");
+    client.compile(&kernel).expect("compile");
+    client.sync().expect("sync");
+    let start = Instant::now();
+    for _ in 0..launches {
+        let args = KernelArguments::new().binding(&handle);
+        client
+            .launch(&kernel, CubeCount::Static(1, 1, 1), args)
+            .expect("launch");
+    }
+    client.sync().expect("sync");
+    f64::from(launches) / start.elapsed().as_secs_f64()
+}
+
+/// [`client_launches`] straight on `device`, on `stream`: the word and a zeroed fault record
+/// bound as the runtime binds them, then a synchronize.
+pub fn straight_launches<D: Device>(device: &mut D, stream: D::Stream, launches: u32) -> f64 {
+    let options = CompileOptions {
+        checked: true,
+        kernel_id: 0,
+    };
+    let kernel = device
+        .compile(trivial_kernel().def(), options)
+        .expect("compile");
+    let word = device.allocate(4).expect("allocate");
+    device.write(stream, &word, 0, &[0; 4]).expect("write");
+    let record = zeroed_fault_record(device, stream);
+    device.synchronize(stream).expect("synchronize");
+    let start = Instant::now();
+    for _ in 0..launches {
+        let bindings = [
+            BufferSlice {
+                buffer: &word,
+                offset: 0,
+                len: 4,
+            },
+            BufferSlice {
+                buffer: &record,
+                offset: 0,
+                len: FaultRecord::BYTES as u64,
+            },
+        ];
+        let count = LaunchCount::Static([1, 1, 1]);
+        device
+            .launch(stream, &kernel, count, &bindings, &[])
+            .expect("launch");
+    }
+    device.synchronize(stream).expect("synchronize");
+    let rate = f64::from(launches) / start.elapsed().as_secs_f64();
+    device.free(word);
+    device.free(record);
+    rate
 }
 
 /// The middle sample (the upper one of an even count).

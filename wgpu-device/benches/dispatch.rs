@@ -10,9 +10,10 @@
 
 use std::time::Instant;
 
-use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{Access, CompileOptions, ElemType, FaultRecord, KernelBuilder};
-use lockstep::{Bytes, ComputeClient, CubeCount, Device, Kernel, KernelArguments};
+use lockstep::{Bytes, ComputeClient, Device};
+use lockstep_conformance::blocking_path::{
+    client_launches, median, straight_launches, trivial_kernel,
+};
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions, WgpuStream};
 
@@ -20,30 +21,6 @@ use lockstep_wgpu::{WgpuDevice, WgpuOptions, WgpuStream};
 const ROUNDS: usize = 7;
 /// Write+read round trips per round.
 const TRIPS: u32 = 1_000;
-
-/// A kernel that does nothing with its one binding: the cost measured is the launch path.
-fn trivial() -> Kernel {
-    let mut k = KernelBuilder::new("trivial", [1, 1, 1]);
-    k.binding(ElemType::U32, Access::ReadWrite);
-    k.build().expect("valid")
-}
-
-/// Launches per second through the client (checked mode, as users run by default).
-fn client_launches(client: &ComputeClient<WgpuDevice>, launches: u32) -> f64 {
-    let kernel = trivial();
-    let handle = client.create(Bytes::from_elems(&[0u32])).expect("create");
-    client.compile(&kernel).expect("compile");
-    client.sync().expect("sync");
-    let start = Instant::now();
-    for _ in 0..launches {
-        let args = KernelArguments::new().binding(&handle);
-        client
-            .launch(&kernel, CubeCount::Static(1, 1, 1), args)
-            .expect("launch");
-    }
-    client.sync().expect("sync");
-    launches as f64 / start.elapsed().as_secs_f64()
-}
 
 /// Mean microseconds of a 4-byte write followed by a read of it, through the client.
 fn client_round_trip_us(client: &ComputeClient<WgpuDevice>, rounds: u32) -> f64 {
@@ -67,60 +44,13 @@ struct OnDevice {
 }
 
 impl OnDevice {
-    fn new(device: WgpuDevice) -> Self {
-        let mut device = device;
+    fn new(mut device: WgpuDevice) -> Self {
         let stream = device.create_stream().expect("stream");
         Self { device, stream }
     }
 
     fn launches(&mut self, launches: u32) -> f64 {
-        let options = CompileOptions {
-            checked: true,
-            kernel_id: 0,
-        };
-        let kernel = self
-            .device
-            .compile(trivial().def(), options)
-            .expect("compile");
-        let data = self.device.allocate(4).expect("allocate");
-        let record = self
-            .device
-            .allocate(FaultRecord::BYTES as u64)
-            .expect("allocate");
-        let zeros = [0u8; FaultRecord::BYTES];
-        self.device
-            .write(self.stream, &record, 0, &zeros)
-            .expect("write");
-        self.device.synchronize(self.stream).expect("synchronize");
-        let start = Instant::now();
-        for _ in 0..launches {
-            let bindings = [
-                BufferSlice {
-                    buffer: &data,
-                    offset: 0,
-                    len: 4,
-                },
-                BufferSlice {
-                    buffer: &record,
-                    offset: 0,
-                    len: FaultRecord::BYTES as u64,
-                },
-            ];
-            self.device
-                .launch(
-                    self.stream,
-                    &kernel,
-                    LaunchCount::Static([1, 1, 1]),
-                    &bindings,
-                    &[],
-                )
-                .expect("launch");
-        }
-        self.device.synchronize(self.stream).expect("synchronize");
-        let rate = launches as f64 / start.elapsed().as_secs_f64();
-        self.device.free(data);
-        self.device.free(record);
-        rate
+        straight_launches(&mut self.device, self.stream, launches)
     }
 
     fn round_trip_us(&mut self, rounds: u32) -> f64 {
@@ -167,7 +97,7 @@ impl Straight {
     }
 
     fn launches(&self, launches: u32) -> f64 {
-        let lowered = lockstep_wgpu::lower::lower(trivial().def(), true, &[]);
+        let lowered = lockstep_wgpu::lower::lower(trivial_kernel().def(), true, &[]);
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -364,9 +294,4 @@ fn main() {
     ratio("round trip client/straight wgpu", 3, 5);
     ratio("round trip client/WgpuDevice", 3, 4);
     ratio("round trip WgpuDevice/straight wgpu", 4, 5);
-}
-
-fn median(mut samples: Vec<f64>) -> f64 {
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
 }
