@@ -1,6 +1,9 @@
 //! A world's workload: what each host thread does, and the deterministic order in which the
 //! threads take turns.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use lockstep::{MemoryLayoutStrategy, ReduceOperation};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -509,6 +512,32 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
     (tensor_strategy(i) == MemoryLayoutStrategy::Contiguous || dims[i] < 2).then_some(i)
 }
 
+/// Buffer data drawn for the runs of one seed, by fill: a seed runs twice with the same
+/// workload, and drawing its data anew in the second run was a twentieth of the explorer's
+/// instructions (copying the values is several times cheaper than drawing them).
+///
+/// Invariant: [`Fills::data`] returns exactly [`data`]`(fill, len)`. Each fill keeps the
+/// longest draw made of it; a shorter one is that draw's prefix, as [`data`]'s streams are.
+#[derive(Debug, Default)]
+pub struct Fills {
+    drawn: RefCell<HashMap<u64, Vec<u32>>>,
+}
+
+impl Fills {
+    /// [`data`]`(fill, len)`, drawn at most once for each fill and length not exceeded before.
+    pub fn data(&self, fill: u64, len: usize) -> Vec<u32> {
+        let mut drawn = self.drawn.borrow_mut();
+        match drawn.get(&fill) {
+            Some(values) if values.len() >= len => values[..len].to_vec(),
+            _ => {
+                let values = data(fill, len);
+                drawn.insert(fill, values.clone());
+                values
+            }
+        }
+    }
+}
+
 /// `len` elements drawn from `fill`: the SplitMix64 sequence seeded with `fill`, each output
 /// giving two elements (its low half, then its high half). Explored buffers reach 64 Ki
 /// elements, so this is cheap on purpose (ChaCha8 here cost 5% of the explorer's time); the
@@ -556,6 +585,14 @@ mod tests {
             assert_eq!(data(9, len), long[..len], "{len} elements");
         }
         assert_ne!(data(9, 8), data(10, 8), "neighbouring fills differ");
+    }
+
+    #[test]
+    fn fills_give_what_data_draws_whatever_the_order_of_lengths() {
+        let fills = Fills::default();
+        for (fill, len) in [(7, 10), (7, 3), (7, 25), (8, 25), (7, 0), (7, 25), (8, 1)] {
+            assert_eq!(fills.data(fill, len), data(fill, len), "fill {fill}, {len}");
+        }
     }
 
     #[test]
