@@ -423,6 +423,10 @@ impl Allocation {
         for (index, within, n) in pieces(offset, 4 * words) {
             match &self.chunks[index] {
                 None => out.extend(std::iter::repeat_n(false, n / 4)),
+                // A launch reads bindings a chunk at a time, mostly written whole.
+                Some(chunk) if all_bits(&chunk.written, within, n) => {
+                    out.extend(std::iter::repeat_n(true, n / 4))
+                }
                 Some(chunk) => words_written_in(&chunk.written, within, n, &mut out),
             }
         }
