@@ -24,7 +24,7 @@ use super::coverage::{Arg, Hits, Method, Recorder, StreamState};
 use super::formula::Formula;
 use super::model::Model;
 use super::workload::{
-    Action, Fills, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, tensor_strategy,
+    Action, Drawn, Fills, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, tensor_strategy,
     view_target,
 };
 use super::world::World;
@@ -708,7 +708,7 @@ impl<D: Device> Run<'_, D> {
                 match created {
                     Ok(handle) => {
                         allocated(state)?;
-                        let buf = state.model.create(s, values);
+                        let buf = state.model.create(s, values.to_vec());
                         state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -725,7 +725,7 @@ impl<D: Device> Run<'_, D> {
                         client
                             .write(&handle, Bytes::from_elems(&values))
                             .map_err(|e| format!("write: {e}"))?;
-                        let buf = state.model.create(s, values);
+                        let buf = state.model.create(s, values.to_vec());
                         state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -947,7 +947,7 @@ impl<D: Device> Run<'_, D> {
         shapes: &[Vec<usize>],
         fill: u64,
     ) -> Result<(), String> {
-        let tensors: Vec<(Vec<usize>, Vec<u32>)> = shapes
+        let tensors: Vec<(Vec<usize>, Drawn)> = shapes
             .iter()
             .enumerate()
             .map(|(i, shape)| {
@@ -977,7 +977,7 @@ impl<D: Device> Run<'_, D> {
                     .into_iter()
                     .zip(tensors)
                     .map(|(layout, (shape, values))| {
-                        let buf = state.model.create(s, values);
+                        let buf = state.model.create(s, values.to_vec());
                         state.reach.created(buf, s);
                         (layout, shape, buf)
                     })
@@ -1132,7 +1132,7 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::ToClientInto, s, Arg::Ordinary, &[]);
         match peer.to_client(src, client, ElemType::U32) {
             Ok(handle) => {
-                let buf = state.model.create(s, values);
+                let buf = state.model.create(s, values.to_vec());
                 state.reach.created(buf, s);
                 state.slots[slot] = Some((handle, buf));
                 Ok(())
@@ -1280,7 +1280,7 @@ impl<D: Device> Run<'_, D> {
                 .create(Bytes::from_elems(&values))
                 .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
             reduce(peer, &part)?;
-            for (e, v) in expected.iter_mut().zip(&values) {
+            for (e, v) in expected.iter_mut().zip(values.iter()) {
                 *e = match op {
                     ReduceOperation::Sum => e.wrapping_add(*v),
                     ReduceOperation::Min => (*e).min(*v),

@@ -3,6 +3,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::Deref;
+use std::rc::Rc;
 
 use lockstep::{MemoryLayoutStrategy, ReduceOperation};
 use rand::seq::IndexedRandom;
@@ -514,27 +516,43 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
 
 /// Buffer data drawn for the runs of one seed, by fill: a seed runs twice with the same
 /// workload, and drawing its data anew in the second run was a twentieth of the explorer's
-/// instructions (copying the values is several times cheaper than drawing them).
+/// instructions. The values are lent, not copied: most uses only read them.
 ///
-/// Invariant: [`Fills::data`] returns exactly [`data`]`(fill, len)`. Each fill keeps the
+/// Invariant: [`Fills::data`] gives exactly [`data`]`(fill, len)`. Each fill keeps the
 /// longest draw made of it; a shorter one is that draw's prefix, as [`data`]'s streams are.
 #[derive(Debug, Default)]
 pub struct Fills {
-    drawn: RefCell<HashMap<u64, Vec<u32>>>,
+    drawn: RefCell<HashMap<u64, Rc<Vec<u32>>>>,
 }
 
 impl Fills {
     /// [`data`]`(fill, len)`, drawn at most once for each fill and length not exceeded before.
-    pub fn data(&self, fill: u64, len: usize) -> Vec<u32> {
+    pub fn data(&self, fill: u64, len: usize) -> Drawn {
         let mut drawn = self.drawn.borrow_mut();
-        match drawn.get(&fill) {
-            Some(values) if values.len() >= len => values[..len].to_vec(),
+        let values = match drawn.get(&fill) {
+            Some(values) if values.len() >= len => values.clone(),
             _ => {
-                let values = data(fill, len);
+                let values = Rc::new(data(fill, len));
                 drawn.insert(fill, values.clone());
                 values
             }
-        }
+        };
+        Drawn { values, len }
+    }
+}
+
+/// `len` values of a fill, shared with the [`Fills`] that drew them.
+#[derive(Clone, Debug)]
+pub struct Drawn {
+    values: Rc<Vec<u32>>,
+    len: usize,
+}
+
+impl Deref for Drawn {
+    type Target = [u32];
+
+    fn deref(&self) -> &[u32] {
+        &self.values[..self.len]
     }
 }
 
@@ -591,7 +609,11 @@ mod tests {
     fn fills_give_what_data_draws_whatever_the_order_of_lengths() {
         let fills = Fills::default();
         for (fill, len) in [(7, 10), (7, 3), (7, 25), (8, 25), (7, 0), (7, 25), (8, 1)] {
-            assert_eq!(fills.data(fill, len), data(fill, len), "fill {fill}, {len}");
+            assert_eq!(
+                *fills.data(fill, len),
+                data(fill, len),
+                "fill {fill}, {len}"
+            );
         }
     }
 
