@@ -24,7 +24,8 @@ use super::coverage::{Arg, Hits, Method, Recorder, StreamState};
 use super::formula::Formula;
 use super::model::Model;
 use super::workload::{
-    Action, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, data, tensor_strategy, view_target,
+    Action, Drawn, Fills, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, tensor_strategy,
+    view_target,
 };
 use super::world::World;
 use crate::kernels::overrun;
@@ -240,6 +241,8 @@ struct Run<'w, D: Device> {
     own: Vec<ComputeClient<D>>,
     kernels: Vec<Kernel>,
     overrun: Kernel,
+    /// The buffer data of this seed's runs.
+    fills: &'w Fills,
 }
 
 /// The kernels a run of a world launches, built once for every run of it (a seed runs twice,
@@ -260,11 +263,13 @@ impl Kernels {
 }
 
 /// Runs `workload` of `world` on its `devices` (the explored one first) and checks it;
-/// `kernels` are `world`'s ([`Kernels::of`]).
+/// `kernels` are `world`'s ([`Kernels::of`]), `fills` the data of the workload's buffers
+/// (shared by the runs of one seed, or fresh).
 pub fn execute<D: Device>(
     world: &World,
     kernels: &Kernels,
     workload: &Workload,
+    fills: &Fills,
     devices: Devices<D>,
 ) -> Execution {
     let mut execution = Execution {
@@ -273,7 +278,16 @@ pub fn execute<D: Device>(
     };
     let mut seen = Seen::default();
     let Devices { clients, probes } = devices;
-    let failure = drive(world, kernels, workload, clients, &mut execution, &mut seen).err();
+    let failure = drive(
+        world,
+        kernels,
+        fills,
+        workload,
+        clients,
+        &mut execution,
+        &mut seen,
+    )
+    .err();
     // The clients are gone: the actors have torn the devices down, and every operation ran.
     let mut hash = Fnv1a::default();
     for probe in &probes {
@@ -314,6 +328,7 @@ struct Seen {
 fn drive<D: Device>(
     world: &World,
     kernels: &Kernels,
+    fills: &Fills,
     workload: &Workload,
     mut clients: Vec<ComputeClient<D>>,
     execution: &mut Execution,
@@ -349,6 +364,7 @@ fn drive<D: Device>(
         base: client.clone(),
         kernels: kernels.formulas.clone(),
         overrun: kernels.overrun.clone(),
+        fills,
     };
     let mut state = State {
         model: Model::new(world.faults.allocation_failure > 0.0),
@@ -685,14 +701,14 @@ impl<D: Device> Run<'_, D> {
         let lost = state.model.lost;
         match &step.action {
             Action::Create { slot, len, fill } => {
-                let values = data(*fill, *len);
+                let values = self.fills.data(*fill, *len);
                 let call = (Method::Create, s, self.size_class(*len));
                 let created =
                     state.allocation(client, call, || client.create(Bytes::from_elems(&values)));
                 match created {
                     Ok(handle) => {
                         allocated(state)?;
-                        let buf = state.model.create(s, values);
+                        let buf = state.model.create(s, values.to_vec());
                         state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -704,12 +720,12 @@ impl<D: Device> Run<'_, D> {
                 match state.allocation(client, call, || client.empty(len * 4)) {
                     Ok(handle) => {
                         allocated(state)?;
-                        let values = data(*fill, *len);
+                        let values = self.fills.data(*fill, *len);
                         state.hit(Method::Write, s, Arg::Ordinary, &[]);
                         client
                             .write(&handle, Bytes::from_elems(&values))
                             .map_err(|e| format!("write: {e}"))?;
-                        let buf = state.model.create(s, values);
+                        let buf = state.model.create(s, values.to_vec());
                         state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -906,7 +922,7 @@ impl<D: Device> Run<'_, D> {
         };
         let n = state.model.len(*buf);
         let offset = offset % n;
-        let values = data(fill, len.min(n - offset));
+        let values = self.fills.data(fill, len.min(n - offset));
         let (handle, buf) = (handle.clone(), *buf);
         let arg = if values.len() == 1 {
             Arg::One
@@ -931,13 +947,14 @@ impl<D: Device> Run<'_, D> {
         shapes: &[Vec<usize>],
         fill: u64,
     ) -> Result<(), String> {
-        let tensors: Vec<(Vec<usize>, Vec<u32>)> = shapes
+        let tensors: Vec<(Vec<usize>, Drawn)> = shapes
             .iter()
             .enumerate()
             .map(|(i, shape)| {
                 (
                     shape.clone(),
-                    data(fill.wrapping_add(i as u64), shape.iter().product()),
+                    self.fills
+                        .data(fill.wrapping_add(i as u64), shape.iter().product()),
                 )
             })
             .collect();
@@ -960,7 +977,7 @@ impl<D: Device> Run<'_, D> {
                     .into_iter()
                     .zip(tensors)
                     .map(|(layout, (shape, values))| {
-                        let buf = state.model.create(s, values);
+                        let buf = state.model.create(s, values.to_vec());
                         state.reach.created(buf, s);
                         (layout, shape, buf)
                     })
@@ -1106,7 +1123,7 @@ impl<D: Device> Run<'_, D> {
         len: usize,
         fill: u64,
     ) -> Result<(), String> {
-        let values = data(fill, len);
+        let values = self.fills.data(fill, len);
         let peer = &self.peers[peer];
         let src = peer
             .create(Bytes::from_elems(&values))
@@ -1115,7 +1132,7 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::ToClientInto, s, Arg::Ordinary, &[]);
         match peer.to_client(src, client, ElemType::U32) {
             Ok(handle) => {
-                let buf = state.model.create(s, values);
+                let buf = state.model.create(s, values.to_vec());
                 state.reach.created(buf, s);
                 state.slots[slot] = Some((handle, buf));
                 Ok(())
@@ -1258,12 +1275,12 @@ impl<D: Device> Run<'_, D> {
         let mut expected = state.model.values(buf).to_vec();
         let mut parts = Vec::with_capacity(self.peers.len());
         for (k, peer) in self.peers.iter().enumerate() {
-            let values = data(fill.wrapping_add(k as u64), len);
+            let values = self.fills.data(fill.wrapping_add(k as u64), len);
             let part = peer
                 .create(Bytes::from_elems(&values))
                 .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
             reduce(peer, &part)?;
-            for (e, v) in expected.iter_mut().zip(&values) {
+            for (e, v) in expected.iter_mut().zip(values.iter()) {
                 *e = match op {
                     ReduceOperation::Sum => e.wrapping_add(*v),
                     ReduceOperation::Min => (*e).min(*v),

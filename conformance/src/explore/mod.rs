@@ -31,6 +31,7 @@ use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 pub use driver::Execution;
 use driver::Kernels;
 pub use formula::Formula;
+use workload::Fills;
 pub use workload::Workload;
 pub use world::World;
 
@@ -120,20 +121,30 @@ pub fn run_workload<O: Opener>(
     workload: &Workload,
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
-    run_built(opener, world, &Kernels::of(world), workload, record_trace)
+    let kernels = Kernels::of(world);
+    run_built(
+        opener,
+        world,
+        &kernels,
+        &Fills::default(),
+        workload,
+        record_trace,
+    )
 }
 
-/// [`run_workload`] with `world`'s kernels already built ([`Kernels::of`]).
+/// [`run_workload`] with `world`'s kernels already built ([`Kernels::of`]) and the data of
+/// `workload`'s buffers drawn so far for it.
 fn run_built<O: Opener>(
     opener: &O,
     world: &World,
     kernels: &Kernels,
+    fills: &Fills,
     workload: &Workload,
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
     let devices = open(opener, world, record_trace);
     let probes = devices.probes.clone();
-    let execution = driver::execute(world, kernels, workload, devices);
+    let execution = driver::execute(world, kernels, workload, fills, devices);
     // The explored device's operations; its peers' only count in the trace hash.
     let trace = std::mem::take(&mut probes[0].observations().entries);
     (execution, trace)
@@ -147,14 +158,15 @@ pub fn run_seed<O: Opener>(opener: &O, seed: u64, faults: bool) -> SeedReport {
 
 /// [`run_seed`] for a drawn (and possibly adjusted, e.g. [`World::with_ops`]) world.
 pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
-    // Drawn and built once for both runs: a draw depends on nothing but the world.
+    // Drawn and built once for both runs: a draw depends on nothing but the world (the
+    // buffers' data, on their fills, is drawn in the first run and kept for the second).
     let workload = Workload::draw(world);
-    let kernels = Kernels::of(world);
-    let (first, _) = run_built(opener, world, &kernels, &workload, false);
+    let (kernels, fills) = (Kernels::of(world), Fills::default());
+    let (first, _) = run_built(opener, world, &kernels, &fills, &workload, false);
     let mut failure = match &first.failure {
         Some(why) => Some(why.clone()),
         None => {
-            let (second, _) = run_built(opener, world, &kernels, &workload, false);
+            let (second, _) = run_built(opener, world, &kernels, &fills, &workload, false);
             (second.trace_hash != first.trace_hash)
                 .then(|| divergence(opener, world, first.trace_hash, second.trace_hash))
         }

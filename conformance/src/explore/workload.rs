@@ -1,6 +1,11 @@
 //! A world's workload: what each host thread does, and the deterministic order in which the
 //! threads take turns.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::rc::Rc;
+
 use lockstep::{MemoryLayoutStrategy, ReduceOperation};
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
@@ -509,6 +514,48 @@ pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
     (tensor_strategy(i) == MemoryLayoutStrategy::Contiguous || dims[i] < 2).then_some(i)
 }
 
+/// Buffer data drawn for the runs of one seed, by fill: a seed runs twice with the same
+/// workload, and drawing its data anew in the second run was a twentieth of the explorer's
+/// instructions. The values are lent, not copied: most uses only read them.
+///
+/// Invariant: [`Fills::data`] gives exactly [`data`]`(fill, len)`. Each fill keeps the
+/// longest draw made of it; a shorter one is that draw's prefix, as [`data`]'s streams are.
+#[derive(Debug, Default)]
+pub struct Fills {
+    drawn: RefCell<HashMap<u64, Rc<Vec<u32>>>>,
+}
+
+impl Fills {
+    /// [`data`]`(fill, len)`, drawn at most once for each fill and length not exceeded before.
+    pub fn data(&self, fill: u64, len: usize) -> Drawn {
+        let mut drawn = self.drawn.borrow_mut();
+        let values = match drawn.get(&fill) {
+            Some(values) if values.len() >= len => values.clone(),
+            _ => {
+                let values = Rc::new(data(fill, len));
+                drawn.insert(fill, values.clone());
+                values
+            }
+        };
+        Drawn { values, len }
+    }
+}
+
+/// `len` values of a fill, shared with the [`Fills`] that drew them.
+#[derive(Clone, Debug)]
+pub struct Drawn {
+    values: Rc<Vec<u32>>,
+    len: usize,
+}
+
+impl Deref for Drawn {
+    type Target = [u32];
+
+    fn deref(&self) -> &[u32] {
+        &self.values[..self.len]
+    }
+}
+
 /// `len` elements drawn from `fill`: the SplitMix64 sequence seeded with `fill`, each output
 /// giving two elements (its low half, then its high half). Explored buffers reach 64 Ki
 /// elements, so this is cheap on purpose (ChaCha8 here cost 5% of the explorer's time); the
@@ -556,6 +603,18 @@ mod tests {
             assert_eq!(data(9, len), long[..len], "{len} elements");
         }
         assert_ne!(data(9, 8), data(10, 8), "neighbouring fills differ");
+    }
+
+    #[test]
+    fn fills_give_what_data_draws_whatever_the_order_of_lengths() {
+        let fills = Fills::default();
+        for (fill, len) in [(7, 10), (7, 3), (7, 25), (8, 25), (7, 0), (7, 25), (8, 1)] {
+            assert_eq!(
+                *fills.data(fill, len),
+                data(fill, len),
+                "fill {fill}, {len}"
+            );
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub use config::{
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
-use pool::{ExclusivePool, SlicedPool};
+use pool::{ExclusivePool, PoolStats, SlicedPool};
 pub(crate) use pool::{Held, NeedPage, PageId, PoolRef, SliceLocation};
 
 use crate::error::OutOfMemoryReason;
@@ -63,7 +63,7 @@ impl StreamPools {
         self.sliced.iter().map(|p| p.stats.slices).sum::<u64>() + self.exclusive.stats.slices
     }
 
-    fn stats(&self) -> impl Iterator<Item = &pool::PoolStats> {
+    fn stats(&self) -> impl Iterator<Item = &PoolStats> {
         self.sliced
             .iter()
             .map(|p| &p.stats)
@@ -308,8 +308,9 @@ impl DeviceMemory {
     /// [`Invariant::FreeAndReferenced`]; then the pools' pages against the budget
     /// ([`Invariant::WithinBudget`]).
     pub fn check_invariants<H: Display>(&self, held: &mut [Held<H>]) -> Result<(), Violation> {
-        self.check_pools(held)?;
-        let bytes_reserved = self.usage().bytes_reserved;
+        // What the pages of every pool hold, equal to the pools' counters (checked there):
+        // `usage()`, without a second walk over the pools.
+        let bytes_reserved = self.check_pools(held)?.bytes_reserved;
         ensure(
             self.budget.bytes.is_none_or(|b| bytes_reserved <= b),
             Invariant::WithinBudget,
@@ -322,20 +323,27 @@ impl DeviceMemory {
         )
     }
 
-    fn check_pools<H: Display>(&self, held: &mut [Held<H>]) -> Result<(), Violation> {
+    /// Checks every pool against `held` (sorted here) and that every slice of `held` lies on
+    /// a pool's page; returns what the pools' pages hold, all pools together.
+    fn check_pools<H: Display>(&self, held: &mut [Held<H>]) -> Result<PoolStats, Violation> {
         held.sort_unstable_by_key(|h| (h.slice.page, h.slice.offset));
-        let mut on_pages = 0;
+        let mut on_pages = PoolStats::default();
+        let mut add = |counted: PoolStats| {
+            on_pages.slices += counted.slices;
+            on_pages.bytes_in_use += counted.bytes_in_use;
+            on_pages.bytes_reserved += counted.bytes_reserved;
+        };
         for (stream, pools) in &self.streams {
             for (index, pool) in pools.sliced.iter().enumerate() {
-                on_pages += pool.check(&format_args!("{stream}'s pool {index}"), held)?;
+                add(pool.check(&format_args!("{stream}'s pool {index}"), held)?);
             }
-            on_pages += pools
+            add(pools
                 .exclusive
-                .check(&format_args!("{stream}'s exclusive pool"), held)?;
+                .check(&format_args!("{stream}'s exclusive pool"), held)?);
         }
-        on_pages += self.persistent.check(&"the persistent pool", held)?;
-        if on_pages == held.len() as u64 {
-            return Ok(());
+        add(self.persistent.check(&"the persistent pool", held)?);
+        if on_pages.slices == held.len() as u64 {
+            return Ok(on_pages);
         }
         let strays = held.iter().filter(|h| !self.holds_page(h.slice.page));
         let detail = match strays.map(|h| (h.slice.page, &h.holder)).next() {
@@ -346,8 +354,9 @@ impl DeviceMemory {
                 )
             }
             None => format!(
-                "{} slices are referenced, but the pools' pages hold {on_pages}: a page is in two pools",
-                held.len()
+                "{} slices are referenced, but the pools' pages hold {}: a page is in two pools",
+                held.len(),
+                on_pages.slices
             ),
         };
         Err(Violation {

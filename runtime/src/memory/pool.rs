@@ -448,7 +448,9 @@ mod tests {
                 holder: "a buffer",
             })
             .collect();
-        pool.check(&"the pool", &held).map_err(|v| v.to_string())
+        pool.check(&"the pool", &held)
+            .map(|counted| counted.slices)
+            .map_err(|v| v.to_string())
     }
 
     #[test]

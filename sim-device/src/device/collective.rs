@@ -205,7 +205,9 @@ impl Drop for ClusterMember {
 #[derive(Clone, Debug)]
 enum Part {
     Data {
-        bytes: Vec<u8>,
+        /// Shared: every rank's device takes every part (a copy each was 1.3% of the
+        /// explorer's instructions).
+        bytes: Arc<Vec<u8>>,
         elem: ElemType,
         op: ReduceOperation,
         arrived_ns: u64,
@@ -342,7 +344,7 @@ impl Hub {
 
 /// Folds `inputs` (one per rank, in rank order) element by element.
 /// A rank's input at a time over all elements, with the interpreter's column operations.
-fn reduce(inputs: &[Vec<u8>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
+fn reduce(inputs: &[Arc<Vec<u8>>], elem: ElemType, op: ReduceOperation) -> Vec<u8> {
     let words = |bytes: &[u8]| crate::memory::elements_of(bytes, elem.size_bytes());
     let fold = match op {
         ReduceOperation::Sum | ReduceOperation::Mean => BinOp::Add,
@@ -520,7 +522,7 @@ impl SimDevice {
             ) => {
                 let part = match self.load_collective(stream, src, "all_reduce") {
                     Some(bytes) => Part::Data {
-                        bytes,
+                        bytes: Arc::new(bytes),
                         elem,
                         op: reduce_op,
                         arrived_ns: self.clock_ns,
@@ -705,7 +707,7 @@ mod tests {
     #[test]
     fn float_sums_fold_in_rank_order() {
         // In rank order (1e8 + 1) - 1e8 = 0 in f32; another order would give 1.
-        let inputs = [bytes_f32(&[1e8]), bytes_f32(&[1.0]), bytes_f32(&[-1e8])];
+        let inputs = [bytes_f32(&[1e8]), bytes_f32(&[1.0]), bytes_f32(&[-1e8])].map(Arc::new);
         assert_eq!(
             reduce(&inputs, ElemType::F32, ReduceOperation::Sum),
             bytes_f32(&[0.0])
@@ -719,7 +721,7 @@ mod tests {
     #[test]
     fn integer_reductions_wrap_and_mean_truncates() {
         let words = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-        let inputs = [words(&[i32::MAX, -7, 3]), words(&[1, 2, -4])];
+        let inputs = [words(&[i32::MAX, -7, 3]), words(&[1, 2, -4])].map(Arc::new);
         assert_eq!(
             reduce(&inputs, ElemType::I32, ReduceOperation::Sum),
             words(&[i32::MIN, -5, -1])

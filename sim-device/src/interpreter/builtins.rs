@@ -69,12 +69,29 @@ impl Builtins {
         &self.columns[at].1
     }
 
+    /// The batch's lanes, when their global ids along axis `i` run on from the first lane's
+    /// one by one (as in a 1-D grid): the workgroups are one-dimensional along `i` and follow
+    /// each other along it. Lane `k` then has global id `first + k` (wrapping, as each id
+    /// does), which is computed a batch at a time instead of a workgroup at a time.
+    fn run_along(&self, i: usize) -> Option<u32> {
+        let one_dimensional = (0..3).all(|d| d == i || self.workgroup_size[d] == 1);
+        let first = self.groups.first()?[i];
+        let consecutive =
+            (self.groups.iter().zip(0u32..)).all(|(group, k)| group[i] == first.wrapping_add(k));
+        (one_dimensional && consecutive).then(|| self.lane_count() as u32)
+    }
+
     /// `b` on every lane, into `column`.
     fn compute(&self, b: Builtin, column: &mut Vec<u32>) {
         column.clear();
         match b {
             Builtin::GlobalId(a) => {
                 let (i, size) = (a.index(), self.workgroup_size[a.index()]);
+                if let Some(lanes) = self.run_along(i) {
+                    let first = self.groups[0][i].wrapping_mul(size);
+                    column.extend((0..lanes).map(|k| first.wrapping_add(k)));
+                    return;
+                }
                 for group in &self.groups {
                     let first = group[i].wrapping_mul(size);
                     let locals = self.local_ids[i].iter();
@@ -94,6 +111,38 @@ impl Builtins {
             }
             Builtin::NumWorkgroups(a) => {
                 column.resize(self.lane_count(), self.num_workgroups[a.index()]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lockstep::kernel::Axis;
+
+    use super::*;
+
+    #[test]
+    fn global_ids_are_each_workgroups_offset_plus_its_local_ids() {
+        let cases: [([u32; 3], [u32; 3], std::ops::Range<usize>); 6] = [
+            ([8, 1, 1], [300, 1, 1], 0..128),
+            ([8, 1, 1], [300, 1, 1], 256..300),
+            ([4, 2, 1], [6, 1, 1], 0..6),
+            ([8, 1, 1], [3, 4, 1], 0..12),
+            ([1, 8, 1], [1, 5, 2], 2..9),
+            ([2, 2, 2], [2, 2, 2], 0..8),
+        ];
+        for (size, count, batch) in cases {
+            let groups = &ids(count)[batch.clone()];
+            let mut builtins = Builtins::new(size, count);
+            builtins.start(groups);
+            for axis in [Axis::X, Axis::Y, Axis::Z] {
+                let a = axis.index();
+                let expected: Vec<u32> = (groups.iter())
+                    .flat_map(|g| ids(size).into_iter().map(move |l| g[a] * size[a] + l[a]))
+                    .collect();
+                let column = builtins.column(Builtin::GlobalId(axis));
+                assert_eq!(column, expected, "{size:?} {count:?} {batch:?} {axis:?}");
             }
         }
     }

@@ -87,12 +87,13 @@ pub(super) fn fail_free(detail: String) -> ! {
 
 impl SlicedPool {
     /// Checks every page of the pool (named `pool` in messages) against `held`, every slice
-    /// the server references (sorted by page, then offset); returns how many lie on its pages.
+    /// the server references (sorted by page, then offset); returns what its pages hold (the
+    /// slices of `held` on them, their bytes and the pages' bytes), which its counters equal.
     pub fn check<H: Display>(
         &self,
         pool: &dyn Display,
         held: &[Held<H>],
-    ) -> Result<u64, Violation> {
+    ) -> Result<PoolStats, Violation> {
         let mut counted = PoolStats::default();
         for (&id, page) in &self.pages {
             let on_page = on_page(held, id);
@@ -118,7 +119,7 @@ impl SlicedPool {
             counted.bytes_reserved += page.size;
         }
         self.stats.check(pool, counted)?;
-        Ok(counted.slices)
+        Ok(counted)
     }
 }
 
@@ -206,7 +207,7 @@ impl ExclusivePool {
         &self,
         pool: &dyn Display,
         held: &[Held<H>],
-    ) -> Result<u64, Violation> {
+    ) -> Result<PoolStats, Violation> {
         let mut counted = PoolStats::default();
         for (&id, &(size, used)) in &self.pages {
             let on_page = on_page(held, id);
@@ -259,7 +260,7 @@ impl ExclusivePool {
             counted.bytes_reserved += size;
         }
         self.stats.check(pool, counted)?;
-        Ok(counted.slices)
+        Ok(counted)
     }
 }
 
