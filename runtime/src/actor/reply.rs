@@ -8,8 +8,8 @@
 //! - The actor takes the task, runs it, puts the reply in the slot and swaps `state` to `DONE`;
 //!   if the swap returns `PARKED`, it unparks the caller.
 //! - The caller spins until `DONE` (bounded: `sync::CALLER_SPIN`, longer for a large read);
-//!   then it swaps `WAITING` for
-//!   `PARKED` and parks until `DONE`. If that swap fails, the reply is already there.
+//!   then it swaps `WAITING` for `PARKED` and parks until `DONE`. If that swap fails, the reply
+//!   is already there.
 //!
 //! So a reply is never missed: either the actor's swap sees `PARKED` and unparks (an unpark
 //! before the park makes the park return), or the caller's swap sees `DONE`. Spurious wake-ups
