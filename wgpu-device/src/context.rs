@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use lockstep::DeviceError;
 
@@ -73,11 +73,9 @@ impl WgpuOptions {
     }
 }
 
-/// Everything the device thread shares with wgpu's callbacks.
+/// The errors the device thread shares with wgpu's callback for uncaptured errors.
 #[derive(Debug, Default)]
 pub(crate) struct Sink {
-    /// Why the device was lost, once it was.
-    pub lost: Option<String>,
     /// Errors raised outside every error scope, oldest first.
     pub uncaptured: Vec<DeviceError>,
 }
@@ -110,6 +108,9 @@ pub struct GpuContext {
     /// Whether the device was opened with `SHADER_F16` (the adapter has it).
     pub(crate) shader_f16: bool,
     pub(crate) sink: Arc<Mutex<Sink>>,
+    /// Why the device was lost, once it was (set once, by wgpu's device-lost callback): read
+    /// without a lock, since every operation checks it.
+    lost: Arc<OnceLock<String>>,
     /// Compiled kernels by (IR content hash, checked), and the built-in kernels.
     pub(crate) pipelines: Mutex<Pipelines>,
     /// Bind group layouts by the read-only flags of their storage bindings.
@@ -211,13 +212,12 @@ impl GpuContext {
                 }
             })?;
         let sink = Arc::new(Mutex::new(Sink::default()));
+        let lost = Arc::new(OnceLock::new());
         {
-            let sink = sink.clone();
+            let lost = lost.clone();
             device.set_device_lost_callback(move |reason, message| {
-                let mut sink = lock(&sink);
-                if sink.lost.is_none() {
+                if lost.set(format!("{reason:?}: {message}")).is_ok() {
                     tracing::error!(?reason, %message, "wgpu device lost");
-                    sink.lost = Some(format!("{reason:?}: {message}"));
                 }
             });
         }
@@ -238,6 +238,7 @@ impl GpuContext {
             timestamps,
             shader_f16,
             sink,
+            lost,
             pipelines: Mutex::new(Pipelines::default()),
             layouts: Mutex::new(HashMap::new()),
             ids: AtomicU64::new(0),
@@ -266,13 +267,15 @@ impl GpuContext {
     }
 
     /// Why the device was lost, if it was.
-    pub(crate) fn lost(&self) -> Option<String> {
-        lock(&self.sink).lost.clone()
+    pub(crate) fn lost(&self) -> Option<&str> {
+        self.lost.get().map(String::as_str)
     }
 
     pub(crate) fn check_alive(&self) -> Result<(), DeviceError> {
         match self.lost() {
-            Some(reason) => Err(DeviceError::Lost { reason }),
+            Some(reason) => Err(DeviceError::Lost {
+                reason: reason.to_owned(),
+            }),
             None => Ok(()),
         }
     }

@@ -143,6 +143,9 @@ pub struct WgpuDevice {
     completed: Arc<AtomicU64>,
     /// Free MAP_READ staging buffers by size (a power of two).
     readback_pool: HashMap<u64, Vec<wgpu::Buffer>>,
+    /// The info words of the launch being encoded, kept between launches so that a launch
+    /// allocates none (a captured launch keeps a copy).
+    info: Vec<u32>,
 }
 
 impl WgpuDevice {
@@ -189,6 +192,7 @@ impl WgpuDevice {
             bind_groups: BindGroups::default(),
             completed: Arc::new(AtomicU64::new(0)),
             readback_pool: HashMap::new(),
+            info: Vec::new(),
             ctx,
         })
     }
@@ -566,18 +570,22 @@ impl WgpuDevice {
             .kernel(&kernel.def, kernel.checked, &lower::aliases_of(&ids))
     }
 
+    /// Fills `info` with the launch's info words: the kernel id, each binding's offset and
+    /// length in its own elements, then the parameters' bits.
     fn launch_info(
         &self,
         kernel: &WgpuKernel,
         bindings: &[BufferSlice<'_, WgpuBuffer>],
         params: &[Scalar],
-    ) -> Result<Vec<u32>, DeviceError> {
+        info: &mut Vec<u32>,
+    ) -> Result<(), DeviceError> {
         let compiled = &kernel.compiled;
         let refuse = |reason: String| DeviceError::ExecutionFault {
             operation: format!("launch of `{}`", compiled.name),
             reason,
         };
-        let mut info = vec![0u32; compiled.info_words as usize];
+        info.clear();
+        info.resize(compiled.info_words as usize, 0);
         info[InfoLayout::KERNEL_ID as usize] = kernel.kernel_id;
         for (b, slice) in bindings.iter().enumerate() {
             // Offsets and lengths count the binding's own elements (the fault record's are
@@ -598,7 +606,7 @@ impl WgpuDevice {
         for (word, &param) in info[first_param..].iter_mut().zip(params) {
             *word = crate::lower::param_word_bits(param);
         }
-        Ok(info)
+        Ok(())
     }
 }
 
@@ -860,7 +868,8 @@ impl Device for WgpuDevice {
         )?;
         let index = contract::stream("launch", stream.0, self.streams.len())?;
         self.ctx.check_alive()?;
-        let info = self.launch_info(kernel, bindings, params)?;
+        let mut info = std::mem::take(&mut self.info);
+        self.launch_info(kernel, bindings, params, &mut info)?;
         let compiled = self.compiled_for(kernel, bindings)?;
         let count = match count {
             LaunchCount::Static(dims) => RecordedCount::Static(dims),
@@ -887,14 +896,15 @@ impl Device for WgpuDevice {
             capture.push(Recorded {
                 kernel: compiled.clone(),
                 bind_group,
-                info,
+                info: info.clone(),
                 count,
                 buffers,
             });
-            return Ok(());
+        } else {
+            self.dispatch(&compiled, &bind_group, &info, &count)?;
+            self.after_op(stream);
         }
-        self.dispatch(&compiled, &bind_group, &info, &count)?;
-        self.after_op(stream);
+        self.info = info;
         Ok(())
     }
 
