@@ -272,7 +272,7 @@ fn main() {
             .fold((f64::MAX, 0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
         println!(
             "{label:<44} {:>10.1} {unit} (rounds {lo:.1}..{hi:.1})",
-            median(values.clone())
+            median(values)
         );
     };
     let ratio = |label: &str, a: usize, b: usize| {

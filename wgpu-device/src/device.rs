@@ -262,11 +262,16 @@ impl WgpuDevice {
         }
     }
 
-    /// Blocks until batch `number` has completed or the device is lost.
-    fn wait_for(&mut self, number: u64) -> Result<(), DeviceError> {
+    /// Submits the open batch if it is batch `number`: work to be waited on must be submitted.
+    fn submit_through(&mut self, number: u64) {
         if number >= self.batch.number() {
             self.submit();
         }
+    }
+
+    /// Blocks until batch `number` has completed or the device is lost.
+    fn wait_for(&mut self, number: u64) -> Result<(), DeviceError> {
+        self.submit_through(number);
         while self.completed.load(Ordering::Acquire) < number {
             self.ctx.check_alive()?;
             // Bounded waits, so that a lost device is noticed instead of waited on forever.
@@ -764,9 +769,7 @@ impl Device for WgpuDevice {
         let Some(staging) = read.staging else {
             return Ok(Bytes::default());
         };
-        if read.batch >= self.batch.number() {
-            self.submit();
-        }
+        self.submit_through(read.batch);
         let end = (read.skip + read.len).next_multiple_of(4) as u64;
         let mapping = Self::request_map(&staging, end);
         self.wait_for(read.batch)?;
