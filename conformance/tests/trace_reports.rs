@@ -31,9 +31,9 @@ fn a_racy_launch_puts_its_reports_on_its_track() {
     // Seed 1's interleaving of the first workgroup.
     assert_eq!(
         report,
-        "launch of `racy_reduce`: race: shared array 0 index 18: invocation 18 (workgroup [0, 0, 0], \
-         local [18, 0, 0]) wrote it at statement 7 `s0[local_id.x] = (s0[local_id.x] + \
-         s0[(local_id.x + 32u)])`, and invocation 2 (workgroup [0, 0, 0], local [2, 0, 0]) read \
+        "launch of `racy_reduce`: race: shared array 0 index 16: invocation 16 (workgroup [0, 0, 0], \
+         local [16, 0, 0]) wrote it at statement 7 `s0[local_id.x] = (s0[local_id.x] + \
+         s0[(local_id.x + 32u)])`, and invocation 0 (workgroup [0, 0, 0], local [0, 0, 0]) read \
          it at statement 9 `s0[local_id.x] = (s0[local_id.x] + s0[(local_id.x + 16u)])`, with no \
          barrier between them"
     );

@@ -218,8 +218,9 @@ impl Formula {
 
     /// Makes one formula in 16 a sharing one, drawing from `rng`: a stream of its own, so that
     /// every other draw of a world stays what it was before formulas shared. Rare, because a
-    /// sharing kernel runs on the simulator's interleaving engine, a workgroup at a time: at
-    /// one in 4 the explorer ran at a third of its speed.
+    /// sharing kernel runs on the simulator's interleaving engine, a step per group of lanes:
+    /// at one in 4 (when that engine ran a workgroup at a time) the explorer ran at a third of
+    /// its speed.
     pub fn draw_sharing(&mut self, rng: &mut impl Rng) {
         if rng.random_ratio(1, 16) {
             self.rotate = Some(rng.random_range(1..WORKGROUP));

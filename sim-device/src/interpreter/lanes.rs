@@ -28,13 +28,18 @@ pub(super) struct Launch<'a> {
     pub repeated: RepeatedLoads,
 }
 
-/// A batch of lanes in flight: whole workgroups, with the shared arrays of one workgroup when
-/// the kernel has any (the workgroup engine runs one workgroup per batch).
+/// A batch of lanes in flight: whole workgroups, with their shared arrays when the kernel has
+/// any.
 pub(super) struct Batch<'a, 'l> {
     pub launch: &'l Launch<'a>,
     bindings: &'l mut [BindingData],
-    /// The current workgroup's shared arrays (empty for kernels without any).
+    /// Per shared array of the kernel (none for kernels without any), a copy for each
+    /// workgroup the batch can hold, one after another: word `i` of workgroup `w` of the
+    /// batch is at `w * len + i`. Always watched by the race check, so every access to them
+    /// takes the per-lane paths, which place each lane's words.
     shared: Vec<BindingData>,
+    /// Invocations per workgroup (at least 1).
+    group_lanes: u32,
     pub outcome: &'l mut LaunchOutcome,
     /// The first violation of the launch so far: checked faults, or unchecked traps.
     violation: &'l mut Option<Violation>,
@@ -50,8 +55,8 @@ pub(super) struct Batch<'a, 'l> {
     /// Lanes that trapped (unchecked mode): they run no further statement.
     pub trapped: Vec<bool>,
     pub any_trapped: bool,
-    /// Barriers the batch's workgroup has passed (the workgroup engine's; the batched engine
-    /// runs no barrier).
+    /// Barriers each workgroup of the batch that still has a lane running has passed (the
+    /// workgroup engine's, see `workgroup.rs`; the batched engine runs no barrier).
     pub epoch: u32,
     /// The number of the statement running now, for the race check's reports.
     pub statement: u32,
@@ -77,14 +82,18 @@ impl<'a, 'l> Batch<'a, 'l> {
     ) -> Self {
         let def = launch.def;
         let builtins = Builtins::new(def.workgroup_size, launch.num_workgroups);
-        // Each workgroup's shared arrays, with their own race logs (workgroups of the workgroup
-        // engine run one per batch).
+        // Validated workgroups hold at most 1024 invocations.
+        let group_lanes = def.workgroup_invocations().max(1) as u32;
+        let groups_max = lanes_max.div_ceil(group_lanes as usize);
+        // Each workgroup's shared arrays, watched by the race check (no two workgroups share a
+        // word, so one log per array serves them all).
         let shared = def
             .shared
             .iter()
             .map(|s| {
-                let mut data = BindingData::unwritten(s.len as usize);
-                data.log = Some(AccessLog::new(s.len as usize, lanes_max as u64));
+                let words = s.len as usize * groups_max;
+                let mut data = BindingData::unwritten(words);
+                data.log = Some(AccessLog::new(words, group_lanes as u64));
                 data
             })
             .collect();
@@ -92,6 +101,7 @@ impl<'a, 'l> Batch<'a, 'l> {
             launch,
             bindings,
             shared,
+            group_lanes,
             outcome,
             violation,
             first_invocation: 0,
@@ -111,8 +121,6 @@ impl<'a, 'l> Batch<'a, 'l> {
     /// made for), whose lane 0 is invocation `first_invocation`: locals zero, fresh shared
     /// arrays, no lane trapped. The buffers of the previous batch are reused.
     pub fn start(&mut self, groups: &[[u32; 3]], first_invocation: u64) {
-        let def = self.launch.def;
-        debug_assert!(def.shared.is_empty() || groups.len() == 1);
         self.builtins.start(groups);
         let lanes = self.lane_count();
         assert!(
@@ -141,6 +149,11 @@ impl<'a, 'l> Batch<'a, 'l> {
 
     pub fn lane_count(&self) -> usize {
         self.builtins.lane_count()
+    }
+
+    /// Invocations per workgroup: lane `l` belongs to the batch's workgroup `l / group_lanes`.
+    pub fn group_lanes(&self) -> u32 {
+        self.group_lanes
     }
 
     /// The lanes of `lanes` that have not trapped.
@@ -240,7 +253,7 @@ impl<'a, 'l> Batch<'a, 'l> {
                 self.watch(l, array, i, AccessKind::Atomic);
                 let prev = self.peek_word(l, array, i);
                 if let Some(word) = new(l as usize, prev) {
-                    self.store_word(array, i, word);
+                    self.store_word(l, array, i, word);
                 }
                 previous[l as usize] = prev;
             }

@@ -8,8 +8,9 @@
 //!   (the explorer's, where the simulator spends most of its time) a batch of whole
 //!   workgroups at a time (up to [`BATCH_LANES`] lanes), walking the tree;
 //! - the workgroup engine (`workgroup.rs`) runs every other kernel (shared arrays, barriers,
-//!   atomics, `while`, `break`, `continue`) one workgroup at a time, each lane with a program
-//!   counter over the flattened kernel (`program.rs`), so lanes wait at barriers.
+//!   atomics, `while`, `break`, `continue`) a batch of whole workgroups at a time too, each
+//!   lane with a program counter over the flattened kernel (`program.rs`), so lanes wait at
+//!   barriers.
 //!
 //! **Invariant:** both engines run each lane's statements in program order and apply the
 //! stores and atomics of one instruction in lane order (local ids x fastest). The batched
@@ -87,8 +88,8 @@ impl BindingData {
         Self::new(vec![0; len], vec![false; len])
     }
 
-    /// Makes this array what [`unwritten`](Self::unwritten) makes (a shared array for the next
-    /// workgroup), keeping its buffers; a race log starts over.
+    /// Makes this array what [`unwritten`](Self::unwritten) makes (shared arrays for the next
+    /// batch of workgroups), keeping its buffers; a race log starts over.
     fn forget(&mut self) {
         self.words.fill(0);
         self.initialized.fill(false);
@@ -168,6 +169,14 @@ pub(crate) struct DivergentBarrier {
     pub finished: Option<u64>,
 }
 
+impl DivergentBarrier {
+    /// The lowest invocation it names: one of the workgroup that reached it.
+    pub fn first_invocation(&self) -> u64 {
+        let waiting = self.waiting.iter().map(|&(_, invocation)| invocation);
+        waiting.chain(self.finished).min().unwrap_or(u64::MAX)
+    }
+}
+
 /// A read of a shared array's word that no invocation of the workgroup had written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct UnwrittenRead {
@@ -190,8 +199,8 @@ pub(crate) struct LaunchOutcome {
     pub divergent_barrier: Option<DivergentBarrier>,
 }
 
-/// Most invocations the batched engine runs together (whole workgroups; a larger workgroup
-/// runs alone).
+/// Most invocations an engine runs together (whole workgroups; a larger workgroup runs
+/// alone).
 const BATCH_LANES: usize = 1024;
 
 /// A bounds violation: the invocation (launch order), the array and the index.
@@ -267,9 +276,9 @@ fn run_on(
         repeated: RepeatedLoads::new(def),
     };
     let workgroups = builtins::ids(count);
+    let group_lanes = def.workgroup_invocations().max(1) as usize;
+    let groups_per_batch = (BATCH_LANES / group_lanes).max(1);
     if engine == Engine::Batched {
-        let group_lanes = def.workgroup_invocations().max(1) as usize;
-        let groups_per_batch = (BATCH_LANES / group_lanes).max(1);
         drive(
             &launch,
             bindings,
@@ -286,9 +295,15 @@ fn run_on(
         let program = Program::new(def);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut scheduler = workgroup::Scheduler::default();
-        drive(&launch, bindings, &workgroups, 1, program.hidden, |batch| {
-            workgroup::run(batch, &program, &mut scheduler, &mut rng)
-        })
+        let hidden = program.hidden;
+        drive(
+            &launch,
+            bindings,
+            &workgroups,
+            groups_per_batch,
+            hidden,
+            |batch| workgroup::run(batch, &program, &mut scheduler, &mut rng),
+        )
     }
 }
 

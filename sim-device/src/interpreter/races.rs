@@ -2,7 +2,8 @@
 //! memory model (see `lockstep::kernel`). Two accesses are ordered when one invocation made
 //! both, or when invocations of one workgroup made them in different barrier epochs (the
 //! barriers a workgroup has passed); a race is two unordered accesses, at least one a write,
-//! not both atomic. Each workgroup's shared arrays get a log of their own.
+//! not both atomic. Each workgroup's shared arrays are words of their own (see `lanes::Batch`),
+//! so one log serves a batch's workgroups.
 //!
 //! Each word remembers its last write and the last reads of two distinct invocations since:
 //! a write supersedes the reads ordered before it (anything they could race with, it races

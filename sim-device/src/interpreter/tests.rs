@@ -456,6 +456,51 @@ fn a_barrier_in_divergent_control_flow_is_reported() {
 }
 
 #[test]
+fn each_workgroup_of_a_batch_is_judged_alone_and_the_lowest_divergent_one_reported() {
+    let def = diverging();
+    // Workgroup 0 is uniform (all odd: all wait), 1 and 2 diverge; 3 is uniform (all even).
+    let input = vec![1, 3, 5, 7, 2, 3, 4, 5, 3, 2, 2, 2, 2, 4, 6, 8];
+    for seed in 0..8 {
+        let mut data = vec![binding(input.clone()), record()];
+        let outcome = launch_seeded(&def, 4, &mut data, seed);
+        assert_eq!(
+            outcome.divergent_barrier,
+            Some(DivergentBarrier {
+                waiting: vec![(3, 5)],
+                finished: Some(4),
+            }),
+            "seed {seed}"
+        );
+    }
+    // A barrier only some workgroups reach, each of them whole, is uniform.
+    let mut k = KernelBuilder::new("second", [4, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let s = k.shared(ElemType::U32, 4);
+    let lid = k.local_id(Axis::X);
+    k.if_(k.workgroup_id(Axis::X).equals(1u32), |k| {
+        k.store(s, lid, lid + 10u32);
+        k.workgroup_barrier();
+        k.store(out, k.global_id(Axis::X), s.load((lid + 1u32) % 4u32));
+    });
+    let def = k.build().unwrap().def().clone();
+    let mut data = vec![binding(vec![0; 12]), record()];
+    let outcome = launch(&def, 3, &mut data);
+    assert_eq!(outcome.divergent_barrier, None);
+    assert_eq!(words(&data[0]), [0, 0, 0, 0, 11, 12, 13, 10, 0, 0, 0, 0]);
+}
+
+#[test]
+fn a_launch_of_more_workgroups_than_a_batch_holds_reduces_each_exactly() {
+    // 40 workgroups of 64 lanes: three batches of up to 1024 lanes.
+    let input: Vec<u32> = (0..40 * 64).map(|i| i * 31 + 5).collect();
+    let mut data = vec![binding(input.clone()), binding(vec![0; 40]), record()];
+    let outcome = launch(&reduction(ElemType::U32), 40, &mut data);
+    let expected: Vec<u32> = input.chunks(64).map(|c| c.iter().sum()).collect();
+    assert_eq!(words(&data[1]), expected);
+    assert!(outcome.races.is_empty() && outcome.unwritten_shared.is_empty());
+}
+
+#[test]
 fn shared_memory_is_per_workgroup_and_unwritten_reads_are_reported() {
     // Workgroup 0 writes its shared word, workgroup 1 only reads it.
     let mut k = KernelBuilder::new("leak", [2, 1, 1]);

@@ -1,16 +1,20 @@
 //! The workgroup engine, for kernels with shared arrays, barriers, atomics or `while` loops:
-//! one workgroup at a time, each lane with its own program counter over the flattened
-//! [`Program`]. Lanes at one program counter form a group; a step runs one instruction for a
-//! group drawn by the launch's seeded generator, and half of the time (while fewer than
-//! [`MAX_GROUPS`] groups run) for only the lanes on one side of a random cut through it, so
-//! a workgroup's invocations interleave instruction by instruction and results that depend
-//! on their order differ between seeds (the race check reports the accesses behind them
-//! whatever the order). Lanes that reach the same program counter join
-//! its group again. A barrier holds its lanes until no lane can run: every live lane of the
-//! workgroup then waits at a barrier or has finished. If they wait at one barrier and none has
-//! finished, they pass it together and the workgroup's epoch advances; otherwise the barrier
-//! was reached in divergent control flow, which is reported, and the lanes pass the barriers
-//! they wait at.
+//! a batch of whole workgroups at a time, each lane with its own program counter over the
+//! flattened [`Program`]. Lanes at one program counter form a group; a step runs one
+//! instruction for a group drawn by the launch's seeded generator, and half of the time (while
+//! fewer than [`MAX_GROUPS`] groups run) for only the lanes on one side of a random cut through
+//! the workgroup's local ids, the same cut in every workgroup of the batch; so a workgroup's
+//! invocations interleave instruction by instruction and results that depend on their order
+//! differ between seeds (the race check reports the accesses behind them whatever the order),
+//! while the batch's workgroups, which share nothing but global memory, mostly step together
+//! and each step runs over many lanes. Lanes that reach the same program counter join its
+//! group again. A barrier holds its lanes until no lane of the batch can run: every live lane
+//! then waits at a barrier or has finished. In a workgroup whose lanes all wait at one barrier
+//! they pass it together, and the batch's epoch advances; a workgroup whose lanes wait at
+//! different barriers, or some of whose lanes finished, reached a barrier in divergent control
+//! flow, which is reported, and its lanes pass the barriers they wait at. (The epoch counts
+//! the barriers every workgroup with a lane still running has passed: at a release, each such
+//! workgroup passes one barrier, or is reported as divergent.)
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -20,9 +24,9 @@ use super::program::{Inst, Program};
 use super::walk::{below, increment};
 use super::{DivergentBarrier, KernelTrap};
 
-/// Instructions a workgroup may dispatch (each over a group of lanes) before the simulator
-/// declares it endless, as a GPU's watchdog would: far more than any kernel the simulator
-/// can run in reasonable time needs.
+/// Instructions a batch of workgroups may dispatch (each over a group of lanes) before the
+/// simulator declares it endless, as a GPU's watchdog would: far more than any kernel the
+/// simulator can run in reasonable time needs.
 pub(super) const MAX_DISPATCHES: u64 = 1 << 22;
 
 /// Groups of lanes running at once past which a pick no longer splits a group: each split
@@ -109,27 +113,31 @@ impl Scheduler {
     }
 
     /// Takes the lanes to run next out of `running` (not empty): a random group, and half of
-    /// the time one side of a random cut through it (the other side stays). Any two lanes of
-    /// a group are on opposite sides of some cut, and either side may run first, so every
-    /// pair of lanes can interleave either way; the sides, being runs of the ascending list,
-    /// mostly join again by appending.
-    fn pick(&mut self, rng: &mut ChaCha8Rng) -> (usize, Vec<u32>) {
+    /// the time the lanes on one side of a random cut through the local ids of a workgroup of
+    /// `group_lanes` invocations (the other side stays). Any two lanes of a workgroup are on
+    /// opposite sides of some cut, and either side may run first, so every pair of a
+    /// workgroup's lanes can interleave either way.
+    fn pick(&mut self, rng: &mut ChaCha8Rng, group_lanes: u32) -> (usize, Vec<u32>) {
         let k = rng.random_range(0..self.running.len());
         let (pc, mut group) = self.running.take(k);
         if group.len() < 2 || self.running.len() + 1 >= MAX_GROUPS || !rng.random_ratio(1, 2) {
             return (pc, group);
         }
-        let cut = rng.random_range(1..group.len());
-        let mut back = self.list();
-        back.extend_from_slice(&group[cut..]);
-        group.truncate(cut);
-        let (now, later) = if rng.random() {
-            (group, back)
-        } else {
-            (back, group)
-        };
-        self.running.0.insert(k, (pc, later));
-        (pc, now)
+        let cut = rng.random_range(1..group_lanes.max(2));
+        let in_front = rng.random();
+        let mut other = self.list();
+        group.retain(|&l| {
+            let keep = (l % group_lanes < cut) == in_front;
+            if !keep {
+                other.push(l);
+            }
+            keep
+        });
+        if group.is_empty() {
+            std::mem::swap(&mut group, &mut other);
+        }
+        self.join(false, pc, other);
+        (pc, group)
     }
 
     /// Moves every waiting lane past its barrier.
@@ -159,7 +167,7 @@ fn merge(a: &[u32], b: &[u32], out: &mut Vec<u32>) {
     out.extend_from_slice(&b[j..]);
 }
 
-/// Runs every lane of `batch` (one workgroup) through `program`, interleaved by `rng`.
+/// Runs every lane of `batch` (whole workgroups) through `program`, interleaved by `rng`.
 pub(super) fn run(
     batch: &mut Batch,
     program: &Program,
@@ -185,7 +193,7 @@ pub(super) fn run(
             batch.epoch += 1;
             continue;
         }
-        let (pc, group) = scheduler.pick(rng);
+        let (pc, group) = scheduler.pick(rng, batch.group_lanes());
         dispatches += 1;
         if dispatches > MAX_DISPATCHES {
             // The launch ends here: the scheduler is not used again.
@@ -295,25 +303,46 @@ impl Scheduler {
     }
 }
 
-/// Every live lane waits at a barrier or has finished: records the workgroup's first
-/// divergent barrier, if this is one (lanes at different barriers, or some already finished).
+/// Every live lane waits at a barrier or has finished: records the launch's first divergent
+/// barrier, if a workgroup reached one (its lanes wait at different barriers, or some of them
+/// finished). Of two workgroups, the lower one's is kept: the one a launch running its
+/// workgroups one after another reports.
 fn check_uniform(batch: &mut Batch, program: &Program, waiting: &Groups, finished: &[u32]) {
     if waiting.len() == 1 && finished.is_empty() {
         return;
     }
-    if batch.outcome.divergent_barrier.is_some() {
-        return;
-    }
+    let group_lanes = batch.group_lanes();
     let first = batch.first_invocation;
-    let waiting: Vec<(u32, u64)> = waiting
-        .0
-        .iter()
-        .map(|(pc, lanes)| (program.statements[*pc], first + lanes[0] as u64))
-        .collect();
-    batch.outcome.divergent_barrier = Some(DivergentBarrier {
-        waiting,
-        finished: finished.iter().min().map(|&l| first + l as u64),
-    });
+    let workgroups = batch.lane_count() / group_lanes as usize;
+    // Per workgroup of the batch: each barrier its lanes wait at (statement, first lane), and
+    // its first finished lane. A group's lanes ascend, so a workgroup's come together.
+    let mut at: Vec<Vec<(u32, u64)>> = vec![Vec::new(); workgroups];
+    for (pc, lanes) in &waiting.0 {
+        for chunk in lanes.chunk_by(|a, b| a / group_lanes == b / group_lanes) {
+            let lane = chunk[0];
+            at[(lane / group_lanes) as usize].push((program.statements[*pc], first + lane as u64));
+        }
+    }
+    let mut done: Vec<Option<u64>> = vec![None; workgroups];
+    for &lane in finished {
+        let slot = &mut done[(lane / group_lanes) as usize];
+        *slot = Some(slot.map_or(first + lane as u64, |d| d.min(first + lane as u64)));
+    }
+    let divergent = (at.into_iter().zip(done))
+        .find(|(waiting, done)| waiting.len() > 1 || (!waiting.is_empty() && done.is_some()));
+    let Some((waiting, finished)) = divergent else {
+        return;
+    };
+    let found = DivergentBarrier { waiting, finished };
+    let outcome = &mut batch.outcome;
+    let lower = |d: &DivergentBarrier| d.first_invocation() / group_lanes as u64;
+    if outcome
+        .divergent_barrier
+        .as_ref()
+        .is_none_or(|kept| lower(kept) > lower(&found))
+    {
+        outcome.divergent_barrier = Some(found);
+    }
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ impl Batch<'_, '_> {
                 let (lane, i) = (l as u32, at[l]);
                 if self.in_bounds(lane, array, i, len) {
                     self.watch(lane, array, i, AccessKind::Write);
-                    self.store_word(array, i, value[l]);
+                    self.store_word(lane, array, i, value[l]);
                 }
             });
             return;
@@ -132,40 +132,73 @@ impl Batch<'_, '_> {
         false
     }
 
+    /// Where `lane`'s `array[index]` (in range) lies in the batch's words of `array`: a
+    /// shared array has a copy per workgroup of the batch (see [`Batch::shared`]).
+    #[inline]
+    fn word_of(&self, lane: u32, array: Array, index: u32) -> usize {
+        match array {
+            Array::Binding(_) => index as usize,
+            Array::Shared(s) => {
+                let len = self.launch.def.shared[s.0 as usize].len as usize;
+                (lane / self.group_lanes) as usize * len + index as usize
+            }
+        }
+    }
+
+    /// The workgroup (launch order) of `invocation`.
+    fn workgroup_of(&self, invocation: u64) -> u64 {
+        invocation / self.group_lanes as u64
+    }
+
     /// The word at `index`, read by `lane`; a word nothing wrote is reported (a binding
     /// once per launch, a shared array once per launch with where it was read).
     #[inline]
     pub(super) fn peek_word(&mut self, lane: u32, array: Array, index: u32) -> u32 {
+        let at = self.word_of(lane, array, index);
         let data = self.data(array);
-        let word = data.words[index as usize];
-        if !data.initialized[index as usize] {
+        let word = data.words[at];
+        if !data.initialized[at] {
             self.unwritten(lane, array, index);
         }
         word
     }
 
+    /// Reports a read of an unwritten word. Of a shared array's, the one kept is the lowest
+    /// workgroup's first: the one a launch running its workgroups one after another reports.
     #[cold]
     fn unwritten(&mut self, lane: u32, array: Array, index: u32) {
+        let read = UnwrittenRead {
+            array,
+            index,
+            invocation: self.first_invocation + lane as u64,
+            statement: self.statement,
+        };
+        let group_lanes = self.group_lanes as u64;
+        let later = |r: &UnwrittenRead| r.invocation / group_lanes > read.invocation / group_lanes;
         let outcome = &mut *self.outcome;
         match array {
             Array::Binding(b) if !outcome.uninitialized_loads.contains(&b) => {
                 outcome.uninitialized_loads.push(b);
             }
-            Array::Shared(_) if !outcome.unwritten_shared.iter().any(|r| r.array == array) => {
-                outcome.unwritten_shared.push(UnwrittenRead {
-                    array,
-                    index,
-                    invocation: self.first_invocation + lane as u64,
-                    statement: self.statement,
-                });
-            }
-            _ => {}
+            Array::Binding(_) => {}
+            Array::Shared(_) => match outcome
+                .unwritten_shared
+                .iter_mut()
+                .find(|r| r.array == array)
+            {
+                None => outcome.unwritten_shared.push(read),
+                Some(kept) if later(kept) => *kept = read,
+                Some(_) => {}
+            },
         }
     }
 
-    /// Elements in `array`.
+    /// Elements in `array` (a shared array's, per workgroup).
     pub(super) fn len(&self, array: Array) -> u32 {
-        self.data(array).words.len() as u32
+        match array {
+            Array::Binding(b) => self.bindings[b.0 as usize].words.len() as u32,
+            Array::Shared(s) => self.launch.def.shared[s.0 as usize].len,
+        }
     }
 
     /// Whether the race check watches `array` (checked once per statement, not per lane).
@@ -173,8 +206,9 @@ impl Batch<'_, '_> {
         self.data(array).log.is_some()
     }
 
-    /// Shows `lane`'s access to `array[index]` to the race check, if it watches the array;
-    /// the launch's first race on each array is kept.
+    /// Shows `lane`'s access to `array[index]` to the race check, if it watches the array.
+    /// The race kept for each array is the first found by the lowest workgroup whose access
+    /// completed one: the one a launch running its workgroups one after another keeps.
     pub(super) fn watch(&mut self, lane: u32, array: Array, index: u32, kind: AccessKind) {
         let access = Access {
             invocation: self.first_invocation + lane as u64,
@@ -182,24 +216,33 @@ impl Batch<'_, '_> {
             statement: self.statement,
             kind,
         };
+        let at = self.word_of(lane, array, index) as u32;
         let Some(log) = &mut self.data_mut(array).log else {
             return;
         };
-        if let Some(first) = log.record(index, access)
-            && !self.outcome.races.iter().any(|r| r.array == array)
-        {
-            self.outcome.races.push(Race {
-                array,
-                index,
-                first,
-                second: access,
-            });
+        let Some(first) = log.record(at, access) else {
+            return;
+        };
+        let race = Race {
+            array,
+            index,
+            first,
+            second: access,
+        };
+        let group = self.workgroup_of(access.invocation);
+        match self.outcome.races.iter().position(|r| r.array == array) {
+            None => self.outcome.races.push(race),
+            Some(k) if self.workgroup_of(self.outcome.races[k].second.invocation) > group => {
+                self.outcome.races[k] = race;
+            }
+            Some(_) => {}
         }
     }
 
     #[inline]
-    pub(super) fn store_word(&mut self, array: Array, index: u32, bits: u32) {
-        self.data_mut(array).stores().store(index, bits);
+    pub(super) fn store_word(&mut self, lane: u32, array: Array, index: u32, bits: u32) {
+        let at = self.word_of(lane, array, index) as u32;
+        self.data_mut(array).stores().store(at, bits);
     }
 }
 
