@@ -80,15 +80,14 @@ impl AccessLog {
         }
     }
 
-    /// Whether `earlier` and `later` may race: different invocations that no barrier orders,
-    /// at least one writing, not both atomic.
-    fn conflict(&self, earlier: &Access, later: &Access) -> bool {
+    /// Whether an earlier access may race with `later`, whose workgroup's invocations are
+    /// `group`: different invocations that no barrier orders, at least one writing, not both
+    /// atomic. (A range test, not a division per access: this runs for every watched access.)
+    fn conflict(earlier: &Access, later: &Access, group: &std::ops::Range<u64>) -> bool {
         if earlier.invocation == later.invocation {
             return false;
         }
-        let same_group =
-            earlier.invocation / self.group_lanes == later.invocation / self.group_lanes;
-        if same_group && earlier.epoch != later.epoch {
+        if earlier.epoch != later.epoch && group.contains(&earlier.invocation) {
             return false;
         }
         let writes = |a: &Access| a.kind != AccessKind::Read;
@@ -106,13 +105,13 @@ impl AccessLog {
         if self.words.is_empty() {
             self.words.resize(self.len, WordLog::default());
         }
-        let word = self.words[index as usize];
-        let earlier = word
-            .write
-            .into_iter()
-            .chain(word.reads.into_iter().flatten())
-            .find(|e| self.conflict(e, &access));
+        let first = access.invocation - access.invocation % self.group_lanes;
+        let group = first..first + self.group_lanes;
         let log = &mut self.words[index as usize];
+        let earlier = (log.write.iter())
+            .chain(log.reads.iter().flatten())
+            .find(|e| Self::conflict(e, &access, &group))
+            .copied();
         match access.kind {
             AccessKind::Read => {
                 if log.reads[0].is_some_and(|r| r.invocation != access.invocation) {
