@@ -708,7 +708,7 @@ impl<D: Device> Run<'_, D> {
                 match created {
                     Ok(handle) => {
                         allocated(state)?;
-                        let buf = state.model.create(s, values.to_vec());
+                        let buf = state.model.create(s, values);
                         state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -725,7 +725,7 @@ impl<D: Device> Run<'_, D> {
                         client
                             .write(&handle, Bytes::from_elems(&values))
                             .map_err(|e| format!("write: {e}"))?;
-                        let buf = state.model.create(s, values.to_vec());
+                        let buf = state.model.create(s, values);
                         state.reach.created(buf, s);
                         state.slots[*slot] = Some((handle, buf));
                     }
@@ -977,7 +977,7 @@ impl<D: Device> Run<'_, D> {
                     .into_iter()
                     .zip(tensors)
                     .map(|(layout, (shape, values))| {
-                        let buf = state.model.create(s, values.to_vec());
+                        let buf = state.model.create(s, values);
                         state.reach.created(buf, s);
                         (layout, shape, buf)
                     })
@@ -1132,7 +1132,7 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::ToClientInto, s, Arg::Ordinary, &[]);
         match peer.to_client(src, client, ElemType::U32) {
             Ok(handle) => {
-                let buf = state.model.create(s, values.to_vec());
+                let buf = state.model.create(s, values);
                 state.reach.created(buf, s);
                 state.slots[slot] = Some((handle, buf));
                 Ok(())
