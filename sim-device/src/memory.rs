@@ -265,6 +265,11 @@ pub(crate) fn elements_of(bytes: &[u8], elem_bytes: usize) -> Vec<u32> {
 
 /// The inverse of [`elements_of`]: each word's low `elem_bytes` bytes, little-endian.
 pub(crate) fn bytes_of(words: &[u32], elem_bytes: usize) -> Vec<u8> {
+    if elem_bytes == 4 && cfg!(target_endian = "little") {
+        // The words' own bytes: one copy, into memory not zeroed first (a collective's result
+        // was zeroed and then overwritten).
+        return bytemuck::cast_slice(words).to_vec();
+    }
     let mut bytes = vec![0; elem_bytes * words.len()];
     store_elements(words, &mut bytes, elem_bytes);
     bytes
