@@ -172,6 +172,9 @@ fn chunk_bytes(bytes: Box<[u8]>) -> Box<[u8; CHUNK_BYTES]> {
 #[derive(Debug)]
 pub(crate) struct Allocation {
     size: usize,
+    /// The chunks by index, `None` where not materialised; chunks past its end are not
+    /// materialised either. It grows to the last chunk written (a pool's page of hundreds of
+    /// MiB had a slot per chunk, made and dropped whole, though a few KiB of it were used).
     chunks: Vec<Option<Box<Chunk>>>,
     pub freed: bool,
 }
@@ -302,11 +305,18 @@ impl Allocation {
     fn new(size: usize) -> Self {
         Self {
             size,
-            chunks: std::iter::repeat_with(|| None)
-                .take(size.div_ceil(CHUNK_BYTES))
-                .collect(),
+            chunks: Vec::new(),
             freed: false,
         }
+    }
+
+    /// Chunk `index` (of those the allocation spans), if materialised.
+    fn chunk(&self, index: usize) -> Option<&Chunk> {
+        assert!(
+            index < self.size.div_ceil(CHUNK_BYTES),
+            "chunk {index} lies past the allocation"
+        );
+        self.chunks.get(index)?.as_deref()
     }
 
     /// Copies `data` in at `offset` and marks those bytes written.
@@ -345,6 +355,10 @@ impl Allocation {
             offset + len <= self.size,
             "the runtime writes inside its buffers"
         );
+        let end_chunk = (offset + len).div_ceil(CHUNK_BYTES);
+        if len > 0 && self.chunks.len() < end_chunk {
+            self.chunks.resize_with(end_chunk, || None);
+        }
         for (index, within, n) in pieces(offset, len) {
             let at = index * CHUNK_BYTES + within - offset;
             let slot = &mut self.chunks[index];
@@ -393,7 +407,7 @@ impl Allocation {
             "the runtime reads inside its buffers"
         );
         for (index, within, n) in pieces(offset, len) {
-            let piece = (self.chunks[index].as_ref()).map(|chunk| &chunk.bytes[within..within + n]);
+            let piece = (self.chunk(index)).map(|chunk| &chunk.bytes[within..within + n]);
             take(piece, n);
         }
     }
@@ -418,7 +432,7 @@ impl Allocation {
         let mut out = Vec::with_capacity(words);
         // Chunks hold whole words when `offset` is 4-aligned (CHUNK_BYTES is a multiple of 4).
         for (index, within, n) in pieces(offset, 4 * words) {
-            match &self.chunks[index] {
+            match self.chunk(index) {
                 None => out.extend(std::iter::repeat_n(poison, n / 4)),
                 Some(chunk) => out.extend(
                     chunk.bytes[within..within + n]
@@ -441,7 +455,7 @@ impl Allocation {
         let mut out = Vec::with_capacity(words);
         // Chunks hold whole words when `offset` is 4-aligned (CHUNK_BYTES is a multiple of 4).
         for (index, within, n) in pieces(offset, 4 * words) {
-            match &self.chunks[index] {
+            match self.chunk(index) {
                 None => out.extend(std::iter::repeat_n(false, n / 4)),
                 // A launch reads bindings a chunk at a time, mostly written whole.
                 Some(chunk) if all_bits(&chunk.written, within, n) => {
@@ -456,8 +470,7 @@ impl Allocation {
     /// Whether every byte of the range was written at some point.
     pub fn all_written(&self, offset: usize, len: usize) -> bool {
         pieces(offset, len).all(|(index, within, n)| {
-            self.chunks[index]
-                .as_ref()
+            self.chunk(index)
                 .is_some_and(|chunk| all_bits(&chunk.written, within, n))
         })
     }
