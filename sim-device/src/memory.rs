@@ -135,30 +135,69 @@ impl std::fmt::Display for SanitizerReport {
 /// use a few KiB of them, and filling whole pages with poison cost more than the simulated work.
 const CHUNK_BYTES: usize = 4096;
 
-/// One materialised chunk: its bytes (poisoned until written) and one bit per byte written.
+/// One materialised chunk: its bytes (poisoned until written) and which of them were written.
 /// The bytes are an allocation of their own, so that a chunk written whole is made by one copy
 /// of what is written (see [`Chunk::written`]).
 #[derive(Debug)]
 struct Chunk {
     bytes: Box<[u8; CHUNK_BYTES]>,
-    written: [u64; CHUNK_BYTES / 64],
+    written: Written,
+}
+
+/// Which bytes of a chunk were written: every one (a chunk made of a whole chunk's write,
+/// most of them, needs no bits), or one bit per byte.
+#[derive(Debug)]
+enum Written {
+    /// Every byte.
+    All,
+    /// Bit `i` (of `u64` `i / 64`, from its least significant) set when byte `i` was.
+    Bits(Box<[u64; CHUNK_BYTES / 64]>),
 }
 
 impl Chunk {
-    fn fresh() -> Box<Chunk> {
-        Box::new(Chunk {
+    fn fresh() -> Chunk {
+        Chunk {
             bytes: chunk_bytes(vec![POISON_FRESH; CHUNK_BYTES].into_boxed_slice()),
-            written: [0; CHUNK_BYTES / 64],
-        })
+            written: Written::Bits(Box::new([0; CHUNK_BYTES / 64])),
+        }
     }
 
     /// A chunk of `bytes`, every one written: copied once, never poisoned first (a fresh
     /// chunk poisoned and then overwritten cost 4% of the explorer's instructions).
-    fn written(bytes: &[u8; CHUNK_BYTES]) -> Box<Chunk> {
-        Box::new(Chunk {
+    fn written(bytes: &[u8; CHUNK_BYTES]) -> Chunk {
+        Chunk {
             bytes: chunk_bytes(Box::from(&bytes[..])),
-            written: [u64::MAX; CHUNK_BYTES / 64],
-        })
+            written: Written::All,
+        }
+    }
+}
+
+impl Written {
+    /// Marks bytes `from..from + n` written.
+    fn set(&mut self, from: usize, n: usize) {
+        if let Written::Bits(words) = self {
+            set_bits(&mut words[..], from, n);
+        }
+    }
+
+    /// Whether bytes `from..from + n` were all written.
+    fn all(&self, from: usize, n: usize) -> bool {
+        match self {
+            Written::All => true,
+            Written::Bits(words) => all_bits(&words[..], from, n),
+        }
+    }
+
+    /// For each 4-byte word of bytes `from..from + n`, whether it was all written, appended to
+    /// `out` (see [`words_written_in`]).
+    fn words(&self, from: usize, n: usize, out: &mut Vec<bool>) {
+        // A launch reads bindings a chunk at a time, mostly written whole.
+        if self.all(from, n) {
+            return out.extend(std::iter::repeat_n(true, n / 4));
+        }
+        if let Written::Bits(words) = self {
+            words_written_in(&words[..], from, n, out);
+        }
     }
 }
 
@@ -172,7 +211,10 @@ fn chunk_bytes(bytes: Box<[u8]>) -> Box<[u8; CHUNK_BYTES]> {
 #[derive(Debug)]
 pub(crate) struct Allocation {
     size: usize,
-    chunks: Vec<Option<Box<Chunk>>>,
+    /// The chunks by index, `None` where not materialised; chunks past its end are not
+    /// materialised either. It grows to the last chunk written (a pool's page of hundreds of
+    /// MiB had a slot per chunk, made and dropped whole, though a few KiB of it were used).
+    chunks: Vec<Option<Chunk>>,
     pub freed: bool,
 }
 
@@ -265,6 +307,11 @@ pub(crate) fn elements_of(bytes: &[u8], elem_bytes: usize) -> Vec<u32> {
 
 /// The inverse of [`elements_of`]: each word's low `elem_bytes` bytes, little-endian.
 pub(crate) fn bytes_of(words: &[u32], elem_bytes: usize) -> Vec<u8> {
+    if elem_bytes == 4 && cfg!(target_endian = "little") {
+        // The words' own bytes: one copy, into memory not zeroed first (a collective's result
+        // was zeroed and then overwritten).
+        return bytemuck::cast_slice(words).to_vec();
+    }
     let mut bytes = vec![0; elem_bytes * words.len()];
     store_elements(words, &mut bytes, elem_bytes);
     bytes
@@ -297,11 +344,18 @@ impl Allocation {
     fn new(size: usize) -> Self {
         Self {
             size,
-            chunks: std::iter::repeat_with(|| None)
-                .take(size.div_ceil(CHUNK_BYTES))
-                .collect(),
+            chunks: Vec::new(),
             freed: false,
         }
+    }
+
+    /// Chunk `index` (of those the allocation spans), if materialised.
+    fn chunk(&self, index: usize) -> Option<&Chunk> {
+        assert!(
+            index < self.size.div_ceil(CHUNK_BYTES),
+            "chunk {index} lies past the allocation"
+        );
+        self.chunks.get(index)?.as_ref()
     }
 
     /// Copies `data` in at `offset` and marks those bytes written.
@@ -340,6 +394,10 @@ impl Allocation {
             offset + len <= self.size,
             "the runtime writes inside its buffers"
         );
+        let end_chunk = (offset + len).div_ceil(CHUNK_BYTES);
+        if len > 0 && self.chunks.len() < end_chunk {
+            self.chunks.resize_with(end_chunk, || None);
+        }
         for (index, within, n) in pieces(offset, len) {
             let at = index * CHUNK_BYTES + within - offset;
             let slot = &mut self.chunks[index];
@@ -352,7 +410,7 @@ impl Allocation {
             }
             let chunk = slot.get_or_insert_with(Chunk::fresh);
             fill(at, &mut chunk.bytes[within..within + n]);
-            set_bits(&mut chunk.written, within, n);
+            chunk.written.set(within, n);
         }
     }
 
@@ -388,7 +446,7 @@ impl Allocation {
             "the runtime reads inside its buffers"
         );
         for (index, within, n) in pieces(offset, len) {
-            let piece = (self.chunks[index].as_ref()).map(|chunk| &chunk.bytes[within..within + n]);
+            let piece = (self.chunk(index)).map(|chunk| &chunk.bytes[within..within + n]);
             take(piece, n);
         }
     }
@@ -413,7 +471,7 @@ impl Allocation {
         let mut out = Vec::with_capacity(words);
         // Chunks hold whole words when `offset` is 4-aligned (CHUNK_BYTES is a multiple of 4).
         for (index, within, n) in pieces(offset, 4 * words) {
-            match &self.chunks[index] {
+            match self.chunk(index) {
                 None => out.extend(std::iter::repeat_n(poison, n / 4)),
                 Some(chunk) => out.extend(
                     chunk.bytes[within..within + n]
@@ -436,13 +494,9 @@ impl Allocation {
         let mut out = Vec::with_capacity(words);
         // Chunks hold whole words when `offset` is 4-aligned (CHUNK_BYTES is a multiple of 4).
         for (index, within, n) in pieces(offset, 4 * words) {
-            match &self.chunks[index] {
+            match self.chunk(index) {
                 None => out.extend(std::iter::repeat_n(false, n / 4)),
-                // A launch reads bindings a chunk at a time, mostly written whole.
-                Some(chunk) if all_bits(&chunk.written, within, n) => {
-                    out.extend(std::iter::repeat_n(true, n / 4))
-                }
-                Some(chunk) => words_written_in(&chunk.written, within, n, &mut out),
+                Some(chunk) => chunk.written.words(within, n, &mut out),
             }
         }
         out
@@ -451,9 +505,8 @@ impl Allocation {
     /// Whether every byte of the range was written at some point.
     pub fn all_written(&self, offset: usize, len: usize) -> bool {
         pieces(offset, len).all(|(index, within, n)| {
-            self.chunks[index]
-                .as_ref()
-                .is_some_and(|chunk| all_bits(&chunk.written, within, n))
+            self.chunk(index)
+                .is_some_and(|chunk| chunk.written.all(within, n))
         })
     }
 }
@@ -606,6 +659,26 @@ mod tests {
                 assert_eq!(alloc.read_words(start, words), read, "{start}+{words}");
             }
         }
+    }
+
+    #[test]
+    fn chunks_written_whole_or_piece_by_piece_read_back_alike() {
+        // Chunk 0 made of a whole chunk's write, then written into; chunk 1 written whole a
+        // piece at a time (elements carry no bytes to make it of); chunk 2 never written.
+        let mut alloc = Allocation::new(3 * CHUNK_BYTES);
+        alloc.write(0, &[3; CHUNK_BYTES]);
+        alloc.write(10, &[4; 6]);
+        alloc.write_elements(CHUNK_BYTES, &[0x0102_0304; CHUNK_BYTES / 4], 4);
+        for (offset, len) in [(0, 2 * CHUNK_BYTES), (8, 8), (CHUNK_BYTES - 4, 8)] {
+            assert!(alloc.all_written(offset, len), "{offset}+{len}");
+            assert_eq!(alloc.words_written(offset, len / 4), vec![true; len / 4]);
+        }
+        assert!(!alloc.all_written(2 * CHUNK_BYTES - 4, 8));
+        let mut expected = vec![3; CHUNK_BYTES];
+        expected[10..16].fill(4);
+        expected.extend([4, 3, 2, 1].repeat(CHUNK_BYTES / 4));
+        expected.resize(3 * CHUNK_BYTES, POISON_FRESH);
+        assert_eq!(alloc.read(0, 3 * CHUNK_BYTES), expected);
     }
 
     #[test]

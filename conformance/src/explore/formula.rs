@@ -91,19 +91,17 @@ impl Term {
         }
     }
 
-    /// `f` at every element: `dst[i]`, the gathered `src[i]` and the neighbours' `n[i]`,
-    /// evaluated a node at a time over the whole buffer (per element, the tree walk cost more
-    /// than the simulated kernel).
-    fn eval(&self, dst: &[u32], src: &[u32], n: &[u32], k: u32) -> Vec<u32> {
+    /// `f` at every element of `at`, evaluated a node at a time over the whole block (per
+    /// element, the tree walk cost more than the simulated kernel). The column returned comes
+    /// from `columns`, and every other column this takes goes back there.
+    fn eval(&self, at: &Leaves, columns: &mut Columns) -> Vec<u32> {
         match self {
-            Term::Dst => dst.to_vec(),
-            Term::Src => src.to_vec(),
-            Term::Neighbour => n.to_vec(),
-            Term::K => vec![k; dst.len()],
-            Term::Lit(v) => vec![*v; dst.len()],
+            Term::Dst | Term::Src | Term::Neighbour => columns.copy(self.leaf(at)),
+            Term::K => columns.uniform(at.k, at.len()),
+            Term::Lit(v) => columns.uniform(*v, at.len()),
             Term::Op(op, a, b) => {
-                let (a, b) = (a.eval(dst, src, n, k), b.operand(dst, src, n, k));
-                match op {
+                let (a, b) = (a.eval(at, columns), b.operand(at, columns));
+                let a = match op {
                     BinOp::Add => combine(a, &b, u32::wrapping_add),
                     BinOp::Sub => combine(a, &b, u32::wrapping_sub),
                     BinOp::Mul => combine(a, &b, u32::wrapping_mul),
@@ -114,38 +112,50 @@ impl Term {
                     BinOp::BitXor => combine(a, &b, |a, b| a ^ b),
                     BinOp::Shr => combine(a, &b, |a, b| a >> (b % 32)),
                     other => unreachable!("{other:?} is never drawn"),
-                }
+                };
+                b.recycle(columns);
+                a
             }
             Term::SelectLt(t) => {
-                let [a, b, c, d] = t.each_ref().map(|t| t.column(dst, src, n, k));
-                let mut c = c.into_owned();
-                for i in 0..dst.len() {
-                    if a[i] >= b[i] {
-                        c[i] = d[i];
-                    }
+                let [a, b, c, d] = t.each_ref().map(|t| t.column(at, columns));
+                let mut out = columns.own(c);
+                let lanes = out.iter_mut().zip(a.iter().zip(b.iter()).zip(d.iter()));
+                for (out, ((&a, &b), &d)) in lanes {
+                    *out = if a < b { *out } else { d };
                 }
-                c
+                for column in [a, b, d] {
+                    columns.give(column);
+                }
+                out
             }
         }
     }
 
-    /// [`eval`](Self::eval), without copying `dst`, `src` or `n` when the term is one of them.
-    fn column<'a>(&self, dst: &'a [u32], src: &'a [u32], n: &'a [u32], k: u32) -> Cow<'a, [u32]> {
+    /// The column a leaf `Dst`, `Src` or `Neighbour` reads.
+    fn leaf<'a>(&self, at: &Leaves<'a>) -> &'a [u32] {
         match self {
-            Term::Dst => Cow::Borrowed(dst),
-            Term::Src => Cow::Borrowed(src),
-            Term::Neighbour => Cow::Borrowed(n),
-            _ => Cow::Owned(self.eval(dst, src, n, k)),
+            Term::Dst => at.dst,
+            Term::Src => at.src,
+            Term::Neighbour => at.n,
+            other => unreachable!("{other:?} is not a column leaf"),
+        }
+    }
+
+    /// [`eval`](Self::eval), without copying `dst`, `src` or `n` when the term is one of them.
+    fn column<'a>(&self, at: &Leaves<'a>, columns: &mut Columns) -> Cow<'a, [u32]> {
+        match self {
+            Term::Dst | Term::Src | Term::Neighbour => Cow::Borrowed(self.leaf(at)),
+            _ => Cow::Owned(self.eval(at, columns)),
         }
     }
 
     /// [`column`](Self::column), or the one value of a constant term (`k`, a literal) without
     /// a column of it.
-    fn operand<'a>(&self, dst: &'a [u32], src: &'a [u32], n: &'a [u32], k: u32) -> Operand<'a> {
+    fn operand<'a>(&self, at: &Leaves<'a>, columns: &mut Columns) -> Operand<'a> {
         match self {
-            Term::K => Operand::Uniform(k),
+            Term::K => Operand::Uniform(at.k),
             Term::Lit(v) => Operand::Uniform(*v),
-            _ => Operand::Column(self.column(dst, src, n, k)),
+            _ => Operand::Column(self.column(at, columns)),
         }
     }
 
@@ -169,10 +179,75 @@ impl Term {
     }
 }
 
+/// What a term reads at every element of a block: `dst[i]`, the gathered `src[i]`, the
+/// neighbours' `n[i]` (empty in a formula that does not share, which never reads it), and `k`.
+struct Leaves<'a> {
+    dst: &'a [u32],
+    src: &'a [u32],
+    n: &'a [u32],
+    k: u32,
+}
+
+impl Leaves<'_> {
+    /// Elements in the block.
+    fn len(&self) -> usize {
+        self.dst.len()
+    }
+}
+
+/// Spare columns for [`Term::eval`], kept across the blocks of a [`Formula::apply`]: a node
+/// takes one for its value and gives back its operands' (each block's columns were fresh
+/// allocations, 2% of the explorer's instructions). Their contents are never read: each is
+/// cleared when taken.
+#[derive(Default)]
+struct Columns(Vec<Vec<u32>>);
+
+impl Columns {
+    /// A column holding `values`.
+    fn copy(&mut self, values: &[u32]) -> Vec<u32> {
+        let mut column = self.0.pop().unwrap_or_default();
+        column.clear();
+        column.extend_from_slice(values);
+        column
+    }
+
+    /// A column of `len` elements, each `value`.
+    fn uniform(&mut self, value: u32, len: usize) -> Vec<u32> {
+        let mut column = self.0.pop().unwrap_or_default();
+        column.clear();
+        column.resize(len, value);
+        column
+    }
+
+    /// `column` as one of these, to be written (a copy of it if it is borrowed).
+    fn own(&mut self, column: Cow<[u32]>) -> Vec<u32> {
+        match column {
+            Cow::Owned(column) => column,
+            Cow::Borrowed(values) => self.copy(values),
+        }
+    }
+
+    /// Takes back `column`, if it is one of these, for a later node.
+    fn give(&mut self, column: Cow<[u32]>) {
+        if let Cow::Owned(column) = column {
+            self.0.push(column);
+        }
+    }
+}
+
 /// A term's value at every element: a column, or one value everywhere.
 enum Operand<'a> {
     Column(Cow<'a, [u32]>),
     Uniform(u32),
+}
+
+impl Operand<'_> {
+    /// Gives a column this operand owns back to `columns`.
+    fn recycle(self, columns: &mut Columns) {
+        if let Operand::Column(column) = self {
+            columns.give(column);
+        }
+    }
 }
 
 /// `f(a[i], b[i])` at every element, into `a`.
@@ -182,6 +257,24 @@ fn combine(mut a: Vec<u32>, b: &Operand, f: impl Fn(u32, u32) -> u32) -> Vec<u32
         Operand::Uniform(b) => a.iter_mut().for_each(|a| *a = f(*a, *b)),
     }
     a
+}
+
+/// `src[j]`, `src[j + stride]` and on, indices modulo `src.len()`, `n` of them into `out`
+/// (cleared first); returns the index after the last. `j < src.len()`, and `src` is not empty.
+/// A run up to the end of `src` at a time, the index reduced once per run (a division per
+/// element cost more than the rest of the model, and a wrap tested per element a tenth of it).
+fn gather(src: &[u32], stride: usize, mut j: usize, n: usize, out: &mut Vec<u32>) -> usize {
+    out.clear();
+    while out.len() < n {
+        let (run, wanted) = (&src[j..], n - out.len());
+        let count = wanted.min(run.len().div_ceil(stride));
+        match stride {
+            1 => out.extend_from_slice(&run[..count]),
+            _ => out.extend((0..count).map(|i| run[i * stride])),
+        }
+        j = (j + count * stride) % src.len();
+    }
+    j
 }
 
 /// Elements [`Formula::apply`] computes at a time: whole workgroups.
@@ -262,44 +355,41 @@ impl Formula {
 
     /// What the kernel must compute, on host copies. `src` is never empty.
     pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
-        // j = (i * stride + shift) % len(src), stepped from i = 0: a step adds the stride and
-        // wraps (a division per element cost more than the rest of the model).
-        let (len, stride) = (src.len(), self.stride as usize);
-        let mut j = self.shift as usize % len;
-        let mut gathered = Vec::with_capacity(MODEL_BLOCK);
+        // j = (i * stride + shift) % len(src), from i = 0 on (see `gather`).
+        let mut j = self.shift as usize % src.len();
+        let (mut gathered, mut neighbours) = (Vec::with_capacity(MODEL_BLOCK), Vec::new());
+        let mut columns = Columns::default();
         // A block of whole workgroups at a time: `f`'s columns stay small enough for the cache
         // and for the allocator's reused memory (whole-buffer columns of up to 256 KiB were
         // fresh pages each time), and each neighbour is in its element's block.
         for block in dst.chunks_mut(MODEL_BLOCK) {
-            gathered.clear();
-            gathered.extend((0..block.len()).map(|_| {
-                let value = src[j];
-                j += stride;
-                while j >= len {
-                    j -= len;
-                }
-                value
-            }));
-            let neighbours = self.neighbours(block);
-            let new = self.f.eval(block, &gathered, &neighbours, k);
+            j = gather(src, self.stride as usize, j, block.len(), &mut gathered);
+            self.neighbours(block, &mut neighbours);
+            let at = Leaves {
+                dst: block,
+                src: &gathered,
+                n: &neighbours,
+                k,
+            };
+            let new = self.f.eval(&at, &mut columns);
             block.copy_from_slice(&new);
+            columns.give(Cow::Owned(new));
         }
     }
 
-    /// What each invocation of a sharing formula reads as its neighbour's value: `dst` at the
-    /// index `rotate` lanes further round its workgroup, zero past the end (nothing, for a
-    /// formula that does not share, which never reads it).
-    fn neighbours(&self, dst: &[u32]) -> Vec<u32> {
+    /// What each invocation of a sharing formula reads as its neighbour's value, into `out`
+    /// (cleared first): `dst` at the index `rotate` lanes further round its workgroup, zero
+    /// past the end (nothing, for a formula that does not share, which never reads it).
+    fn neighbours(&self, dst: &[u32], out: &mut Vec<u32>) {
+        out.clear();
         let Some(rotate) = self.rotate else {
-            return Vec::new();
+            return;
         };
         let lanes = WORKGROUP as usize;
-        (0..dst.len())
-            .map(|i| {
-                let at = i - i % lanes + (i % lanes + rotate as usize) % lanes;
-                dst.get(at).copied().unwrap_or(0)
-            })
-            .collect()
+        out.extend((0..dst.len()).map(|i| {
+            let at = i - i % lanes + (i % lanes + rotate as usize) % lanes;
+            dst.get(at).copied().unwrap_or(0)
+        }));
     }
 }
 
