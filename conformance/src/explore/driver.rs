@@ -1516,8 +1516,6 @@ impl<D: Device> Run<'_, D> {
     }
 }
 
-/// A capture call that may return the stream's pending failures, as flush does; the capture
-/// is then abandoned. Returns whether it succeeded.
 /// `bytes` as `u32`s, as [`Bytes::to_elems`] gives them: borrowed where they are aligned (a
 /// read's pooled block is), copied otherwise (a copy of every read was 0.6% of the explorer's
 /// instructions).
@@ -1528,6 +1526,8 @@ fn words(bytes: &Bytes) -> Cow<'_, [u32]> {
     }
 }
 
+/// A capture call that may return the stream's pending failures, as flush does; the capture
+/// is then abandoned. Returns whether it succeeded.
 fn capture_call<D: Device>(
     state: &mut State<D>,
     s: StreamId,

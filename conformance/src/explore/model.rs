@@ -12,7 +12,6 @@
 //! a failure if it turns out clean.
 
 use std::collections::{BTreeMap, BTreeSet};
-
 use std::ops::Deref;
 
 use lockstep::{DeviceError, ServerError, StreamId};
@@ -23,7 +22,7 @@ use super::workload::Drawn;
 /// A window: a stream and its window number.
 type Window = (StreamId, u64);
 
-/// A buffer's `u32` elements: those of a fill, shared with the [`Drawn`] they came from (a
+/// A buffer's `u32` elements: those of a fill, shared with the `Drawn` they came from (a
 /// copy for each created buffer was 4% of the explorer's instructions), until first changed.
 #[derive(Clone, Debug)]
 pub enum Values {
