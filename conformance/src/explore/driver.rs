@@ -9,15 +9,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use lockstep::kernel::{ElemType, Fnv1a, Scalar};
 use lockstep::{
     Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
-    InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
-    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, OutOfMemoryReason, PoolPreset,
-    ProfileError, ReduceOperation, ServerError, StreamId, block_on, contiguous_strides,
+    IoError, Kernel, KernelArguments, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy,
+    MemoryPoolsConfig, OutOfMemoryReason, ProfileError, ReduceOperation, ServerError, StreamId,
+    block_on, contiguous_strides,
 };
 use lockstep_sim::{FaultKind, SanitizerReport};
 
+mod calls;
 mod edge;
 mod reach;
 
+use calls::{drop_graph, graph_prepare, release, release_tensors, usage};
 pub(super) use edge::{misaligned_write, write_misaligned};
 
 use super::Devices;
@@ -691,6 +693,8 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
+    /// Makes `step`'s call and judges what it returns: each action's call is a method of its
+    /// own (`calls.rs` holds those without a theme of their own).
     fn act(&self, state: &mut State<D>, thread: usize, step: &Step) -> Result<(), String> {
         let client = self.client(step.on, thread);
         let s = client.stream_id();
@@ -699,213 +703,83 @@ impl<D: Device> Run<'_, D> {
         {
             return result;
         }
-        let lost = state.model.lost;
         match &step.action {
-            Action::Create { slot, len, fill } => {
-                let values = self.fills.data(*fill, *len);
-                let call = (Method::Create, s, self.size_class(*len));
-                let created =
-                    state.allocation(client, call, || client.create(Bytes::from_elems(&values)));
-                match created {
-                    Ok(handle) => {
-                        allocated(state)?;
-                        let buf = state.model.create(s, values);
-                        state.reach.created(buf, s);
-                        state.slots[*slot] = Some((handle, buf));
-                    }
-                    Err(err) => self.refused(state, err, false)?,
-                }
+            &Action::Create { slot, len, fill } => self.create(state, client, slot, len, fill),
+            &Action::EmptyThenFill { slot, len, fill } => {
+                self.empty_then_fill(state, client, slot, len, fill)
             }
-            Action::EmptyThenFill { slot, len, fill } => {
-                let call = (Method::Empty, s, self.size_class(*len));
-                match state.allocation(client, call, || client.empty(len * 4)) {
-                    Ok(handle) => {
-                        allocated(state)?;
-                        let values = self.fills.data(*fill, *len);
-                        state.hit(Method::Write, s, Arg::Ordinary, &[]);
-                        client
-                            .write(&handle, Bytes::from_elems(&values))
-                            .map_err(|e| format!("write: {e}"))?;
-                        let buf = state.model.create(s, values);
-                        state.reach.created(buf, s);
-                        state.slots[*slot] = Some((handle, buf));
-                    }
-                    Err(err) => self.refused(state, err, false)?,
-                }
-            }
-            Action::Write {
+            &Action::Write {
                 slot,
                 offset,
                 len,
                 fill,
-            } => self.write_at(state, client, *slot, *offset, *len, *fill)?,
-            Action::Launch(spec) => {
-                self.launch(state, client, s, spec, true)?;
-            }
-            Action::Read { slot } => {
-                let Some((handle, buf)) = &state.slots[*slot] else {
-                    return Ok(());
-                };
-                let (handle, buf) = (handle.clone(), *buf);
-                state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
-                let result = client.read_one(handle);
-                self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
-            }
-            Action::ReadPair { a, b } => {
-                let (Some((ha, ba)), Some((hb, bb))) = (&state.slots[*a], &state.slots[*b]) else {
-                    return Ok(());
-                };
-                let bufs = [*ba, *bb];
-                let handles = vec![ha.clone(), hb.clone()];
-                state.hit(Method::ReadAsync, s, Arg::Ordinary, &bufs);
-                let result = block_on(client.read_async(handles));
-                self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
-            }
+            } => self.write_at(state, client, slot, offset, len, fill),
+            Action::Launch(spec) => self.launch(state, client, s, spec, true).map(drop),
+            &Action::Read { slot } => self.read(state, client, slot),
+            &Action::ReadPair { a, b } => self.read_pair(state, client, a, b),
             Action::CreateTensors { slot, shapes, fill } => {
-                self.create_tensors(state, client, *slot, shapes, *fill)?
+                self.create_tensors(state, client, *slot, shapes, *fill)
             }
-            Action::ReadTensors { slot } => self.read_tensors(state, client, *slot)?,
-            Action::ReadLazy { slot } => {
-                let Some((handle, buf)) = &state.slots[*slot] else {
-                    return Ok(());
-                };
-                let len = state.model.len(*buf);
-                let descriptor = CopyDescriptor::new(handle.clone(), vec![len], vec![1], 4);
-                let buf = *buf;
-                state.hit(Method::ReadLazy, s, Arg::Ordinary, &[buf]);
-                let lazy = client.read_lazy(descriptor);
-                state.lazies.push_back((lazy, buf, s));
-            }
-            Action::Materialize => {
-                let Some((lazy, buf, s)) = state.lazies.pop_front() else {
-                    return Ok(());
-                };
-                state.hit(Method::Materialize, s, Arg::Any, &[]);
-                let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
-                if state.captures.records(s) {
-                    let refused = refusal(READ, s);
-                    return expect_refusal(state, "lazy read", result.map(drop), refused);
-                }
-                self.judge_read(state, s, result.map(|b| vec![(buf, b)]))?;
-            }
-            Action::Profile(spec) => {
-                state.hit(Method::Profile, s, Arg::Any, &[]);
-                let result =
-                    client.profile(|| self.launch(state, client, s, spec, true), "explore");
-                match result {
-                    Ok((launched, duration)) => {
-                        launched?;
-                        state.hit(Method::ProfileResolve, s, Arg::Any, &[]);
-                        if let Err(err) = duration.resolve_blocking() {
-                            self.profile_failed(state, s, err)?;
-                        }
-                    }
-                    Err(err) => self.profile_failed(state, s, err)?,
-                }
-            }
+            &Action::ReadTensors { slot } => self.read_tensors(state, client, slot),
+            &Action::ReadLazy { slot } => self.read_lazy(state, client, slot),
+            Action::Materialize => self.materialize(state),
+            Action::Profile(spec) => self.profile(state, client, spec),
             Action::DryRun(spec) => {
                 state.hit(Method::DryRun, s, Arg::Any, &[]);
-                lockstep::dry_run(|| self.launch(state, client, s, spec, false))?;
+                lockstep::dry_run(|| self.launch(state, client, s, spec, false)).map(drop)
             }
-            Action::Release { slot } => {
-                if let Some((_, buf)) = state.slots[*slot].take() {
-                    state.hit_drop(buf);
-                }
+            &Action::Release { slot } => {
+                release(state, slot);
+                Ok(())
             }
-            Action::ReleaseTensors { slot } => {
-                if let Some(group) = state.tensors[*slot].take() {
-                    state.hit_drop(group[0].2);
-                }
+            &Action::ReleaseTensors { slot } => {
+                release_tensors(state, slot);
+                Ok(())
             }
-            Action::Flush => {
-                state.hit(Method::Flush, s, Arg::Any, &[]);
-                let result = client.flush();
-                state
-                    .model
-                    .blocking(s, result.as_ref().map(|_| ()), false)?;
+            Action::Flush => self.flush(state, client),
+            Action::Sync => self.sync(state, client),
+            &Action::Overrun { slot, past_end } => self.overrun(state, client, slot, past_end),
+            Action::BeginCapture { launches } => self.begin_capture(state, client, s, launches),
+            Action::EndCapture => self.end_capture(state),
+            &Action::CaptureOutOfOrder { prepare } => {
+                self.capture_out_of_order(state, client, s, prepare)
             }
-            Action::Sync => {
-                state.hit(Method::Sync, s, Arg::Any, &[]);
-                let result = client.sync();
-                state.model.blocking(s, result.as_ref().map(|_| ()), true)?;
-            }
-            Action::Overrun { slot, past_end } => self.overrun(state, client, *slot, *past_end)?,
-            Action::BeginCapture { launches } => self.begin_capture(state, client, s, launches)?,
-            Action::EndCapture => self.end_capture(state)?,
-            Action::CaptureOutOfOrder { prepare } => {
-                self.capture_out_of_order(state, client, s, *prepare)?
-            }
-            Action::Oversized { tensors, below } => {
-                self.oversized(state, client, *tensors, *below)?
-            }
-            Action::LaunchView {
+            &Action::Oversized { tensors, below } => self.oversized(state, client, tensors, below),
+            &Action::LaunchView {
                 kernel,
                 group,
                 index,
                 src,
                 k,
-            } => self.launch_view(state, client, (*kernel, *k), *group, *index, *src)?,
+            } => self.launch_view(state, client, (kernel, k), group, index, src),
             Action::Replay => {
-                if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
-                    state.hit(Method::Replay, gs, Arg::Any, &[]);
-                    let captured = state.graph.as_ref().expect("a graph is live");
-                    captured.graph.replay();
-                    for &(kernel, dst, src, k) in &captured.launches {
-                        let formula = &self.world.kernels[kernel];
-                        state
-                            .model
-                            .launch(gs, dst, src, |d, s| formula.apply(d, s, k));
-                    }
-                }
+                self.replay(state);
+                Ok(())
             }
             Action::DropGraph => {
-                if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
-                    state.hit(Method::DropGraph, gs, Arg::Any, &[]);
-                    state.graph = None;
-                }
+                drop_graph(state);
+                Ok(())
             }
-            Action::AllReduce { slot, op, fill } => {
-                self.all_reduce(state, client, s, *slot, *op, *fill)?
+            &Action::AllReduce { slot, op, fill } => {
+                self.all_reduce(state, client, s, slot, op, fill)
             }
-            Action::ToPeer { slot, peer } => self.to_peer(state, client, *slot, *peer)?,
-            Action::FromPeer {
+            &Action::ToPeer { slot, peer } => self.to_peer(state, client, slot, peer),
+            &Action::FromPeer {
                 slot,
                 peer,
                 len,
                 fill,
-            } => self.copy_from_peer(state, client, *slot, *peer, *len, *fill)?,
-            Action::Install => {
-                state.hit(Method::InstallMemoryPools, s, Arg::Any, &[]);
-                match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
-                    Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => {}
-                    Err(InstallMemoryPoolsError::StreamUnavailable)
-                        if lost || state.model.may_have_failed(s, self.world.injects_faults()) => {}
-                    Err(other) => return Err(format!("install_memory_pools: {other}")),
-                }
-            }
+            } => self.copy_from_peer(state, client, slot, peer, len, fill),
+            Action::Install => self.install(state, client),
             Action::Cleanup => {
                 state.hit(Method::MemoryCleanup, s, Arg::Any, &[]);
                 client.memory_cleanup();
+                Ok(())
             }
-            Action::Usage => {
-                state.hit(Method::MemoryUsage, s, Arg::Any, &[]);
-                client
-                    .memory_usage()
-                    .map_err(|e| format!("memory_usage must always answer: {e}"))?;
-                state.hit(Method::MemoryReport, s, Arg::Any, &[]);
-                client
-                    .memory_report()
-                    .map_err(|e| format!("memory_report must always answer: {e}"))?;
-            }
-            Action::Prepare => {
-                state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
-                if capture_call(state, s, "graph_prepare", client.graph_prepare())? {
-                    state.captures.prepared.insert(s);
-                }
-            }
-            Action::Edge(call) => self.edge(state, client, s, call)?,
+            Action::Usage => usage(state, client),
+            Action::Prepare => graph_prepare(state, client),
+            Action::Edge(call) => self.edge(state, client, s, call),
         }
-        Ok(())
     }
 
     /// `write_at` of `len` elements at element `offset`, both clipped to the slot's buffer.

@@ -1,0 +1,266 @@
+//! The driver's calls that have no theme of their own: creating a buffer, reading, profiling,
+//! the blocking calls, a graph's replay and the memory calls, each judged against the model.
+
+use lockstep::{
+    Bytes, ComputeClient, CopyDescriptor, Device, InstallMemoryPoolsError, MemoryPoolsConfig,
+    PoolPreset, block_on,
+};
+
+use super::{READ, Run, State, allocated, capture_call, expect_refusal, refusal};
+use crate::explore::coverage::{Arg, Method};
+use crate::explore::workload::LaunchSpec;
+
+impl<D: Device> Run<'_, D> {
+    /// `create` of `len` elements of `fill` into `slot`.
+    pub(super) fn create(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        len: usize,
+        fill: u64,
+    ) -> Result<(), String> {
+        let s = client.stream_id();
+        let values = self.fills.data(fill, len);
+        let call = (Method::Create, s, self.size_class(len));
+        match state.allocation(client, call, || client.create(Bytes::from_elems(&values))) {
+            Ok(handle) => {
+                allocated(state)?;
+                let buf = state.model.create(s, values);
+                state.reach.created(buf, s);
+                state.slots[slot] = Some((handle, buf));
+                Ok(())
+            }
+            Err(err) => self.refused(state, err, false),
+        }
+    }
+
+    /// `empty` of `len` elements into `slot`, then a `write` of `fill` into all of it.
+    pub(super) fn empty_then_fill(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+        len: usize,
+        fill: u64,
+    ) -> Result<(), String> {
+        let s = client.stream_id();
+        let call = (Method::Empty, s, self.size_class(len));
+        match state.allocation(client, call, || client.empty(len * 4)) {
+            Ok(handle) => {
+                allocated(state)?;
+                let values = self.fills.data(fill, len);
+                state.hit(Method::Write, s, Arg::Ordinary, &[]);
+                client
+                    .write(&handle, Bytes::from_elems(&values))
+                    .map_err(|e| format!("write: {e}"))?;
+                let buf = state.model.create(s, values);
+                state.reach.created(buf, s);
+                state.slots[slot] = Some((handle, buf));
+                Ok(())
+            }
+            Err(err) => self.refused(state, err, false),
+        }
+    }
+
+    /// `read_one` of the buffer in `slot`, if any.
+    pub(super) fn read(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+    ) -> Result<(), String> {
+        let Some((handle, buf)) = &state.slots[slot] else {
+            return Ok(());
+        };
+        let (handle, buf, s) = (handle.clone(), *buf, client.stream_id());
+        state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
+        let result = client.read_one(handle);
+        self.judge_read(state, s, result.map(|b| vec![(buf, b)]))
+    }
+
+    /// `read_async` of the buffers in slots `a` and `b`, if both hold one.
+    pub(super) fn read_pair(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        a: usize,
+        b: usize,
+    ) -> Result<(), String> {
+        let (Some((ha, ba)), Some((hb, bb))) = (&state.slots[a], &state.slots[b]) else {
+            return Ok(());
+        };
+        let bufs = [*ba, *bb];
+        let handles = vec![ha.clone(), hb.clone()];
+        let s = client.stream_id();
+        state.hit(Method::ReadAsync, s, Arg::Ordinary, &bufs);
+        let result = block_on(client.read_async(handles));
+        self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+    }
+
+    /// `read_lazy` of the buffer in `slot`, if any: materialised by a later step.
+    pub(super) fn read_lazy(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+    ) -> Result<(), String> {
+        let Some((handle, buf)) = &state.slots[slot] else {
+            return Ok(());
+        };
+        let len = state.model.len(*buf);
+        let descriptor = CopyDescriptor::new(handle.clone(), vec![len], vec![1], 4);
+        let (buf, s) = (*buf, client.stream_id());
+        state.hit(Method::ReadLazy, s, Arg::Ordinary, &[buf]);
+        let lazy = client.read_lazy(descriptor);
+        state.lazies.push_back((lazy, buf, s));
+        Ok(())
+    }
+
+    /// Materialises the oldest lazy read, if any: refused while its stream captures.
+    pub(super) fn materialize(&self, state: &mut State<D>) -> Result<(), String> {
+        let Some((lazy, buf, s)) = state.lazies.pop_front() else {
+            return Ok(());
+        };
+        state.hit(Method::Materialize, s, Arg::Any, &[]);
+        let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+        if state.captures.records(s) {
+            let refused = refusal(READ, s);
+            return expect_refusal(state, "lazy read", result.map(drop), refused);
+        }
+        self.judge_read(state, s, result.map(|b| vec![(buf, b)]))
+    }
+
+    /// A launch inside `profile`, and the resolution of its duration.
+    pub(super) fn profile(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        spec: &LaunchSpec,
+    ) -> Result<(), String> {
+        let s = client.stream_id();
+        state.hit(Method::Profile, s, Arg::Any, &[]);
+        match client.profile(|| self.launch(state, client, s, spec, true), "explore") {
+            Ok((launched, duration)) => {
+                launched?;
+                state.hit(Method::ProfileResolve, s, Arg::Any, &[]);
+                match duration.resolve_blocking() {
+                    Ok(_) => Ok(()),
+                    Err(err) => self.profile_failed(state, s, err),
+                }
+            }
+            Err(err) => self.profile_failed(state, s, err),
+        }
+    }
+
+    /// `flush`, a blocking call that proves nothing ran.
+    pub(super) fn flush(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+    ) -> Result<(), String> {
+        let s = client.stream_id();
+        state.hit(Method::Flush, s, Arg::Any, &[]);
+        let result = client.flush();
+        state.model.blocking(s, result.as_ref().map(|_| ()), false)
+    }
+
+    /// `sync`, a blocking call that proves the stream's windows ran.
+    pub(super) fn sync(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+    ) -> Result<(), String> {
+        let s = client.stream_id();
+        state.hit(Method::Sync, s, Arg::Any, &[]);
+        let result = client.sync();
+        state.model.blocking(s, result.as_ref().map(|_| ()), true)
+    }
+
+    /// Replays the live graph, if any, and its launches on the model.
+    pub(super) fn replay(&self, state: &mut State<D>) {
+        let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) else {
+            return;
+        };
+        state.hit(Method::Replay, gs, Arg::Any, &[]);
+        let captured = state.graph.as_ref().expect("a graph is live");
+        captured.graph.replay();
+        for &(kernel, dst, src, k) in &captured.launches {
+            let formula = &self.world.kernels[kernel];
+            (state.model).launch(gs, dst, src, |d, s| formula.apply(d, s, k));
+        }
+    }
+
+    /// Installs the default pools: refused while they are in use, and on a stream that may
+    /// have failed.
+    pub(super) fn install(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+    ) -> Result<(), String> {
+        let s = client.stream_id();
+        let lost = state.model.lost;
+        state.hit(Method::InstallMemoryPools, s, Arg::Any, &[]);
+        match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
+            Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => Ok(()),
+            Err(InstallMemoryPoolsError::StreamUnavailable)
+                if lost || state.model.may_have_failed(s, self.world.injects_faults()) =>
+            {
+                Ok(())
+            }
+            Err(other) => Err(format!("install_memory_pools: {other}")),
+        }
+    }
+}
+
+/// Drops the buffer in `slot`, if any.
+pub(super) fn release<D: Device>(state: &mut State<D>, slot: usize) {
+    if let Some((_, buf)) = state.slots[slot].take() {
+        state.hit_drop(buf);
+    }
+}
+
+/// Drops the tensors of group `slot`, if any.
+pub(super) fn release_tensors<D: Device>(state: &mut State<D>, slot: usize) {
+    if let Some(group) = state.tensors[slot].take() {
+        state.hit_drop(group[0].2);
+    }
+}
+
+/// Drops the live graph, if any.
+pub(super) fn drop_graph<D: Device>(state: &mut State<D>) {
+    if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
+        state.hit(Method::DropGraph, gs, Arg::Any, &[]);
+        state.graph = None;
+    }
+}
+
+/// `memory_usage` and `memory_report`, which must always answer.
+pub(super) fn usage<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+) -> Result<(), String> {
+    let s = client.stream_id();
+    state.hit(Method::MemoryUsage, s, Arg::Any, &[]);
+    client
+        .memory_usage()
+        .map_err(|e| format!("memory_usage must always answer: {e}"))?;
+    state.hit(Method::MemoryReport, s, Arg::Any, &[]);
+    client
+        .memory_report()
+        .map(drop)
+        .map_err(|e| format!("memory_report must always answer: {e}"))
+}
+
+/// `graph_prepare`: the stream is prepared if it succeeded.
+pub(super) fn graph_prepare<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+) -> Result<(), String> {
+    let s = client.stream_id();
+    state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
+    if capture_call(state, s, "graph_prepare", client.graph_prepare())? {
+        state.captures.prepared.insert(s);
+    }
+    Ok(())
+}
