@@ -19,7 +19,7 @@ mod calls;
 mod edge;
 mod reach;
 
-use calls::{drop_graph, graph_prepare, release, release_tensors, usage};
+use calls::{blocking, drop_graph, graph_prepare, release, release_tensors, usage};
 pub(super) use edge::{misaligned_write, write_misaligned};
 
 use super::Devices;
@@ -704,9 +704,11 @@ impl<D: Device> Run<'_, D> {
             return result;
         }
         match &step.action {
-            &Action::Create { slot, len, fill } => self.create(state, client, slot, len, fill),
+            &Action::Create { slot, len, fill } => {
+                self.create(state, client, (slot, len, fill), false)
+            }
             &Action::EmptyThenFill { slot, len, fill } => {
-                self.empty_then_fill(state, client, slot, len, fill)
+                self.create(state, client, (slot, len, fill), true)
             }
             &Action::Write {
                 slot,
@@ -736,8 +738,8 @@ impl<D: Device> Run<'_, D> {
                 release_tensors(state, slot);
                 Ok(())
             }
-            Action::Flush => self.flush(state, client),
-            Action::Sync => self.sync(state, client),
+            Action::Flush => blocking(state, client, false),
+            Action::Sync => blocking(state, client, true),
             &Action::Overrun { slot, past_end } => self.overrun(state, client, slot, past_end),
             Action::BeginCapture { launches } => self.begin_capture(state, client, s, launches),
             Action::EndCapture => self.end_capture(state),
@@ -1007,9 +1009,7 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::ToClientInto, s, Arg::Ordinary, &[]);
         match peer.to_client(src, client, ElemType::U32) {
             Ok(handle) => {
-                let buf = state.model.create(s, values);
-                state.reach.created(buf, s);
-                state.slots[slot] = Some((handle, buf));
+                state.keep(s, slot, handle, values);
                 Ok(())
             }
             Err(err) => self

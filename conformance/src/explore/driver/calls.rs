@@ -2,65 +2,67 @@
 //! the blocking calls, a graph's replay and the memory calls, each judged against the model.
 
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, Device, InstallMemoryPoolsError, MemoryPoolsConfig,
-    PoolPreset, block_on,
+    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError,
+    MemoryPoolsConfig, PoolPreset, StreamId, block_on,
 };
 
 use super::{READ, Run, State, allocated, capture_call, expect_refusal, refusal};
 use crate::explore::coverage::{Arg, Method};
+use crate::explore::model::Values;
 use crate::explore::workload::LaunchSpec;
 
+impl<D: Device> State<D> {
+    /// Keeps `handle`, a buffer just created on `s` to hold `values`, in `slot`, and its model.
+    pub(super) fn keep(
+        &mut self,
+        s: StreamId,
+        slot: usize,
+        handle: Handle,
+        values: impl Into<Values>,
+    ) {
+        let buf = self.model.create(s, values);
+        self.reach.created(buf, s);
+        self.slots[slot] = Some((handle, buf));
+    }
+}
+
 impl<D: Device> Run<'_, D> {
-    /// `create` of `len` elements of `fill` into `slot`.
+    /// `create` of `len` elements of `fill` into `slot`, or (`then_fill`) `empty` of as many
+    /// and then a `write` of them.
     pub(super) fn create(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
-        slot: usize,
-        len: usize,
-        fill: u64,
+        (slot, len, fill): (usize, usize, u64),
+        then_fill: bool,
     ) -> Result<(), String> {
         let s = client.stream_id();
         let values = self.fills.data(fill, len);
-        let call = (Method::Create, s, self.size_class(len));
-        match state.allocation(client, call, || client.create(Bytes::from_elems(&values))) {
-            Ok(handle) => {
-                allocated(state)?;
-                let buf = state.model.create(s, values);
-                state.reach.created(buf, s);
-                state.slots[slot] = Some((handle, buf));
-                Ok(())
+        let method = if then_fill {
+            Method::Empty
+        } else {
+            Method::Create
+        };
+        let created = state.allocation(client, (method, s, self.size_class(len)), || {
+            if then_fill {
+                client.empty(len * 4)
+            } else {
+                client.create(Bytes::from_elems(&values))
             }
-            Err(err) => self.refused(state, err, false),
+        });
+        let handle = match created {
+            Ok(handle) => handle,
+            Err(err) => return self.refused(state, err, false),
+        };
+        allocated(state)?;
+        if then_fill {
+            state.hit(Method::Write, s, Arg::Ordinary, &[]);
+            client
+                .write(&handle, Bytes::from_elems(&values))
+                .map_err(|e| format!("write: {e}"))?;
         }
-    }
-
-    /// `empty` of `len` elements into `slot`, then a `write` of `fill` into all of it.
-    pub(super) fn empty_then_fill(
-        &self,
-        state: &mut State<D>,
-        client: &ComputeClient<D>,
-        slot: usize,
-        len: usize,
-        fill: u64,
-    ) -> Result<(), String> {
-        let s = client.stream_id();
-        let call = (Method::Empty, s, self.size_class(len));
-        match state.allocation(client, call, || client.empty(len * 4)) {
-            Ok(handle) => {
-                allocated(state)?;
-                let values = self.fills.data(fill, len);
-                state.hit(Method::Write, s, Arg::Ordinary, &[]);
-                client
-                    .write(&handle, Bytes::from_elems(&values))
-                    .map_err(|e| format!("write: {e}"))?;
-                let buf = state.model.create(s, values);
-                state.reach.created(buf, s);
-                state.slots[slot] = Some((handle, buf));
-                Ok(())
-            }
-            Err(err) => self.refused(state, err, false),
-        }
+        state.keep(s, slot, handle, values);
+        Ok(())
     }
 
     /// `read_one` of the buffer in `slot`, if any.
@@ -153,30 +155,6 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// `flush`, a blocking call that proves nothing ran.
-    pub(super) fn flush(
-        &self,
-        state: &mut State<D>,
-        client: &ComputeClient<D>,
-    ) -> Result<(), String> {
-        let s = client.stream_id();
-        state.hit(Method::Flush, s, Arg::Any, &[]);
-        let result = client.flush();
-        state.model.blocking(s, result.as_ref().map(|_| ()), false)
-    }
-
-    /// `sync`, a blocking call that proves the stream's windows ran.
-    pub(super) fn sync(
-        &self,
-        state: &mut State<D>,
-        client: &ComputeClient<D>,
-    ) -> Result<(), String> {
-        let s = client.stream_id();
-        state.hit(Method::Sync, s, Arg::Any, &[]);
-        let result = client.sync();
-        state.model.blocking(s, result.as_ref().map(|_| ()), true)
-    }
-
     /// Replays the live graph, if any, and its launches on the model.
     pub(super) fn replay(&self, state: &mut State<D>) {
         let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) else {
@@ -211,6 +189,24 @@ impl<D: Device> Run<'_, D> {
             Err(other) => Err(format!("install_memory_pools: {other}")),
         }
     }
+}
+
+/// `sync`, a blocking call that proves the stream's windows ran, or (not `sync`) `flush`, one
+/// that proves nothing ran.
+pub(super) fn blocking<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+    sync: bool,
+) -> Result<(), String> {
+    let s = client.stream_id();
+    let method = if sync { Method::Sync } else { Method::Flush };
+    state.hit(method, s, Arg::Any, &[]);
+    let result = if sync {
+        client.sync().map(drop)
+    } else {
+        client.flush().map(drop)
+    };
+    state.model.blocking(s, result.as_ref().map(|_| ()), sync)
 }
 
 /// Drops the buffer in `slot`, if any.
