@@ -177,12 +177,12 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
     ) -> Result<(), String> {
         let s = client.stream_id();
-        let lost = state.model.lost;
         state.hit(Method::InstallMemoryPools, s, Arg::Any, &[]);
         match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
             Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => Ok(()),
             Err(InstallMemoryPoolsError::StreamUnavailable)
-                if lost || state.model.may_have_failed(s, self.world.injects_faults()) =>
+                if state.model.lost
+                    || state.model.may_have_failed(s, self.world.injects_faults()) =>
             {
                 Ok(())
             }
