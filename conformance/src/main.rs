@@ -315,10 +315,19 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
     for (r, failure) in &failed {
         println!("\n{} FAILED ({})", r.name, r.summary);
         println!("  why: {}", failure.message);
-        println!("  smallest failing case: {}", failure.minimal_case);
+        println!(
+            "  first failing case: {} of {}; shrunk to: {}",
+            failure.case, config.cases, failure.minimal_case
+        );
+        // The same cases come in the same order whatever the total: replaying up to the first
+        // failing one reproduces the failure without running the cases after it.
+        let replay = RunConfig {
+            cases: failure.case,
+            ..config
+        };
         println!(
             "  replay: {}",
-            suite::replay_command(factory.name(), r.name, config)
+            suite::replay_command(factory.name(), r.name, replay)
         );
     }
     let not_applicable = results

@@ -89,7 +89,7 @@ pub fn property_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// The command that reruns `property` exactly as it ran.
+/// The command that runs `property` with `config`'s seed and cases.
 pub fn replay_command(device: &str, property: &str, config: RunConfig) -> String {
     format!(
         "lockstep check --device {device} --property {property} --seed {} --cases {}",

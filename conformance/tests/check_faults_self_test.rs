@@ -226,21 +226,13 @@ fn outcome<F: DeviceFactory>(factory: &F, property: &str, cases: u32, seed: u64)
     results.remove(0).outcome
 }
 
-/// The smallest case count at which `property` fails (a runner draws the same cases in the
-/// same order whatever its total) and the failure's message; `None` if it passes the budget.
+/// The index of the first failing case of `property` and the failure's message; `None` if it
+/// passes the budget.
 fn cases_to_failure(factory: &Factory, property: &str, seed: u64) -> Option<(u32, String)> {
-    let Outcome::Failed(failure) = outcome(factory, property, DEFAULT_CASES, seed) else {
-        return None;
-    };
-    let (mut passing, mut failing) = (0, DEFAULT_CASES);
-    while failing - passing > 1 {
-        let mid = (passing + failing) / 2;
-        match outcome(factory, property, mid, seed) {
-            Outcome::Failed(_) => failing = mid,
-            _ => passing = mid,
-        }
+    match outcome(factory, property, DEFAULT_CASES, seed) {
+        Outcome::Failed(failure) => Some((failure.case, failure.message)),
+        _ => None,
     }
-    Some((failing, failure.message))
 }
 
 /// Asserts that `property` fails on every seed with `kind`, printing cases and messages.

@@ -8,29 +8,15 @@ use lockstep_conformance::suite::{self, Outcome};
 /// `lockstep check`'s default number of cases per property.
 const DEFAULT_CASES: u32 = 128;
 
-/// The smallest case count at which `property` fails on `factory` with `seed`, if any within
-/// `budget`. A runner draws the same cases in the same order whatever its total, so the count
-/// is the 1-based index of the first failing case.
+/// The index of the first case at which `property` fails on `factory` with `seed`, if any
+/// within `budget`.
 fn cases_to_failure(factory: &SimFactory, property: &str, seed: u64, budget: u32) -> Option<u32> {
-    let fails = |cases| {
-        suite::check(factory, RunConfig { cases, seed }, Some(property), |_| {})[0]
-            .outcome
-            .failure()
-            .is_some()
+    let config = RunConfig {
+        cases: budget,
+        seed,
     };
-    if !fails(budget) {
-        return None;
-    }
-    let (mut passing, mut failing) = (0, budget);
-    while failing - passing > 1 {
-        let mid = (passing + failing) / 2;
-        if fails(mid) {
-            failing = mid;
-        } else {
-            passing = mid;
-        }
-    }
-    Some(failing)
+    let results = suite::check(factory, config, Some(property), |_| {});
+    results[0].outcome.failure().map(|failure| failure.case)
 }
 
 #[test]
@@ -52,6 +38,35 @@ fn removing_cross_stream_waits_fails_stream_ordering() {
         counts.push(cases.unwrap_or_default());
     }
     println!("cases to detect a missing cross-stream wait, seeds 0..8: {counts:?}");
+}
+
+/// A runner draws the same cases in the same order whatever its total, so the failure's case
+/// index is exact: a run of that many cases fails (the replay command `lockstep check` prints),
+/// one fewer passes.
+#[test]
+fn a_failure_names_the_first_failing_case_and_a_run_that_long_reproduces_it() {
+    let broken = SimFactory {
+        options: ServerOptions {
+            cross_stream_ordering: false,
+            ..ServerOptions::default()
+        },
+        ..SimFactory::default()
+    };
+    let run = |cases| {
+        let config = RunConfig { cases, seed: 5 };
+        suite::check(&broken, config, Some("stream_ordering"), |_| {}).remove(0)
+    };
+    let full = run(DEFAULT_CASES);
+    let case = full
+        .outcome
+        .failure()
+        .expect("fails within the budget")
+        .case;
+    assert!((1..=DEFAULT_CASES).contains(&case), "case {case}");
+    assert_eq!(run(case).outcome, full.outcome, "a run of {case} cases");
+    if case > 1 {
+        assert_eq!(run(case - 1).outcome, Outcome::Passed, "{} cases", case - 1);
+    }
 }
 
 #[test]

@@ -16,6 +16,8 @@ mod tensor_writes;
 /// The all-reduce inputs and reference the explorer's worlds of processes share.
 pub(crate) use collectives::{reference as all_reduce_reference, values as all_reduce_values};
 
+use std::cell::Cell;
+
 use proptest::strategy::Strategy;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
@@ -38,6 +40,10 @@ pub struct Failure {
     pub message: String,
     /// The shrunk case, printed.
     pub minimal_case: String,
+    /// The 1-based index of the first failing case. A runner draws the same cases in the same
+    /// order whatever its total, so a run of `case` cases fails the same way and a run of
+    /// `case - 1` passes.
+    pub case: u32,
 }
 
 /// One property of the contract.
@@ -255,18 +261,30 @@ where
     S::Value: std::fmt::Debug,
 {
     let mut runner = runner(config, name);
-    runner
-        .run(&strategy, |value| case(value).map_err(TestCaseError::fail))
-        .map_err(|err| match err {
-            TestError::Fail(reason, value) => Failure {
-                message: reason.message().to_owned(),
-                minimal_case: format!("{value:?}"),
-            },
-            TestError::Abort(reason) => Failure {
-                message: format!("aborted: {}", reason.message()),
-                minimal_case: String::new(),
-            },
+    // The runner calls the test once per drawn case until one fails, then again per shrink
+    // step: the call that first failed is that case's index.
+    let calls = Cell::new(0u32);
+    let first_failure = Cell::new(None);
+    let result = runner.run(&strategy, |value| {
+        calls.set(calls.get() + 1);
+        case(value).map_err(|message| {
+            first_failure.set(first_failure.get().or(Some(calls.get())));
+            TestCaseError::fail(message)
         })
+    });
+    let case = first_failure.get().unwrap_or(calls.get());
+    result.map_err(|err| match err {
+        TestError::Fail(reason, value) => Failure {
+            message: reason.message().to_owned(),
+            minimal_case: format!("{value:?}"),
+            case,
+        },
+        TestError::Abort(reason) => Failure {
+            message: format!("aborted: {}", reason.message()),
+            minimal_case: String::new(),
+            case,
+        },
+    })
 }
 
 /// After every handle dropped, `memory_cleanup` + `sync` bring the device's memory back to
