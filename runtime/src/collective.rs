@@ -118,6 +118,10 @@ fn list(devices: &[DeviceId]) -> String {
 
 /// Checks a communicator's device list against the calling device: one backend, no device
 /// twice, every index below `device_count`, and `own` among them.
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "the client calls it, which loom builds leave out")
+)]
 pub(crate) fn validate_devices(
     devices: &[DeviceId],
     own: DeviceId,
