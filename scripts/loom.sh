@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Model-checks the actor and its reply channel with loom: the `loom_tests` module at the bottom of
-# runtime/src/actor.rs, compiled with `--cfg loom` so that runtime/src/sync.rs hands out loom's
-# primitives. It builds into target/loom, so the ordinary build in target/ is not invalidated.
+# Model-checks the actor, its reply channel and the allocation path with loom: the `loom_tests`
+# modules at the bottom of runtime/src/actor.rs and runtime/src/memory/books.rs, compiled with
+# `--cfg loom` so that runtime/src/sync.rs hands out loom's primitives. It builds into target/loom, so the ordinary build in target/ is not invalidated.
 #
 # Each model explores every interleaving with up to 3 preemptions (about 80 s in all on 2
 # cores); LOOM_MAX_PREEMPTIONS=4 searches deeper (about 16 minutes). Extra arguments go to
