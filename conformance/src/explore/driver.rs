@@ -908,10 +908,9 @@ impl<D: Device> Run<'_, D> {
         slot: usize,
         past_end: u32,
     ) -> Result<(), String> {
-        let Some((handle, buf)) = &state.slots[slot] else {
+        let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
-        let (handle, buf) = (handle.clone(), *buf);
         state.hit(Method::Launch, client.stream_id(), Arg::Ordinary, &[buf]);
         let args = KernelArguments::new()
             .binding(&handle)
@@ -973,11 +972,10 @@ impl<D: Device> Run<'_, D> {
         slot: usize,
         peer: usize,
     ) -> Result<(), String> {
-        let Some((handle, buf)) = &state.slots[slot] else {
+        let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
         let peer = &self.peers[peer];
-        let (handle, buf) = (handle.clone(), *buf);
         state.hit(Method::ToClient, client.stream_id(), Arg::Ordinary, &[buf]);
         let copy = client
             .to_client(handle, peer, ElemType::U32)
@@ -1130,10 +1128,9 @@ impl<D: Device> Run<'_, D> {
         op: ReduceOperation,
         fill: u64,
     ) -> Result<(), String> {
-        let Some((handle, buf)) = &state.slots[slot] else {
+        let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
-        let (handle, buf) = (handle.clone(), *buf);
         state.hit(Method::AllReduce, s, Arg::Ordinary, &[buf]);
         let devices: Vec<DeviceId> = std::iter::once(client.peer_id())
             .chain(self.peers.iter().map(ComputeClient::peer_id))

@@ -12,6 +12,13 @@ use crate::explore::model::Values;
 use crate::explore::workload::LaunchSpec;
 
 impl<D: Device> State<D> {
+    /// The handle in `slot` (a clone, so the state stays free to change) and its model buffer.
+    pub(super) fn in_slot(&self, slot: usize) -> Option<(Handle, u64)> {
+        self.slots[slot]
+            .as_ref()
+            .map(|(handle, buf)| (handle.clone(), *buf))
+    }
+
     /// Keeps `handle`, a buffer just created on `s` to hold `values`, in `slot`, and its model.
     pub(super) fn keep(
         &mut self,
@@ -72,10 +79,10 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         slot: usize,
     ) -> Result<(), String> {
-        let Some((handle, buf)) = &state.slots[slot] else {
+        let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
-        let (handle, buf, s) = (handle.clone(), *buf, client.stream_id());
+        let s = client.stream_id();
         state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
         let result = client.read_one(handle);
         self.judge_read(state, s, result.map(|b| vec![(buf, b)]))
@@ -107,12 +114,12 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         slot: usize,
     ) -> Result<(), String> {
-        let Some((handle, buf)) = &state.slots[slot] else {
+        let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
-        let len = state.model.len(*buf);
-        let descriptor = CopyDescriptor::new(handle.clone(), vec![len], vec![1], 4);
-        let (buf, s) = (*buf, client.stream_id());
+        let len = state.model.len(buf);
+        let descriptor = CopyDescriptor::new(handle, vec![len], vec![1], 4);
+        let s = client.stream_id();
         state.hit(Method::ReadLazy, s, Arg::Ordinary, &[buf]);
         let lazy = client.read_lazy(descriptor);
         state.lazies.push_back((lazy, buf, s));

@@ -21,10 +21,9 @@ impl<D: Device> Run<'_, D> {
         match *call {
             EdgeCall::EmptyBuffer { uninit } => self.empty_buffer(state, client, s, uninit),
             EdgeCall::EmptyWrite { slot } => {
-                let Some((handle, _)) = &state.slots[slot] else {
+                let Some((handle, _)) = state.in_slot(slot) else {
                     return Ok(());
                 };
-                let handle = handle.clone();
                 state.hit(Method::WriteAt, s, Arg::Empty, &[]);
                 client
                     .write_at(&handle, handle.size(), Bytes::default())
@@ -93,10 +92,9 @@ impl<D: Device> Run<'_, D> {
         (offset, len): (usize, usize),
         fill: u64,
     ) -> Result<(), String> {
-        let Some((handle, buf)) = &state.slots[slot] else {
+        let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
-        let (handle, buf) = (handle.clone(), *buf);
         let Some((offset, bytes)) = misaligned_write(state.model.len(buf) * 4, offset, len, fill)
         else {
             return Ok(());
