@@ -1,6 +1,6 @@
 //! Runs one world's workload on a client: host threads take turns in the workload's order, each
-//! operation is judged against the [`Model`], and the run ends by draining every stream and
-//! checking memory, faults and the simulator's observations.
+//! operation is judged against the [`Model`], and the run ends by draining every stream, reading
+//! back everything still live and checking memory, faults and the simulator's observations.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -17,6 +17,7 @@ use lockstep_sim::{FaultKind, SanitizerReport};
 
 mod calls;
 mod edge;
+mod last_read;
 mod reach;
 
 use calls::{blocking, drop_graph, graph_prepare, release, release_tensors, usage};
@@ -442,7 +443,8 @@ fn prepare<D: Device>(
         .map_err(|e| format!("memory_usage before the workload: {e}"))
 }
 
-/// Drains every stream, releases everything and checks the memory baseline.
+/// Drains every stream, reads back everything live, releases everything and checks the memory
+/// baseline.
 fn finish<D: Device>(
     world: &World,
     base: &ComputeClient<D>,
@@ -461,6 +463,10 @@ fn finish<D: Device>(
         drain(base, model, bound, "at the end of the workload")?;
         model.expected_faults_met()?;
         model.judge_suspects()?;
+        if !model.lost {
+            last_read::read_back_everything(base, &state.slots, &state.tensors, model)
+                .map_err(|why| format!("the final read of everything live: {why}"))?;
+        }
         if let Some(captured) = state.graph.take() {
             // Drained: the graph's stream is idle, unless the device was lost.
             let drained = if model.lost {
@@ -876,17 +882,7 @@ impl<D: Device> Run<'_, D> {
         let Some(group) = &state.tensors[slot] else {
             return Ok(());
         };
-        let descriptors = group
-            .iter()
-            .map(|(layout, shape, _)| {
-                CopyDescriptor::new(
-                    layout.memory.clone(),
-                    shape.clone(),
-                    layout.strides.clone(),
-                    4,
-                )
-            })
-            .collect();
+        let descriptors = descriptors(group);
         let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
         let arg = if bufs.len() > 1 {
             Arg::View
@@ -896,7 +892,11 @@ impl<D: Device> Run<'_, D> {
         let s = client.stream_id();
         state.hit(Method::ReadTensorAsync, s, arg, &bufs);
         let result = block_on(client.read_tensor_async(descriptors));
-        self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+        judge_read(
+            &mut state.model,
+            s,
+            result.map(|r| bufs.into_iter().zip(r).collect()),
+        )
     }
 
     /// A checked kernel that stores `past_end` elements past the slot's end: the stream must
@@ -1030,26 +1030,6 @@ impl<D: Device> Run<'_, D> {
                 .blocking(s, Err(&source), false)
                 .map_err(|why| format!("profile: {why}")),
             other => Err(format!("profile: {other}")),
-        }
-    }
-
-    /// Judges a read's result: the stream's errors first, then every buffer's bytes.
-    fn judge_read(
-        &self,
-        state: &mut State<D>,
-        s: StreamId,
-        result: Result<Vec<(u64, Bytes)>, ServerError>,
-    ) -> Result<(), String> {
-        match result {
-            Ok(read) => {
-                state.model.blocking(s, Ok(()), true)?;
-                for (buf, bytes) in read {
-                    let what = format!("read on {s}");
-                    state.model.check_read(&what, buf, &words(&bytes))?;
-                }
-                Ok(())
-            }
-            Err(err) => state.model.blocking(s, Err(&err), true),
         }
     }
 
@@ -1384,6 +1364,41 @@ impl<D: Device> Run<'_, D> {
             )),
             Err(err) => self.refused(state, err, true),
         }
+    }
+}
+
+/// The descriptors that read back every tensor of `group`, in its order.
+fn descriptors(group: &[Tensor]) -> Vec<CopyDescriptor> {
+    group
+        .iter()
+        .map(|(layout, shape, _)| {
+            CopyDescriptor::new(
+                layout.memory.clone(),
+                shape.clone(),
+                layout.strides.clone(),
+                4,
+            )
+        })
+        .collect()
+}
+
+/// Judges a read's result on `s`: the stream's errors first, then every buffer's bytes against
+/// `model`.
+fn judge_read(
+    model: &mut Model,
+    s: StreamId,
+    result: Result<Vec<(u64, Bytes)>, ServerError>,
+) -> Result<(), String> {
+    match result {
+        Ok(read) => {
+            model.blocking(s, Ok(()), true)?;
+            for (buf, bytes) in read {
+                let what = format!("read on {s}");
+                model.check_read(&what, buf, &words(&bytes))?;
+            }
+            Ok(())
+        }
+        Err(err) => model.blocking(s, Err(&err), true),
     }
 }
 

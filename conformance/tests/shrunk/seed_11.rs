@@ -2,7 +2,7 @@
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true }`,
 /// it failed after the workload: read on stream-#: read # elements, model holds #; first difference at element #
 pub fn seed_11(options: lockstep::ServerOptions) {
-    use lockstep::{Bytes, ComputeClient, MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, StreamId, block_on};
+    use lockstep::{Bytes, ComputeClient, CopyDescriptor, MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolPreset, StreamId, block_on};
     use lockstep_sim::{SimConfig, SimDevice, SimProbe};
 
     let devices = vec![SimDevice::new(SimConfig {
@@ -39,17 +39,23 @@ pub fn seed_11(options: lockstep::ServerOptions) {
     assert_eq!(read3[0].to_elems::<u32>(), vec![2496058602]);
     assert_eq!(read3[1].to_elems::<u32>(), vec![2496058602]);
 
-    // Every stream drains; everything is released.
+    // Every stream drains; everything live reads back as the model holds it;
+    // everything is released.
     assert_eq!(s1.sync(), Ok(()));
     assert_eq!(s2.sync(), Ok(()));
     assert_eq!(s4.sync(), Ok(()));
     assert_eq!(t1.sync(), Ok(()));
+    let read4 = block_on(client.read_async(vec![h1.clone()])).unwrap();
+    assert_eq!(read4[0].to_elems::<u32>(), vec![2496058602]);
+    let read5 = block_on(client.read_tensor_async(vec![CopyDescriptor::new(tensors2[0].memory.clone(), vec![1], tensors2[0].strides.clone(), 4)])).unwrap();
+    assert_eq!(read5[0].to_elems::<u32>(), vec![84051225]);
     drop(h1);
     drop(tensors2);
     client.memory_cleanup();
     assert_eq!(s1.sync(), Ok(()));
     assert_eq!(s2.sync(), Ok(()));
     assert_eq!(s4.sync(), Ok(()));
+    assert_eq!(client.sync(), Ok(()));
     assert_eq!(t1.sync(), Ok(()));
     assert_eq!(client.memory_usage().unwrap(), baseline);
 

@@ -2,7 +2,7 @@
 /// Explored with `ServerOptions { checked_kernels: true, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true }`,
 /// it failed in operation `AllReduce`: all_reduce (Min) on peer #:# differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {
-    use lockstep::{Bytes, ComputeClient, MemoryPoolsConfig, PoolPreset, ReduceOperation, StreamId};
+    use lockstep::{Bytes, ComputeClient, MemoryPoolsConfig, PoolPreset, ReduceOperation, StreamId, block_on};
     use lockstep::kernel::ElemType;
     use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe};
 
@@ -47,12 +47,16 @@ pub fn seed_35(options: lockstep::ServerOptions) {
     peer0.all_reduce(part4.clone(), part4.clone(), ElemType::U32, devices3.clone(), ReduceOperation::Min).unwrap();
     assert_eq!(peer0.read_one(part4).unwrap().to_elems::<u32>(), vec![503153678]);
 
-    // Every stream drains; everything is released.
+    // Every stream drains; everything live reads back as the model holds it;
+    // everything is released.
     assert_eq!(s0.sync(), Ok(()));
     assert_eq!(t0.sync(), Ok(()));
+    let read5 = block_on(client.read_async(vec![h2.clone()])).unwrap();
+    assert_eq!(read5[0].to_elems::<u32>(), vec![503153678]);
     drop(h2);
     client.memory_cleanup();
     assert_eq!(s0.sync(), Ok(()));
+    assert_eq!(client.sync(), Ok(()));
     assert_eq!(t0.sync(), Ok(()));
     assert_eq!(client.memory_usage().unwrap(), baseline);
     assert_eq!(peer0.sync(), Ok(()));

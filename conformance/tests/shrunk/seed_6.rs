@@ -55,10 +55,15 @@ pub fn seed_6(options: lockstep::ServerOptions) {
     // No capture outlives the workload.
     let graph5 = s2.stop_capture().unwrap();
 
-    // Every stream drains; everything is released.
+    // Every stream drains; everything live reads back as the model holds it;
+    // everything is released.
     assert_eq!(s1.sync(), Ok(()));
     assert_eq!(s2.sync(), Ok(()));
     assert_eq!(s3.sync(), Ok(()));
+    let read6 = block_on(client.read_async(vec![h1.clone(), h2.clone(), h3.clone()])).unwrap();
+    assert_eq!(read6[0].to_elems::<u32>(), vec![2068840431]);
+    assert_eq!(read6[1].to_elems::<u32>(), vec![4041002980]);
+    assert_eq!(read6[2].to_elems::<u32>(), vec![709481327]);
     drop(graph5);
     drop(h1);
     drop(h2);
@@ -67,6 +72,7 @@ pub fn seed_6(options: lockstep::ServerOptions) {
     assert_eq!(s1.sync(), Ok(()));
     assert_eq!(s2.sync(), Ok(()));
     assert_eq!(s3.sync(), Ok(()));
+    assert_eq!(client.sync(), Ok(()));
     assert_eq!(client.memory_usage().unwrap(), baseline);
 
     // With every client gone, the simulator's verdicts: peers first.

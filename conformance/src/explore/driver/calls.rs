@@ -6,7 +6,7 @@ use lockstep::{
     MemoryPoolsConfig, PoolPreset, StreamId, block_on,
 };
 
-use super::{READ, Run, State, allocated, capture_call, expect_refusal, refusal};
+use super::{READ, Run, State, allocated, capture_call, expect_refusal, judge_read, refusal};
 use crate::explore::coverage::{Arg, Method};
 use crate::explore::model::Values;
 use crate::explore::workload::LaunchSpec;
@@ -85,7 +85,7 @@ impl<D: Device> Run<'_, D> {
         let s = client.stream_id();
         state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
         let result = client.read_one(handle);
-        self.judge_read(state, s, result.map(|b| vec![(buf, b)]))
+        judge_read(&mut state.model, s, result.map(|b| vec![(buf, b)]))
     }
 
     /// `read_async` of the buffers in slots `a` and `b`, if both hold one.
@@ -104,7 +104,11 @@ impl<D: Device> Run<'_, D> {
         let s = client.stream_id();
         state.hit(Method::ReadAsync, s, Arg::Ordinary, &bufs);
         let result = block_on(client.read_async(handles));
-        self.judge_read(state, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+        judge_read(
+            &mut state.model,
+            s,
+            result.map(|r| bufs.into_iter().zip(r).collect()),
+        )
     }
 
     /// `read_lazy` of the buffer in `slot`, if any: materialised by a later step.
@@ -137,7 +141,7 @@ impl<D: Device> Run<'_, D> {
             let refused = refusal(READ, s);
             return expect_refusal(state, "lazy read", result.map(drop), refused);
         }
-        self.judge_read(state, s, result.map(|b| vec![(buf, b)]))
+        judge_read(&mut state.model, s, result.map(|b| vec![(buf, b)]))
     }
 
     /// A launch inside `profile`, and the resolution of its duration.

@@ -4,8 +4,8 @@
 use lockstep::{ReduceOperation, StreamId};
 
 use super::{
-    FIRST_OWN_STREAM, Group, Lazy, Printer, Slot, Unprintable, bytes, error_code, kernel_code,
-    model_refuses, refusal_code, vec_of,
+    FIRST_OWN_STREAM, Group, HOST_STREAM, Lazy, Printer, Slot, Unprintable, bytes, error_code,
+    kernel_code, model_refuses, refusal_code, vec_of,
 };
 use crate::explore::driver::{InCapture, OversizedRequest, READ, in_capture, refusal};
 use crate::explore::formula::Formula;
@@ -120,18 +120,8 @@ impl Printer<'_> {
                 let Some(group) = &self.tensors[*slot] else {
                     return Ok(());
                 };
+                let descriptors = descriptors(group);
                 self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
-                let descriptors: Vec<String> = group
-                    .shapes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, shape)| {
-                        format!(
-                            "CopyDescriptor::new({v}[{i}].memory.clone(), vec!{shape:?}, {v}[{i}].strides.clone(), 4)",
-                            v = group.var
-                        )
-                    })
-                    .collect();
                 let call = format!(
                     "block_on({c}.read_tensor_async(vec![{}]))",
                     descriptors.join(", ")
@@ -349,6 +339,33 @@ impl Printer<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// The driver's read-back of everything live after its drain (`driver`'s `last_read`):
+    /// one `read_async` of every slot's handle, then one `read_tensor_async` of every group's
+    /// tensors, each skipped when there is nothing to read.
+    pub(super) fn read_back_everything(&mut self) -> Result<(), Unprintable> {
+        let s = StreamId(HOST_STREAM);
+        let slots: Vec<&Slot> = self.slots.iter().flatten().collect();
+        if !slots.is_empty() {
+            self.code.uses("lockstep", &["block_on"]);
+            let handles: Vec<String> = slots.iter().map(|s| format!("{}.clone()", s.var)).collect();
+            let call = format!("block_on(client.read_async(vec![{}]))", handles.join(", "));
+            let bufs: Vec<u64> = slots.iter().map(|s| s.buf).collect();
+            self.read(s, &call, true, &bufs)?;
+        }
+        let groups: Vec<&Group> = self.tensors.iter().flatten().collect();
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let descriptors: Vec<String> = groups.iter().flat_map(|g| descriptors(g)).collect();
+        let bufs: Vec<u64> = groups.iter().flat_map(|g| g.bufs.iter().copied()).collect();
+        self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
+        let call = format!(
+            "block_on(client.read_tensor_async(vec![{}]))",
+            descriptors.join(", ")
+        );
+        self.read(s, &call, true, &bufs)
     }
 
     /// The kernel variable of the world's kernel `index`, defined at first use.
@@ -655,4 +672,19 @@ fn size_code(bytes: usize) -> String {
         (_, Some(d)) if d < 1 << 32 => format!("(1 << {top}) - {d}"),
         _ => bytes.to_string(),
     }
+}
+
+/// A `CopyDescriptor` expression per tensor of `group`, reading it whole.
+fn descriptors(group: &Group) -> Vec<String> {
+    group
+        .shapes
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            format!(
+                "CopyDescriptor::new({v}[{i}].memory.clone(), vec!{shape:?}, {v}[{i}].strides.clone(), 4)",
+                v = group.var
+            )
+        })
+        .collect()
 }

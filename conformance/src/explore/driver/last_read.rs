@@ -1,0 +1,39 @@
+//! The end of a run reads back everything still live, so that a silent corruption no read of
+//! the workload happened to look at still fails the seed.
+
+use lockstep::{ComputeClient, Device, Handle, block_on};
+
+use super::{Tensor, descriptors, judge_read};
+use crate::explore::model::Model;
+
+/// Reads every live slot's buffer, then every live tensor group's tensors, on `base`: one
+/// `read_async` and one `read_tensor_async`, each skipped when there is nothing to read.
+///
+/// **Precondition:** every stream drained, so no model window is pending and each value is
+/// exact (an injected fault's spoils excepted). The shrinker's printer makes the same two calls
+/// after its drain (`rust_test`'s `teardown`).
+pub(super) fn read_back_everything<D: Device>(
+    base: &ComputeClient<D>,
+    slots: &[Option<(Handle, u64)>],
+    tensors: &[Option<Vec<Tensor>>],
+    model: &mut Model,
+) -> Result<(), String> {
+    let s = base.stream_id();
+    let (handles, bufs): (Vec<Handle>, Vec<u64>) = slots
+        .iter()
+        .flatten()
+        .map(|(handle, buf)| (handle.clone(), *buf))
+        .unzip();
+    if !handles.is_empty() {
+        let result = block_on(base.read_async(handles));
+        judge_read(model, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
+    }
+    let groups: Vec<&Vec<Tensor>> = tensors.iter().flatten().collect();
+    if groups.is_empty() || model.lost {
+        return Ok(());
+    }
+    let descriptors = groups.iter().flat_map(|g| descriptors(g)).collect();
+    let bufs: Vec<u64> = groups.iter().flat_map(|g| g.iter().map(|t| t.2)).collect();
+    let result = block_on(base.read_tensor_async(descriptors));
+    judge_read(model, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+}
