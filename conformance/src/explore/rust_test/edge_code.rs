@@ -72,10 +72,9 @@ impl Printer<'_> {
         (offset, len): (usize, usize),
         fill: u64,
     ) {
-        let Some(Slot { var, buf }) = &self.slots[slot] else {
+        let Some((var, buf)) = self.in_slot(slot) else {
             return;
         };
-        let (var, buf) = (var.clone(), *buf);
         let Some((offset, bytes)) = misaligned_write(self.model.len(buf) * 4, offset, len, fill)
         else {
             return;

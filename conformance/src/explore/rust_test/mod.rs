@@ -15,6 +15,7 @@
 mod capture_code;
 mod edge_code;
 mod kernel_code;
+mod read_code;
 mod step_code;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -207,6 +208,12 @@ impl<'w> Printer<'w> {
             overrun: false,
             vars: 0,
         }
+    }
+
+    /// The handle variable in `slot` (a clone, so the printer stays free to change) and its
+    /// model buffer.
+    fn in_slot(&self, slot: usize) -> Option<(String, u64)> {
+        self.slots[slot].as_ref().map(|s| (s.var.clone(), s.buf))
     }
 
     /// A fresh variable name.

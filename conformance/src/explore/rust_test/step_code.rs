@@ -4,10 +4,10 @@
 use lockstep::{ReduceOperation, StreamId};
 
 use super::{
-    FIRST_OWN_STREAM, Group, HOST_STREAM, Lazy, Printer, Slot, Unprintable, bytes, error_code,
-    kernel_code, model_refuses, refusal_code, vec_of,
+    FIRST_OWN_STREAM, Group, Printer, Slot, Unprintable, bytes, error_code, kernel_code,
+    model_refuses, vec_of,
 };
-use crate::explore::driver::{InCapture, OversizedRequest, READ, in_capture, refusal};
+use crate::explore::driver::{InCapture, OversizedRequest, in_capture};
 use crate::explore::formula::Formula;
 use crate::explore::workload::{Action, LaunchSpec, On, Step, data, tensor_strategy, view_target};
 
@@ -51,133 +51,36 @@ impl Printer<'_> {
             }
         }
         match &step.action {
-            Action::Create { slot, len, fill } => {
-                let values = data(*fill, *len);
-                let var = self.var("h");
-                let data = bytes(&mut self.code, &values);
-                self.code
-                    .line(format!("let {var} = {c}.create({data}).unwrap();"));
-                let buf = self.model.create(s, values);
-                self.fill_slot(*slot, Slot { var, buf });
+            &Action::Create { slot, len, fill } => self.create(&c, s, (slot, len, fill), false),
+            &Action::EmptyThenFill { slot, len, fill } => {
+                self.create(&c, s, (slot, len, fill), true)
             }
-            Action::EmptyThenFill { slot, len, fill } => {
-                let values = data(*fill, *len);
-                let var = self.var("h");
-                let data = bytes(&mut self.code, &values);
-                self.code
-                    .line(format!("let {var} = {c}.empty({}).unwrap();", len * 4));
-                self.code
-                    .line(format!("{c}.write(&{var}, {data}).unwrap();"));
-                let buf = self.model.create(s, values);
-                self.fill_slot(*slot, Slot { var, buf });
-            }
-            Action::Write {
+            &Action::Write {
                 slot,
                 offset,
                 len,
                 fill,
-            } => {
-                let Some(Slot { var, buf }) = &self.slots[*slot] else {
-                    return Ok(());
-                };
-                let (var, buf) = (var.clone(), *buf);
-                let n = self.model.len(buf);
-                let offset = offset % n;
-                let values = data(*fill, (*len).min(n - offset));
-                let data = bytes(&mut self.code, &values);
-                self.code.line(format!(
-                    "{c}.write_at(&{var}, {}, {data}).unwrap();",
-                    offset * 4
-                ));
-                self.model.write(s, buf, offset, &values);
-            }
+            } => self.write(&c, s, slot, (offset, len), fill),
             Action::Launch(spec) => {
                 self.launch(&c, s, spec, true);
             }
-            Action::Read { slot } => {
-                let Some(Slot { var, buf }) = &self.slots[*slot] else {
-                    return Ok(());
-                };
-                let (call, buf) = (format!("{c}.read_one({var}.clone())"), *buf);
-                self.read(s, &call, false, &[buf])?;
-            }
-            Action::ReadPair { a, b } => {
-                let (Some(a), Some(b)) = (&self.slots[*a], &self.slots[*b]) else {
-                    return Ok(());
-                };
-                self.code.uses("lockstep", &["block_on"]);
-                let call = format!(
-                    "block_on({c}.read_async(vec![{}.clone(), {}.clone()]))",
-                    a.var, b.var
-                );
-                let bufs = [a.buf, b.buf];
-                self.read(s, &call, true, &bufs)?;
-            }
+            &Action::Read { slot } => self.read_one(&c, s, slot)?,
+            &Action::ReadPair { a, b } => self.read_pair(&c, s, a, b)?,
             Action::CreateTensors { slot, shapes, fill } => {
                 self.create_tensors(&c, s, *slot, shapes, *fill)
             }
-            Action::ReadTensors { slot } => {
-                let Some(group) = &self.tensors[*slot] else {
-                    return Ok(());
-                };
-                let descriptors = descriptors(group);
-                self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
-                let call = format!(
-                    "block_on({c}.read_tensor_async(vec![{}]))",
-                    descriptors.join(", ")
-                );
-                let bufs = group.bufs.clone();
-                self.read(s, &call, true, &bufs)?;
-            }
-            Action::ReadLazy { slot } => {
-                let Some(Slot { var, buf }) = &self.slots[*slot] else {
-                    return Ok(());
-                };
-                let (handle, buf) = (var.clone(), *buf);
-                let len = self.model.len(buf);
-                let var = self.var("lazy");
-                self.code.uses("lockstep", &["CopyDescriptor"]);
-                self.code.line(format!(
-                    "let {var} = {c}.read_lazy(CopyDescriptor::new({handle}.clone(), vec![{len}], vec![1], 4));"
-                ));
-                self.lazies.push_back(Lazy {
-                    var,
-                    buf,
-                    stream: s,
-                });
-            }
-            Action::Materialize => {
-                let Some(lazy) = self.lazies.pop_front() else {
-                    return Ok(());
-                };
-                self.code.uses("lockstep", &["Bytes"]);
-                let call = format!(
-                    "{}.materialize().map(|b| Bytes::from(b.to_vec()))",
-                    lazy.var
-                );
-                if self.captures.records(lazy.stream) {
-                    let expected = refusal_code(&mut self.code, &refusal(READ, lazy.stream));
-                    self.code
-                        .line(format!("assert_eq!({call}.err(), {expected});"));
-                } else {
-                    self.read(lazy.stream, &call, false, &[lazy.buf])?;
-                }
-                self.code.line(format!("drop({});", lazy.var));
-            }
+            &Action::ReadTensors { slot } => self.read_tensors(&c, s, slot)?,
+            &Action::ReadLazy { slot } => self.read_lazy(&c, s, slot),
+            Action::Materialize => self.materialize()?,
             Action::Profile(spec) => self.profile(&c, s, spec),
-            Action::DryRun(spec) => {
-                if let Some(LaunchCall { call, refused, .. }) = self.launch_call(&c, spec) {
-                    let call = format!("lockstep::dry_run(|| {call})");
-                    self.launch_statement(&call, refused);
-                }
-            }
-            Action::Release { slot } => {
-                if let Some(Slot { var, .. }) = self.slots[*slot].take() {
+            Action::DryRun(spec) => self.dry_run(&c, spec),
+            &Action::Release { slot } => {
+                if let Some(Slot { var, .. }) = self.slots[slot].take() {
                     self.code.line(format!("drop({var});"));
                 }
             }
-            Action::ReleaseTensors { slot } => {
-                if let Some(Group { var, .. }) = self.tensors[*slot].take() {
+            &Action::ReleaseTensors { slot } => {
+                if let Some(Group { var, .. }) = self.tensors[slot].take() {
                     self.code.line(format!("drop({var});"));
                 }
             }
@@ -208,73 +111,151 @@ impl Printer<'_> {
                 self.captures.prepared.insert(s);
             }
             Action::Edge(call) => self.edge(&c, s, call)?,
-            Action::Replay => {
-                if let Some(graph) = &self.graph {
-                    self.code.line(format!("{}.replay();", graph.var));
-                    for &(kernel, dst, src, k) in &graph.launches {
-                        let formula = &self.world.kernels[kernel];
-                        self.model
-                            .launch(graph.stream, dst, src, |d, s| formula.apply(d, s, k));
-                    }
-                }
-            }
+            Action::Replay => self.replay(),
             Action::DropGraph => {
                 if let Some(graph) = self.graph.take() {
                     self.code.line(format!("drop({});", graph.var));
                 }
             }
             Action::AllReduce { slot, op, fill } => self.all_reduce(&c, s, *slot, *op, *fill)?,
-            Action::ToPeer { slot, peer } => {
-                let Some(Slot { var, buf }) = &self.slots[*slot] else {
-                    return Ok(());
-                };
-                let (var, buf) = (var.clone(), *buf);
-                self.code.uses("lockstep::kernel", &["ElemType"]);
-                let copy = self.var("copy");
-                self.code.line(format!(
-                    "let {copy} = {c}.to_client({var}.clone(), &peer{peer}, ElemType::U32).unwrap();"
-                ));
-                let expected = vec_of(self.model.values(buf));
-                self.code.line(format!(
-                    "assert_eq!(peer{peer}.read_one({copy}).unwrap().to_elems::<u32>(), {expected});"
-                ));
-            }
-            Action::FromPeer {
+            &Action::ToPeer { slot, peer } => self.copy_to_peer(&c, slot, peer),
+            &Action::FromPeer {
                 slot,
                 peer,
                 len,
                 fill,
-            } => {
-                let values = data(*fill, *len);
-                let (src, var) = (self.var("part"), self.var("h"));
-                self.code.uses("lockstep::kernel", &["ElemType"]);
-                let data = bytes(&mut self.code, &values);
-                self.code
-                    .line(format!("let {src} = peer{peer}.create({data}).unwrap();"));
-                self.code.line(format!(
-                    "let {var} = peer{peer}.to_client({src}, &{c}, ElemType::U32).unwrap();"
-                ));
-                let buf = self.model.create(s, values);
-                self.fill_slot(*slot, Slot { var, buf });
-            }
-            Action::Install => {
-                self.code.uses(
-                    "lockstep",
-                    &["InstallMemoryPoolsError", "MemoryPoolsConfig", "PoolPreset"],
-                );
-                let unavailable = if self.model.may_have_failed(s, false) {
-                    " | Err(InstallMemoryPoolsError::StreamUnavailable)"
-                } else {
-                    ""
-                };
-                self.code.line(format!(
-                    "assert!(matches!({c}.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)), Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse {{ .. }}){unavailable}));"
-                ));
-            }
+            } => self.copy_from_peer(&c, s, slot, peer, (len, fill)),
+            Action::Install => self.install(&c, s),
             Action::Cleanup => self.code.line(format!("{c}.memory_cleanup();")),
             Action::Usage => self.code.line(format!("{c}.memory_usage().unwrap();")),
         }
         Ok(())
+    }
+
+    /// `create` of `len` elements of `fill` into `slot`, or (`then_fill`) `empty` of as many
+    /// and then a `write` of them (`driver`'s `create`).
+    fn create(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        (slot, len, fill): (usize, usize, u64),
+        then_fill: bool,
+    ) {
+        let values = data(fill, len);
+        let var = self.var("h");
+        let data = bytes(&mut self.code, &values);
+        if then_fill {
+            self.code
+                .line(format!("let {var} = {c}.empty({}).unwrap();", len * 4));
+            self.code
+                .line(format!("{c}.write(&{var}, {data}).unwrap();"));
+        } else {
+            self.code
+                .line(format!("let {var} = {c}.create({data}).unwrap();"));
+        }
+        let buf = self.model.create(s, values);
+        self.fill_slot(slot, Slot { var, buf });
+    }
+
+    /// `write_at` of up to `len` elements of `fill` at element `offset` (modulo the buffer's
+    /// length) of the buffer in `slot`, if any.
+    fn write(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        slot: usize,
+        (offset, len): (usize, usize),
+        fill: u64,
+    ) {
+        let Some((var, buf)) = self.in_slot(slot) else {
+            return;
+        };
+        let n = self.model.len(buf);
+        let offset = offset % n;
+        let values = data(fill, len.min(n - offset));
+        let data = bytes(&mut self.code, &values);
+        self.code.line(format!(
+            "{c}.write_at(&{var}, {}, {data}).unwrap();",
+            offset * 4
+        ));
+        self.model.write(s, buf, offset, &values);
+    }
+
+    /// A launch of `spec` inside `lockstep::dry_run`.
+    fn dry_run(&mut self, c: &str, spec: &LaunchSpec) {
+        if let Some(LaunchCall { call, refused, .. }) = self.launch_call(c, spec) {
+            let call = format!("lockstep::dry_run(|| {call})");
+            self.launch_statement(&call, refused);
+        }
+    }
+
+    /// A replay of the live graph, if any, and its launches on the model.
+    fn replay(&mut self) {
+        let Some(graph) = &self.graph else {
+            return;
+        };
+        self.code.line(format!("{}.replay();", graph.var));
+        for &(kernel, dst, src, k) in &graph.launches {
+            let formula = &self.world.kernels[kernel];
+            self.model
+                .launch(graph.stream, dst, src, |d, s| formula.apply(d, s, k));
+        }
+    }
+
+    /// `to_client` of the buffer in `slot`, if any, into `peer`, and a read there of the copy.
+    fn copy_to_peer(&mut self, c: &str, slot: usize, peer: usize) {
+        let Some((var, buf)) = self.in_slot(slot) else {
+            return;
+        };
+        self.code.uses("lockstep::kernel", &["ElemType"]);
+        let copy = self.var("copy");
+        self.code.line(format!(
+            "let {copy} = {c}.to_client({var}.clone(), &peer{peer}, ElemType::U32).unwrap();"
+        ));
+        let expected = vec_of(self.model.values(buf));
+        self.code.line(format!(
+            "assert_eq!(peer{peer}.read_one({copy}).unwrap().to_elems::<u32>(), {expected});"
+        ));
+    }
+
+    /// A buffer of `len` elements of `fill` created on `peer` and copied by `to_client` into
+    /// `slot`.
+    fn copy_from_peer(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        slot: usize,
+        peer: usize,
+        (len, fill): (usize, u64),
+    ) {
+        let values = data(fill, len);
+        let (src, var) = (self.var("part"), self.var("h"));
+        self.code.uses("lockstep::kernel", &["ElemType"]);
+        let data = bytes(&mut self.code, &values);
+        self.code
+            .line(format!("let {src} = peer{peer}.create({data}).unwrap();"));
+        self.code.line(format!(
+            "let {var} = peer{peer}.to_client({src}, &{c}, ElemType::U32).unwrap();"
+        ));
+        let buf = self.model.create(s, values);
+        self.fill_slot(slot, Slot { var, buf });
+    }
+
+    /// `install_memory_pools` of the default preset: installed, or refused while pools are in
+    /// use (or, where the stream may have failed, as unavailable).
+    fn install(&mut self, c: &str, s: StreamId) {
+        self.code.uses(
+            "lockstep",
+            &["InstallMemoryPoolsError", "MemoryPoolsConfig", "PoolPreset"],
+        );
+        let unavailable = if self.model.may_have_failed(s, false) {
+            " | Err(InstallMemoryPoolsError::StreamUnavailable)"
+        } else {
+            ""
+        };
+        self.code.line(format!(
+            "assert!(matches!({c}.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)), Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse {{ .. }}){unavailable}));"
+        ));
     }
 
     /// Puts a new buffer in `slot`; the handle it replaces drops after the new one exists.
@@ -305,67 +286,6 @@ impl Printer<'_> {
         self.model
             .blocking(s, result, waited)
             .map_err(model_refuses)
-    }
-
-    /// A read on `s` by `call`, of `bufs`: the stream's owed fault, or every buffer's values
-    /// (`many`: the call returns a `Vec` of them).
-    fn read(
-        &mut self,
-        s: StreamId,
-        call: &str,
-        many: bool,
-        bufs: &[u64],
-    ) -> Result<(), Unprintable> {
-        if let Some(fault) = self.model.expected_fault(s).cloned() {
-            let expected = error_code(&mut self.code, &fault)?;
-            self.code
-                .line(format!("assert_eq!({call}.err(), Some({expected}));"));
-            return self.blocking(s, true);
-        }
-        self.blocking(s, true)?;
-        if !many {
-            let expected = vec_of(self.model.values(bufs[0]));
-            self.code.line(format!(
-                "assert_eq!({call}.unwrap().to_elems::<u32>(), {expected});"
-            ));
-            return Ok(());
-        }
-        let read = self.var("read");
-        self.code.line(format!("let {read} = {call}.unwrap();"));
-        for (i, &buf) in bufs.iter().enumerate() {
-            let expected = vec_of(self.model.values(buf));
-            self.code.line(format!(
-                "assert_eq!({read}[{i}].to_elems::<u32>(), {expected});"
-            ));
-        }
-        Ok(())
-    }
-
-    /// The driver's read-back of everything live after its drain (`driver`'s `last_read`):
-    /// one `read_async` of every slot's handle, then one `read_tensor_async` of every group's
-    /// tensors, each skipped when there is nothing to read.
-    pub(super) fn read_back_everything(&mut self) -> Result<(), Unprintable> {
-        let s = StreamId(HOST_STREAM);
-        let slots: Vec<&Slot> = self.slots.iter().flatten().collect();
-        if !slots.is_empty() {
-            self.code.uses("lockstep", &["block_on"]);
-            let handles: Vec<String> = slots.iter().map(|s| format!("{}.clone()", s.var)).collect();
-            let call = format!("block_on(client.read_async(vec![{}]))", handles.join(", "));
-            let bufs: Vec<u64> = slots.iter().map(|s| s.buf).collect();
-            self.read(s, &call, true, &bufs)?;
-        }
-        let groups: Vec<&Group> = self.tensors.iter().flatten().collect();
-        if groups.is_empty() {
-            return Ok(());
-        }
-        let descriptors: Vec<String> = groups.iter().flat_map(|g| descriptors(g)).collect();
-        let bufs: Vec<u64> = groups.iter().flat_map(|g| g.bufs.iter().copied()).collect();
-        self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
-        let call = format!(
-            "block_on(client.read_tensor_async(vec![{}]))",
-            descriptors.join(", ")
-        );
-        self.read(s, &call, true, &bufs)
     }
 
     /// The kernel variable of the world's kernel `index`, defined at first use.
@@ -483,10 +403,9 @@ impl Printer<'_> {
 
     /// The checked overrun kernel on `slot`: the stream's next blocking call owes its fault.
     fn overrun(&mut self, c: &str, s: StreamId, slot: usize, past_end: u32) {
-        let Some(Slot { var, buf }) = &self.slots[slot] else {
+        let Some((var, buf)) = self.in_slot(slot) else {
             return;
         };
-        let (var, buf) = (var.clone(), *buf);
         if !std::mem::replace(&mut self.overrun, true) {
             kernel_code::overrun(&mut self.code);
         }
@@ -608,10 +527,9 @@ impl Printer<'_> {
         op: ReduceOperation,
         fill: u64,
     ) -> Result<(), Unprintable> {
-        let Some(Slot { var, buf }) = &self.slots[slot] else {
+        let Some((var, buf)) = self.in_slot(slot) else {
             return Ok(());
         };
-        let (var, buf) = (var.clone(), *buf);
         self.code.uses("lockstep", &["ReduceOperation"]);
         self.code.uses("lockstep::kernel", &["ElemType"]);
         let devices = self.var("devices");
@@ -672,19 +590,4 @@ fn size_code(bytes: usize) -> String {
         (_, Some(d)) if d < 1 << 32 => format!("(1 << {top}) - {d}"),
         _ => bytes.to_string(),
     }
-}
-
-/// A `CopyDescriptor` expression per tensor of `group`, reading it whole.
-fn descriptors(group: &Group) -> Vec<String> {
-    group
-        .shapes
-        .iter()
-        .enumerate()
-        .map(|(i, shape)| {
-            format!(
-                "CopyDescriptor::new({v}[{i}].memory.clone(), vec!{shape:?}, {v}[{i}].strides.clone(), 4)",
-                v = group.var
-            )
-        })
-        .collect()
 }
