@@ -194,15 +194,15 @@ fn check_enumeration<D: Device>(client: &ComputeClient<D>) -> Result<(), String>
     let all = client.enumerate_all_devices();
     let listed = all.iter().filter(|d| **d == own).count();
     let foreign = D::TYPE_ID.wrapping_add(1);
-    if listed != 1
-        || all != client.enumerate_devices(D::TYPE_ID)
-        || all.iter().any(|d| d.type_id != D::TYPE_ID)
-        || client.device_count(D::TYPE_ID) != all.len()
-        || client.device_count_total() != all.len()
-        || client.device_count(foreign) != 0
-    {
-        return Err(format!("device {own} enumerates {all:?}"));
-    }
+    ensure!(
+        listed == 1
+            && all == client.enumerate_devices(D::TYPE_ID)
+            && all.iter().all(|d| d.type_id == D::TYPE_ID)
+            && client.device_count(D::TYPE_ID) == all.len()
+            && client.device_count_total() == all.len()
+            && client.device_count(foreign) == 0,
+        "device {own} enumerates {all:?}"
+    );
     Ok(())
 }
 
@@ -282,30 +282,28 @@ fn judge(
     inputs: &[Bytes],
     case: &AllReduceCase,
 ) -> Result<(), String> {
-    if got.len() != expected.len() {
-        return Err(format!(
-            "device {device}: the result has {} elements, the reference {}",
-            got.len(),
-            expected.len()
-        ));
-    }
+    ensure!(
+        got.len() == expected.len(),
+        "device {device}: the result has {} elements, the reference {}",
+        got.len(),
+        expected.len()
+    );
     for (i, (&g, &w)) in got.iter().zip(expected).enumerate() {
         let close = if exact {
             g == w
         } else {
             (f32::from_bits(g) - f32::from_bits(w)).abs() <= tolerance(inputs, i, case.op)
         };
-        if !close {
-            return Err(format!(
-                "device {device} element {i}: got {g:#010x}, reference {w:#010x} ({} {} of {:?})",
-                case.elem,
-                case.op,
-                inputs
-                    .iter()
-                    .map(|b| b.to_elems::<u32>()[i])
-                    .collect::<Vec<_>>()
-            ));
-        }
+        ensure!(
+            close,
+            "device {device} element {i}: got {g:#010x}, reference {w:#010x} ({} {} of {:?})",
+            case.elem,
+            case.op,
+            inputs
+                .iter()
+                .map(|b| b.to_elems::<u32>()[i])
+                .collect::<Vec<_>>()
+        );
     }
     Ok(())
 }
@@ -410,15 +408,14 @@ pub(super) fn to_client<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         let values: Vec<u32> = (0..elems).map(|_| rng.random()).collect();
         let data = Bytes::from_elems(&values);
         let (source, copied) = copy(&case, a, b, &data)?;
-        if copied.device() != b.device_id() || copied.size() != data.len() as u64 {
-            return Err(format!(
-                "the copy is {} bytes on {}, expected {} bytes on {}",
-                copied.size(),
-                copied.device(),
-                data.len(),
-                b.device_id()
-            ));
-        }
+        ensure!(
+            copied.device() == b.device_id() && copied.size() == data.len() as u64,
+            "the copy is {} bytes on {}, expected {} bytes on {}",
+            copied.size(),
+            copied.device(),
+            data.len(),
+            b.device_id()
+        );
         a.write(&source, Bytes::from(vec![0xA5u8; source.size() as usize]))
             .map_err(|e| format!("write after the copy: {e}"))?;
         let mut reader = b.clone();
@@ -428,12 +425,11 @@ pub(super) fn to_client<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         let got = reader
             .read_one(copied)
             .map_err(|e| format!("read of the copy: {e}"))?;
-        if got[..] != data[..] {
-            return Err(format!(
-                "the copy differs from the source ({} bytes)",
-                data.len()
-            ));
-        }
+        ensure!(
+            got[..] == data[..],
+            "the copy differs from the source ({} bytes)",
+            data.len()
+        );
         for session in &sessions {
             session
                 .client

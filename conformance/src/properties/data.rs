@@ -69,9 +69,11 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         let read = c
             .read_one(handle.clone())
             .map_err(err("read after create"))?;
-        if read[..] != expected[..] {
-            return Err(format!("read after create differs ({} bytes)", case.size));
-        }
+        ensure!(
+            read[..] == expected[..],
+            "read after create differs ({} bytes)",
+            case.size
+        );
 
         let offset = case.patch_at.index(case.size + 1);
         let len = case.patch_len.min(case.size - offset);
@@ -82,28 +84,30 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         let read = c
             .read_one(handle.clone())
             .map_err(err("read after write_at"))?;
-        if read[..] != expected[..] {
-            return Err(format!("read after write_at({offset}, {len}) differs"));
-        }
+        ensure!(
+            read[..] == expected[..],
+            "read after write_at({offset}, {len}) differs"
+        );
 
         let empty = c.empty(case.size).map_err(err("empty"))?;
         c.write(&empty, Bytes::from(expected.clone()))
             .map_err(|e| format!("write: {e}"))?;
-        if c.read_one(empty).map_err(err("read of written empty"))?[..] != expected[..] {
-            return Err("read of an empty handle after a full write differs".into());
-        }
+        ensure!(
+            c.read_one(empty).map_err(err("read of written empty"))?[..] == expected[..],
+            "read of an empty handle after a full write differs"
+        );
 
         let elems: usize = case.shape.iter().product();
         let data = random_bytes(elems * case.elem_size, case.fill_seed ^ 1);
         let layout = c
             .create_tensor(Bytes::from(data.clone()), &case.shape, case.elem_size)
             .map_err(err("create_tensor"))?;
-        if layout.strides.len() != case.shape.len() {
-            return Err(format!(
-                "strides {:?} for shape {:?}",
-                layout.strides, case.shape
-            ));
-        }
+        ensure!(
+            layout.strides.len() == case.shape.len(),
+            "strides {:?} for shape {:?}",
+            layout.strides,
+            case.shape
+        );
         let descriptor = CopyDescriptor::new(
             layout.memory,
             case.shape.clone(),
@@ -111,14 +115,18 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
             case.elem_size,
         );
         let tensor = c.read_tensor(vec![descriptor.clone()]).remove(0);
-        if tensor[..] != data[..] {
-            return Err(format!("read_tensor of shape {:?} differs", case.shape));
-        }
+        ensure!(
+            tensor[..] == data[..],
+            "read_tensor of shape {:?} differs",
+            case.shape
+        );
         let one = lockstep::block_on(c.read_one_tensor_async(descriptor.clone()))
             .map_err(err("read_one_tensor_async"))?;
-        if one[..] != data[..] || c.read_one_unchecked_tensor(descriptor)[..] != data[..] {
-            return Err(format!("read_one_tensor of shape {:?} differs", case.shape));
-        }
+        ensure!(
+            one[..] == data[..] && c.read_one_unchecked_tensor(descriptor)[..] == data[..],
+            "read_one_tensor of shape {:?} differs",
+            case.shape
+        );
 
         // The same tensor next to a second one, created together from slices.
         let second = random_bytes(elems * case.elem_size, case.fill_seed ^ 2);
@@ -139,12 +147,11 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
                 layout.strides,
                 case.elem_size,
             );
-            if c.read_one_unchecked_tensor(d)[..] != expected[..] {
-                return Err(format!(
-                    "create_tensors_from_slices of shape {:?} differs",
-                    case.shape
-                ));
-            }
+            ensure!(
+                c.read_one_unchecked_tensor(d)[..] == expected[..],
+                "create_tensors_from_slices of shape {:?} differs",
+                case.shape
+            );
         }
 
         drop(handle);
@@ -265,18 +272,20 @@ pub(super) fn invalid_input<F: DeviceFactory>(
             Err(ServerError::Io(IoError::WrongDevice { .. })) => "WrongDevice",
             _ => "",
         };
-        if kind != expected_kind {
-            return Err(format!("expected {expected_kind}, got {refused:?}"));
-        }
+        ensure!(
+            kind == expected_kind,
+            "expected {expected_kind}, got {refused:?}"
+        );
         c.sync()
             .map_err(|e| format!("stream unusable after a refused call: {e}"))?;
         let after = c
             .read_one(handle)
             .map_err(|e| e.to_string())?
             .to_elems::<u32>();
-        if after != original {
-            return Err(format!("a refused call changed the data: {after:?}"));
-        }
+        ensure!(
+            after == original,
+            "a refused call changed the data: {after:?}"
+        );
         expect_clean(&session)
     })
 }

@@ -157,9 +157,10 @@ pub(super) fn graph_replay<F: DeviceFactory>(
         let out = c
             .read_one(handles[1].clone())
             .map_err(err("read after capture"))?;
-        if out.to_elems::<u32>() != model[1] {
-            return Err("the captured launches ran during the capture".into());
-        }
+        ensure!(
+            out.to_elems::<u32>() == model[1],
+            "the captured launches ran during the capture"
+        );
 
         let mut kept: Vec<Option<Handle>> = handles.drain(..).map(Some).collect();
         for (slot, &drop_it) in case.dropped.iter().enumerate() {
@@ -192,13 +193,12 @@ pub(super) fn graph_replay<F: DeviceFactory>(
             let out = other
                 .read_one(out_handle)
                 .map_err(err("read after replay"))?;
-            if out.to_elems::<u32>() != model[1] {
-                return Err(format!(
-                    "replay {replay}: read {:?}, eager execution gives {:?}",
-                    out.to_elems::<u32>(),
-                    model[1]
-                ));
-            }
+            ensure!(
+                out.to_elems::<u32>() == model[1],
+                "replay {replay}: read {:?}, eager execution gives {:?}",
+                out.to_elems::<u32>(),
+                model[1]
+            );
         }
         c.sync().map_err(err("sync after replays"))?;
         drop(graph);
@@ -278,9 +278,10 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
                     let filled = c
                         .read_one(early.clone())
                         .map_err(|e| format!("read of the replayed fill: {e}"))?;
-                    if filled.to_elems::<u32>() != vec![9u32; ELEMS] {
-                        return Err("the replayed fill did not reach its output".into());
-                    }
+                    ensure!(
+                        filled.to_elems::<u32>() == vec![9u32; ELEMS],
+                        "the replayed fill did not reach its output"
+                    );
                 }
                 (intrusion, other) => {
                     return Err(format!(
@@ -292,9 +293,10 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
             let bytes = c
                 .read_one(handle)
                 .map_err(|e| format!("read after the capture: {e}"))?;
-            if bytes.to_elems::<u32>() != vec![5u32; 8] {
-                return Err("the refused write reached the buffer".into());
-            }
+            ensure!(
+                bytes.to_elems::<u32>() == vec![5u32; 8],
+                "the refused write reached the buffer"
+            );
             c.sync().map_err(|e| e.to_string())?;
             expect_clean(&session)
         },

@@ -94,13 +94,12 @@ fn reduce<D: Device>(c: &ComputeClient<D>, values: &[u32]) -> Result<(), String>
     let (mut want_partials, want_total) = wk::reduce_sum_reference(values, 7);
     want_partials.resize(groups, 0);
     let got = (read::<D, u32>(c, &partials)?, read::<D, u32>(c, &total)?[0]);
-    if got != (want_partials.clone(), want_total) {
-        return Err(format!(
-            "reduce_sum of {} values: partials and total {got:?}, reference {:?}",
-            values.len(),
-            (want_partials, want_total)
-        ));
-    }
+    ensure!(
+        got == (want_partials.clone(), want_total),
+        "reduce_sum of {} values: partials and total {got:?}, reference {:?}",
+        values.len(),
+        (want_partials, want_total)
+    );
     Ok(())
 }
 
@@ -120,13 +119,12 @@ fn histogram<D: Device>(c: &ComputeClient<D>, values: &[u32]) -> Result<(), Stri
     )?;
     wk::histogram_reference(values, &mut want_bins, &mut want_extremes);
     let got = (read::<D, u32>(c, &bins)?, read::<D, i32>(c, &extremes)?);
-    if got != (want_bins.clone(), want_extremes.to_vec()) {
-        return Err(format!(
-            "histogram of {} values: {got:?}, reference {:?}",
-            values.len(),
-            (want_bins, want_extremes)
-        ));
-    }
+    ensure!(
+        got == (want_bins.clone(), want_extremes.to_vec()),
+        "histogram of {} values: {got:?}, reference {:?}",
+        values.len(),
+        (want_bins, want_extremes)
+    );
     Ok(())
 }
 
@@ -157,11 +155,10 @@ fn loops<D: Device>(c: &ComputeClient<D>, values: &[u32]) -> Result<(), String> 
     let groups = workgroups(values.len(), wk::WORKGROUP);
     launch(c, &wk::loops(), groups, &[&input, &out], &[])?;
     let (got, want) = (read::<D, u32>(c, &out)?, wk::loops_reference(values));
-    if got != want {
-        return Err(format!(
-            "loops over {values:?}: {got:?}, reference {want:?}"
-        ));
-    }
+    ensure!(
+        got == want,
+        "loops over {values:?}: {got:?}, reference {want:?}"
+    );
     Ok(())
 }
 
@@ -187,13 +184,12 @@ fn math<D: Device>(c: &ComputeClient<D>, units: &[f32]) -> Result<(), String> {
     )?;
     let got: Vec<f32> = read(c, &out)?;
     for (call, got) in wk::math_calls(&operands, n).into_iter().zip(got) {
-        if !call.accepts(got) {
-            return Err(format!(
-                "{call:?} gave {got:e}, exact {:e}, allowed error {:?}",
-                call.exact(),
-                call.max_error()
-            ));
-        }
+        ensure!(
+            call.accepts(got),
+            "{call:?} gave {got:e}, exact {:e}, allowed error {:?}",
+            call.exact(),
+            call.max_error()
+        );
     }
     Ok(())
 }

@@ -67,12 +67,13 @@ pub(super) fn packed_tensors<F: DeviceFactory>(
                 let pitched = n >= 2 && layout.strides[n - 2] != d.shape[n - 1];
                 if pitched {
                     let pitch_bytes = layout.strides[n - 2] * d.elem_size;
-                    if d.strategy == MemoryLayoutStrategy::Contiguous
-                        || pitch_bytes % load_width != 0
-                        || pitch_bytes < d.shape[n - 1] * d.elem_size
-                    {
-                        return Err(format!("bad pitch {:?} for {d:?}", layout.strides));
-                    }
+                    ensure!(
+                        d.strategy != MemoryLayoutStrategy::Contiguous
+                            && pitch_bytes.is_multiple_of(load_width)
+                            && pitch_bytes >= d.shape[n - 1] * d.elem_size,
+                        "bad pitch {:?} for {d:?}",
+                        layout.strides
+                    );
                 }
             }
             let read_all = |what: &str| -> Result<Vec<Vec<u8>>, String> {
@@ -92,9 +93,10 @@ pub(super) fn packed_tensors<F: DeviceFactory>(
                     .map_err(|e| format!("{what}: {e}"))?;
                 Ok(bytes.into_iter().map(|b| b.into_vec()).collect())
             };
-            if read_all("read_tensor")? != data {
-                return Err("tensors created together did not read back as written".into());
-            }
+            ensure!(
+                read_all("read_tensor")? == data,
+                "tensors created together did not read back as written"
+            );
             // Overwrite one tensor's whole memory: the others must not change.
             let t = target.index(layouts.len());
             let size = layouts[t].memory.size() as usize;
@@ -102,9 +104,10 @@ pub(super) fn packed_tensors<F: DeviceFactory>(
                 .map_err(|e| format!("write: {e}"))?;
             let after = read_all("read after write")?;
             for (i, (before, now)) in data.iter().zip(&after).enumerate() {
-                if i != t && before != now {
-                    return Err(format!("writing tensor {t} changed tensor {i}"));
-                }
+                ensure!(
+                    i == t || before == now,
+                    "writing tensor {t} changed tensor {i}"
+                );
             }
             drop(layouts);
             expect_baseline(c, baseline)?;
@@ -153,12 +156,14 @@ pub(super) fn pool_installation<F: DeviceFactory>(
                     ));
                 }
             }
-            if c.memory_report().map_err(err("memory_report"))? != before {
-                return Err("a refused install changed the stream's pools".into());
-            }
-            if c.read_one(live.clone()).map_err(err("read"))?[..] != vec![7u8; size][..] {
-                return Err("a refused install disturbed live data".into());
-            }
+            ensure!(
+                c.memory_report().map_err(err("memory_report"))? == before,
+                "a refused install changed the stream's pools"
+            );
+            ensure!(
+                c.read_one(live.clone()).map_err(err("read"))?[..] == vec![7u8; size][..],
+                "a refused install disturbed live data"
+            );
 
             // A stream first used after the install is built with the new layout.
             let mut fresh = c.clone();
@@ -176,45 +181,41 @@ pub(super) fn pool_installation<F: DeviceFactory>(
                 .map(|p| (Some(p.page_bytes), Some(p.max_slice_bytes)))
                 .collect();
             let fresh_report = fresh.memory_report().map_err(err("memory_report"))?;
-            if sliced(&fresh_report) != expected {
-                return Err(format!(
-                    "a new stream did not get the installed layout:\n{fresh_report}"
-                ));
-            }
+            ensure!(
+                sliced(&fresh_report) == expected,
+                "a new stream did not get the installed layout:\n{fresh_report}"
+            );
 
             drop(live);
             c.sync().map_err(err("sync"))?;
             c.install_memory_pools(&layout)
                 .map_err(|e| format!("install once idle: {e}"))?;
             let report = c.memory_report().map_err(err("memory_report"))?;
-            if sliced(&report) != expected {
-                return Err(format!(
-                    "the calling stream did not get the installed layout:\n{report}"
-                ));
-            }
+            ensure!(
+                sliced(&report) == expected,
+                "the calling stream did not get the installed layout:\n{report}"
+            );
             let stream_pools = report
                 .pools
                 .iter()
                 .filter(|p| p.kind != PoolKind::Persistent);
-            if stream_pools
-                .clone()
-                .any(|p| p.bytes_in_use_peak != 0 || p.bytes_reserved_peak != 0)
-            {
-                return Err(format!(
-                    "install did not reset the high-water marks:\n{report}"
-                ));
-            }
+            ensure!(
+                stream_pools
+                    .clone()
+                    .all(|p| p.bytes_in_use_peak == 0 && p.bytes_reserved_peak == 0),
+                "install did not reset the high-water marks:\n{report}"
+            );
 
             // The new pools serve allocations, and their marks move.
             let handle = c
                 .create(Bytes::from(vec![9u8; size]))
                 .map_err(err("create after install"))?;
-            if c.read_one(handle.clone())
-                .map_err(err("read after install"))?[..]
-                != vec![9u8; size][..]
-            {
-                return Err("the installed pools returned wrong bytes".into());
-            }
+            ensure!(
+                c.read_one(handle.clone())
+                    .map_err(err("read after install"))?[..]
+                    == vec![9u8; size][..],
+                "the installed pools returned wrong bytes"
+            );
             let peak: u64 = c
                 .memory_report()
                 .map_err(err("memory_report"))?
@@ -222,18 +223,18 @@ pub(super) fn pool_installation<F: DeviceFactory>(
                 .iter()
                 .map(|p| p.bytes_in_use_peak)
                 .sum();
-            if peak < size as u64 {
-                return Err(format!(
-                    "high-water marks did not record a {size}-byte slice"
-                ));
-            }
+            ensure!(
+                peak >= size as u64,
+                "high-water marks did not record a {size}-byte slice"
+            );
             drop(handle);
             c.memory_cleanup();
             c.sync().map_err(err("sync"))?;
             let usage = c.memory_usage().map_err(err("memory_usage"))?;
-            if usage.bytes_reserved != 0 || usage.bytes_in_use != 0 {
-                return Err(format!("memory did not return to zero: {usage}"));
-            }
+            ensure!(
+                usage.bytes_reserved == 0 && usage.bytes_in_use == 0,
+                "memory did not return to zero: {usage}"
+            );
             expect_clean(&session)
         },
     )

@@ -1,5 +1,15 @@
 //! The conformance properties: written once against `ComputeClient`, run on every device.
 
+/// Fails the property unless `claim` holds, with the message `format!` makes of the rest:
+/// `ensure!(read == expected, "read after write_at({offset}) differs")`.
+macro_rules! ensure {
+    ($claim:expr, $($why:tt)+) => {
+        if !$claim {
+            return Err(format!($($why)+));
+        }
+    };
+}
+
 mod collectives;
 mod data;
 mod errors;
@@ -300,11 +310,10 @@ fn expect_baseline<D: lockstep::Device>(
     let after = client
         .memory_usage()
         .map_err(|e| format!("memory_usage after cleanup: {e}"))?;
-    if after != baseline {
-        return Err(format!(
-            "every handle dropped, memory_cleanup + sync left {after} (baseline {baseline})"
-        ));
-    }
+    ensure!(
+        after == baseline,
+        "every handle dropped, memory_cleanup + sync left {after} (baseline {baseline})"
+    );
     Ok(())
 }
 

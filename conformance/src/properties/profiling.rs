@@ -65,25 +65,22 @@ pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
             .profile(|| add_const(&c, &h, k), "big")
             .map_err(|e| e.to_string())?;
         launched?;
-        if little.timing_method() != c.timing_method() {
-            return Err(format!(
-                "profile used {:?}, the client reports {:?}",
-                little.timing_method(),
-                c.timing_method()
-            ));
-        }
+        ensure!(
+            little.timing_method() == c.timing_method(),
+            "profile used {:?}, the client reports {:?}",
+            little.timing_method(),
+            c.timing_method()
+        );
         let (little, big) = (resolve(little, "small")?, resolve(big, "big")?);
-        if little.is_zero() || big.is_zero() {
-            return Err(format!(
-                "a profiled launch took no time: {little:?}, {big:?}"
-            ));
-        }
+        ensure!(
+            !little.is_zero() && !big.is_zero(),
+            "a profiled launch took no time: {little:?}, {big:?}"
+        );
         // Only virtual time is exact enough to compare launches of a few microseconds.
-        if factory.deterministic() && big <= little {
-            return Err(format!(
-                "{big_elems} elements took {big:?}, not longer than {elems} ({little:?})"
-            ));
-        }
+        ensure!(
+            !factory.deterministic() || big > little,
+            "{big_elems} elements took {big:?}, not longer than {elems} ({little:?})"
+        );
         let mut expected = data.clone();
         expected.iter_mut().for_each(|x| *x = x.wrapping_add(k));
         let mut expected_small = data[..elems].to_vec();
@@ -95,9 +92,10 @@ pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
                 .map(|b| b.to_elems::<u32>())
                 .map_err(|e| e.to_string())
         };
-        if read(&h)? != expected || read(&small)? != expected_small {
-            return Err("profiled launches did not compute what they compute unprofiled".into());
-        }
+        ensure!(
+            read(&h)? == expected && read(&small)? == expected_small,
+            "profiled launches did not compute what they compute unprofiled"
+        );
 
         // Every launch registers while a level is on.
         c.set_profile_level(Some(ProfileLevel::Basic));
@@ -108,14 +106,12 @@ pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         let summary = c.profile_summary().map_err(|e| e.to_string())?;
         c.set_profile_level(None);
         let kernel = summary.kernels.first();
-        if summary.kernels.len() != 1
-            || kernel.map(|k| (k.label.as_str(), k.launches)) != Some(("add_const", 3))
-            || kernel.and_then(|k| k.total).is_none()
-        {
-            return Err(format!(
-                "three timed add_const launches, summary:\n{summary}"
-            ));
-        }
+        ensure!(
+            summary.kernels.len() == 1
+                && kernel.map(|k| (k.label.as_str(), k.launches)) == Some(("add_const", 3))
+                && kernel.and_then(|k| k.total).is_some(),
+            "three timed add_const launches, summary:\n{summary}"
+        );
 
         // Profiling inside a capture window is refused at once.
         c.graph_prepare().map_err(|e| e.to_string())?;
@@ -161,26 +157,27 @@ pub(super) fn lazy_reads<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         let eager = c.read_tensor(vec![descriptor()]).remove(0);
         let lazy = c.read_lazy(descriptor());
         let later = c.read_lazy(descriptor());
-        if lazy.len() != elems * 4 {
-            return Err(format!(
-                "lazy length {} for {} bytes",
-                lazy.len(),
-                elems * 4
-            ));
-        }
+        ensure!(
+            lazy.len() == elems * 4,
+            "lazy length {} for {} bytes",
+            lazy.len(),
+            elems * 4
+        );
         let lazy = lazy.materialize().map_err(|e| e.to_string())?.to_vec();
-        if lazy != *eager || u32s(&lazy) != data {
-            return Err("read_lazy differs from read_tensor".into());
-        }
+        ensure!(
+            lazy == *eager && u32s(&lazy) == data,
+            "read_lazy differs from read_tensor"
+        );
         // The data is the device's at first access: a launch after read_lazy is seen.
         if layout.memory.size() > 0 {
             add_const(c, &layout.memory, k)?;
         }
         let expected: Vec<u32> = data.iter().map(|x| x.wrapping_add(k)).collect();
         let later = later.materialize().map_err(|e| e.to_string())?;
-        if u32s(later) != expected {
-            return Err("a lazy read did not see a launch that preceded its first access".into());
-        }
+        ensure!(
+            u32s(later) == expected,
+            "a lazy read did not see a launch that preceded its first access"
+        );
         drop(layout);
         expect_baseline(c, baseline)?;
         expect_clean(&session)
@@ -200,19 +197,16 @@ pub(super) fn staging<F: DeviceFactory>(factory: &F, config: RunConfig) -> Resul
         let mut kept: Vec<Bytes> = data.iter().map(|d| Bytes::from(d.clone())).collect();
         c.staging(kept.iter_mut(), true)
             .map_err(|e| format!("staging, file only: {e}"))?;
-        if kept
-            .iter()
-            .any(|b| b.property() != AllocationProperty::Native)
-        {
-            return Err("file-only staging moved heap bytes".into());
-        }
+        ensure!(
+            kept.iter()
+                .all(|b| b.property() == AllocationProperty::Native),
+            "file-only staging moved heap bytes"
+        );
         let mut staged = kept.clone();
         c.staging(staged.iter_mut(), false)
             .map_err(|e| format!("staging: {e}"))?;
         for (i, (b, d)) in staged.iter().zip(&data).enumerate() {
-            if **b != **d {
-                return Err(format!("staging changed the contents of bytes {i}"));
-            }
+            ensure!(**b == **d, "staging changed the contents of bytes {i}");
         }
         let mut handles = Vec::new();
         for (i, b) in staged.into_iter().enumerate() {
@@ -229,9 +223,7 @@ pub(super) fn staging<F: DeviceFactory>(factory: &F, config: RunConfig) -> Resul
         let read = c.read_async(handles);
         let read = lockstep::block_on(read).map_err(|e| format!("read: {e}"))?;
         for (i, (r, d)) in read.iter().zip(&data).enumerate() {
-            if **r != **d {
-                return Err(format!("staged bytes {i} did not round-trip"));
-            }
+            ensure!(**r == **d, "staged bytes {i} did not round-trip");
         }
         expect_clean(&session)
     })
@@ -280,26 +272,29 @@ pub(super) fn dry_runs<F: DeviceFactory>(factory: &F, config: RunConfig) -> Resu
                 KernelArguments::new().binding(&dst),
             )
         });
-        if invalid.is_ok() {
-            return Err("a dry run accepted a launch missing its parameter".into());
-        }
+        ensure!(
+            invalid.is_err(),
+            "a dry run accepted a launch missing its parameter"
+        );
         c.sync().map_err(|e| format!("sync after dry runs: {e}"))?;
         let read = |h: &Handle| {
             c.read_one(h.clone())
                 .map(|b| b.to_elems::<u32>())
                 .map_err(|e| e.to_string())
         };
-        if read(&dst)? != dst_data || read(&src)? != src_data {
-            return Err("a dry run changed memory".into());
-        }
+        ensure!(
+            read(&dst)? == dst_data && read(&src)? == src_data,
+            "a dry run changed memory"
+        );
         let mut expected = dst_data.clone();
         for &(kind, k) in &launches {
             run(kind, k)?;
             kind.reference(&mut expected, &src_data, k);
         }
-        if read(&dst)? != expected {
-            return Err("after dry runs, the same launches did not compute the reference".into());
-        }
+        ensure!(
+            read(&dst)? == expected,
+            "after dry runs, the same launches did not compute the reference"
+        );
         expect_clean(&session)
     })
 }
@@ -318,34 +313,35 @@ pub(super) fn resources<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         let resource = c
             .get_resource(h)
             .map_err(|e| format!("get_resource: {e}"))?;
-        if resource.len_bytes() != elems as u64 * 4 {
-            return Err(format!("resource of {} bytes", resource.len_bytes()));
-        }
+        ensure!(
+            resource.len_bytes() == elems as u64 * 4,
+            "resource of {} bytes",
+            resource.len_bytes()
+        );
         let offset = resource.offset_bytes();
         let seen = resource
             .with_buffer(move |_, o| o)
             .map_err(|e| format!("with_buffer: {e}"))?;
-        if seen != offset {
-            return Err(format!(
-                "with_buffer saw offset {seen}, the guard says {offset}"
-            ));
-        }
+        ensure!(
+            seen == offset,
+            "with_buffer saw offset {seen}, the guard says {offset}"
+        );
         // Every other handle is gone: the guard alone keeps the memory.
         c.memory_cleanup();
         c.sync().map_err(|e| e.to_string())?;
         let usage = c.memory_usage().map_err(|e| e.to_string())?;
-        if usage.bytes_in_use <= baseline.bytes_in_use {
-            return Err(format!(
-                "the guarded memory was released: {usage} (baseline {baseline})"
-            ));
-        }
+        ensure!(
+            usage.bytes_in_use > baseline.bytes_in_use,
+            "the guarded memory was released: {usage} (baseline {baseline})"
+        );
         let expected: Vec<u32> = data.iter().map(|x| x.wrapping_add(k)).collect();
         let read = c
             .read_one(resource.handle().clone())
             .map_err(|e| e.to_string())?;
-        if read.to_elems::<u32>() != expected {
-            return Err("the guarded memory does not hold the launch's result".into());
-        }
+        ensure!(
+            read.to_elems::<u32>() == expected,
+            "the guarded memory does not hold the launch's result"
+        );
         drop(resource);
         expect_baseline(c, baseline)?;
         expect_clean(&session)
@@ -383,15 +379,10 @@ pub(super) fn throughput_cache<F: DeviceFactory>(
                 .measure_throughput(key, config)
                 .map_err(|e| format!("measure_throughput: {e}"))?;
             let launched = c.profile_summary().map_err(|e| e.to_string())?.launches();
-            if launched == 0
-                || first.per_second.is_nan()
-                || first.per_second <= 0.0
-                || first.elapsed.is_zero()
-            {
-                return Err(format!(
-                    "a measurement of {launched} launches gave {first:?}"
-                ));
-            }
+            ensure!(
+                launched > 0 && first.per_second > 0.0 && !first.elapsed.is_zero(),
+                "a measurement of {launched} launches gave {first:?}"
+            );
             if first.method != c.timing_method() {
                 return Err(format!("measured with {:?}", first.method));
             }

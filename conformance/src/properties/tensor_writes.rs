@@ -149,18 +149,16 @@ pub(super) fn tensor_writes<F: DeviceFactory>(
         c.write_tensor(tensor.clone(), Bytes::from(data.clone()))
             .map_err(|e| format!("write_tensor with strides {strides:?}: {e}"))?;
         let after = read_raw("read after the write")?;
-        if after != expected_after(&before, &data, &shape, &strides, elem_size) {
-            return Err(format!(
-                "write_tensor with strides {strides:?} left other bytes than the reference"
-            ));
-        }
+        ensure!(
+            after == expected_after(&before, &data, &shape, &strides, elem_size),
+            "write_tensor with strides {strides:?} left other bytes than the reference"
+        );
         let read = lockstep::block_on(c.read_one_tensor_async(tensor))
             .map_err(|e| format!("read_tensor: {e}"))?;
-        if read[..] != data[..] {
-            return Err(format!(
-                "read_tensor after write_tensor with strides {strides:?} differs"
-            ));
-        }
+        ensure!(
+            read[..] == data[..],
+            "read_tensor after write_tensor with strides {strides:?} differs"
+        );
         drop(memory);
         expect_baseline(c, baseline)?;
         expect_clean(&session)
