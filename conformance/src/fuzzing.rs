@@ -16,6 +16,8 @@ use lockstep_sim::{SimConfig, SimDevice};
 
 const SLOTS: usize = 4;
 
+type Client = ComputeClient<SimDevice>;
+
 /// An allocation size.
 #[derive(Arbitrary, Debug)]
 pub enum Size {
@@ -251,7 +253,8 @@ fn fill(len: usize, fill: u8) -> Vec<u8> {
     (0..len).map(|i| fill.wrapping_add(i as u8)).collect()
 }
 
-fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String> {
+/// Makes `op`'s call on `c` and checks it against the model of `slots`.
+fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String> {
     let slot_of = |s: u8| s as usize % SLOTS;
     match op {
         IoOp::Create { slot, len, fill: f } => {
@@ -264,46 +267,24 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
                 bytes: Known::written(data),
             });
         }
-        IoOp::Empty { slot, size } => match (c.empty(size.bytes()), size) {
-            (Ok(handle), Size::Small(_) | Size::Boundary { .. }) => {
-                slots[slot_of(*slot)] = Some(Slot {
-                    handle,
-                    bytes: Known::unwritten(size.bytes()),
-                });
-            }
-            (Err(ServerError::OutOfMemory(_)), Size::Overflowing { .. }) => {}
-            (result, _) => {
-                return Err(format!("empty({}): got {result:?}", size.bytes()));
-            }
-        },
+        IoOp::Empty { slot, size } => empty(c, &mut slots[slot_of(*slot)], size)?,
         IoOp::Write {
             slot,
             offset,
             len,
             fill: f,
         } => {
-            let Some(s) = &mut slots[slot_of(*slot)] else {
-                return Ok(());
-            };
-            let data = fill(*len as usize, *f);
-            let fits = *offset as usize + data.len() <= s.bytes.len();
-            match (
-                c.write_at(&s.handle, *offset as u64, Bytes::from(data.clone())),
-                fits,
-            ) {
-                (Ok(()), true) => s.bytes.write(*offset as usize, &data),
-                (Err(IoError::OutOfRange { .. }), false) => {}
-                (result, _) => return Err(format!("write_at: fits={fits}, got {result:?}")),
+            if let Some(s) = &mut slots[slot_of(*slot)] {
+                write(c, s, *offset as usize, &fill(*len as usize, *f))?;
             }
         }
         IoOp::Read { slot } => {
-            let Some(s) = &slots[slot_of(*slot)] else {
-                return Ok(());
-            };
-            let bytes = c
-                .read_one(s.handle.clone())
-                .map_err(|e| format!("read: {e}"))?;
-            s.bytes.check(&bytes)?;
+            if let Some(s) = &slots[slot_of(*slot)] {
+                let bytes = c
+                    .read_one(s.handle.clone())
+                    .map_err(|e| format!("read: {e}"))?;
+                s.bytes.check(&bytes)?;
+            }
         }
         IoOp::ReadTensor {
             slot,
@@ -311,84 +292,15 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
             strides,
             elem_size,
         } => {
-            let Some(s) = &slots[slot_of(*slot)] else {
-                return Ok(());
-            };
-            let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
-            let strides: Vec<usize> = strides.iter().take(4).map(|&x| x as usize).collect();
-            let elem = *elem_size as usize % 17;
-            let descriptor =
-                CopyDescriptor::new(s.handle.clone(), shape.clone(), strides.clone(), elem);
-            let result = lockstep::block_on(c.read_tensor_async(vec![descriptor]));
-            let extent = lockstep::extent_bytes(&shape, &strides, elem);
-            match (result, extent) {
-                (Ok(mut bytes), Ok(extent)) if extent as usize <= s.bytes.len() => {
-                    s.bytes
-                        .gather(&shape, &strides, elem)
-                        .check(&bytes.remove(0))?;
-                }
-                (Err(ServerError::Io(IoError::OutOfRange { .. })), Ok(extent))
-                    if extent as usize > s.bytes.len() => {}
-                (Err(ServerError::Io(IoError::InvalidLayout { .. })), Err(_)) => {}
-                (result, extent) => {
-                    return Err(format!("read_tensor: extent {extent:?}, got {result:?}"));
-                }
+            if let Some(s) = &slots[slot_of(*slot)] {
+                let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
+                let strides: Vec<usize> = strides.iter().take(4).map(|&x| x as usize).collect();
+                read_tensor(c, s, &shape, &strides, *elem_size as usize % 17)?;
             }
         }
         IoOp::CreateTensors { slot, tensors } => {
-            let descriptors: Vec<MemoryLayoutDescriptor> = tensors
-                .iter()
-                .take(4)
-                .map(|(optimized, shape, elem)| {
-                    let strategy = if *optimized {
-                        MemoryLayoutStrategy::Optimized
-                    } else {
-                        MemoryLayoutStrategy::Contiguous
-                    };
-                    let shape = shape.iter().take(3).map(|&d| d as usize % 9).collect();
-                    MemoryLayoutDescriptor::new(strategy, shape, 1 + *elem as usize % 16)
-                })
-                .collect();
-            let data: Vec<Vec<u8>> = descriptors
-                .iter()
-                .enumerate()
-                .map(|(i, d)| fill(d.shape.iter().product::<usize>() * d.elem_size, i as u8))
-                .collect();
-            let inputs = descriptors
-                .iter()
-                .cloned()
-                .zip(data.iter().map(|d| Bytes::from(d.clone())))
-                .collect();
-            let layouts = c
-                .create_tensors(inputs)
-                .map_err(|e| format!("create_tensors: {e}"))?;
-            for ((d, layout), expected) in descriptors.iter().zip(&layouts).zip(&data) {
-                let descriptor = CopyDescriptor::new(
-                    layout.memory.clone(),
-                    d.shape.clone(),
-                    layout.strides.clone(),
-                    d.elem_size,
-                );
-                let bytes = c.read_tensor(vec![descriptor]).remove(0);
-                if bytes[..] != expected[..] {
-                    return Err(format!(
-                        "tensor {d:?} with strides {:?} read back wrong",
-                        layout.strides
-                    ));
-                }
-            }
-            // The first tensor's whole memory joins the model: its elements where the strides
-            // put them, zeroed padding elsewhere.
-            if let (Some(first), Some(d)) = (layouts.into_iter().next(), descriptors.first()) {
-                let mut bytes = Known::written(vec![0; first.memory.size() as usize]);
-                for (linear, elem) in data[0].chunks_exact(d.elem_size).enumerate() {
-                    let offset = element_offset(linear, &d.shape, &first.strides);
-                    bytes.write(offset * d.elem_size, elem);
-                }
-                slots[slot_of(*slot)] = Some(Slot {
-                    handle: first.memory,
-                    bytes,
-                });
+            if let Some(first) = create_tensors(c, tensors)? {
+                slots[slot_of(*slot)] = Some(first);
             }
         }
         IoOp::CreateTensor {
@@ -397,33 +309,154 @@ fn step(c: &ComputeClient<SimDevice>, slots: &mut [Option<Slot>], op: &IoOp) -> 
             extra,
         } => {
             let shape: Vec<usize> = shape.iter().take(3).map(|&d| d as usize % 9).collect();
-            let elem = 1 + *elem_size as usize % 16;
-            let dense = shape.iter().product::<usize>() * elem;
-            let len = (dense as isize + *extra as isize % 3).max(0) as usize;
-            let data = fill(len, 3);
-            match (
-                c.create_tensor(Bytes::from(data.clone()), &shape, elem),
-                len == dense,
-            ) {
-                (Ok(layout), true) => {
-                    let descriptor = CopyDescriptor::new(
-                        layout.memory.clone(),
-                        shape.clone(),
-                        layout.strides.clone(),
-                        elem,
-                    );
-                    if c.read_tensor(vec![descriptor]).remove(0)[..] != data[..] {
-                        return Err("create_tensor then read_tensor differs".into());
-                    }
-                }
-                (Err(ServerError::Io(IoError::SizeMismatch { .. })), false) => {}
-                (result, ok) => {
-                    return Err(format!("create_tensor: sizes match={ok}, got {result:?}"));
-                }
-            }
+            create_tensor(c, &shape, 1 + *elem_size as usize % 16, *extra as isize % 3)?;
         }
         IoOp::Release { slot } => slots[slot_of(*slot)] = None,
         IoOp::Sync { stream: _ } => c.sync().map_err(|e| format!("sync: {e}"))?,
     }
     Ok(())
+}
+
+/// `empty` of `size` into `slot`: served unless the size overflows, then refused as out of
+/// memory.
+fn empty(c: &Client, slot: &mut Option<Slot>, size: &Size) -> Result<(), String> {
+    match (c.empty(size.bytes()), size) {
+        (Ok(handle), Size::Small(_) | Size::Boundary { .. }) => {
+            *slot = Some(Slot {
+                handle,
+                bytes: Known::unwritten(size.bytes()),
+            });
+            Ok(())
+        }
+        (Err(ServerError::OutOfMemory(_)), Size::Overflowing { .. }) => Ok(()),
+        (result, _) => Err(format!("empty({}): got {result:?}", size.bytes())),
+    }
+}
+
+/// `write_at` of `data` at `offset` of `s`: lands when it fits, refused with `OutOfRange`
+/// otherwise.
+fn write(c: &Client, s: &mut Slot, offset: usize, data: &[u8]) -> Result<(), String> {
+    let fits = offset + data.len() <= s.bytes.len();
+    match (
+        c.write_at(&s.handle, offset as u64, Bytes::from(data.to_vec())),
+        fits,
+    ) {
+        (Ok(()), true) => {
+            s.bytes.write(offset, data);
+            Ok(())
+        }
+        (Err(IoError::OutOfRange { .. }), false) => Ok(()),
+        (result, _) => Err(format!("write_at: fits={fits}, got {result:?}")),
+    }
+}
+
+/// `read_tensor_async` of `s` with `shape`, `strides` and `elem` bytes an element: the
+/// gathered bytes, or the error the layout calls for.
+fn read_tensor(
+    c: &Client,
+    s: &Slot,
+    shape: &[usize],
+    strides: &[usize],
+    elem: usize,
+) -> Result<(), String> {
+    let descriptor = CopyDescriptor::new(s.handle.clone(), shape.to_vec(), strides.to_vec(), elem);
+    let result = lockstep::block_on(c.read_tensor_async(vec![descriptor]));
+    match (result, lockstep::extent_bytes(shape, strides, elem)) {
+        (Ok(mut bytes), Ok(extent)) if extent as usize <= s.bytes.len() => {
+            s.bytes.gather(shape, strides, elem).check(&bytes.remove(0))
+        }
+        (Err(ServerError::Io(IoError::OutOfRange { .. })), Ok(extent))
+            if extent as usize > s.bytes.len() =>
+        {
+            Ok(())
+        }
+        (Err(ServerError::Io(IoError::InvalidLayout { .. })), Err(_)) => Ok(()),
+        (result, extent) => Err(format!("read_tensor: extent {extent:?}, got {result:?}")),
+    }
+}
+
+/// `create_tensors` of up to four drawn tensors, each read back with its strides; returns the
+/// first one's memory as a slot, its model the elements where the strides put them and zeroed
+/// padding elsewhere.
+fn create_tensors(c: &Client, tensors: &[(bool, Vec<u8>, u8)]) -> Result<Option<Slot>, String> {
+    let descriptors: Vec<MemoryLayoutDescriptor> = tensors
+        .iter()
+        .take(4)
+        .map(|(optimized, shape, elem)| {
+            let strategy = if *optimized {
+                MemoryLayoutStrategy::Optimized
+            } else {
+                MemoryLayoutStrategy::Contiguous
+            };
+            let shape = shape.iter().take(3).map(|&d| d as usize % 9).collect();
+            MemoryLayoutDescriptor::new(strategy, shape, 1 + *elem as usize % 16)
+        })
+        .collect();
+    let data: Vec<Vec<u8>> = descriptors
+        .iter()
+        .enumerate()
+        .map(|(i, d)| fill(d.shape.iter().product::<usize>() * d.elem_size, i as u8))
+        .collect();
+    let inputs = descriptors
+        .iter()
+        .cloned()
+        .zip(data.iter().map(|d| Bytes::from(d.clone())))
+        .collect();
+    let layouts = c
+        .create_tensors(inputs)
+        .map_err(|e| format!("create_tensors: {e}"))?;
+    for ((d, layout), expected) in descriptors.iter().zip(&layouts).zip(&data) {
+        let descriptor = CopyDescriptor::new(
+            layout.memory.clone(),
+            d.shape.clone(),
+            layout.strides.clone(),
+            d.elem_size,
+        );
+        let bytes = c.read_tensor(vec![descriptor]).remove(0);
+        if bytes[..] != expected[..] {
+            return Err(format!(
+                "tensor {d:?} with strides {:?} read back wrong",
+                layout.strides
+            ));
+        }
+    }
+    let (Some(first), Some(d)) = (layouts.into_iter().next(), descriptors.first()) else {
+        return Ok(None);
+    };
+    let mut bytes = Known::written(vec![0; first.memory.size() as usize]);
+    for (linear, elem) in data[0].chunks_exact(d.elem_size).enumerate() {
+        let offset = element_offset(linear, &d.shape, &first.strides);
+        bytes.write(offset * d.elem_size, elem);
+    }
+    Ok(Some(Slot {
+        handle: first.memory,
+        bytes,
+    }))
+}
+
+/// `create_tensor` of `shape` with data `extra` bytes off the dense size: reads back as
+/// written when the size is right, refused with `SizeMismatch` otherwise.
+fn create_tensor(c: &Client, shape: &[usize], elem: usize, extra: isize) -> Result<(), String> {
+    let dense = shape.iter().product::<usize>() * elem;
+    let len = (dense as isize + extra).max(0) as usize;
+    let data = fill(len, 3);
+    match (
+        c.create_tensor(Bytes::from(data.clone()), shape, elem),
+        len == dense,
+    ) {
+        (Ok(layout), true) => {
+            let descriptor = CopyDescriptor::new(
+                layout.memory.clone(),
+                shape.to_vec(),
+                layout.strides.clone(),
+                elem,
+            );
+            if c.read_tensor(vec![descriptor]).remove(0)[..] != data[..] {
+                return Err("create_tensor then read_tensor differs".into());
+            }
+            Ok(())
+        }
+        (Err(ServerError::Io(IoError::SizeMismatch { .. })), false) => Ok(()),
+        (result, ok) => Err(format!("create_tensor: sizes match={ok}, got {result:?}")),
+    }
 }
