@@ -50,6 +50,63 @@ impl Size {
     }
 }
 
+/// Where a write starts in a buffer of `size` bytes: mostly inside it, so that writes land.
+#[derive(Arbitrary, Debug)]
+pub enum Offset {
+    /// `n % (size + 1)`: inside the buffer, or exactly at its end.
+    Within(u32),
+    /// `size + 1 + n`: past the end.
+    Past(u16),
+    /// `u64::MAX - n`: where `offset + len` overflows.
+    Huge(u16),
+}
+
+impl Offset {
+    fn bytes(&self, size: usize) -> u64 {
+        match *self {
+            Offset::Within(n) => n as u64 % (size as u64 + 1),
+            Offset::Past(n) => size as u64 + 1 + n as u64,
+            Offset::Huge(n) => u64::MAX - n as u64,
+        }
+    }
+}
+
+/// A write's length, given the `room` left between its offset and the buffer's end.
+#[derive(Arbitrary, Debug)]
+pub enum Len {
+    /// `n % (room + 1)`: fits (an empty write included).
+    Fits(u16),
+    /// `room + 1 + n % 64`: one to 64 bytes too many.
+    Over(u8),
+}
+
+impl Len {
+    fn bytes(&self, room: usize) -> usize {
+        match *self {
+            Len::Fits(n) => n as usize % (room + 1),
+            Len::Over(n) => room + 1 + n as usize % 64,
+        }
+    }
+}
+
+/// The element strides of a tensor read.
+#[derive(Arbitrary, Debug)]
+pub enum Strides {
+    /// Row-major over the shape, as a dense tensor lies: the read mostly fits.
+    Contiguous,
+    /// Any strides (up to 4): broadcasts, overlaps, rank mismatches and extents past the end.
+    Free(Vec<u16>),
+}
+
+impl Strides {
+    fn elements(&self, shape: &[usize]) -> Vec<usize> {
+        match self {
+            Strides::Contiguous => lockstep::contiguous_strides(shape),
+            Strides::Free(strides) => strides.iter().take(4).map(|&x| x as usize).collect(),
+        }
+    }
+}
+
 /// One client call of a fuzz input, with operands the fuzzer draws freely; each is reduced to a
 /// valid range or checked against the reference model. Operations alternate between two streams, by
 /// position.
@@ -76,10 +133,10 @@ pub enum IoOp {
     Write {
         /// The slot written (modulo the slot count).
         slot: u8,
-        /// Byte offset of the write.
-        offset: u32,
-        /// Bytes written.
-        len: u16,
+        /// Where the write starts.
+        at: Offset,
+        /// How many bytes it writes.
+        len: Len,
         /// First byte of the data; each next byte is one more (wrapping).
         fill: u8,
     },
@@ -95,8 +152,8 @@ pub enum IoOp {
         slot: u8,
         /// Up to 4 dimensions, each taken modulo 9.
         shape: Vec<u8>,
-        /// Element strides, one per dimension (up to 4).
-        strides: Vec<u16>,
+        /// Element strides.
+        strides: Strides,
         /// Element size in bytes, taken modulo 17 (0 must be refused).
         elem_size: u8,
     },
@@ -270,12 +327,14 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
         IoOp::Empty { slot, size } => empty(c, &mut slots[slot_of(*slot)], size)?,
         IoOp::Write {
             slot,
-            offset,
+            at,
             len,
             fill: f,
         } => {
             if let Some(s) = &mut slots[slot_of(*slot)] {
-                write(c, s, *offset as usize, &fill(*len as usize, *f))?;
+                let offset = at.bytes(s.bytes.len());
+                let room = (s.bytes.len() as u64).saturating_sub(offset) as usize;
+                write(c, s, offset, &fill(len.bytes(room), *f))?;
             }
         }
         IoOp::Read { slot } => {
@@ -294,7 +353,7 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
         } => {
             if let Some(s) = &slots[slot_of(*slot)] {
                 let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
-                let strides: Vec<usize> = strides.iter().take(4).map(|&x| x as usize).collect();
+                let strides = strides.elements(&shape);
                 read_tensor(c, s, &shape, &strides, *elem_size as usize % 17)?;
             }
         }
@@ -335,14 +394,15 @@ fn empty(c: &Client, slot: &mut Option<Slot>, size: &Size) -> Result<(), String>
 
 /// `write_at` of `data` at `offset` of `s`: lands when it fits, refused with `OutOfRange`
 /// otherwise.
-fn write(c: &Client, s: &mut Slot, offset: usize, data: &[u8]) -> Result<(), String> {
-    let fits = offset + data.len() <= s.bytes.len();
+fn write(c: &Client, s: &mut Slot, offset: u64, data: &[u8]) -> Result<(), String> {
+    let end = offset.checked_add(data.len() as u64);
+    let fits = end.is_some_and(|end| end <= s.bytes.len() as u64);
     match (
-        c.write_at(&s.handle, offset as u64, Bytes::from(data.to_vec())),
+        c.write_at(&s.handle, offset, Bytes::from(data.to_vec())),
         fits,
     ) {
         (Ok(()), true) => {
-            s.bytes.write(offset, data);
+            s.bytes.write(offset as usize, data);
             Ok(())
         }
         (Err(IoError::OutOfRange { .. }), false) => Ok(()),
