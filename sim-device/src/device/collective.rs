@@ -56,6 +56,16 @@ use crate::ops::{CollectiveKind, CollectiveOp, Op, Phase, Range};
 /// Virtual time a device waits for a peer that will never arrive before failing.
 pub const COLLECTIVE_TIMEOUT_NS: u64 = 1_000_000_000;
 
+/// The error of a wait for `op`'s rank `peer_rank`, which will never arrive.
+fn peer_timeout(op: &CollectiveOp, peer_rank: u32) -> CollectiveError {
+    CollectiveError::PeerTimeout {
+        devices: devices_of(&op.peers),
+        sequence: op.sequence,
+        peer: device_id(op.peers[peer_rank as usize]),
+        timeout_ns: COLLECTIVE_TIMEOUT_NS,
+    }
+}
+
 /// N simulated devices that can run collectives together.
 #[derive(Debug)]
 pub struct SimCluster {
@@ -503,16 +513,9 @@ impl SimDevice {
             self.abandon(stream, &op);
             return (0, format!("{detail} absent"), Vec::new());
         }
-        let timeout = |peer_rank: u32| CollectiveError::PeerTimeout {
-            devices: devices_of(&op.peers),
-            sequence: op.sequence,
-            peer: device_id(op.peers[peer_rank as usize]),
-            timeout_ns: COLLECTIVE_TIMEOUT_NS,
-        };
-        let hub = self.cluster.hub.clone();
-        match (op.kind, op.phase) {
+        match (&op.kind, op.phase) {
             (
-                CollectiveKind::AllReduce {
+                &CollectiveKind::AllReduce {
                     src,
                     elem,
                     op: reduce_op,
@@ -520,102 +523,138 @@ impl SimDevice {
                 },
                 Phase::Arrive,
             ) => {
-                let part = match self.load_collective(stream, src, "all_reduce") {
-                    Some(bytes) => Part::Data {
-                        bytes: Arc::new(bytes),
-                        elem,
-                        op: reduce_op,
-                        arrived_ns: self.clock_ns,
-                    },
-                    None => Part::Absent,
-                };
-                hub.arrive(&op.peers, op.sequence, op.rank, part);
+                self.arrive_all_reduce(stream, &op, src, (elem, reduce_op));
                 (transfer_ns(src.len), detail, Vec::new())
             }
             (
-                CollectiveKind::AllReduce {
+                &CollectiveKind::AllReduce {
                     dst,
                     elem,
                     op: reduce_op,
                     ..
                 },
                 Phase::Complete,
-            ) => {
-                let parts = match hub.meet(&op.peers, op.sequence, op.rank) {
-                    Meeting::Complete(parts) => parts,
-                    // Its own failure is already on the stream.
-                    Meeting::Missing(rank) if rank == op.rank => return (0, detail, Vec::new()),
-                    Meeting::Missing(rank) => {
-                        let err = timeout(rank);
-                        return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
-                    }
-                };
-                let mut inputs = Vec::with_capacity(parts.len());
-                let mut shapes = Vec::with_capacity(parts.len());
-                let mut last_ns = self.clock_ns;
-                for part in parts {
-                    if let Part::Data {
-                        bytes,
-                        elem,
-                        op,
-                        arrived_ns,
-                    } = part
-                    {
-                        shapes.push((bytes.len(), elem, op));
-                        inputs.push(bytes);
-                        last_ns = last_ns.max(arrived_ns);
-                    }
-                }
-                if shapes.iter().any(|s| *s != shapes[0]) {
-                    let listed: Vec<String> = shapes
-                        .iter()
-                        .enumerate()
-                        .map(|(r, (len, elem, op))| {
-                            format!("rank {r}: {len} bytes of {elem}, {op}")
-                        })
-                        .collect();
-                    let err = CollectiveError::Mismatch {
-                        reason: format!("all_reduce #{} got {}", op.sequence, listed.join("; ")),
-                    };
-                    return self.fail(stream, err, 0, detail, "mismatched");
-                }
-                let result = reduce(&inputs, elem, reduce_op);
-                self.store_collective(stream, dst, &result, "all_reduce");
-                let duration = last_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
-                (duration, detail, result)
-            }
-            (CollectiveKind::Send { src, to }, _) => {
+            ) => self.complete_all_reduce(stream, &op, dst, (elem, reduce_op), detail),
+            (&CollectiveKind::Send { src, to }, _) => {
                 let message = self
                     .load_collective(stream, src, "send")
                     .map(|bytes| Message {
                         bytes,
                         sent_ns: self.clock_ns,
                     });
-                hub.send(&op.peers, op.rank, to, op.sequence, message);
+                self.cluster
+                    .hub
+                    .send(&op.peers, op.rank, to, op.sequence, message);
                 (transfer_ns(src.len), detail, Vec::new())
             }
-            (CollectiveKind::Recv { dst, from }, _) => {
-                let message = hub.recv(&op.peers, from, op.rank, op.sequence);
-                let Some(Message { bytes, sent_ns }) = message else {
-                    let err = timeout(from);
-                    return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
-                };
-                if bytes.len() as u64 != dst.len {
-                    let err = CollectiveError::Mismatch {
-                        reason: format!(
-                            "recv #{} of {} bytes got a message of {} bytes",
-                            op.sequence,
-                            dst.len,
-                            bytes.len()
-                        ),
-                    };
-                    return self.fail(stream, err, 0, detail, "mismatched");
-                }
-                self.store_collective(stream, dst, &bytes, "recv");
-                let duration = sent_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
-                (duration, detail, bytes)
+            (&CollectiveKind::Recv { dst, from }, _) => self.recv(stream, &op, dst, from, detail),
+        }
+    }
+
+    /// An all-reduce's arrival: reads `src` (its elements `elem`, reduced with `reduce_op`) and
+    /// leaves it at the hub as this rank's part, or an absent part if the read failed.
+    fn arrive_all_reduce(
+        &mut self,
+        stream: u32,
+        op: &CollectiveOp,
+        src: Range,
+        (elem, reduce_op): (ElemType, ReduceOperation),
+    ) {
+        let part = match self.load_collective(stream, src, "all_reduce") {
+            Some(bytes) => Part::Data {
+                bytes: Arc::new(bytes),
+                elem,
+                op: reduce_op,
+                arrived_ns: self.clock_ns,
+            },
+            None => Part::Absent,
+        };
+        self.cluster
+            .hub
+            .arrive(&op.peers, op.sequence, op.rank, part);
+    }
+
+    /// An all-reduce's completion: waits for every rank's part, checks that they agree in
+    /// length, type and operation, and writes their reduction (`elem`, `reduce_op`) to `dst`.
+    fn complete_all_reduce(
+        &mut self,
+        stream: u32,
+        op: &CollectiveOp,
+        dst: Range,
+        (elem, reduce_op): (ElemType, ReduceOperation),
+        detail: String,
+    ) -> (u64, String, Vec<u8>) {
+        let parts = match self.cluster.hub.meet(&op.peers, op.sequence, op.rank) {
+            Meeting::Complete(parts) => parts,
+            // Its own failure is already on the stream.
+            Meeting::Missing(rank) if rank == op.rank => return (0, detail, Vec::new()),
+            Meeting::Missing(rank) => {
+                let err = peer_timeout(op, rank);
+                return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
+            }
+        };
+        let mut inputs = Vec::with_capacity(parts.len());
+        let mut shapes = Vec::with_capacity(parts.len());
+        let mut last_ns = self.clock_ns;
+        for part in parts {
+            if let Part::Data {
+                bytes,
+                elem,
+                op,
+                arrived_ns,
+            } = part
+            {
+                shapes.push((bytes.len(), elem, op));
+                inputs.push(bytes);
+                last_ns = last_ns.max(arrived_ns);
             }
         }
+        if shapes.iter().any(|s| *s != shapes[0]) {
+            let listed: Vec<String> = shapes
+                .iter()
+                .enumerate()
+                .map(|(r, (len, elem, op))| format!("rank {r}: {len} bytes of {elem}, {op}"))
+                .collect();
+            let err = CollectiveError::Mismatch {
+                reason: format!("all_reduce #{} got {}", op.sequence, listed.join("; ")),
+            };
+            return self.fail(stream, err, 0, detail, "mismatched");
+        }
+        let result = reduce(&inputs, elem, reduce_op);
+        self.store_collective(stream, dst, &result, "all_reduce");
+        let duration = last_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
+        (duration, detail, result)
+    }
+
+    /// A receive: waits for the message rank `from` sent and writes it to `dst`, which it must
+    /// fill exactly.
+    fn recv(
+        &mut self,
+        stream: u32,
+        op: &CollectiveOp,
+        dst: Range,
+        from: u32,
+        detail: String,
+    ) -> (u64, String, Vec<u8>) {
+        let message = self.cluster.hub.recv(&op.peers, from, op.rank, op.sequence);
+        let Some(Message { bytes, sent_ns }) = message else {
+            let err = peer_timeout(op, from);
+            return self.fail(stream, err, COLLECTIVE_TIMEOUT_NS, detail, "timed out");
+        };
+        if bytes.len() as u64 != dst.len {
+            let err = CollectiveError::Mismatch {
+                reason: format!(
+                    "recv #{} of {} bytes got a message of {} bytes",
+                    op.sequence,
+                    dst.len,
+                    bytes.len()
+                ),
+            };
+            return self.fail(stream, err, 0, detail, "mismatched");
+        }
+        self.store_collective(stream, dst, &bytes, "recv");
+        let duration = sent_ns.saturating_sub(self.clock_ns) + transfer_ns(dst.len);
+        (duration, detail, bytes)
     }
 
     /// Queues `err` on the stream and returns the phase's trace entry.
