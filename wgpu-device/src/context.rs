@@ -131,55 +131,12 @@ impl GpuContext {
     /// Opens the adapter `options` select. No adapter (no driver, no loader, nothing matching)
     /// is [`DeviceError::Unavailable`] with the reason; this never panics.
     pub fn open(options: &WgpuOptions) -> Result<Arc<Self>, DeviceError> {
-        let compiled_in = wgpu::Instance::enabled_backend_features();
-        let wanted = options
-            .backend
-            .map_or(wgpu::Backends::all(), BackendChoice::backends);
-        let backends = compiled_in & wanted;
-        if backends.is_empty() {
-            return Err(DeviceError::Unavailable {
-                reason: format!(
-                    "backend {:?} is not compiled into this build (it has {compiled_in:?})",
-                    options.backend
-                ),
-            });
-        }
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends,
-            flags: wgpu::InstanceFlags::empty().with_env(),
-            memory_budget_thresholds: Default::default(),
-            backend_options: Default::default(),
-            display: None,
-        });
-        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
-        let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
-        let adapter_count = adapters.len() as u32;
-        let (adapter_index, adapter) = adapters
-            .into_iter()
-            .zip(0..)
-            .map(|(a, i)| (i, a))
-            .filter(|(_, a)| {
-                options.adapter.as_ref().is_none_or(|want| {
-                    a.get_info()
-                        .name
-                        .to_lowercase()
-                        .contains(&want.to_lowercase())
-                })
-            })
-            .min_by_key(|(_, a)| preference(a.get_info().device_type))
-            .ok_or_else(|| DeviceError::Unavailable {
-                reason: if found.is_empty() {
-                    format!(
-                        "no wgpu adapter for {backends:?} (is a Vulkan loader and driver installed?)"
-                    )
-                } else {
-                    format!(
-                        "no adapter name contains {:?}; found: {}",
-                        options.adapter.as_deref().unwrap_or_default(),
-                        found.join("; ")
-                    )
-                },
-            })?;
+        let (instance, backends) = instance(options)?;
+        let Chosen {
+            adapter,
+            index: adapter_index,
+            count: adapter_count,
+        } = choose_adapter(&instance, backends, options)?;
         let info = adapter.get_info();
         let timestamp_features =
             wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS;
@@ -211,23 +168,7 @@ impl GpuContext {
                     reason: format!("{}: request_device failed: {err}", describe(&info)),
                 }
             })?;
-        let sink = Arc::new(Mutex::new(Sink::default()));
-        let lost = Arc::new(OnceLock::new());
-        {
-            let lost = lost.clone();
-            device.set_device_lost_callback(move |reason, message| {
-                if lost.set(format!("{reason:?}: {message}")).is_ok() {
-                    tracing::error!(?reason, %message, "wgpu device lost");
-                }
-            });
-        }
-        {
-            let sink = sink.clone();
-            device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
-                tracing::error!(%error, "uncaptured wgpu error");
-                lock(&sink).uncaptured.push(device_error(&error, "wgpu"));
-            }));
-        }
+        let (sink, lost) = watch(&device);
         Ok(Arc::new(Self {
             adapter_info: info,
             adapter_index,
@@ -312,6 +253,106 @@ impl GpuContext {
         layouts.insert(read_only.to_vec(), layout.clone());
         layout
     }
+}
+
+/// A wgpu instance on the backends `options` ask for that this build has, and those backends.
+fn instance(options: &WgpuOptions) -> Result<(wgpu::Instance, wgpu::Backends), DeviceError> {
+    let compiled_in = wgpu::Instance::enabled_backend_features();
+    let wanted = options
+        .backend
+        .map_or(wgpu::Backends::all(), BackendChoice::backends);
+    let backends = compiled_in & wanted;
+    if backends.is_empty() {
+        return Err(DeviceError::Unavailable {
+            reason: format!(
+                "backend {:?} is not compiled into this build (it has {compiled_in:?})",
+                options.backend
+            ),
+        });
+    }
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends,
+        flags: wgpu::InstanceFlags::empty().with_env(),
+        memory_budget_thresholds: Default::default(),
+        backend_options: Default::default(),
+        display: None,
+    });
+    Ok((instance, backends))
+}
+
+/// The adapter a context opens, with its place among those the instance enumerated.
+struct Chosen {
+    adapter: wgpu::Adapter,
+    /// Its index in the enumeration.
+    index: u32,
+    /// How many adapters the enumeration found.
+    count: u32,
+}
+
+/// The most preferred adapter (a discrete GPU before an integrated one before a CPU) whose
+/// name contains `options.adapter`, if given; none is `Unavailable`, listing what was found.
+fn choose_adapter(
+    instance: &wgpu::Instance,
+    backends: wgpu::Backends,
+    options: &WgpuOptions,
+) -> Result<Chosen, DeviceError> {
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    let found: Vec<String> = adapters.iter().map(|a| describe(&a.get_info())).collect();
+    let count = adapters.len() as u32;
+    let (index, adapter) = adapters
+        .into_iter()
+        .zip(0..)
+        .map(|(a, i)| (i, a))
+        .filter(|(_, a)| {
+            options.adapter.as_ref().is_none_or(|want| {
+                a.get_info()
+                    .name
+                    .to_lowercase()
+                    .contains(&want.to_lowercase())
+            })
+        })
+        .min_by_key(|(_, a)| preference(a.get_info().device_type))
+        .ok_or_else(|| DeviceError::Unavailable {
+            reason: if found.is_empty() {
+                format!(
+                    "no wgpu adapter for {backends:?} (is a Vulkan loader and driver installed?)"
+                )
+            } else {
+                format!(
+                    "no adapter name contains {:?}; found: {}",
+                    options.adapter.as_deref().unwrap_or_default(),
+                    found.join("; ")
+                )
+            },
+        })?;
+    Ok(Chosen {
+        adapter,
+        index,
+        count,
+    })
+}
+
+/// Where `device` reports what no call returns: its uncaptured errors (the sink) and the
+/// reason it was lost, once.
+fn watch(device: &wgpu::Device) -> (Arc<Mutex<Sink>>, Arc<OnceLock<String>>) {
+    let sink = Arc::new(Mutex::new(Sink::default()));
+    let lost = Arc::new(OnceLock::new());
+    {
+        let lost = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if lost.set(format!("{reason:?}: {message}")).is_ok() {
+                tracing::error!(?reason, %message, "wgpu device lost");
+            }
+        });
+    }
+    {
+        let sink = sink.clone();
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            tracing::error!(%error, "uncaptured wgpu error");
+            lock(&sink).uncaptured.push(device_error(&error, "wgpu"));
+        }));
+    }
+    (sink, lost)
 }
 
 /// Discrete GPUs first, CPU renderers last.

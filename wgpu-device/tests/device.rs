@@ -496,3 +496,26 @@ fn every_broken_precondition_is_refused_with_its_typed_error() {
     let report = lockstep_conformance::contract::run(&mut dev, &mut other).unwrap();
     report.assert_conforms();
 }
+
+#[test]
+fn an_adapter_name_matching_nothing_is_unavailable_and_lists_the_adapters_found() {
+    let test = "an_adapter_name_matching_nothing_is_unavailable_and_lists_the_adapters_found";
+    let Some(dev) = device(test) else {
+        return;
+    };
+    let options = WgpuOptions {
+        adapter: Some("No-Such-Adapter".to_owned()),
+        ..WgpuOptions::from_env().unwrap()
+    };
+    match WgpuDevice::new(options) {
+        Err(DeviceError::Unavailable { reason }) => {
+            assert!(
+                reason.starts_with("no adapter name contains \"No-Such-Adapter\"; found: "),
+                "{reason}"
+            );
+            assert!(reason.contains(dev.context().adapter_name()), "{reason}");
+        }
+        Ok(_) => panic!("an adapter matched \"No-Such-Adapter\""),
+        Err(other) => panic!("expected Unavailable, got {other}"),
+    }
+}
