@@ -94,6 +94,8 @@ impl Len {
 pub enum Strides {
     /// Row-major over the shape, as a dense tensor lies: the read mostly fits.
     Contiguous,
+    /// Strides of 0 to 3 elements (up to 4): broadcasts and overlaps with a small extent.
+    Small(Vec<u8>),
     /// Any strides (up to 4): broadcasts, overlaps, rank mismatches and extents past the end.
     Free(Vec<u16>),
 }
@@ -102,6 +104,7 @@ impl Strides {
     fn elements(&self, shape: &[usize]) -> Vec<usize> {
         match self {
             Strides::Contiguous => lockstep::contiguous_strides(shape),
+            Strides::Small(strides) => strides.iter().take(4).map(|&x| x as usize % 4).collect(),
             Strides::Free(strides) => strides.iter().take(4).map(|&x| x as usize).collect(),
         }
     }
@@ -175,6 +178,23 @@ pub enum IoOp {
         elem_size: u8,
         /// Bytes added to the dense size, taken modulo 3 (so -2 to 2).
         extra: i8,
+    },
+    /// `write_tensor` into the handle in `slot`, if any, with a drawn layout and data `extra % 3`
+    /// bytes off the dense size: lands where the strides say when nothing refuses it, else is
+    /// refused with one of the errors that apply, writing nothing.
+    WriteTensor {
+        /// The slot written (modulo the slot count).
+        slot: u8,
+        /// Up to 4 dimensions, each taken modulo 9.
+        shape: Vec<u8>,
+        /// Element strides.
+        strides: Strides,
+        /// Element size in bytes, taken modulo 17 (0 must be refused).
+        elem_size: u8,
+        /// Bytes added to the dense size, taken modulo 3 (so -2 to 2).
+        extra: i8,
+        /// First byte of the data; each next byte is one more (wrapping).
+        fill: u8,
     },
     /// Drops the handle in `slot`.
     Release {
@@ -257,6 +277,70 @@ impl Known {
             None => Ok(()),
         }
     }
+}
+
+/// `write_tensor` of `data` into `s` laid out as `shape`, `strides` and `elem` bytes an
+/// element. The contract's refusals: `InvalidLayout` for a bad layout (ranks that differ, a
+/// zero element size, an extent that overflows) or one whose strides do not nest,
+/// `SizeMismatch` for data of the wrong size, `OutOfRange` for an extent past the handle. With
+/// none of them, the write must land, element `i` of `data` where the strides put it (the
+/// elements at distinct places); with several, any one of them may be the refusal.
+fn write_tensor(
+    c: &Client,
+    s: &mut Slot,
+    (shape, strides, elem): (&[usize], &[usize], usize),
+    data: &[u8],
+) -> Result<(), String> {
+    let extent = lockstep::extent_bytes(shape, strides, elem);
+    let bad_layout = extent.is_err() || !nests(shape, strides);
+    let wrong_size = data.len() != shape.iter().product::<usize>() * elem;
+    let past_end = extent.is_ok_and(|e| e > s.bytes.len() as u64);
+    let descriptor = CopyDescriptor::new(s.handle.clone(), shape.to_vec(), strides.to_vec(), elem);
+    match c.write_tensor(descriptor, Bytes::from(data.to_vec())) {
+        Ok(()) if !(bad_layout || wrong_size || past_end) => {
+            let mut places = std::collections::BTreeSet::new();
+            for (linear, value) in data.chunks_exact(elem.max(1)).enumerate() {
+                let at = element_offset(linear, shape, strides) * elem;
+                if !places.insert(at) {
+                    return Err(format!(
+                        "write_tensor of {shape:?} with strides {strides:?} put two elements at byte {at}"
+                    ));
+                }
+                s.bytes.write(at, value);
+            }
+            Ok(())
+        }
+        Err(IoError::InvalidLayout { .. }) if bad_layout => Ok(()),
+        Err(IoError::SizeMismatch { .. }) if wrong_size => Ok(()),
+        Err(IoError::OutOfRange { .. }) if past_end => Ok(()),
+        result => Err(format!(
+            "write_tensor of {shape:?} with strides {strides:?}, {elem}-byte elements, {} bytes into {}: bad layout {bad_layout}, wrong size {wrong_size}, past the end {past_end}; got {result:?}",
+            data.len(),
+            s.bytes.len()
+        )),
+    }
+}
+
+/// The contract's rule for a layout a write may use: taken by increasing stride, each
+/// dimension's stride reaches past everything the dimensions before it span. Dimensions of one
+/// element place nothing twice, and an empty tensor has no elements.
+fn nests(shape: &[usize], strides: &[usize]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut dims: Vec<(usize, usize)> = strides
+        .iter()
+        .zip(shape)
+        .filter(|&(_, &dim)| dim > 1)
+        .map(|(&stride, &dim)| (stride, dim))
+        .collect();
+    dims.sort_unstable();
+    let mut reach = 0usize;
+    dims.into_iter().all(|(stride, dim)| {
+        let nested = stride > reach;
+        reach = reach.saturating_add(stride.saturating_mul(dim - 1));
+        nested
+    })
 }
 
 /// Where element `linear` (row-major over `shape`) lies, in elements: `sum(index * stride)`.
@@ -369,6 +453,23 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
         } => {
             let shape: Vec<usize> = shape.iter().take(3).map(|&d| d as usize % 9).collect();
             create_tensor(c, &shape, 1 + *elem_size as usize % 16, *extra as isize % 3)?;
+        }
+        IoOp::WriteTensor {
+            slot,
+            shape,
+            strides,
+            elem_size,
+            extra,
+            fill: f,
+        } => {
+            if let Some(s) = &mut slots[slot_of(*slot)] {
+                let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
+                let strides = strides.elements(&shape);
+                let elem = *elem_size as usize % 17;
+                let dense = shape.iter().product::<usize>() * elem;
+                let data = fill((dense as isize + *extra as isize % 3).max(0) as usize, *f);
+                write_tensor(c, s, (&shape, &strides, elem), &data)?;
+            }
         }
         IoOp::Release { slot } => slots[slot_of(*slot)] = None,
         IoOp::Sync { stream: _ } => c.sync().map_err(|e| format!("sync: {e}"))?,
