@@ -465,6 +465,7 @@ fn finish<D: Device>(
         model.judge_suspects()?;
         if !model.lost {
             last_read::read_back_everything(base, &state.slots, &state.tensors, model)
+                .and_then(|()| last_read::materialize_pending(&mut state.lazies, model))
                 .map_err(|why| format!("the final read of everything live: {why}"))?;
         }
         if let Some(captured) = state.graph.take() {

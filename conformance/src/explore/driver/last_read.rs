@@ -1,7 +1,9 @@
 //! The end of a run reads back everything still live, so that a silent corruption no read of
 //! the workload happened to look at still fails the seed.
 
-use lockstep::{ComputeClient, Device, Handle, block_on};
+use std::collections::VecDeque;
+
+use lockstep::{Bytes, ComputeClient, Device, Handle, StreamId, block_on};
 
 use super::{Tensor, descriptors, judge_read};
 use crate::explore::model::Model;
@@ -11,7 +13,8 @@ use crate::explore::model::Model;
 ///
 /// **Precondition:** every stream drained, so no model window is pending and each value is
 /// exact (an injected fault's spoils excepted). The shrinker's printer makes the same two calls
-/// after its drain (`rust_test`'s `teardown`).
+/// after its drain, then materialises the pending lazy reads as [`materialize_pending`] does
+/// (`rust_test`'s `teardown`).
 pub(super) fn read_back_everything<D: Device>(
     base: &ComputeClient<D>,
     slots: &[Option<(Handle, u64)>],
@@ -36,4 +39,21 @@ pub(super) fn read_back_everything<D: Device>(
     let bufs: Vec<u64> = groups.iter().flat_map(|g| g.iter().map(|t| t.2)).collect();
     let result = block_on(base.read_tensor_async(descriptors));
     judge_read(model, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+}
+
+/// Materialises every lazy read not accessed yet, oldest first, each judged as a read on the
+/// stream that made it (a lazy read's bytes are the device's at first access: after the drain,
+/// what the model holds now). Stops once the device is lost.
+pub(super) fn materialize_pending(
+    lazies: &mut VecDeque<(Bytes, u64, StreamId)>,
+    model: &mut Model,
+) -> Result<(), String> {
+    while let Some((lazy, buf, s)) = lazies.pop_front() {
+        if model.lost {
+            return Ok(());
+        }
+        let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+        judge_read(model, s, result.map(|b| vec![(buf, b)]))?;
+    }
+    Ok(())
 }

@@ -296,6 +296,9 @@ impl<'w> Printer<'w> {
         self.code.line("// everything is released.");
         self.drain()?;
         self.read_back_everything()?;
+        while !self.lazies.is_empty() {
+            self.materialize()?;
+        }
         if let Some(graph) = self.graph.take() {
             self.code.line(format!("drop({});", graph.var));
         }
@@ -306,9 +309,6 @@ impl<'w> Printer<'w> {
         let tensors = std::mem::take(&mut self.tensors).into_iter().flatten();
         for var in tensors.map(|g| g.var) {
             self.code.line(format!("drop({var});"));
-        }
-        for lazy in std::mem::take(&mut self.lazies) {
-            self.code.line(format!("drop({});", lazy.var));
         }
         self.code.line("client.memory_cleanup();");
         self.drain()?;
@@ -467,6 +467,42 @@ fn vec_of(values: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explore::shrink::workload_of;
+    use crate::explore::workload::{Action, Step};
+
+    #[test]
+    fn a_lazy_read_still_pending_is_materialised_after_the_read_back() {
+        let on = On::Pinned(0);
+        let steps = [
+            Action::Create {
+                slot: 0,
+                len: 2,
+                fill: 7,
+            },
+            Action::ReadLazy { slot: 0 },
+        ]
+        .map(|action| (0, Step { on, action }));
+        let shrunk = Shrunk {
+            workload: workload_of(&steps),
+            original_len: 2,
+            runs: 1,
+            failure: "the final read of everything live: read on stream-100".to_owned(),
+            capped_refusals: 0,
+        };
+        let world = World::draw(0, false);
+        let text = print(&world, false, &shrunk, &ServerOptions::default()).unwrap();
+        // The driver's order after its drain: the read-back, the pending lazy read judged on
+        // its own stream, then the releases.
+        let tail = &text[text.find("// Every stream drains").unwrap()..];
+        let at = |code: &str| {
+            tail.find(code)
+                .unwrap_or_else(|| panic!("no {code}:\n{tail}"))
+        };
+        let read_back = at("block_on(client.read_async(vec![h1.clone()])).unwrap();");
+        let lazy = at("assert_eq!(lazy2.materialize().map(|b| Bytes::from(b.to_vec())).unwrap()");
+        let release = at("drop(h1);");
+        assert!(read_back < lazy && lazy < release, "{tail}");
+    }
 
     #[test]
     fn the_printed_config_fields_are_all_a_world_sets() {
