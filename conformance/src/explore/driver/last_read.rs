@@ -12,9 +12,8 @@ use crate::explore::model::Model;
 /// `read_async` and one `read_tensor_async`, each skipped when there is nothing to read.
 ///
 /// **Precondition:** every stream drained, so no model window is pending and each value is
-/// exact (an injected fault's spoils excepted). The shrinker's printer makes the same two calls
-/// after its drain, then materialises the pending lazy reads as [`materialize_pending`] does
-/// (`rust_test`'s `teardown`).
+/// exact (an injected fault's spoils excepted). [`materialize_pending`] follows; the shrinker's
+/// printer makes the same calls in the same order after its drain (`rust_test`'s `teardown`).
 pub(super) fn read_back_everything<D: Device>(
     base: &ComputeClient<D>,
     slots: &[Option<(Handle, u64)>],

@@ -4,7 +4,8 @@
 //!
 //! **Invariant:** the printed program makes the client calls the driver makes for that
 //! workload, on the same streams and in the same order — the world's setup, every operation, the
-//! end of a capture still open, the final drain of every stream, the read-back of everything live, the releases, the memory baseline, then the simulator's
+//! end of a capture still open, the final drain of every stream, the read-back of everything
+//! live (pending lazy reads included), the releases, the memory baseline, then the simulator's
 //! watchdog and sanitizer — so the simulated device executes the same operations as the
 //! explorer's run and the program fails at the check the explorer's run failed (a read the
 //! driver judged only at the end fails at the read). Host threads become named clients on the
