@@ -2,15 +2,14 @@
 
 use lockstep::kernel::ElemType;
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, Device, DeviceId, Handle, ReduceOperation, ServerError,
-    StreamId,
+    Bytes, ComputeClient, CopyDescriptor, Device, DeviceId, Handle, ReduceOperation, StreamId,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Failure, RunConfig, expect_clean, run_cases};
+use super::{Failure, RunConfig, err, expect_clean, run_cases};
 use crate::factory::{DeviceFactory, Session};
 
 /// The most devices a case opens (the simulator draws 1..=4; real backends have what they have).
@@ -364,7 +363,6 @@ fn copy<D: Device>(
     dst: &ComputeClient<D>,
     data: &Bytes,
 ) -> Result<(Handle, Handle), String> {
-    let err = |what: &'static str| move |e: ServerError| format!("{what}: {e}");
     match case.tensor {
         None => {
             let handle = src

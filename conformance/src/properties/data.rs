@@ -10,7 +10,7 @@ use proptest::sample::{Index, select};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
+use super::{Failure, RunConfig, err, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
 use crate::kernels::KernelKind;
 
@@ -59,7 +59,6 @@ pub(super) fn round_trip<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
     run_cases(config, "round_trip", round_trip_case(), |case| {
         let session = factory.open(case.sim_seed);
         let c = &session.client;
-        let err = |what: &'static str| move |e: ServerError| format!("{what}: {e}");
         let baseline = c.memory_usage().map_err(err("memory_usage"))?;
 
         let mut expected = random_bytes(case.size, case.fill_seed);

@@ -9,7 +9,7 @@ use lockstep::{
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
+use super::{Failure, RunConfig, err, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
 use crate::kernels::{KernelKind, WORKGROUP, fill};
 
@@ -117,7 +117,6 @@ pub(super) fn graph_replay<F: DeviceFactory>(
         c.set_stream(StreamId(0));
         let mut other = session.client.clone();
         other.set_stream(StreamId(1));
-        let err = |what: &'static str| move |e: ServerError| format!("{what}: {e}");
 
         let mut model: Vec<Vec<u32>> = (0..SLOTS).map(|s| vec![s as u32 + 1; ELEMS]).collect();
         c.graph_prepare().map_err(err("graph_prepare"))?;

@@ -1,15 +1,16 @@
 //! Memory: packed and pitched tensors, pool installation and reports.
 
 use lockstep::{
-    Bytes, CopyDescriptor, InstallMemoryPoolsError, MemoryLayoutDescriptor, MemoryLayoutStrategy,
-    MemoryPoolsConfig, PoolKind, PoolLayout, StreamId,
+    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError,
+    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolKind, PoolLayout,
+    StreamId,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
 
 use super::data::random_bytes;
-use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
+use super::{Failure, RunConfig, err, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
 
 fn descriptor() -> impl Strategy<Value = MemoryLayoutDescriptor> {
@@ -141,45 +142,18 @@ pub(super) fn pool_installation<F: DeviceFactory>(
             let mut c = session.client.clone();
             c.set_stream(StreamId(1));
             let layout = MemoryPoolsConfig::Pools(pools.clone());
-            let err = |what: &'static str| move |e: lockstep::ServerError| format!("{what}: {e}");
-
-            let live = c
-                .create(Bytes::from(vec![7u8; size]))
-                .map_err(err("create"))?;
-            let before = c.memory_report().map_err(err("memory_report"))?;
-            match c.install_memory_pools(&layout) {
-                Err(InstallMemoryPoolsError::PoolsInUse { live_slices, .. })
-                    if live_slices >= 1 => {}
-                other => {
-                    return Err(format!(
-                        "install with a live slice: expected PoolsInUse, got {other:?}"
-                    ));
-                }
-            }
-            ensure!(
-                c.memory_report().map_err(err("memory_report"))? == before,
-                "a refused install changed the stream's pools"
-            );
-            ensure!(
-                c.read_one(live.clone()).map_err(err("read"))?[..] == vec![7u8; size][..],
-                "a refused install disturbed live data"
-            );
-
-            // A stream first used after the install is built with the new layout.
-            let mut fresh = c.clone();
-            fresh.set_stream(StreamId(2));
-            let sliced = |report: &lockstep::MemoryReport| -> Vec<(Option<u64>, Option<u64>)> {
-                report
-                    .pools
-                    .iter()
-                    .filter(|p| p.kind == PoolKind::Sliced)
-                    .map(|p| (p.page_bytes, p.max_slice_bytes))
-                    .collect()
-            };
             let expected: Vec<_> = pools
                 .iter()
                 .map(|p| (Some(p.page_bytes), Some(p.max_slice_bytes)))
                 .collect();
+            let live = c
+                .create(Bytes::from(vec![7u8; size]))
+                .map_err(err("create"))?;
+            refused_while_in_use(&c, &layout, &live, size)?;
+
+            // A stream first used after the install is built with the new layout.
+            let mut fresh = c.clone();
+            fresh.set_stream(StreamId(2));
             let fresh_report = fresh.memory_report().map_err(err("memory_report"))?;
             ensure!(
                 sliced(&fresh_report) == expected,
@@ -188,54 +162,106 @@ pub(super) fn pool_installation<F: DeviceFactory>(
 
             drop(live);
             c.sync().map_err(err("sync"))?;
-            c.install_memory_pools(&layout)
-                .map_err(|e| format!("install once idle: {e}"))?;
-            let report = c.memory_report().map_err(err("memory_report"))?;
-            ensure!(
-                sliced(&report) == expected,
-                "the calling stream did not get the installed layout:\n{report}"
-            );
-            let stream_pools = report
-                .pools
-                .iter()
-                .filter(|p| p.kind != PoolKind::Persistent);
-            ensure!(
-                stream_pools
-                    .clone()
-                    .all(|p| p.bytes_in_use_peak == 0 && p.bytes_reserved_peak == 0),
-                "install did not reset the high-water marks:\n{report}"
-            );
-
-            // The new pools serve allocations, and their marks move.
-            let handle = c
-                .create(Bytes::from(vec![9u8; size]))
-                .map_err(err("create after install"))?;
-            ensure!(
-                c.read_one(handle.clone())
-                    .map_err(err("read after install"))?[..]
-                    == vec![9u8; size][..],
-                "the installed pools returned wrong bytes"
-            );
-            let peak: u64 = c
-                .memory_report()
-                .map_err(err("memory_report"))?
-                .pools
-                .iter()
-                .map(|p| p.bytes_in_use_peak)
-                .sum();
-            ensure!(
-                peak >= size as u64,
-                "high-water marks did not record a {size}-byte slice"
-            );
-            drop(handle);
-            c.memory_cleanup();
-            c.sync().map_err(err("sync"))?;
-            let usage = c.memory_usage().map_err(err("memory_usage"))?;
-            ensure!(
-                usage.bytes_reserved == 0 && usage.bytes_in_use == 0,
-                "memory did not return to zero: {usage}"
-            );
+            installed_when_idle(&c, &layout, &expected)?;
+            served_by_new_pools(&c, size)?;
             expect_clean(&session)
         },
     )
+}
+
+/// `install_memory_pools` of `layout` while `live` (`size` bytes of 7) is allocated on `c`'s
+/// stream: refused as `PoolsInUse`, changing neither the stream's pools nor the live data.
+fn refused_while_in_use<D: Device>(
+    c: &ComputeClient<D>,
+    layout: &MemoryPoolsConfig,
+    live: &Handle,
+    size: usize,
+) -> Result<(), String> {
+    let before = c.memory_report().map_err(err("memory_report"))?;
+    match c.install_memory_pools(layout) {
+        Err(InstallMemoryPoolsError::PoolsInUse { live_slices, .. }) if live_slices >= 1 => {}
+        other => {
+            return Err(format!(
+                "install with a live slice: expected PoolsInUse, got {other:?}"
+            ));
+        }
+    }
+    ensure!(
+        c.memory_report().map_err(err("memory_report"))? == before,
+        "a refused install changed the stream's pools"
+    );
+    ensure!(
+        c.read_one(live.clone()).map_err(err("read"))?[..] == vec![7u8; size][..],
+        "a refused install disturbed live data"
+    );
+    Ok(())
+}
+
+/// `install_memory_pools` of `layout` on `c`'s idle stream: installed with the `expected`
+/// sliced pools (page and slice sizes), every high-water mark reset.
+fn installed_when_idle<D: Device>(
+    c: &ComputeClient<D>,
+    layout: &MemoryPoolsConfig,
+    expected: &[(Option<u64>, Option<u64>)],
+) -> Result<(), String> {
+    c.install_memory_pools(layout)
+        .map_err(|e| format!("install once idle: {e}"))?;
+    let report = c.memory_report().map_err(err("memory_report"))?;
+    ensure!(
+        sliced(&report) == expected,
+        "the calling stream did not get the installed layout:\n{report}"
+    );
+    ensure!(
+        report
+            .pools
+            .iter()
+            .filter(|p| p.kind != PoolKind::Persistent)
+            .all(|p| p.bytes_in_use_peak == 0 && p.bytes_reserved_peak == 0),
+        "install did not reset the high-water marks:\n{report}"
+    );
+    Ok(())
+}
+
+/// The new pools serve an allocation of `size` bytes (read back as written), their marks record
+/// it, and after cleanup the stream holds no memory.
+fn served_by_new_pools<D: Device>(c: &ComputeClient<D>, size: usize) -> Result<(), String> {
+    let handle = c
+        .create(Bytes::from(vec![9u8; size]))
+        .map_err(err("create after install"))?;
+    ensure!(
+        c.read_one(handle.clone())
+            .map_err(err("read after install"))?[..]
+            == vec![9u8; size][..],
+        "the installed pools returned wrong bytes"
+    );
+    let peak: u64 = c
+        .memory_report()
+        .map_err(err("memory_report"))?
+        .pools
+        .iter()
+        .map(|p| p.bytes_in_use_peak)
+        .sum();
+    ensure!(
+        peak >= size as u64,
+        "high-water marks did not record a {size}-byte slice"
+    );
+    drop(handle);
+    c.memory_cleanup();
+    c.sync().map_err(err("sync"))?;
+    let usage = c.memory_usage().map_err(err("memory_usage"))?;
+    ensure!(
+        usage.bytes_reserved == 0 && usage.bytes_in_use == 0,
+        "memory did not return to zero: {usage}"
+    );
+    Ok(())
+}
+
+/// The (page, largest slice) sizes of `report`'s sliced pools, in order.
+fn sliced(report: &lockstep::MemoryReport) -> Vec<(Option<u64>, Option<u64>)> {
+    report
+        .pools
+        .iter()
+        .filter(|p| p.kind == PoolKind::Sliced)
+        .map(|p| (p.page_bytes, p.max_slice_bytes))
+        .collect()
 }

@@ -69,6 +69,11 @@ pub struct Property<F: DeviceFactory> {
     pub applies: fn(&F) -> bool,
 }
 
+/// Names a failed call in a property's failure message: `.map_err(err("read"))?`.
+fn err(what: &'static str) -> impl Fn(lockstep::ServerError) -> String {
+    move |e| format!("{what}: {e}")
+}
+
 /// Every device can run the property.
 fn everywhere<F: DeviceFactory>(_: &F) -> bool {
     true
