@@ -6,7 +6,7 @@ use lockstep::{
 };
 
 use super::model::{Known, element_offset, nests};
-use super::{Client, Size, Slot, fill};
+use super::{Client, Size, Slot, dims, fill};
 
 /// `empty` of `size` into `slot`: served unless the size overflows, then refused as out of
 /// memory.
@@ -83,7 +83,7 @@ pub(super) fn create_tensors(
             } else {
                 MemoryLayoutStrategy::Contiguous
             };
-            let shape = shape.iter().take(3).map(|&d| d as usize % 9).collect();
+            let shape = dims(shape, 3);
             MemoryLayoutDescriptor::new(strategy, shape, 1 + *elem as usize % 16)
         })
         .collect();

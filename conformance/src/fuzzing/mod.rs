@@ -247,6 +247,11 @@ pub fn run(data: &[u8]) {
     }
 }
 
+/// A drawn shape: its first `rank` dimensions, each taken modulo 9.
+fn dims(drawn: &[u8], rank: usize) -> Vec<usize> {
+    drawn.iter().take(rank).map(|&d| d as usize % 9).collect()
+}
+
 fn fill(len: usize, fill: u8) -> Vec<u8> {
     (0..len).map(|i| fill.wrapping_add(i as u8)).collect()
 }
@@ -293,7 +298,7 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
             elem_size,
         } => {
             if let Some(s) = &slots[slot_of(*slot)] {
-                let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
+                let shape = dims(shape, 4);
                 let strides = strides.elements(&shape);
                 read_tensor(c, s, &shape, &strides, *elem_size as usize % 17)?;
             }
@@ -308,7 +313,7 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
             elem_size,
             extra,
         } => {
-            let shape: Vec<usize> = shape.iter().take(3).map(|&d| d as usize % 9).collect();
+            let shape = dims(shape, 3);
             create_tensor(c, &shape, 1 + *elem_size as usize % 16, *extra as isize % 3)?;
         }
         IoOp::WriteTensor {
@@ -320,7 +325,7 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
             fill: f,
         } => {
             if let Some(s) = &mut slots[slot_of(*slot)] {
-                let shape: Vec<usize> = shape.iter().take(4).map(|&d| d as usize % 9).collect();
+                let shape = dims(shape, 4);
                 let strides = strides.elements(&shape);
                 let elem = *elem_size as usize % 17;
                 let dense = shape.iter().product::<usize>() * elem;
