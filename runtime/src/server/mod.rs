@@ -23,6 +23,7 @@ mod capture;
 mod collective;
 mod invariants;
 mod kernels;
+mod launch;
 mod profiling;
 mod resources;
 mod streams;
@@ -42,10 +43,9 @@ use streams::StreamState;
 use crate::actor::ActorState;
 use crate::bytes::Bytes;
 use crate::device::GraphSupport;
-use crate::device::{BufferSlice, Device, LaunchCount};
+use crate::device::{BufferSlice, Device};
 use crate::error::{CaptureError, DeviceError, OutOfMemoryError, OutOfMemoryReason, ServerError};
-use crate::kernel::{Access as BindingAccess, FaultRecord, Kernel};
-use crate::launch::CountArg;
+use crate::kernel::FaultRecord;
 use crate::memory::{
     Books, DeviceMemory, InstallMemoryPoolsError, MemoryBudgetError, MemoryConfiguration,
     MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,
@@ -899,138 +899,6 @@ impl<D: Device> Server<D> {
                 })
             })
             .collect()
-    }
-
-    // ---- kernels -------------------------------------------------------------------------
-
-    /// Compiles `kernel` now, so that a compile failure is reported at the call.
-    pub fn compile(&mut self, stream: StreamId, kernel: &Kernel) -> Result<(), ServerError> {
-        self.check_alive()?;
-        let checked = self.options.checked_kernels;
-        self.kernels
-            .get_or_compile(&mut self.device, kernel, checked)
-            .map(|_| ())
-            .map_err(|err| ServerError::device(stream, err))
-    }
-
-    /// Enqueues a launch; failures (including compile errors) surface at the stream's next
-    /// blocking call.
-    pub fn launch(
-        &mut self,
-        stream: StreamId,
-        kernel: &Kernel,
-        count: CountArg<BufferRange>,
-        bindings: &[BufferRange],
-        params: &[crate::kernel::Scalar],
-    ) {
-        if self.lost.is_some() || self.stream(stream).is_err() {
-            return;
-        }
-        let checked = self.options.checked_kernels;
-        if checked && self.ensure_fault_record(stream).is_none() {
-            return;
-        }
-        let mut accessed: Vec<(BufferId, bool)> = kernel
-            .def()
-            .bindings
-            .iter()
-            .zip(bindings)
-            .map(|(decl, range)| (range.buffer, decl.access == BindingAccess::ReadWrite))
-            .collect();
-        if let CountArg::Dynamic(range) = &count {
-            accessed.push((range.buffer, false));
-        }
-        let capturing = matches!(
-            self.streams[&stream].capture,
-            CaptureState::Capturing { .. }
-        );
-        let launched = self.enqueue_or_queue_error(stream, |server| {
-            // A recorded launch runs at each replay, which is ordered then.
-            if !capturing {
-                for &(buffer, write) in &accessed {
-                    server.order_before_access(stream, buffer, write)?;
-                }
-            }
-            let compiled = server
-                .kernels
-                .get_or_compile(&mut server.device, kernel, checked)?;
-            let state = &server.streams[&stream];
-            let slice = |range: &BufferRange| raw_slice(&server.buffers, &server.pages, range);
-            let view_offsets = server.options.launch_view_offsets;
-            let mut slices: Vec<_> = bindings
-                .iter()
-                .map(|range| match view_offsets {
-                    true => slice(range),
-                    false => slice(&BufferRange {
-                        offset: 0,
-                        ..*range
-                    }),
-                })
-                .collect();
-            if let Some(record) = state.fault_record.as_ref().filter(|_| checked) {
-                slices.push(BufferSlice {
-                    buffer: record,
-                    offset: 0,
-                    len: FaultRecord::BYTES as u64,
-                });
-            }
-            let count = match &count {
-                CountArg::Static(dims) => LaunchCount::Static(*dims),
-                CountArg::Dynamic(range) => LaunchCount::Dynamic(slice(range)),
-            };
-            server
-                .device
-                .launch(state.raw, &compiled.raw, count, &slices, params)
-        });
-        let state = self.streams.get_mut(&stream).expect("stream exists");
-        if let CaptureState::Capturing {
-            buffers,
-            checked: graph_checked,
-            ..
-        } = &mut state.capture
-        {
-            let mut captured = Vec::new();
-            for &(buffer, write) in &accessed {
-                let entry = buffers.entry(buffer);
-                if matches!(entry, std::collections::btree_map::Entry::Vacant(_)) {
-                    captured.push(buffer);
-                }
-                *entry.or_default() |= write;
-            }
-            *graph_checked |= checked;
-            // The capture keeps what it recorded alive, as its graph will.
-            for buffer in captured {
-                self.buffers
-                    .get_mut(&buffer)
-                    .expect("a launch's buffers are alive")
-                    .graph_refs += 1;
-            }
-            return;
-        }
-        if launched.is_some() && checked {
-            state.fault_record_dirty = true;
-        }
-        self.after_access(stream, &accessed);
-    }
-
-    /// Allocates and zeroes the stream's fault record on its first checked launch.
-    fn ensure_fault_record(&mut self, stream: StreamId) -> Option<()> {
-        if self.streams[&stream].fault_record.is_some() {
-            return Some(());
-        }
-        let raw_stream = self.streams[&stream].raw;
-        let record = self.enqueue_or_queue_error(stream, |server| {
-            let record = server.device.allocate(FaultRecord::BYTES as u64)?;
-            server
-                .device
-                .write(raw_stream, &record, 0, &[0u8; FaultRecord::BYTES])?;
-            Ok(record)
-        })?;
-        self.streams
-            .get_mut(&stream)
-            .expect("stream exists")
-            .fault_record = Some(record);
-        Some(())
     }
 
     // ---- graphs ----------------------------------------------------------------------------
