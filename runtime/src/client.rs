@@ -33,8 +33,8 @@ use crate::device::{Device, DeviceId, DeviceProperties, Features};
 use crate::error::{IoError, ServerError};
 use crate::graph::Graph;
 use crate::handle::{Handle, Owner, Placement};
-use crate::kernel::{Access, Kernel};
-use crate::launch::{CountArg, CubeCount, KernelArguments};
+use crate::kernel::Kernel;
+use crate::launch::{CubeCount, KernelArguments};
 use crate::layout::{
     CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, extent_bytes,
     gather_bytes, num_elems, plan, scatter,
@@ -817,75 +817,11 @@ impl<D: Device> ComputeClient<D> {
         args: KernelArguments,
     ) -> Result<(), IoError> {
         let _span = call_span!(self, "launch", kernel = kernel.name());
-        let def = kernel.def();
-        let invalid = |reason: String| IoError::InvalidLaunch {
-            kernel: def.name.clone(),
-            reason,
-        };
         kernel.validate_for_device(self.properties())?;
-        if args.bindings.len() != def.bindings.len() {
-            return Err(invalid(format!(
-                "{} bindings given, {} declared",
-                args.bindings.len(),
-                def.bindings.len()
-            )));
-        }
-        if args.params.len() != def.params.len() {
-            return Err(invalid(format!(
-                "{} parameters given, {} declared",
-                args.params.len(),
-                def.params.len()
-            )));
-        }
-        for (i, (param, &elem)) in args.params.iter().zip(&def.params).enumerate() {
-            if param.elem_type() != elem {
-                return Err(invalid(format!(
-                    "parameter {i} is {}, declared {elem}",
-                    param.elem_type()
-                )));
-            }
-        }
-        let mut ranges: Vec<BufferRange> = Vec::with_capacity(args.bindings.len());
-        for (i, (handle, decl)) in args.bindings.iter().zip(&def.bindings).enumerate() {
-            let range = self.range(handle)?;
-            let elem_size = decl.elem.size_bytes() as u64;
-            if range.len % elem_size != 0 {
-                return Err(invalid(format!(
-                    "binding {i} has {} bytes, not a whole number of {} elements",
-                    range.len, decl.elem
-                )));
-            }
-            // A writable binding must not share memory with any other binding: devices may
-            // assume bindings do not alias.
-            let aliased = ranges.iter().zip(&def.bindings).position(|(r, d)| {
-                r.buffer == range.buffer
-                    && (decl.access == Access::ReadWrite || d.access == Access::ReadWrite)
-            });
-            if let Some(j) = aliased {
-                return Err(invalid(format!(
-                    "bindings {j} and {i} share memory and one of them is writable"
-                )));
-            }
-            ranges.push(range);
-        }
-        let count = match count {
-            CubeCount::Static(x, y, z) => {
-                if x == 0 || y == 0 || z == 0 {
-                    return Ok(());
-                }
-                let max = self.shared.properties.max_workgroups;
-                if x > max[0] || y > max[1] || z > max[2] {
-                    return Err(invalid(format!(
-                        "{:?} workgroups exceed the device's maximum {max:?}",
-                        [x, y, z]
-                    )));
-                }
-                CountArg::Static([x, y, z])
-            }
-            CubeCount::Dynamic(ref handle) => {
-                let range = handle.sub_range_on(self.shared.id, 0, 12)?;
-                CountArg::Dynamic(range)
-            }
+        let ranges = args.checked_ranges(kernel.def(), self.shared.id)?;
+        let max_workgroups = self.shared.properties.max_workgroups;
+        let Some(count) = count.checked(kernel.def(), self.shared.id, max_workgroups)? else {
+            return Ok(());
         };
         let kernel = kernel.clone();
         let params = args.params;

@@ -2,8 +2,11 @@
 
 use thiserror::Error;
 
+use crate::device::DeviceId;
+use crate::error::IoError;
 use crate::handle::Handle;
-use crate::kernel::Scalar;
+use crate::kernel::{Access, KernelDef, Scalar};
+use crate::server::BufferRange;
 
 /// How many workgroups a launch runs.
 #[derive(Clone, Debug)]
@@ -113,6 +116,104 @@ impl KernelArguments {
 pub(crate) enum CountArg<R> {
     Static([u32; 3]),
     Dynamic(R),
+}
+
+impl KernelArguments {
+    /// The bindings' ranges, in order, once the arguments match `def`'s declarations: as many
+    /// bindings and parameters as declared, each parameter of its declared type, and each
+    /// binding on `device`, a whole number of its elements, and sharing no memory with
+    /// another binding when either is writable (devices may assume bindings do not alias).
+    pub(crate) fn checked_ranges(
+        &self,
+        def: &KernelDef,
+        device: DeviceId,
+    ) -> Result<Vec<BufferRange>, IoError> {
+        let invalid = |reason| invalid(def, reason);
+        if self.bindings.len() != def.bindings.len() {
+            return Err(invalid(format!(
+                "{} bindings given, {} declared",
+                self.bindings.len(),
+                def.bindings.len()
+            )));
+        }
+        if self.params.len() != def.params.len() {
+            return Err(invalid(format!(
+                "{} parameters given, {} declared",
+                self.params.len(),
+                def.params.len()
+            )));
+        }
+        for (i, (param, &elem)) in self.params.iter().zip(&def.params).enumerate() {
+            if param.elem_type() != elem {
+                return Err(invalid(format!(
+                    "parameter {i} is {}, declared {elem}",
+                    param.elem_type()
+                )));
+            }
+        }
+        let mut ranges: Vec<BufferRange> = Vec::with_capacity(self.bindings.len());
+        for (i, (handle, decl)) in self.bindings.iter().zip(&def.bindings).enumerate() {
+            let range = handle.range_on(device)?;
+            let elem_size = decl.elem.size_bytes() as u64;
+            if range.len % elem_size != 0 {
+                return Err(invalid(format!(
+                    "binding {i} has {} bytes, not a whole number of {} elements",
+                    range.len, decl.elem
+                )));
+            }
+            let aliased = ranges.iter().zip(&def.bindings).position(|(r, d)| {
+                r.buffer == range.buffer
+                    && (decl.access == Access::ReadWrite || d.access == Access::ReadWrite)
+            });
+            if let Some(j) = aliased {
+                return Err(invalid(format!(
+                    "bindings {j} and {i} share memory and one of them is writable"
+                )));
+            }
+            ranges.push(range);
+        }
+        Ok(ranges)
+    }
+}
+
+impl CubeCount {
+    /// The count as the server takes it, or `None` when a static count has a zero dimension
+    /// (the launch is a no-op). A static count may not exceed the device's `max_workgroups`;
+    /// a dynamic one's handle must be on `device` and hold at least 12 bytes.
+    pub(crate) fn checked(
+        &self,
+        def: &KernelDef,
+        device: DeviceId,
+        max_workgroups: [u32; 3],
+    ) -> Result<Option<CountArg<BufferRange>>, IoError> {
+        match *self {
+            CubeCount::Static(x, y, z) if x == 0 || y == 0 || z == 0 => Ok(None),
+            CubeCount::Static(x, y, z) => {
+                let [max_x, max_y, max_z] = max_workgroups;
+                if x > max_x || y > max_y || z > max_z {
+                    return Err(invalid(
+                        def,
+                        format!(
+                            "{:?} workgroups exceed the device's maximum {max_workgroups:?}",
+                            [x, y, z]
+                        ),
+                    ));
+                }
+                Ok(Some(CountArg::Static([x, y, z])))
+            }
+            CubeCount::Dynamic(ref handle) => {
+                Ok(Some(CountArg::Dynamic(handle.sub_range_on(device, 0, 12)?)))
+            }
+        }
+    }
+}
+
+/// Refuses a launch of `def`'s kernel at the call, saying why.
+fn invalid(def: &KernelDef, reason: String) -> IoError {
+    IoError::InvalidLaunch {
+        kernel: def.name.clone(),
+        reason,
+    }
 }
 
 #[cfg(test)]
