@@ -3,8 +3,8 @@
 
 use lockstep::kernel::Scalar;
 use lockstep::{
-    Bytes, CaptureError, ComputeClient, CubeCount, Device, Handle, KernelArguments, ServerError,
-    StreamId,
+    Bytes, CaptureError, ComputeClient, CubeCount, Device, Graph, Handle, KernelArguments,
+    ServerError, StreamId,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -106,6 +106,9 @@ fn refused(result: Result<(), ServerError>, operation: &str) -> Result<(), Strin
     }
 }
 
+/// A decode loop: the launches run eagerly once (the warm-up), are captured, and the graph is
+/// replayed with fresh input after the user dropped some of its buffers, beside eager launches
+/// on another stream; every replay reads back what eager execution gives.
 pub(super) fn graph_replay<F: DeviceFactory>(
     factory: &F,
     config: RunConfig,
@@ -120,7 +123,7 @@ pub(super) fn graph_replay<F: DeviceFactory>(
 
         let mut model: Vec<Vec<u32>> = (0..SLOTS).map(|s| vec![s as u32 + 1; ELEMS]).collect();
         c.graph_prepare().map_err(err("graph_prepare"))?;
-        let mut handles: Vec<Handle> = model
+        let handles: Vec<Handle> = model
             .iter()
             .map(|m| c.create(Bytes::from_elems(m)))
             .collect::<Result<_, _>>()
@@ -132,26 +135,7 @@ pub(super) fn graph_replay<F: DeviceFactory>(
         }
         c.sync().map_err(err("sync after warm-up"))?;
 
-        c.start_capture().map_err(err("start_capture"))?;
-        for l in &case.launches {
-            enqueue(&c, &handles, l)?;
-        }
-        refused(c.read_one(handles[1].clone()).map(|_| ()), "read")?;
-        refused(c.sync(), "sync")?;
-        refused(c.flush(), "flush")?;
-        match c.start_capture() {
-            Err(ServerError::Capture(CaptureError::AlreadyCapturing { .. })) => {}
-            other => return Err(format!("a second start_capture: {other:?}")),
-        }
-        let graph = c.stop_capture().map_err(err("stop_capture"))?;
-        match c.stop_capture() {
-            Err(ServerError::Capture(CaptureError::NotCapturing { .. })) => {}
-            other => return Err(format!("stop_capture without a capture: {other:?}")),
-        }
-        match c.start_capture() {
-            Err(ServerError::Capture(CaptureError::NotPrepared { .. })) => {}
-            other => return Err(format!("start_capture without graph_prepare: {other:?}")),
-        }
+        let graph = capture(&c, &handles, &case.launches)?;
         // Nothing ran during the capture.
         let out = c
             .read_one(handles[1].clone())
@@ -161,50 +145,94 @@ pub(super) fn graph_replay<F: DeviceFactory>(
             "the captured launches ran during the capture"
         );
 
-        let mut kept: Vec<Option<Handle>> = handles.drain(..).map(Some).collect();
-        for (slot, &drop_it) in case.dropped.iter().enumerate() {
-            if drop_it {
-                kept[slot] = None;
-            }
-        }
-        for (replay, (input, eager)) in case.replays.iter().enumerate() {
-            let input_handle = kept[0].as_ref().expect("slot 0 is kept");
-            other
-                .write(input_handle, Bytes::from_elems(input))
-                .map_err(|e| format!("write: {e}"))?;
-            model[0] = input.clone();
-            if let Some(l) = eager
-                .as_ref()
-                .filter(|l| kept[l.dst].is_some() && kept[l.src].is_some())
-            {
-                let live: Vec<Handle> = kept
-                    .iter()
-                    .map(|h| h.clone().unwrap_or_else(|| input_handle.clone()))
-                    .collect();
-                enqueue(&other, &live, l)?;
-                apply(&mut model, l);
-            }
-            graph.replay();
-            for l in &case.launches {
-                apply(&mut model, l);
-            }
-            let out_handle = kept[1].clone().expect("slot 1 is kept");
-            let out = other
-                .read_one(out_handle)
-                .map_err(err("read after replay"))?;
-            ensure!(
-                out.to_elems::<u32>() == model[1],
-                "replay {replay}: read {:?}, eager execution gives {:?}",
-                out.to_elems::<u32>(),
-                model[1]
-            );
-        }
+        let kept: Vec<Option<Handle>> = handles
+            .into_iter()
+            .zip(&case.dropped)
+            .map(|(handle, &drop_it)| (!drop_it).then_some(handle))
+            .collect();
+        replay(&other, &graph, &kept, &mut model, &case)?;
         c.sync().map_err(err("sync after replays"))?;
         drop(graph);
         drop(kept);
         expect_baseline(&session.client, baseline)?;
         expect_clean(&session)
     })
+}
+
+/// Captures `launches` on `c`'s prepared stream, checking on the way that the window refuses a
+/// read, `sync`, `flush` and a second `start_capture`, and that once it is closed `stop_capture`
+/// and `start_capture` are refused as out of order.
+fn capture<D: Device>(
+    c: &ComputeClient<D>,
+    handles: &[Handle],
+    launches: &[Launch],
+) -> Result<Graph<D>, String> {
+    c.start_capture().map_err(err("start_capture"))?;
+    for l in launches {
+        enqueue(c, handles, l)?;
+    }
+    refused(c.read_one(handles[1].clone()).map(|_| ()), "read")?;
+    refused(c.sync(), "sync")?;
+    refused(c.flush(), "flush")?;
+    match c.start_capture() {
+        Err(ServerError::Capture(CaptureError::AlreadyCapturing { .. })) => {}
+        other => return Err(format!("a second start_capture: {other:?}")),
+    }
+    let graph = c.stop_capture().map_err(err("stop_capture"))?;
+    match c.stop_capture() {
+        Err(ServerError::Capture(CaptureError::NotCapturing { .. })) => {}
+        other => return Err(format!("stop_capture without a capture: {other:?}")),
+    }
+    match c.start_capture() {
+        Err(ServerError::Capture(CaptureError::NotPrepared { .. })) => {}
+        other => return Err(format!("start_capture without graph_prepare: {other:?}")),
+    }
+    Ok(graph)
+}
+
+/// Replays `graph` once per case replay from `other`'s stream: fresh input into slot 0, an
+/// eager launch first when its slots are kept, then the graph; slot 1 must read as `model`,
+/// which applies the same launches.
+fn replay<D: Device>(
+    other: &ComputeClient<D>,
+    graph: &Graph<D>,
+    kept: &[Option<Handle>],
+    model: &mut [Vec<u32>],
+    case: &DecodeLoop,
+) -> Result<(), String> {
+    for (replay, (input, eager)) in case.replays.iter().enumerate() {
+        let input_handle = kept[0].as_ref().expect("slot 0 is kept");
+        other
+            .write(input_handle, Bytes::from_elems(input))
+            .map_err(|e| format!("write: {e}"))?;
+        model[0] = input.clone();
+        if let Some(l) = eager
+            .as_ref()
+            .filter(|l| kept[l.dst].is_some() && kept[l.src].is_some())
+        {
+            let live: Vec<Handle> = kept
+                .iter()
+                .map(|h| h.clone().unwrap_or_else(|| input_handle.clone()))
+                .collect();
+            enqueue(other, &live, l)?;
+            apply(model, l);
+        }
+        graph.replay();
+        for l in &case.launches {
+            apply(model, l);
+        }
+        let out_handle = kept[1].clone().expect("slot 1 is kept");
+        let out = other
+            .read_one(out_handle)
+            .map_err(err("read after replay"))?;
+        ensure!(
+            out.to_elems::<u32>() == model[1],
+            "replay {replay}: read {:?}, eager execution gives {:?}",
+            out.to_elems::<u32>(),
+            model[1]
+        );
+    }
+    Ok(())
 }
 
 /// What a capture window is given that it cannot record; or `FirstUse`, which it can: the
