@@ -44,7 +44,7 @@ use std::fmt::Write as _;
 
 use lockstep::kernel::{
     Access, Array, AtomicOp, BinOp, Builtin, CmpOp, ElemType, Expr, FaultRecord, KernelDef,
-    LogicOp, Scalar, Stmt, UnaryOp,
+    LogicOp, Scalar, Stmt, UnaryOp, VarId,
 };
 
 /// The name of the kernel's entry point in the compiled module.
@@ -431,39 +431,14 @@ impl Lowering<'_> {
                 array,
                 index,
                 value,
-            } => {
-                let index = self.expr(index);
-                let value = self.expr(value);
-                if self.checked {
-                    let call = self.checked_call("ls_store", *array, &[&index, &value]);
-                    self.line(&format!("{call};"));
-                } else {
-                    let (name, _, _) = self.array(*array);
-                    let (i, v) = (unparen(&index), unparen(&value));
-                    self.line(&format!("{name}[{i}] = {v};"));
-                }
-            }
+            } => self.store(*array, index, value),
             Stmt::Atomic {
                 op,
                 array,
                 index,
                 value,
                 old,
-            } => {
-                let index = self.expr(index);
-                let value = self.expr(value);
-                let helpers = match op {
-                    AtomicOp::Add => ("atomicAdd", "ls_atomic_add"),
-                    AtomicOp::Min => ("atomicMin", "ls_atomic_min"),
-                    AtomicOp::Max => ("atomicMax", "ls_atomic_max"),
-                    AtomicOp::Exchange => ("atomicExch", "ls_atomic_exch"),
-                };
-                let call = self.atomic_call(helpers, *array, &[&index, &value]);
-                match old {
-                    Some(v) => self.line(&format!("v{} = {call};", v.0)),
-                    None => self.line(&format!("{call};")),
-                }
-            }
+            } => self.atomic(*op, *array, index, value, *old),
             Stmt::CompareExchange {
                 array,
                 index,
@@ -509,29 +484,67 @@ impl Lowering<'_> {
                 start,
                 end,
                 body,
-            } => {
-                // `start` and `end` are evaluated once, in that order; the hidden counter keeps
-                // the iteration independent of assignments to the loop variable in the body.
-                let ty = c_type(self.def.locals[var.0 as usize]);
-                self.line("{");
-                self.indent += 1;
-                let start = self.expr(start);
-                let first = self.temp();
-                self.line(&format!("const {ty} {first} = {};", unparen(&start)));
-                let end = self.expr(end);
-                let last = self.temp();
-                self.line(&format!("const {ty} {last} = {};", unparen(&end)));
-                let i = self.temp();
-                self.line(&format!("for ({ty} {i} = {first}; {i} < {last}; ++{i}) {{"));
-                self.indent += 1;
-                self.line(&format!("v{} = {i};", var.0));
-                self.indent -= 1;
-                self.block(body);
-                self.line("}");
-                self.indent -= 1;
-                self.line("}");
-            }
+            } => self.for_loop(*var, start, end, body),
         }
+    }
+
+    fn store(&mut self, array: Array, index: &Expr, value: &Expr) {
+        let index = self.expr(index);
+        let value = self.expr(value);
+        if self.checked {
+            let call = self.checked_call("ls_store", array, &[&index, &value]);
+            self.line(&format!("{call};"));
+        } else {
+            let (name, _, _) = self.array(array);
+            let (i, v) = (unparen(&index), unparen(&value));
+            self.line(&format!("{name}[{i}] = {v};"));
+        }
+    }
+
+    fn atomic(
+        &mut self,
+        op: AtomicOp,
+        array: Array,
+        index: &Expr,
+        value: &Expr,
+        old: Option<VarId>,
+    ) {
+        let index = self.expr(index);
+        let value = self.expr(value);
+        let helpers = match op {
+            AtomicOp::Add => ("atomicAdd", "ls_atomic_add"),
+            AtomicOp::Min => ("atomicMin", "ls_atomic_min"),
+            AtomicOp::Max => ("atomicMax", "ls_atomic_max"),
+            AtomicOp::Exchange => ("atomicExch", "ls_atomic_exch"),
+        };
+        let call = self.atomic_call(helpers, array, &[&index, &value]);
+        match old {
+            Some(v) => self.line(&format!("v{} = {call};", v.0)),
+            None => self.line(&format!("{call};")),
+        }
+    }
+
+    /// `start` and `end` are evaluated once, in that order; the hidden counter keeps the
+    /// iteration independent of assignments to the loop variable in the body.
+    fn for_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt]) {
+        let ty = c_type(self.def.locals[var.0 as usize]);
+        self.line("{");
+        self.indent += 1;
+        let start = self.expr(start);
+        let first = self.temp();
+        self.line(&format!("const {ty} {first} = {};", unparen(&start)));
+        let end = self.expr(end);
+        let last = self.temp();
+        self.line(&format!("const {ty} {last} = {};", unparen(&end)));
+        let i = self.temp();
+        self.line(&format!("for ({ty} {i} = {first}; {i} < {last}; ++{i}) {{"));
+        self.indent += 1;
+        self.line(&format!("v{} = {i};", var.0));
+        self.indent -= 1;
+        self.block(body);
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
     }
 
     /// Lowers `expr` to a C expression, first emitting the statements that must run before it
@@ -544,19 +557,7 @@ impl Lowering<'_> {
             Expr::Param(p) => format!("p{p}"),
             Expr::Var(v) => format!("v{}", v.0),
             Expr::Len(b) => format!("n{}", b.0),
-            Expr::Load { array, index } => {
-                let index = self.expr(index);
-                if self.checked {
-                    let t = self.temp();
-                    let elem = self.def.elem_of(*array).unwrap_or(ElemType::U32);
-                    let call = self.checked_call("ls_load", *array, &[&index]);
-                    self.line(&format!("const {} {t} = {call};", c_type(elem)));
-                    t
-                } else {
-                    let (name, _, _) = self.array(*array);
-                    format!("{name}[{}]", unparen(&index))
-                }
-            }
+            Expr::Load { array, index } => self.load(*array, index),
             Expr::Binary { op, lhs, rhs } => {
                 let elem = self.def.elem_type_of(lhs).unwrap_or(ElemType::U32);
                 let l = self.expr(lhs);
@@ -578,31 +579,7 @@ impl Lowering<'_> {
                 };
                 format!("({l} {op} {r})")
             }
-            Expr::Logic { op, lhs, rhs } => {
-                let l = self.expr(lhs);
-                if self.checked && has_load(rhs) {
-                    let t = self.temp();
-                    self.line(&format!("bool {t} = {};", unparen(&l)));
-                    let guard = match op {
-                        LogicOp::And => t.clone(),
-                        LogicOp::Or => format!("!{t}"),
-                    };
-                    self.line(&format!("if ({guard}) {{"));
-                    self.indent += 1;
-                    let r = self.expr(rhs);
-                    self.line(&format!("{t} = {};", unparen(&r)));
-                    self.indent -= 1;
-                    self.line("}");
-                    t
-                } else {
-                    let r = self.expr(rhs);
-                    let op = match op {
-                        LogicOp::And => "&&",
-                        LogicOp::Or => "||",
-                    };
-                    format!("({l} {op} {r})")
-                }
-            }
+            Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs),
             Expr::Not(e) => format!("(!{})", self.expr(e)),
             Expr::Neg(e) => {
                 let v = self.expr(e);
@@ -639,6 +616,49 @@ impl Lowering<'_> {
                 let v = self.expr(value);
                 cast(from, *to, &v)
             }
+        }
+    }
+
+    /// A load; checked, the helper call is hoisted into a temporary so it runs once, in order.
+    fn load(&mut self, array: Array, index: &Expr) -> String {
+        let index = self.expr(index);
+        if self.checked {
+            let t = self.temp();
+            let elem = self.def.elem_of(array).unwrap_or(ElemType::U32);
+            let call = self.checked_call("ls_load", array, &[&index]);
+            self.line(&format!("const {} {t} = {call};", c_type(elem)));
+            t
+        } else {
+            let (name, _, _) = self.array(array);
+            format!("{name}[{}]", unparen(&index))
+        }
+    }
+
+    /// `&&` or `||`. Checked, a right side that loads becomes a block that runs only when the
+    /// left side does not decide, so its hoisted loads keep the short circuit.
+    fn logic(&mut self, op: LogicOp, lhs: &Expr, rhs: &Expr) -> String {
+        let l = self.expr(lhs);
+        if self.checked && has_load(rhs) {
+            let t = self.temp();
+            self.line(&format!("bool {t} = {};", unparen(&l)));
+            let guard = match op {
+                LogicOp::And => t.clone(),
+                LogicOp::Or => format!("!{t}"),
+            };
+            self.line(&format!("if ({guard}) {{"));
+            self.indent += 1;
+            let r = self.expr(rhs);
+            self.line(&format!("{t} = {};", unparen(&r)));
+            self.indent -= 1;
+            self.line("}");
+            t
+        } else {
+            let r = self.expr(rhs);
+            let op = match op {
+                LogicOp::And => "&&",
+                LogicOp::Or => "||",
+            };
+            format!("({l} {op} {r})")
         }
     }
 

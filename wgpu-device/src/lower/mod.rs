@@ -39,7 +39,7 @@ use std::fmt::Write;
 
 use lockstep::kernel::{
     Access, Array, AtomicOp, BinOp, BindingId, Builtin, CmpOp, ElemType, Expr, FaultRecord,
-    KernelDef, LogicOp, Scalar, Stmt, semantics,
+    KernelDef, LogicOp, Scalar, Stmt, VarId, semantics,
 };
 
 /// Where a launch's info words are: the storage buffer the device fills per launch.
@@ -608,47 +608,53 @@ impl Lowerer<'_> {
                 cond,
                 then_body,
                 else_body,
-            } => {
-                let cond = self.expr(cond);
-                self.line(&format!("if {} {{", paren(&cond.text)));
-                self.indent += 1;
-                self.block(then_body);
-                self.indent -= 1;
-                if else_body.is_empty() {
-                    self.line("}");
-                } else {
-                    self.line("} else {");
-                    self.indent += 1;
-                    self.block(else_body);
-                    self.indent -= 1;
-                    self.line("}");
-                }
-            }
+            } => self.if_else(cond, then_body, else_body),
             Stmt::For {
                 var,
                 start,
                 end,
                 body,
-            } => {
-                let elem = self.def.locals[var.0 as usize];
-                let start = self.expr(start);
-                let end = self.expr(end);
-                let (i, e) = (self.temp(), self.temp());
-                self.line(&format!("var {i}: {} = {};", wgsl_type(elem), start.text));
-                self.line(&format!("let {e}: {} = {};", wgsl_type(elem), end.text));
-                let one = if elem == ElemType::I32 { "1i" } else { "1u" };
-                self.line("loop {");
-                self.indent += 1;
-                self.line(&format!("if !({i} < {e}) {{ break; }}"));
-                self.line(&format!("v{} = {i};", var.0));
-                self.block(body);
-                self.line("continuing {");
-                self.line(&format!("    {i} = {i} + {one};"));
-                self.line("}");
-                self.indent -= 1;
-                self.line("}");
-            }
+            } => self.for_loop(*var, start, end, body),
         }
+    }
+
+    fn if_else(&mut self, cond: &Expr, then_body: &[Stmt], else_body: &[Stmt]) {
+        let cond = self.expr(cond);
+        self.line(&format!("if {} {{", paren(&cond.text)));
+        self.indent += 1;
+        self.block(then_body);
+        self.indent -= 1;
+        if else_body.is_empty() {
+            self.line("}");
+        } else {
+            self.line("} else {");
+            self.indent += 1;
+            self.block(else_body);
+            self.indent -= 1;
+            self.line("}");
+        }
+    }
+
+    /// `start` and `end` are evaluated once, in that order, into a hidden counter and bound,
+    /// so assignments to the loop variable in the body do not change the iteration.
+    fn for_loop(&mut self, var: VarId, start: &Expr, end: &Expr, body: &[Stmt]) {
+        let elem = self.def.locals[var.0 as usize];
+        let start = self.expr(start);
+        let end = self.expr(end);
+        let (i, e) = (self.temp(), self.temp());
+        self.line(&format!("var {i}: {} = {};", wgsl_type(elem), start.text));
+        self.line(&format!("let {e}: {} = {};", wgsl_type(elem), end.text));
+        let one = if elem == ElemType::I32 { "1i" } else { "1u" };
+        self.line("loop {");
+        self.indent += 1;
+        self.line(&format!("if !({i} < {e}) {{ break; }}"));
+        self.line(&format!("v{} = {i};", var.0));
+        self.block(body);
+        self.line("continuing {");
+        self.line(&format!("    {i} = {i} + {one};"));
+        self.line("}");
+        self.indent -= 1;
+        self.line("}");
     }
 
     /// Lowers `expr`, emitting `let`s for loads (and short-circuits around them) in evaluation
@@ -664,16 +670,7 @@ impl Lowerer<'_> {
                 constant: Some(Constant::Bool(*b)),
             },
             Expr::Builtin(b) => Value::runtime(builtin(*b).to_owned()),
-            Expr::Param(p) => {
-                let word = self.info.param_word(*p);
-                Value::runtime(match self.def.params[*p as usize] {
-                    ElemType::U32 => format!("info[{word}]"),
-                    // A half float's bits are the word's low half.
-                    // Its word holds its exact `f32` value (see `InfoLayout`).
-                    ElemType::F16 | ElemType::BF16 => format!("f16(bitcast<f32>(info[{word}]))"),
-                    other => format!("bitcast<{}>(info[{word}])", wgsl_type(other)),
-                })
-            }
+            Expr::Param(p) => Value::runtime(self.param(*p)),
             Expr::Var(v) => Value::runtime(format!("v{}", v.0)),
             Expr::Len(b) => Value::runtime(format!("info[{}]", InfoLayout::len_word(b.0))),
             Expr::Load { array, index } => {
@@ -693,19 +690,7 @@ impl Lowerer<'_> {
                 let elem = self.type_of(lhs);
                 Value::runtime(self.binary(*op, elem, &l.text, &r.text))
             }
-            Expr::Cmp { op, lhs, rhs } => {
-                let l = self.expr(lhs);
-                let r = self.expr(rhs);
-                if let (Some(a), Some(b)) = (l.scalar(), r.scalar()) {
-                    let b = semantics::compare(*op, a, b);
-                    return Value {
-                        text: b.to_string(),
-                        constant: Some(Constant::Bool(b)),
-                    };
-                }
-                let elem = self.type_of(lhs);
-                Value::runtime(self.compare(*op, elem, &l.text, &r.text))
-            }
+            Expr::Cmp { op, lhs, rhs } => self.comparison(*op, lhs, rhs),
             Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs),
             Expr::Not(e) => {
                 let v = self.expr(e);
@@ -762,6 +747,32 @@ impl Lowerer<'_> {
                 Value::runtime(self.cast(from, *to, &v.text))
             }
         }
+    }
+
+    /// Parameter `p`, read from its info word.
+    fn param(&self, p: u32) -> String {
+        let word = self.info.param_word(p);
+        match self.def.params[p as usize] {
+            ElemType::U32 => format!("info[{word}]"),
+            // A half float's word holds its exact `f32` value (see `InfoLayout`).
+            ElemType::F16 | ElemType::BF16 => format!("f16(bitcast<f32>(info[{word}]))"),
+            other => format!("bitcast<{}>(info[{word}])", wgsl_type(other)),
+        }
+    }
+
+    /// A comparison, folded to a constant when both sides are.
+    fn comparison(&mut self, op: CmpOp, lhs: &Expr, rhs: &Expr) -> Value {
+        let l = self.expr(lhs);
+        let r = self.expr(rhs);
+        if let (Some(a), Some(b)) = (l.scalar(), r.scalar()) {
+            let b = semantics::compare(op, a, b);
+            return Value {
+                text: b.to_string(),
+                constant: Some(Constant::Bool(b)),
+            };
+        }
+        let elem = self.type_of(lhs);
+        Value::runtime(self.compare(op, elem, &l.text, &r.text))
     }
 
     /// A call of `array`'s helper for `kind` with `args`; records that the helper is needed.
