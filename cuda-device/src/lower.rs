@@ -192,8 +192,24 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
     for stmt in &def.body {
         lowering.stmt(stmt);
     }
-    let body = lowering.out;
+    let params = kernel_params(def, checked);
+    let mut src = String::new();
+    let [wx, wy, wz] = def.workgroup_size;
+    let mode = if checked { "checked" } else { "unchecked" };
+    let _ = writeln!(
+        src,
+        "// Lockstep kernel {:?}, {mode}, workgroup [{wx}, {wy}, {wz}].",
+        def.name
+    );
+    body_function(&mut src, def, &params, &lowering.out);
+    entry_point(&mut src, def, &params);
+    src
+}
 
+/// The kernel's parameters as `(declaration, name)`, in the order the device passes them: per
+/// binding its pointer and its length in elements, the scalar parameters, then in checked mode
+/// the fault record and the kernel id.
+fn kernel_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
     let mut params: Vec<(String, String)> = Vec::new();
     for (i, decl) in def.bindings.iter().enumerate() {
         let constness = if decl.access == Access::Read {
@@ -214,18 +230,15 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         params.push(("u32* __restrict__ ls_fault".into(), "ls_fault".into()));
         params.push(("const u32 ls_kernel".into(), "ls_kernel".into()));
     }
+    params
+}
+
+/// `ls_body`: one workgroup's work, given the kernel's parameters and the workgroup's id and the
+/// grid's size, with the shared arrays and the zeroed locals, then the lowered `body`.
+fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)], body: &str) {
     let grid = [
         "ls_wg_x", "ls_wg_y", "ls_wg_z", "ls_nwg_x", "ls_nwg_y", "ls_nwg_z",
     ];
-
-    let mut src = String::new();
-    let [wx, wy, wz] = def.workgroup_size;
-    let mode = if checked { "checked" } else { "unchecked" };
-    let _ = writeln!(
-        src,
-        "// Lockstep kernel {:?}, {mode}, workgroup [{wx}, {wy}, {wz}].",
-        def.name
-    );
     src.push_str("__device__ __forceinline__ void ls_body(\n");
     let body_params: Vec<String> = params
         .iter()
@@ -245,9 +258,14 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         let zero = if elem.is_half() { "{}" } else { "0" };
         let _ = writeln!(src, "  {} v{v} = {zero};", c_type(elem));
     }
-    src.push_str(&body);
+    src.push_str(body);
     src.push_str("}\n\n");
+}
 
+/// The entry point: with a static count (`ls_count` null) one block per workgroup; with a
+/// dynamic one a grid-stride loop over the workgroups `ls_count` holds, which synchronises
+/// between workgroups when they share arrays.
+fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
     let _ = writeln!(
         src,
         "extern \"C\" __global__ void __launch_bounds__({}) {ENTRY}(",
@@ -280,7 +298,6 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         src.push_str("    __syncthreads();\n");
     }
     src.push_str("  }\n}\n");
-    src
 }
 
 fn c_type(elem: ElemType) -> &'static str {
