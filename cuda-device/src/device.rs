@@ -19,6 +19,7 @@
 //! of this device. `free` waits for this device's streams before `cuMemFree`: only they can
 //! use its buffers (other devices refuse them), so nothing queued can reach freed memory.
 
+mod arguments;
 mod nccl;
 mod watch;
 mod world;
@@ -26,7 +27,6 @@ mod world;
 pub use world::JoinWorldError;
 
 use std::collections::BTreeMap;
-use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,7 @@ use lockstep::{
     ReduceOperation,
 };
 
+use self::arguments::ArgumentSlots;
 use crate::context::{Context, Function};
 use crate::pinned::{self, PinnedAllocator, PinnedPool};
 use crate::staging::{self, CudaRead, WriteStaging};
@@ -52,8 +53,6 @@ const DIRECT_WRITE_BYTES_MAX: usize = 64 << 10;
 /// Blocks per multiprocessor an indirect launch runs; its blocks loop over the workgroups the
 /// device reads when the launch executes.
 const INDIRECT_BLOCKS_PER_SM: u32 = 16;
-/// Kernel parameters passed from stack arrays; kernels with more use the heap.
-const INLINE_PARAMS: usize = 32;
 
 /// A CUDA context on one GPU, shareable by several [`CudaDevice`]s (cheap to clone).
 ///
@@ -354,6 +353,23 @@ impl CudaDevice {
         Ok(state.raw)
     }
 
+    /// The grid a launch runs and the address of its dynamic count (0 for a static count): a
+    /// dynamic count runs `INDIRECT_BLOCKS_PER_SM` blocks per multiprocessor, which loop over
+    /// the workgroups the count holds when the launch executes.
+    fn grid(&self, count: &LaunchCount<'_, CudaBuffer>) -> ([u32; 3], u64) {
+        match count {
+            LaunchCount::Static(dims) => (*dims, 0),
+            LaunchCount::Dynamic(slice) => {
+                let info = &self.ctx.info;
+                let blocks = info
+                    .multiprocessors
+                    .saturating_mul(INDIRECT_BLOCKS_PER_SM)
+                    .min(info.max_grid[0]);
+                ([blocks, 1, 1], slice.buffer.at(slice.offset))
+            }
+        }
+    }
+
     fn record_on(&self, raw_stream: sys::CUstream, event: sys::CUevent) -> Result<(), DeviceError> {
         // SAFETY: both handles belong to this context, which is current.
         unsafe { result::event::record(event, raw_stream) }
@@ -594,66 +610,16 @@ impl Device for CudaDevice {
         let raw = state.raw;
         let capturing = state.capture.is_some();
         self.ctx.bind()?;
-        let declared = kernel.def.bindings.len();
-        // One 8-byte slot per kernel parameter, in the order `lower.rs` declares them; the
-        // driver reads each parameter's size (4 or 8 bytes) from the start of its slot. Slots
-        // live on the stack unless the kernel has very many parameters.
-        let slots = 2 * declared + params.len() + 2 * usize::from(checked) + 1;
-        let mut inline = [0u64; INLINE_PARAMS];
-        let mut spilled = Vec::new();
-        let values: &mut [u64] = if slots <= INLINE_PARAMS {
-            &mut inline[..slots]
-        } else {
-            spilled.resize(slots, 0);
-            &mut spilled
-        };
-        let mut next = 0;
-        let mut push = |value: u64| {
-            values[next] = value;
-            next += 1;
-        };
-        for (slice, decl) in bindings[..declared].iter().zip(&kernel.def.bindings) {
-            push(slice.buffer.at(slice.offset));
-            push(u64::from(elements(slice.len, decl.elem)));
-        }
-        // A half float's 16 bits are the low ones: the driver reads 2 bytes of the slot.
-        params.iter().for_each(|p| push(u64::from(p.to_bits())));
-        if checked {
-            let record = &bindings[declared];
-            push(record.buffer.at(record.offset));
-            push(u64::from(kernel.options.kernel_id));
-        }
-        let (grid, count_ptr) = match &count {
-            LaunchCount::Static(dims) => (*dims, 0),
-            LaunchCount::Dynamic(slice) => {
-                let info = &self.ctx.info;
-                let blocks = info
-                    .multiprocessors
-                    .saturating_mul(INDIRECT_BLOCKS_PER_SM)
-                    .min(info.max_grid[0]);
-                ([blocks, 1, 1], slice.buffer.at(slice.offset))
-            }
-        };
-        push(count_ptr);
-        let mut inline_args = [std::ptr::null_mut::<c_void>(); INLINE_PARAMS];
-        let mut spilled_args = Vec::new();
-        let args: &mut [*mut c_void] = if slots <= INLINE_PARAMS {
-            &mut inline_args[..slots]
-        } else {
-            spilled_args.resize(slots, std::ptr::null_mut());
-            &mut spilled_args
-        };
-        for (arg, value) in args.iter_mut().zip(values.iter_mut()) {
-            *arg = (value as *mut u64).cast();
-        }
+        let (grid, count_ptr) = self.grid(&count);
+        let mut slots = ArgumentSlots::of_launch(kernel, bindings, params, count_ptr);
         let [bx, by, bz] = kernel.def.workgroup_size;
         // SAFETY: the function is of this context (checked above); `args` points at one live
-        // slot per parameter of the entry point, in declaration order (see `lower.rs`), each
+        // slot per parameter of the entry point, in declaration order (`ArgumentSlots`), each
         // holding a value of the declared type (the contract check above matched bindings and
-        // parameters to the kernel); binding
-        // pointers address ranges inside allocations of this device (checked above), which
-        // `free` returns only after this stream's work completed.
-        let launched = unsafe {
+        // parameters to the kernel); binding pointers address ranges inside allocations of
+        // this device (checked above), which `free` returns only after this stream's work
+        // completed.
+        let launched = slots.with_pointers(|args| unsafe {
             result::launch_kernel(
                 kernel.function.0,
                 (grid[0], grid[1], grid[2]),
@@ -662,7 +628,7 @@ impl Device for CudaDevice {
                 raw,
                 args,
             )
-        };
+        });
         launched.map_err(|e| match self.ctx.fail("cuLaunchKernel", e) {
             DeviceError::ExecutionFault { reason, .. } => DeviceError::ExecutionFault {
                 operation: format!("launch of `{}` with {grid:?} workgroups", kernel.def.name),

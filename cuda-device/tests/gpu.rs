@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, Value,
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, Scalar, Value,
 };
 use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
@@ -412,7 +412,7 @@ fn checked_kernels_report_the_first_fault_and_stay_usable() {
     let args = |past_end: u32| {
         KernelArguments::new()
             .binding(&data)
-            .param(lockstep::kernel::Scalar::U32(past_end))
+            .param(Scalar::U32(past_end))
     };
     c.launch(&overrun(), CubeCount::Static(1, 1, 1), args(4))
         .expect("launch");
@@ -467,6 +467,51 @@ fn indirect_launches_read_their_counts_on_the_device() {
     let marks = c.read_one(out).expect("read").to_elems::<u32>();
     assert_eq!(marks[..24], [1; 24]);
     assert!(marks[24..].iter().all(|&m| m == 0));
+}
+
+/// 12 inputs, an output and 12 parameters: 39 argument slots, more than the 32 the launch
+/// keeps on the stack.
+#[test]
+fn a_kernel_with_more_arguments_than_fit_on_the_stack_reads_each_of_them() {
+    let Some(ctx) = gpu("a_kernel_with_more_arguments_than_fit_on_the_stack_reads_each_of_them")
+    else {
+        return;
+    };
+    const INPUTS: u32 = 12;
+    const LEN: usize = 8;
+    let mut k = KernelBuilder::new("sum_of_many", [LEN as u32, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let inputs: Vec<_> = (0..INPUTS)
+        .map(|_| k.binding(ElemType::U32, Access::Read))
+        .collect();
+    let params: Vec<_> = (0..INPUTS).map(|_| k.param(ElemType::U32)).collect();
+    let i = k.global_id(Axis::X);
+    let mut sum = out.load(i);
+    for (input, param) in inputs.iter().zip(params) {
+        sum = sum + input.load(i) * param;
+    }
+    k.store(out, i, sum);
+    let sum_of_many = kernel(k.build());
+
+    let c = client(&ctx);
+    let out = c.create(Bytes::from_elems(&[1u32; LEN])).expect("create");
+    let data = |j: u32| (0..LEN as u32).map(|i| 100 * j + i).collect::<Vec<u32>>();
+    let handles: Vec<_> = (0..INPUTS)
+        .map(|j| c.create(Bytes::from_elems(&data(j))).expect("create"))
+        .collect();
+    let mut args = KernelArguments::new().binding(&out);
+    for handle in &handles {
+        args = args.binding(handle);
+    }
+    for j in 0..INPUTS {
+        args = args.param(Scalar::U32(j + 1));
+    }
+    c.launch(&sum_of_many, CubeCount::Static(1, 1, 1), args)
+        .expect("launch");
+    let expected: Vec<u32> = (0..LEN)
+        .map(|i| 1 + (0..INPUTS).map(|j| data(j)[i] * (j + 1)).sum::<u32>())
+        .collect();
+    assert_eq!(c.read_one(out).expect("read").to_elems::<u32>(), expected);
 }
 
 #[test]
