@@ -487,24 +487,7 @@ impl SimDevice {
     }
 
     fn execute(&mut self, stream: u32, op: Op, enqueued: &Clock) {
-        if let Some(tag) = self.inject(FaultKind::DeviceLoss, Some(stream)) {
-            self.lose(format!(
-                "injected device loss before `{}` on {} {tag} (seed {})",
-                op.name(),
-                self.stream_name(stream),
-                self.config.seed
-            ));
-            return;
-        }
-        if self.clock_ns > self.config.watchdog_ns {
-            self.observe().watchdog_fired = true;
-            self.lose(format!(
-                "watchdog: virtual time passed {} ns before `{}` on {} (seed {})",
-                self.config.watchdog_ns,
-                op.name(),
-                self.stream_name(stream),
-                self.config.seed
-            ));
+        if self.lost_before(stream, &op) {
             return;
         }
         // Reports this operation raises go with its trace entry when the trace is kept.
@@ -516,28 +499,58 @@ impl SimDevice {
         };
         let start_ns = self.clock_ns;
         let name = op.name();
-        let (duration_ns, detail, content) = match op {
+        let (duration_ns, detail, content) = self.perform(stream, op, sanitizer_clock);
+        self.clock_ns += duration_ns;
+        let executed = Executed {
+            start_ns,
+            duration_ns,
+            stream,
+            op: name,
+            detail,
+            marker,
+            bytes_live: self.memory.bytes_live,
+        };
+        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
+        self.trace.push(&mut obs, executed, reports_from, content);
+    }
+
+    /// Loses the device before `op` runs, for an injected loss (drawn first) or once virtual
+    /// time passed the watchdog; returns whether it did.
+    fn lost_before(&mut self, stream: u32, op: &Op) -> bool {
+        if let Some(tag) = self.inject(FaultKind::DeviceLoss, Some(stream)) {
+            self.lose(format!(
+                "injected device loss before `{}` on {} {tag} (seed {})",
+                op.name(),
+                self.stream_name(stream),
+                self.config.seed
+            ));
+            return true;
+        }
+        if self.clock_ns > self.config.watchdog_ns {
+            self.observe().watchdog_fired = true;
+            self.lose(format!(
+                "watchdog: virtual time passed {} ns before `{}` on {} (seed {})",
+                self.config.watchdog_ns,
+                op.name(),
+                self.stream_name(stream),
+                self.config.seed
+            ));
+            return true;
+        }
+        false
+    }
+
+    /// Carries `op` out at the current virtual time: its duration, what the trace records of
+    /// it, and the content it moved. `sanitizer_clock` is the operation's vector clock, kept
+    /// with a read for the host's later accesses.
+    fn perform(&mut self, stream: u32, op: Op, sanitizer_clock: Clock) -> (u64, Detail, Content) {
+        match op {
             Op::Write { dst, data } => {
                 let result = self.execute_write(stream, dst, &data);
                 let content = Content::of(&data);
                 (transfer_ns(dst.len), Detail::Transfer(dst, result), content)
             }
-            Op::Read { src, read } => {
-                let (result, outcome) = self.execute_read(stream, src);
-                let lent = result.map(|()| {
-                    let alloc = self.memory.live(src.buffer);
-                    let start = src.offset as usize;
-                    self.lend(src.len as usize, |out| alloc.read_into(start, out))
-                });
-                let content = Content::of(lent.as_deref().unwrap_or_default());
-                self.reads.insert(read, Some(lent));
-                self.read_clocks.insert(read, sanitizer_clock);
-                (
-                    transfer_ns(src.len),
-                    Detail::Transfer(src, outcome),
-                    content,
-                )
-            }
+            Op::Read { src, read } => self.perform_read(stream, src, read, sanitizer_clock),
             Op::Copy { src, dst } => {
                 let (result, outcome) = self.execute_read(stream, src);
                 let outcome = match result {
@@ -566,7 +579,7 @@ impl SimDevice {
                 )
             }
             Op::Marker(id) => {
-                self.markers[id as usize] = Some(start_ns);
+                self.markers[id as usize] = Some(self.clock_ns);
                 (0, Detail::Marker(id), Content::none())
             }
             Op::Wait(id) => (0, Detail::Marker(id), Content::none()),
@@ -574,19 +587,32 @@ impl SimDevice {
                 let (duration_ns, detail, content) = self.execute_collective(stream, collective);
                 (duration_ns, Detail::Text(detail), Content::of(&content))
             }
-        };
-        self.clock_ns += duration_ns;
-        let executed = Executed {
-            start_ns,
-            duration_ns,
-            stream,
-            op: name,
-            detail,
-            marker,
-            bytes_live: self.memory.bytes_live,
-        };
-        let mut obs = self.observations.lock().unwrap_or_else(|p| p.into_inner());
-        self.trace.push(&mut obs, executed, reports_from, content);
+        }
+    }
+
+    /// A read completes into pending read `read`: the bytes lent from the host pool, or the
+    /// injected failure.
+    fn perform_read(
+        &mut self,
+        stream: u32,
+        src: Range,
+        read: u64,
+        sanitizer_clock: Clock,
+    ) -> (u64, Detail, Content) {
+        let (result, outcome) = self.execute_read(stream, src);
+        let lent = result.map(|()| {
+            let alloc = self.memory.live(src.buffer);
+            let start = src.offset as usize;
+            self.lend(src.len as usize, |out| alloc.read_into(start, out))
+        });
+        let content = Content::of(lent.as_deref().unwrap_or_default());
+        self.reads.insert(read, Some(lent));
+        self.read_clocks.insert(read, sanitizer_clock);
+        (
+            transfer_ns(src.len),
+            Detail::Transfer(src, outcome),
+            content,
+        )
     }
 
     fn lose(&mut self, reason: String) {
@@ -700,30 +726,9 @@ impl SimDevice {
                 .push(DeviceError::ExecutionFault { operation, reason });
             return 0;
         }
-        let count = match &launch.count {
-            Count::Static(dims) => *dims,
-            Count::Dynamic(range) => match self.memory.get_mut(range.buffer, &operation) {
-                Ok(alloc) => {
-                    let at = range.offset as usize;
-                    [0, 1, 2].map(|i| alloc.read_word(at + 4 * i))
-                }
-                Err(report) => {
-                    self.fault_use_after_free(stream, &operation, report);
-                    return 0;
-                }
-            },
+        let Some((count, mut data)) = self.launch_inputs(stream, launch, &operation) else {
+            return 0;
         };
-        let mut data = Vec::with_capacity(launch.bindings.len());
-        for (index, range) in launch.bindings.iter().enumerate() {
-            let elem_bytes = binding_elem_bytes(&launch.kernel, index);
-            match self.memory.get_mut(range.buffer, &operation) {
-                Ok(alloc) => data.push(binding_data(alloc, *range, elem_bytes)),
-                Err(report) => {
-                    self.fault_use_after_free(stream, &operation, report);
-                    return 0;
-                }
-            }
-        }
         let invocations = count.iter().map(|&c| c as u64).product::<u64>()
             * launch.kernel.workgroup_invocations();
         match interpreter::run(
@@ -734,32 +739,7 @@ impl SimDevice {
             &launch.params,
             &mut self.rng,
         ) {
-            Ok(outcome) => {
-                for binding in &outcome.uninitialized_loads {
-                    let range = launch.bindings[binding.0 as usize];
-                    self.report(SanitizerReport::UninitializedRead {
-                        operation: format!("{operation} (binding {})", binding.0),
-                        buffer: range.buffer,
-                        offset: range.offset,
-                        len: range.len,
-                    });
-                }
-                for finding in interpreter::describe(&launch.kernel, count, &outcome) {
-                    self.report(SanitizerReport::Kernel {
-                        operation: operation.clone(),
-                        finding: finding.kind,
-                        detail: finding.detail,
-                    });
-                }
-                for (index, (range, binding)) in launch.bindings.iter().zip(&data).enumerate() {
-                    let alloc = self
-                        .memory
-                        .get_mut(range.buffer, &operation)
-                        .expect("checked live above; nothing frees during a launch");
-                    let elem_bytes = binding_elem_bytes(&launch.kernel, index);
-                    write_back(alloc, *range, binding, elem_bytes);
-                }
-            }
+            Ok(outcome) => self.complete_launch(launch, &operation, count, &outcome, &data),
             Err(trap) => {
                 self.streams[stream as usize]
                     .errors
@@ -770,6 +750,78 @@ impl SimDevice {
             }
         }
         invocations
+    }
+
+    /// What a launch reads before it runs: its workgroup count (a dynamic one read from
+    /// memory) and each binding's elements. `None`, after faulting the stream, when any of
+    /// that memory was freed.
+    fn launch_inputs(
+        &mut self,
+        stream: u32,
+        launch: &LaunchOp,
+        operation: &str,
+    ) -> Option<([u32; 3], Vec<BindingData>)> {
+        let count = match &launch.count {
+            Count::Static(dims) => *dims,
+            Count::Dynamic(range) => match self.memory.get_mut(range.buffer, operation) {
+                Ok(alloc) => {
+                    let at = range.offset as usize;
+                    [0, 1, 2].map(|i| alloc.read_word(at + 4 * i))
+                }
+                Err(report) => {
+                    self.fault_use_after_free(stream, operation, report);
+                    return None;
+                }
+            },
+        };
+        let mut data = Vec::with_capacity(launch.bindings.len());
+        for (index, range) in launch.bindings.iter().enumerate() {
+            let elem_bytes = binding_elem_bytes(&launch.kernel, index);
+            match self.memory.get_mut(range.buffer, operation) {
+                Ok(alloc) => data.push(binding_data(alloc, *range, elem_bytes)),
+                Err(report) => {
+                    self.fault_use_after_free(stream, operation, report);
+                    return None;
+                }
+            }
+        }
+        Some((count, data))
+    }
+
+    /// A launch ran to its end: reports what the sanitizer found (uninitialised loads, the
+    /// interpreter's findings) and writes each binding's elements back to memory.
+    fn complete_launch(
+        &mut self,
+        launch: &LaunchOp,
+        operation: &str,
+        count: [u32; 3],
+        outcome: &interpreter::LaunchOutcome,
+        data: &[BindingData],
+    ) {
+        for binding in &outcome.uninitialized_loads {
+            let range = launch.bindings[binding.0 as usize];
+            self.report(SanitizerReport::UninitializedRead {
+                operation: format!("{operation} (binding {})", binding.0),
+                buffer: range.buffer,
+                offset: range.offset,
+                len: range.len,
+            });
+        }
+        for finding in interpreter::describe(&launch.kernel, count, outcome) {
+            self.report(SanitizerReport::Kernel {
+                operation: operation.to_owned(),
+                finding: finding.kind,
+                detail: finding.detail,
+            });
+        }
+        for (index, (range, binding)) in launch.bindings.iter().zip(data).enumerate() {
+            let alloc = self
+                .memory
+                .get_mut(range.buffer, operation)
+                .expect("checked live above; nothing frees during a launch");
+            let elem_bytes = binding_elem_bytes(&launch.kernel, index);
+            write_back(alloc, *range, binding, elem_bytes);
+        }
     }
 }
 
