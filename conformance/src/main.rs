@@ -267,26 +267,7 @@ fn default_seed() -> u64 {
 }
 
 fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -> ExitCode {
-    let probe = factory.open(config.seed);
-    let props = probe.client.properties();
-    println!(
-        "device: {} — {} ({})",
-        factory.name(),
-        props.name,
-        props.backend
-    );
-    let features = probe.client.features();
-    println!(
-        "capabilities: graphs {:?}, timestamps {}, concurrent streams {}, f16 {}, bf16 {}",
-        features.graphs,
-        features.timestamps,
-        features.concurrent_streams,
-        features.f16,
-        features.bf16
-    );
-    drop(probe);
-    println!("seed: {}, {} cases per property", config.seed, config.cases);
-
+    print_device(factory, config);
     let total = only.map_or(suite::property_names().len(), |_| 1);
     let bar = ProgressBar::new(total as u64).with_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
@@ -313,22 +294,7 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
         .filter_map(|r| r.outcome.failure().map(|f| (r, f)))
         .collect();
     for (r, failure) in &failed {
-        println!("\n{} FAILED ({})", r.name, r.summary);
-        println!("  why: {}", failure.message);
-        println!(
-            "  first failing case: {} of {}; shrunk to: {}",
-            failure.case, config.cases, failure.minimal_case
-        );
-        // The same cases come in the same order whatever the total: replaying up to the first
-        // failing one reproduces the failure without running the cases after it.
-        let replay = RunConfig {
-            cases: failure.case,
-            ..config
-        };
-        println!(
-            "  replay: {}",
-            suite::replay_command(factory.name(), r.name, replay)
-        );
+        print_failure(factory.name(), r, failure, config);
     }
     let not_applicable = results
         .iter()
@@ -348,6 +314,54 @@ fn check<F: DeviceFactory>(factory: &F, config: RunConfig, only: Option<&str>) -
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The device a check runs on, its capabilities and the run's seed and budget.
+fn print_device<F: DeviceFactory>(factory: &F, config: RunConfig) {
+    let probe = factory.open(config.seed);
+    let props = probe.client.properties();
+    println!(
+        "device: {} — {} ({})",
+        factory.name(),
+        props.name,
+        props.backend
+    );
+    let features = probe.client.features();
+    println!(
+        "capabilities: graphs {:?}, timestamps {}, concurrent streams {}, f16 {}, bf16 {}",
+        features.graphs,
+        features.timestamps,
+        features.concurrent_streams,
+        features.f16,
+        features.bf16
+    );
+    drop(probe);
+    println!("seed: {}, {} cases per property", config.seed, config.cases);
+}
+
+/// A failed property: why, its first failing and shrunk case, and the command that replays it.
+fn print_failure(
+    device: &str,
+    result: &suite::PropertyResult,
+    failure: &lockstep_conformance::properties::Failure,
+    config: RunConfig,
+) {
+    println!("\n{} FAILED ({})", result.name, result.summary);
+    println!("  why: {}", failure.message);
+    println!(
+        "  first failing case: {} of {}; shrunk to: {}",
+        failure.case, config.cases, failure.minimal_case
+    );
+    // The same cases come in the same order whatever the total: replaying up to the first
+    // failing one reproduces the failure without running the cases after it.
+    let replay = RunConfig {
+        cases: failure.case,
+        ..config
+    };
+    println!(
+        "  replay: {}",
+        suite::replay_command(device, result.name, replay)
+    );
 }
 
 fn replay_line(seed: u64, config: &ExploreConfig) -> String {
@@ -388,26 +402,7 @@ fn explore(config: ExploreConfig, coverage: bool) -> ExitCode {
     });
     bar.finish_and_clear();
     let secs = summary.elapsed.as_secs_f64().max(1e-9);
-    let table = format!(
-        "{:>7} {:>10} {:>11} {:>14} {:>16} {:>9} {:>14} {:>13}\n{:>7} {:>10} {:>11} {:>14} {:>16} {:>9} {:>14} {:>13}",
-        "seeds",
-        "host ops",
-        "device ops",
-        "reads checked",
-        "faults injected",
-        "surfaced",
-        "kernel faults",
-        "devices lost",
-        summary.seeds,
-        summary.host_ops,
-        summary.device_ops,
-        summary.reads_checked,
-        summary.faults_injected,
-        summary.faults_surfaced,
-        summary.kernel_faults,
-        summary.devices_lost
-    );
-    println!("{table}");
+    println!("{}", summary_table(&summary));
     println!(
         "throughput: {:.1} seeds/s, {:.0} simulated ops/s ({} jobs, {:.1} s)",
         summary.seeds as f64 / secs,
@@ -445,6 +440,29 @@ fn explore(config: ExploreConfig, coverage: bool) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The sweep's counts: seeds, operations, reads checked, faults injected and surfaced.
+fn summary_table(summary: &explore::Summary) -> String {
+    format!(
+        "{:>7} {:>10} {:>11} {:>14} {:>16} {:>9} {:>14} {:>13}\n{:>7} {:>10} {:>11} {:>14} {:>16} {:>9} {:>14} {:>13}",
+        "seeds",
+        "host ops",
+        "device ops",
+        "reads checked",
+        "faults injected",
+        "surfaced",
+        "kernel faults",
+        "devices lost",
+        summary.seeds,
+        summary.host_ops,
+        summary.device_ops,
+        summary.reads_checked,
+        summary.faults_injected,
+        summary.faults_surfaced,
+        summary.kernel_faults,
+        summary.devices_lost
+    )
 }
 
 /// `process worlds: 250 passed (fault-free 60, a rank never joins 21, …)`.
@@ -562,8 +580,8 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
             ""
         }
     );
-    let mut ok = true;
-    if second.trace_hash == first.trace_hash {
+    let deterministic = second.trace_hash == first.trace_hash;
+    if deterministic {
         println!(
             "determinism: two runs executed the same {} operations",
             first.device_ops
@@ -573,7 +591,6 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
             "{}",
             explore::divergence(&opener, world, first.trace_hash, second.trace_hash)
         );
-        ok = false;
     }
     for line in lockstep_conformance::perfetto::report_lines(&entries) {
         println!("{line}");
@@ -586,12 +603,34 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
         }
         println!("trace: {} (open in ui.perfetto.dev)", path.display());
     }
-    let processes = match (&first.failure, &world.processes) {
-        (None, Some(processes)) => Some(explore::processes::check(&opener, processes)),
-        _ => None,
+    // A world of processes is checked once the seed's own run passed.
+    let processes_ok = match (&first.failure, &world.processes) {
+        (None, Some(processes)) => replay_processes(&opener, world, processes),
+        _ => true,
     };
-    match &processes {
-        Some(Ok(run)) => {
+    match &first.failure {
+        Some(why) => println!("result: FAILED: {why}"),
+        None if !processes_ok => {}
+        None if deterministic => println!("result: ok"),
+        None => println!("result: FAILED: nondeterministic"),
+    }
+    println!("trace-hash: {:016x}", first.trace_hash);
+    if first.failure.is_none() && processes_ok && deterministic {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs the seed's world of processes against its model, printing what each rank saw, or the
+/// failure; returns whether it passed.
+fn replay_processes(
+    opener: &explore::Simulator,
+    world: &explore::World,
+    processes: &explore::processes::ProcessWorld,
+) -> bool {
+    match explore::processes::check(opener, processes) {
+        Ok(run) => {
             for (process, seen) in processes_of(world).iter().zip(&run.seen) {
                 let lines: Vec<String> = seen.iter().map(ToString::to_string).collect();
                 println!("  rank {}: {}", process.env.rank, lines.join("; "));
@@ -600,26 +639,11 @@ fn replay(world: &explore::World, trace: Option<&std::path::Path>, steps: bool) 
                 "process world: as the model says, twice (network hash {:016x})",
                 run.network_hash
             );
+            true
         }
-        Some(Err(why)) => {
+        Err(why) => {
             println!("result: FAILED: {why}");
-            ok = false;
+            false
         }
-        None => {}
-    }
-    match &first.failure {
-        Some(why) => {
-            println!("result: FAILED: {why}");
-            ok = false;
-        }
-        None if processes.as_ref().is_some_and(Result::is_err) => {}
-        None if ok => println!("result: ok"),
-        None => println!("result: FAILED: nondeterministic"),
-    }
-    println!("trace-hash: {:016x}", first.trace_hash);
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }
