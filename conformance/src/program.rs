@@ -326,72 +326,16 @@ impl<'a, D: Device> Executor<'a, D> {
     }
 
     fn step(&mut self, op: &Op) -> Result<(), String> {
-        let client = &self.clients[op.stream];
         match &op.step {
-            Step::Create { slot, data } => {
-                let result = client.create(Bytes::from_elems(data));
-                if let Some(audit) = &mut self.audit
-                    && !audit.allocation(&result)?
-                {
-                    return Ok(());
-                }
-                let handle = result.map_err(|e| format!("create failed: {e}"))?;
-                self.slots[*slot] = Some(Slot {
-                    handle,
-                    model: data.clone(),
-                    taint: self.taint_of(op.stream),
-                });
-            }
-            Step::Write { slot, offset, data } => {
-                let Some(s) = &mut self.slots[*slot] else {
-                    return Ok(());
-                };
-                let offset = offset % s.model.len();
-                let len = data.len().min(s.model.len() - offset);
-                let patch = &data[..len];
-                client
-                    .write_at(&s.handle, (offset * 4) as u64, Bytes::from_elems(patch))
-                    .map_err(|e| format!("write failed: {e}"))?;
-                s.model[offset..offset + len].copy_from_slice(patch);
-                let taint = self.taint_of(op.stream);
-                self.slots[*slot]
-                    .as_mut()
-                    .expect("matched above")
-                    .taint
-                    .extend(taint);
-            }
+            Step::Create { slot, data } => self.create(op.stream, *slot, data)?,
+            Step::Write { slot, offset, data } => self.write(op.stream, *slot, *offset, data)?,
             Step::Launch {
                 kernel,
                 dst,
                 src,
                 k,
             } => self.launch(op.stream, *kernel, *dst, *src, *k)?,
-            Step::Read { slot } => {
-                let Some(s) = &self.slots[*slot] else {
-                    return Ok(());
-                };
-                let handle = s.handle.clone();
-                self.begin_call(op.stream)?;
-                let result = self.clients[op.stream].read_one(handle);
-                let s = self.slots[*slot].as_ref().expect("matched above");
-                let (expected, taint) = (s.model.clone(), s.taint.clone());
-                match result {
-                    Ok(bytes) => {
-                        self.blocking(op.stream, Blocking::Read, Ok(()))?;
-                        let actual = bytes.to_elems::<u32>();
-                        if actual == expected {
-                            self.reads_checked += 1;
-                            return Ok(());
-                        }
-                        let what = format!("read {actual:?}, model holds {expected:?}");
-                        match &mut self.audit {
-                            Some(audit) => audit.mismatch(format!("{op:?}: {what}"), &taint)?,
-                            None => return Err(what),
-                        }
-                    }
-                    Err(err) => self.blocking(op.stream, Blocking::Read, Err(err))?,
-                }
-            }
+            Step::Read { slot } => self.read(op, *slot)?,
             Step::Release { slot } => self.slots[*slot] = None,
             Step::Sync => {
                 self.begin_call(op.stream)?;
@@ -403,25 +347,100 @@ impl<'a, D: Device> Executor<'a, D> {
                 let result = self.clients[op.stream].flush();
                 self.blocking(op.stream, Blocking::Flush, result)?;
             }
-            Step::Fault { slot, past_end } => {
-                let Some(s) = &self.slots[*slot] else {
-                    return Ok(());
-                };
-                let args = KernelArguments::new()
-                    .binding(&s.handle)
-                    .param(Scalar::U32(*past_end));
-                client
-                    .launch(&overrun(), CubeCount::Static(1, 1, 1), args)
-                    .map_err(|e| format!("launch of overrun refused: {e}"))?;
-                let index = s.model.len() as u32 + past_end;
-                self.pending_fault[op.stream].get_or_insert(ServerError::KernelFault {
-                    kernel: "overrun".to_owned(),
-                    binding: 0,
-                    index,
-                    stream: client.stream_id(),
-                });
-            }
+            Step::Fault { slot, past_end } => self.overrun(op.stream, *slot, *past_end)?,
         }
+        Ok(())
+    }
+
+    /// Creates `slot` holding `data`, unless the audit expected the allocation to fail.
+    fn create(&mut self, stream: usize, slot: usize, data: &[u32]) -> Result<(), String> {
+        let result = self.clients[stream].create(Bytes::from_elems(data));
+        if let Some(audit) = &mut self.audit
+            && !audit.allocation(&result)?
+        {
+            return Ok(());
+        }
+        let handle = result.map_err(|e| format!("create failed: {e}"))?;
+        self.slots[slot] = Some(Slot {
+            handle,
+            model: data.to_vec(),
+            taint: self.taint_of(stream),
+        });
+        Ok(())
+    }
+
+    /// Writes `data` into a live `slot` at `offset` (both wrapped to fit) and into its model.
+    fn write(
+        &mut self,
+        stream: usize,
+        slot: usize,
+        offset: usize,
+        data: &[u32],
+    ) -> Result<(), String> {
+        let taint = self.taint_of(stream);
+        let Some(s) = &mut self.slots[slot] else {
+            return Ok(());
+        };
+        let offset = offset % s.model.len();
+        let len = data.len().min(s.model.len() - offset);
+        let patch = &data[..len];
+        self.clients[stream]
+            .write_at(&s.handle, (offset * 4) as u64, Bytes::from_elems(patch))
+            .map_err(|e| format!("write failed: {e}"))?;
+        s.model[offset..offset + len].copy_from_slice(patch);
+        s.taint.extend(taint);
+        Ok(())
+    }
+
+    /// Reads a live `slot` and checks it against its model; a mismatch is a failure, or under
+    /// an audit one that the faults injected into the slot's windows must explain.
+    fn read(&mut self, op: &Op, slot: usize) -> Result<(), String> {
+        let Some(s) = &self.slots[slot] else {
+            return Ok(());
+        };
+        let handle = s.handle.clone();
+        self.begin_call(op.stream)?;
+        let result = self.clients[op.stream].read_one(handle);
+        let s = self.slots[slot].as_ref().expect("matched above");
+        let (expected, taint) = (s.model.clone(), s.taint.clone());
+        match result {
+            Ok(bytes) => {
+                self.blocking(op.stream, Blocking::Read, Ok(()))?;
+                let actual = bytes.to_elems::<u32>();
+                if actual == expected {
+                    self.reads_checked += 1;
+                    return Ok(());
+                }
+                let what = format!("read {actual:?}, model holds {expected:?}");
+                match &mut self.audit {
+                    Some(audit) => audit.mismatch(format!("{op:?}: {what}"), &taint),
+                    None => Err(what),
+                }
+            }
+            Err(err) => self.blocking(op.stream, Blocking::Read, Err(err)),
+        }
+    }
+
+    /// Launches `overrun` on a live `slot`, `past_end` elements past it, and expects the
+    /// stream's next blocking call to report that fault.
+    fn overrun(&mut self, stream: usize, slot: usize, past_end: u32) -> Result<(), String> {
+        let Some(s) = &self.slots[slot] else {
+            return Ok(());
+        };
+        let client = &self.clients[stream];
+        let args = KernelArguments::new()
+            .binding(&s.handle)
+            .param(Scalar::U32(past_end));
+        client
+            .launch(&overrun(), CubeCount::Static(1, 1, 1), args)
+            .map_err(|e| format!("launch of overrun refused: {e}"))?;
+        let index = s.model.len() as u32 + past_end;
+        self.pending_fault[stream].get_or_insert(ServerError::KernelFault {
+            kernel: "overrun".to_owned(),
+            binding: 0,
+            index,
+            stream: client.stream_id(),
+        });
         Ok(())
     }
 
