@@ -542,3 +542,34 @@ fn small_device() -> crate::DeviceProperties {
         },
     }
 }
+
+#[test]
+fn a_bitwise_operator_on_floats_and_an_undeclared_parameter_are_refused() {
+    let mut def = saxpy();
+    def.body = vec![Stmt::Store {
+        array: Array::Binding(BindingId(1)),
+        index: Expr::Lit(Scalar::U32(0)),
+        value: Expr::Binary {
+            op: BinOp::BitXor,
+            lhs: Box::new(Expr::Param(0)),
+            rhs: Box::new(Expr::Lit(Scalar::F32(1.0))),
+        },
+    }];
+    assert_eq!(
+        validate::validate(&def).unwrap_err().to_string(),
+        "kernel `saxpy`: BitXor is defined on integers only, found f32"
+    );
+    def.body = vec![Stmt::Store {
+        array: Array::Binding(BindingId(1)),
+        index: Expr::Lit(Scalar::U32(0)),
+        value: Expr::Param(1),
+    }];
+    assert_eq!(
+        validate::validate(&def).unwrap_err(),
+        KernelError::UnknownParam {
+            kernel: "saxpy".into(),
+            param: 1,
+            declared: 1,
+        }
+    );
+}

@@ -393,41 +393,14 @@ impl Checker<'_> {
                 }
                 U32
             }
-            Expr::Param(p) => Ty::Elem(*self.def.params.get(*p as usize).ok_or_else(|| {
-                KernelError::UnknownParam {
-                    kernel: self.kernel(),
-                    param: *p,
-                    declared: self.def.params.len(),
-                }
-            })?),
+            Expr::Param(p) => Ty::Elem(self.param(*p)?),
             Expr::Var(v) => Ty::Elem(self.var(*v)?),
             Expr::Load { array, index } => {
                 let elem = self.array(*array)?;
                 self.expect("a load index", U32, index)?;
                 Ty::Elem(elem)
             }
-            Expr::Binary { op, lhs, rhs } => {
-                let lt = self.ty(lhs)?;
-                let Ty::Elem(elem) = lt else {
-                    return Err(self.mismatch("an arithmetic operand", "u32, i32 or f32", lt));
-                };
-                self.expect("the right operand", lt, rhs)?;
-                let integer_only = matches!(
-                    op,
-                    BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
-                );
-                if integer_only && elem.is_float() {
-                    return Err(KernelError::IntegerOnly {
-                        kernel: self.kernel(),
-                        op: *op,
-                        found: lt,
-                    });
-                }
-                if *op == BinOp::Pow {
-                    self.float_only("pow", lt)?;
-                }
-                lt
-            }
+            Expr::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs)?,
             Expr::Cmp { lhs, rhs, .. } => {
                 let lt = self.ty(lhs)?;
                 if lt == Ty::Bool {
@@ -489,6 +462,44 @@ impl Checker<'_> {
                 Ty::Elem(*to)
             }
         })
+    }
+
+    /// The declared type of parameter `p`.
+    fn param(&self, p: u32) -> Result<ElemType, KernelError> {
+        self.def
+            .params
+            .get(p as usize)
+            .copied()
+            .ok_or_else(|| KernelError::UnknownParam {
+                kernel: self.kernel(),
+                param: p,
+                declared: self.def.params.len(),
+            })
+    }
+
+    /// Both operands of `op` are of one element type, an integer one for the bitwise
+    /// operators and shifts, a float one for `pow`; the result is of that type.
+    fn binary(&self, op: BinOp, lhs: &Expr, rhs: &Expr) -> Result<Ty, KernelError> {
+        let lt = self.ty(lhs)?;
+        let Ty::Elem(elem) = lt else {
+            return Err(self.mismatch("an arithmetic operand", "u32, i32 or f32", lt));
+        };
+        self.expect("the right operand", lt, rhs)?;
+        let integer_only = matches!(
+            op,
+            BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr
+        );
+        if integer_only && elem.is_float() {
+            return Err(KernelError::IntegerOnly {
+                kernel: self.kernel(),
+                op,
+                found: lt,
+            });
+        }
+        if op == BinOp::Pow {
+            self.float_only("pow", lt)?;
+        }
+        Ok(lt)
     }
 
     /// Checks `body`, nested in `loops` loops.
