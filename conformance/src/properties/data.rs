@@ -208,6 +208,8 @@ fn bad_call(size: usize) -> impl Strategy<Value = BadCall> {
 
 const HANDLE_ELEMS: usize = 6;
 
+/// Each bad call is refused with its typed error at the call, changes no data, and leaves the
+/// stream usable.
 pub(super) fn invalid_input<F: DeviceFactory>(
     factory: &F,
     config: RunConfig,
@@ -220,64 +222,8 @@ pub(super) fn invalid_input<F: DeviceFactory>(
         let handle = c
             .create(Bytes::from_elems(&original))
             .map_err(|e| e.to_string())?;
-        let add = KernelKind::AddConst.kernel();
-        let refused: Result<(), ServerError> = match &call {
-            BadCall::WriteOutOfRange { offset, len } => c
-                .write_at(&handle, *offset, Bytes::from(vec![0xEE; *len]))
-                .map_err(Into::into),
-            BadCall::TensorSizeMismatch { shape, extra } => {
-                let bytes = shape.iter().product::<usize>() * 4 + extra;
-                c.create_tensor(Bytes::from(vec![0; bytes]), shape, 4)
-                    .map(|_| ())
-            }
-            BadCall::ReadTensorOutOfRange { shape } => {
-                let strides = lockstep::contiguous_strides(shape);
-                let d = CopyDescriptor::new(handle.clone(), shape.clone(), strides, 4);
-                lockstep::block_on(c.read_tensor_async(vec![d])).map(|_| ())
-            }
-            BadCall::BindingCount => c
-                .launch(
-                    &add,
-                    CubeCount::Static(1, 1, 1),
-                    KernelArguments::new().param(Scalar::U32(1)),
-                )
-                .map_err(Into::into),
-            BadCall::ParamType => c
-                .launch(
-                    &add,
-                    CubeCount::Static(1, 1, 1),
-                    KernelArguments::new()
-                        .binding(&handle)
-                        .param(Scalar::F32(1.0)),
-                )
-                .map_err(Into::into),
-            BadCall::PartialElement => {
-                let odd = c
-                    .create(Bytes::from(vec![1u8; 7]))
-                    .map_err(|e| e.to_string())?;
-                c.launch(
-                    &add,
-                    CubeCount::Static(1, 1, 1),
-                    KernelArguments::new().binding(&odd).param(Scalar::U32(1)),
-                )
-                .map_err(Into::into)
-            }
-            BadCall::ForeignHandle => {
-                let other = factory.open(sim_seed ^ 1);
-                let foreign = other
-                    .client
-                    .create(Bytes::from_elems(&[9u32]))
-                    .map_err(|e| e.to_string())?;
-                c.write(&foreign, Bytes::from_elems(&[1u32]))
-                    .map_err(Into::into)
-            }
-        };
-        let expected_kind = match &call {
-            BadCall::WriteOutOfRange { .. } | BadCall::ReadTensorOutOfRange { .. } => "OutOfRange",
-            BadCall::TensorSizeMismatch { .. } => "SizeMismatch",
-            BadCall::BindingCount | BadCall::ParamType | BadCall::PartialElement => "InvalidLaunch",
-            BadCall::ForeignHandle => "WrongDevice",
-        };
+        let refused = call.make(factory, c, &handle, sim_seed)?;
+        let expected_kind = call.refusal();
         let kind = match &refused {
             Err(ServerError::Io(IoError::OutOfRange { .. })) => "OutOfRange",
             Err(ServerError::Io(IoError::SizeMismatch { .. })) => "SizeMismatch",
@@ -301,4 +247,80 @@ pub(super) fn invalid_input<F: DeviceFactory>(
         );
         expect_clean(&session)
     })
+}
+
+impl BadCall {
+    /// Makes the call on `c` against `handle` (a foreign handle comes from a second device of
+    /// `factory`); the outer error is a setup failure, the inner result the call's.
+    fn make<F: DeviceFactory>(
+        &self,
+        factory: &F,
+        c: &ComputeClient<F::Device>,
+        handle: &Handle,
+        sim_seed: u64,
+    ) -> Result<Result<(), ServerError>, String> {
+        let add = KernelKind::AddConst.kernel();
+        let one_workgroup = CubeCount::Static(1, 1, 1);
+        Ok(match self {
+            BadCall::WriteOutOfRange { offset, len } => c
+                .write_at(handle, *offset, Bytes::from(vec![0xEE; *len]))
+                .map_err(Into::into),
+            BadCall::TensorSizeMismatch { shape, extra } => {
+                let bytes = shape.iter().product::<usize>() * 4 + extra;
+                c.create_tensor(Bytes::from(vec![0; bytes]), shape, 4)
+                    .map(|_| ())
+            }
+            BadCall::ReadTensorOutOfRange { shape } => {
+                let strides = lockstep::contiguous_strides(shape);
+                let d = CopyDescriptor::new(handle.clone(), shape.clone(), strides, 4);
+                lockstep::block_on(c.read_tensor_async(vec![d])).map(|_| ())
+            }
+            BadCall::BindingCount => c
+                .launch(
+                    &add,
+                    one_workgroup,
+                    KernelArguments::new().param(Scalar::U32(1)),
+                )
+                .map_err(Into::into),
+            BadCall::ParamType => c
+                .launch(
+                    &add,
+                    one_workgroup,
+                    KernelArguments::new()
+                        .binding(handle)
+                        .param(Scalar::F32(1.0)),
+                )
+                .map_err(Into::into),
+            BadCall::PartialElement => {
+                let odd = c
+                    .create(Bytes::from(vec![1u8; 7]))
+                    .map_err(|e| e.to_string())?;
+                c.launch(
+                    &add,
+                    one_workgroup,
+                    KernelArguments::new().binding(&odd).param(Scalar::U32(1)),
+                )
+                .map_err(Into::into)
+            }
+            BadCall::ForeignHandle => {
+                let other = factory.open(sim_seed ^ 1);
+                let foreign = other
+                    .client
+                    .create(Bytes::from_elems(&[9u32]))
+                    .map_err(|e| e.to_string())?;
+                c.write(&foreign, Bytes::from_elems(&[1u32]))
+                    .map_err(Into::into)
+            }
+        })
+    }
+
+    /// The `IoError` variant the call must be refused with.
+    fn refusal(&self) -> &'static str {
+        match self {
+            BadCall::WriteOutOfRange { .. } | BadCall::ReadTensorOutOfRange { .. } => "OutOfRange",
+            BadCall::TensorSizeMismatch { .. } => "SizeMismatch",
+            BadCall::BindingCount | BadCall::ParamType | BadCall::PartialElement => "InvalidLaunch",
+            BadCall::ForeignHandle => "WrongDevice",
+        }
+    }
 }

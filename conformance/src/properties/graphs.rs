@@ -271,51 +271,9 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
             let early = c.empty(ELEMS * 4).map_err(|e| e.to_string())?;
             c.graph_prepare().map_err(|e| e.to_string())?;
             c.start_capture().map_err(|e| e.to_string())?;
-            if let Intrusion::FirstUse = intrusion {
-                let args = KernelArguments::new().binding(&early).param(Scalar::U32(9));
-                let count = CubeCount::Static((ELEMS as u32).div_ceil(WORKGROUP), 1, 1);
-                c.launch(&fill(), count, args)
-                    .map_err(|e| format!("first use in the window: {e}"))?;
-            }
-            let _late = match intrusion {
-                Intrusion::Allocate | Intrusion::Both => Some(
-                    c.empty(64)
-                        .map_err(|e| format!("empty in the window: {e}"))?,
-                ),
-                Intrusion::Write | Intrusion::FirstUse => None,
-            };
-            if matches!(intrusion, Intrusion::Write | Intrusion::Both) {
-                c.write(&handle, Bytes::from_elems(&[6u32; 8]))
-                    .map_err(|e| format!("write in the window: {e}"))?;
-            }
-            match (intrusion, c.stop_capture()) {
-                (
-                    Intrusion::Write | Intrusion::Both,
-                    Err(ServerError::Capture(CaptureError::WriteInCapture { .. })),
-                ) => {}
-                (
-                    Intrusion::Allocate,
-                    Err(ServerError::Capture(CaptureError::AllocationInCapture { .. })),
-                ) if hardware => {}
-                // A software graph merely wasted the allocation.
-                (Intrusion::Allocate, Ok(graph)) if !hardware => drop(graph),
-                // Allocated before the window: its first use is recorded like any launch.
-                (Intrusion::FirstUse, Ok(graph)) => {
-                    graph.replay();
-                    let filled = c
-                        .read_one(early.clone())
-                        .map_err(|e| format!("read of the replayed fill: {e}"))?;
-                    ensure!(
-                        filled.to_elems::<u32>() == vec![9u32; ELEMS],
-                        "the replayed fill did not reach its output"
-                    );
-                }
-                (intrusion, other) => {
-                    return Err(format!(
-                        "stop_capture after {intrusion:?} (hardware graphs: {hardware}): {other:?}"
-                    ));
-                }
-            }
+            let _late = intrude(&c, intrusion, &handle, &early)?;
+            let stopped = c.stop_capture();
+            judge_stop(&c, intrusion, hardware, stopped, &early)?;
             // The capture ended: the stream works again and a refused write never happened.
             let bytes = c
                 .read_one(handle)
@@ -328,4 +286,72 @@ pub(super) fn capture_refusals<F: DeviceFactory>(
             expect_clean(&session)
         },
     )
+}
+
+/// Does in the capture window what `intrusion` says: launches on `early` for its first use,
+/// allocates (the allocation is returned, to outlive the window), writes `handle`.
+fn intrude<D: Device>(
+    c: &ComputeClient<D>,
+    intrusion: Intrusion,
+    handle: &Handle,
+    early: &Handle,
+) -> Result<Option<Handle>, String> {
+    if let Intrusion::FirstUse = intrusion {
+        let args = KernelArguments::new().binding(early).param(Scalar::U32(9));
+        let count = CubeCount::Static((ELEMS as u32).div_ceil(WORKGROUP), 1, 1);
+        c.launch(&fill(), count, args)
+            .map_err(|e| format!("first use in the window: {e}"))?;
+    }
+    let late = match intrusion {
+        Intrusion::Allocate | Intrusion::Both => Some(
+            c.empty(64)
+                .map_err(|e| format!("empty in the window: {e}"))?,
+        ),
+        Intrusion::Write | Intrusion::FirstUse => None,
+    };
+    if matches!(intrusion, Intrusion::Write | Intrusion::Both) {
+        c.write(handle, Bytes::from_elems(&[6u32; 8]))
+            .map_err(|e| format!("write in the window: {e}"))?;
+    }
+    Ok(late)
+}
+
+/// `stop_capture` fails for a write in the window, and for an allocation where graphs are the
+/// hardware's; a software graph merely wastes the allocation, and a first use of memory
+/// allocated before the window is recorded like any launch (its replay fills `early`).
+fn judge_stop<D: Device>(
+    c: &ComputeClient<D>,
+    intrusion: Intrusion,
+    hardware: bool,
+    stopped: Result<Graph<D>, ServerError>,
+    early: &Handle,
+) -> Result<(), String> {
+    match (intrusion, stopped) {
+        (
+            Intrusion::Write | Intrusion::Both,
+            Err(ServerError::Capture(CaptureError::WriteInCapture { .. })),
+        ) => Ok(()),
+        (
+            Intrusion::Allocate,
+            Err(ServerError::Capture(CaptureError::AllocationInCapture { .. })),
+        ) if hardware => Ok(()),
+        (Intrusion::Allocate, Ok(graph)) if !hardware => {
+            drop(graph);
+            Ok(())
+        }
+        (Intrusion::FirstUse, Ok(graph)) => {
+            graph.replay();
+            let filled = c
+                .read_one(early.clone())
+                .map_err(|e| format!("read of the replayed fill: {e}"))?;
+            ensure!(
+                filled.to_elems::<u32>() == vec![9u32; ELEMS],
+                "the replayed fill did not reach its output"
+            );
+            Ok(())
+        }
+        (intrusion, other) => Err(format!(
+            "stop_capture after {intrusion:?} (hardware graphs: {hardware}): {other:?}"
+        )),
+    }
 }

@@ -1,7 +1,7 @@
 //! Memory: packed and pitched tensors, pool installation and reports.
 
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError,
+    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError, MemoryLayout,
     MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolKind, PoolLayout,
     StreamId,
 };
@@ -64,35 +64,10 @@ pub(super) fn packed_tensors<F: DeviceFactory>(
                 .create_tensors(tensors)
                 .map_err(|e| format!("create_tensors: {e}"))?;
             for (d, layout) in descriptors.iter().zip(&layouts) {
-                let n = d.shape.len();
-                let pitched = n >= 2 && layout.strides[n - 2] != d.shape[n - 1];
-                if pitched {
-                    let pitch_bytes = layout.strides[n - 2] * d.elem_size;
-                    ensure!(
-                        d.strategy != MemoryLayoutStrategy::Contiguous
-                            && pitch_bytes.is_multiple_of(load_width)
-                            && pitch_bytes >= d.shape[n - 1] * d.elem_size,
-                        "bad pitch {:?} for {d:?}",
-                        layout.strides
-                    );
-                }
+                check_pitch(d, &layout.strides, load_width)?;
             }
-            let read_all = |what: &str| -> Result<Vec<Vec<u8>>, String> {
-                let descs = descriptors
-                    .iter()
-                    .zip(&layouts)
-                    .map(|(d, l)| {
-                        CopyDescriptor::new(
-                            l.memory.clone(),
-                            d.shape.clone(),
-                            l.strides.clone(),
-                            d.elem_size,
-                        )
-                    })
-                    .collect();
-                let bytes = lockstep::block_on(c.read_tensor_async(descs))
-                    .map_err(|e| format!("{what}: {e}"))?;
-                Ok(bytes.into_iter().map(|b| b.into_vec()).collect())
+            let read_all = |what: &str| {
+                read_tensors(c, &descriptors, &layouts).map_err(|e| format!("{what}: {e}"))
             };
             ensure!(
                 read_all("read_tensor")? == data,
@@ -115,6 +90,49 @@ pub(super) fn packed_tensors<F: DeviceFactory>(
             expect_clean(&session)
         },
     )
+}
+
+/// A pitched layout (rows further apart than a row's elements) is only `Optimized`'s, its
+/// pitch a whole number of the device's widest load and at least a row.
+fn check_pitch(
+    d: &MemoryLayoutDescriptor,
+    strides: &[usize],
+    load_width: usize,
+) -> Result<(), String> {
+    let n = d.shape.len();
+    let pitched = n >= 2 && strides[n - 2] != d.shape[n - 1];
+    if pitched {
+        let pitch_bytes = strides[n - 2] * d.elem_size;
+        ensure!(
+            d.strategy != MemoryLayoutStrategy::Contiguous
+                && pitch_bytes.is_multiple_of(load_width)
+                && pitch_bytes >= d.shape[n - 1] * d.elem_size,
+            "bad pitch {strides:?} for {d:?}"
+        );
+    }
+    Ok(())
+}
+
+/// Every tensor's dense bytes, read together in one `read_tensor_async`.
+fn read_tensors<D: Device>(
+    c: &ComputeClient<D>,
+    descriptors: &[MemoryLayoutDescriptor],
+    layouts: &[MemoryLayout],
+) -> Result<Vec<Vec<u8>>, lockstep::ServerError> {
+    let descs = descriptors
+        .iter()
+        .zip(layouts)
+        .map(|(d, l)| {
+            CopyDescriptor::new(
+                l.memory.clone(),
+                d.shape.clone(),
+                l.strides.clone(),
+                d.elem_size,
+            )
+        })
+        .collect();
+    let bytes = lockstep::block_on(c.read_tensor_async(descs))?;
+    Ok(bytes.into_iter().map(|b| b.into_vec()).collect())
 }
 
 fn pool_layout() -> impl Strategy<Value = PoolLayout> {

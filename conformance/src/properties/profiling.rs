@@ -39,6 +39,9 @@ fn resolve(duration: lockstep::ProfileDuration, what: &str) -> Result<std::time:
         .map_err(|e| format!("resolving the profile of {what}: {e}"))
 }
 
+/// `profile` times a launch (a bigger one longer, where time is virtual) without changing what
+/// it computes; a profiling level registers every launch; `profile` in a capture window is
+/// refused without running its closure.
 pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Result<(), Failure> {
     let strategy = (1usize..=64, 2u32..=16, any::<u32>(), any::<u64>());
     run_cases(config, "profiling", strategy, |(elems, scale, k, seed)| {
@@ -54,28 +57,7 @@ pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         let small = c
             .create(Bytes::from_elems(&data[..elems]))
             .map_err(|e| e.to_string())?;
-        // Compile and set up the stream outside the profiled windows.
-        add_const(&c, &small, k)?;
-        c.sync().map_err(|e| format!("sync: {e}"))?;
-        let (launched, little) = c
-            .profile(|| add_const(&c, &small, k), "small")
-            .map_err(|e| e.to_string())?;
-        launched?;
-        let (launched, big) = c
-            .profile(|| add_const(&c, &h, k), "big")
-            .map_err(|e| e.to_string())?;
-        launched?;
-        ensure!(
-            little.timing_method() == c.timing_method(),
-            "profile used {:?}, the client reports {:?}",
-            little.timing_method(),
-            c.timing_method()
-        );
-        let (little, big) = (resolve(little, "small")?, resolve(big, "big")?);
-        ensure!(
-            !little.is_zero() && !big.is_zero(),
-            "a profiled launch took no time: {little:?}, {big:?}"
-        );
+        let (little, big) = profiled_launches(&c, &small, &h, k)?;
         // Only virtual time is exact enough to compare launches of a few microseconds.
         ensure!(
             !factory.deterministic() || big > little,
@@ -96,43 +78,86 @@ pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
             read(&h)? == expected && read(&small)? == expected_small,
             "profiled launches did not compute what they compute unprofiled"
         );
-
-        // Every launch registers while a level is on.
-        c.set_profile_level(Some(ProfileLevel::Basic));
-        for _ in 0..3 {
-            add_const(&c, &small, k)?;
-        }
-        c.sync().map_err(|e| format!("sync: {e}"))?;
-        let summary = c.profile_summary().map_err(|e| e.to_string())?;
-        c.set_profile_level(None);
-        let kernel = summary.kernels.first();
-        ensure!(
-            summary.kernels.len() == 1
-                && kernel.map(|k| (k.label.as_str(), k.launches)) == Some(("add_const", 3))
-                && kernel.and_then(|k| k.total).is_some(),
-            "three timed add_const launches, summary:\n{summary}"
-        );
-
-        // Profiling inside a capture window is refused at once.
-        c.graph_prepare().map_err(|e| e.to_string())?;
-        c.start_capture().map_err(|e| e.to_string())?;
-        let mut ran = false;
-        let refused = c.profile(|| ran = true, "captured");
-        c.stop_capture().map_err(|e| format!("stop_capture: {e}"))?;
-        match refused {
-            Err(ProfileError::Server {
-                source: ServerError::Capture(CaptureError::Refused { .. }),
-                ..
-            }) if !ran => {}
-            other => {
-                return Err(format!(
-                    "profile in the capture window: {other:?}, closure ran: {ran}"
-                ));
-            }
-        }
+        launches_register_at_a_level(&c, &small, k)?;
+        profile_refused_in_capture(&c)?;
         drop((h, small));
         expect_clean(&session)
     })
+}
+
+/// Adds `k` to `small` once unprofiled (compiling the kernel outside the windows), then
+/// profiles adding `k` to `small` and to `big`; returns the two durations, neither zero, both
+/// measured the client's way.
+fn profiled_launches<D: Device>(
+    c: &ComputeClient<D>,
+    small: &Handle,
+    big: &Handle,
+    k: u32,
+) -> Result<(std::time::Duration, std::time::Duration), String> {
+    add_const(c, small, k)?;
+    c.sync().map_err(|e| format!("sync: {e}"))?;
+    let (launched, little) = c
+        .profile(|| add_const(c, small, k), "small")
+        .map_err(|e| e.to_string())?;
+    launched?;
+    let (launched, large) = c
+        .profile(|| add_const(c, big, k), "big")
+        .map_err(|e| e.to_string())?;
+    launched?;
+    ensure!(
+        little.timing_method() == c.timing_method(),
+        "profile used {:?}, the client reports {:?}",
+        little.timing_method(),
+        c.timing_method()
+    );
+    let (little, large) = (resolve(little, "small")?, resolve(large, "big")?);
+    ensure!(
+        !little.is_zero() && !large.is_zero(),
+        "a profiled launch took no time: {little:?}, {large:?}"
+    );
+    Ok((little, large))
+}
+
+/// With a level on, three launches of `add_const` make one summary entry of three timed
+/// launches.
+fn launches_register_at_a_level<D: Device>(
+    c: &ComputeClient<D>,
+    small: &Handle,
+    k: u32,
+) -> Result<(), String> {
+    c.set_profile_level(Some(ProfileLevel::Basic));
+    for _ in 0..3 {
+        add_const(c, small, k)?;
+    }
+    c.sync().map_err(|e| format!("sync: {e}"))?;
+    let summary = c.profile_summary().map_err(|e| e.to_string())?;
+    c.set_profile_level(None);
+    let kernel = summary.kernels.first();
+    ensure!(
+        summary.kernels.len() == 1
+            && kernel.map(|k| (k.label.as_str(), k.launches)) == Some(("add_const", 3))
+            && kernel.and_then(|k| k.total).is_some(),
+        "three timed add_const launches, summary:\n{summary}"
+    );
+    Ok(())
+}
+
+/// `profile` inside a capture window is refused at once, its closure never run.
+fn profile_refused_in_capture<D: Device>(c: &ComputeClient<D>) -> Result<(), String> {
+    c.graph_prepare().map_err(|e| e.to_string())?;
+    c.start_capture().map_err(|e| e.to_string())?;
+    let mut ran = false;
+    let refused = c.profile(|| ran = true, "captured");
+    c.stop_capture().map_err(|e| format!("stop_capture: {e}"))?;
+    match refused {
+        Err(ProfileError::Server {
+            source: ServerError::Capture(CaptureError::Refused { .. }),
+            ..
+        }) if !ran => Ok(()),
+        other => Err(format!(
+            "profile in the capture window: {other:?}, closure ran: {ran}"
+        )),
+    }
 }
 
 pub(super) fn lazy_reads<F: DeviceFactory>(factory: &F, config: RunConfig) -> Result<(), Failure> {
