@@ -149,58 +149,13 @@ impl<'k> Flattener<'k> {
                 cond,
                 then_body,
                 else_body,
-            } => {
-                let branch = self.here();
-                self.push(Inst::BranchUnless { cond, target: 0 }, n);
-                self.block(then_body);
-                if else_body.is_empty() {
-                    self.patch(branch, self.here());
-                } else {
-                    let skip = self.here();
-                    self.push(Inst::Jump(0), n);
-                    self.patch(branch, self.here());
-                    self.block(else_body);
-                    self.patch(skip, self.here());
-                }
-            }
+            } => self.if_else(cond, then_body, else_body, n),
             Stmt::For {
                 var,
                 start,
                 end,
                 body,
-            } => {
-                let elem = self.def.locals[var.0 as usize];
-                let counter = self.def.locals.len() + self.hidden;
-                let limit = counter + 1;
-                self.hidden += 2;
-                let enter = Inst::ForStart {
-                    start,
-                    end,
-                    counter,
-                    limit,
-                };
-                self.push(enter, n);
-                let test = self.here();
-                let check = Inst::ForTest {
-                    var: *var,
-                    elem,
-                    counter,
-                    limit,
-                    exit: 0,
-                };
-                self.push(check, n);
-                self.loop_body(body, |f| {
-                    let next = f.here();
-                    let step = Inst::ForNext {
-                        elem,
-                        counter,
-                        test,
-                    };
-                    f.push(step, n);
-                    next
-                });
-                self.patch(test, self.here());
-            }
+            } => self.for_loop(*var, start, end, body, n),
             Stmt::While { cond, body } => {
                 let head = self.here();
                 self.push(Inst::BranchUnless { cond, target: 0 }, n);
@@ -229,6 +184,59 @@ impl<'k> Flattener<'k> {
             | Stmt::Atomic { .. }
             | Stmt::CompareExchange { .. } => self.push(Inst::Effect(stmt), n),
         }
+    }
+
+    /// A branch past the `then` block when `cond` is false; with an `else` block, a jump over
+    /// it at the end of `then`.
+    fn if_else(&mut self, cond: &'k Expr, then_body: &'k [Stmt], else_body: &'k [Stmt], n: u32) {
+        let branch = self.here();
+        self.push(Inst::BranchUnless { cond, target: 0 }, n);
+        self.block(then_body);
+        if else_body.is_empty() {
+            self.patch(branch, self.here());
+        } else {
+            let skip = self.here();
+            self.push(Inst::Jump(0), n);
+            self.patch(branch, self.here());
+            self.block(else_body);
+            self.patch(skip, self.here());
+        }
+    }
+
+    /// `ForStart` evaluates the bounds once into two hidden locals (counter and limit),
+    /// `ForTest` exits or sets the loop variable, `ForNext` steps the counter back to the test.
+    fn for_loop(&mut self, var: VarId, start: &'k Expr, end: &'k Expr, body: &'k [Stmt], n: u32) {
+        let elem = self.def.locals[var.0 as usize];
+        let counter = self.def.locals.len() + self.hidden;
+        let limit = counter + 1;
+        self.hidden += 2;
+        let enter = Inst::ForStart {
+            start,
+            end,
+            counter,
+            limit,
+        };
+        self.push(enter, n);
+        let test = self.here();
+        let check = Inst::ForTest {
+            var,
+            elem,
+            counter,
+            limit,
+            exit: 0,
+        };
+        self.push(check, n);
+        self.loop_body(body, |f| {
+            let next = f.here();
+            let step = Inst::ForNext {
+                elem,
+                counter,
+                test,
+            };
+            f.push(step, n);
+            next
+        });
+        self.patch(test, self.here());
     }
 
     /// Flattens a loop's body, then its back edge with `back` (which returns where

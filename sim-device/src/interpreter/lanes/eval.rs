@@ -2,7 +2,7 @@
 //! next, into buffers of the launch's [`Spares`](super::super::column::Spares) — an operation
 //! writes its result over its first operand's column, whose buffer it takes.
 
-use lockstep::kernel::{Array, ElemType, Expr, LogicOp, Scalar};
+use lockstep::kernel::{Array, BinOp, CmpOp, ElemType, Expr, LogicOp, Scalar};
 
 use super::super::column::{self, Column};
 use super::Batch;
@@ -33,28 +33,8 @@ impl Batch<'_, '_> {
                 }
                 _ => self.load(*array, index, lanes),
             },
-            Expr::Binary { op, lhs, rhs } => {
-                let (elem, mut l) = self.eval(lhs, lanes).words();
-                if let Some((_, r)) = self.uniform_leaf(rhs) {
-                    column::binary_by(*op, elem, &mut l, r, lanes);
-                } else {
-                    let (_, r) = self.eval(rhs, lanes).words();
-                    column::binary(*op, elem, &mut l, &r, lanes);
-                    self.spares.give(r);
-                }
-                Column::Words(elem, l)
-            }
-            Expr::Cmp { op, lhs, rhs } => {
-                let (elem, mut l) = self.eval(lhs, lanes).words();
-                if let Some((_, r)) = self.uniform_leaf(rhs) {
-                    column::compare_by(*op, elem, &mut l, r, lanes);
-                } else {
-                    let (_, r) = self.eval(rhs, lanes).words();
-                    column::compare(*op, elem, &mut l, &r, lanes);
-                    self.spares.give(r);
-                }
-                Column::Bools(l)
-            }
+            Expr::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, lanes),
+            Expr::Cmp { op, lhs, rhs } => self.compare(*op, lhs, rhs, lanes),
             Expr::Logic { op, lhs, rhs } => self.logic(*op, lhs, rhs, lanes),
             Expr::Not(e) => {
                 let mut v = self.eval(e, lanes).bools();
@@ -91,6 +71,33 @@ impl Batch<'_, '_> {
                 Column::Words(*to, v)
             }
         }
+    }
+
+    /// `lhs op rhs` over the lanes, into `lhs`'s column; a uniform `rhs` is taken as its bits.
+    fn binary(&mut self, op: BinOp, lhs: &Expr, rhs: &Expr, lanes: &[u32]) -> Column {
+        let (elem, mut l) = self.eval(lhs, lanes).words();
+        if let Some((_, r)) = self.uniform_leaf(rhs) {
+            column::binary_by(op, elem, &mut l, r, lanes);
+        } else {
+            let (_, r) = self.eval(rhs, lanes).words();
+            column::binary(op, elem, &mut l, &r, lanes);
+            self.spares.give(r);
+        }
+        Column::Words(elem, l)
+    }
+
+    /// `lhs op rhs` compared over the lanes, into `lhs`'s column as booleans; a uniform `rhs`
+    /// is taken as its bits.
+    fn compare(&mut self, op: CmpOp, lhs: &Expr, rhs: &Expr, lanes: &[u32]) -> Column {
+        let (elem, mut l) = self.eval(lhs, lanes).words();
+        if let Some((_, r)) = self.uniform_leaf(rhs) {
+            column::compare_by(op, elem, &mut l, r, lanes);
+        } else {
+            let (_, r) = self.eval(rhs, lanes).words();
+            column::compare(op, elem, &mut l, &r, lanes);
+            self.spares.give(r);
+        }
+        Column::Bools(l)
     }
 
     /// The bits of `expr` when it is a leaf with the same value on every lane (a literal, a
