@@ -443,8 +443,8 @@ fn prepare<D: Device>(
         .map_err(|e| format!("memory_usage before the workload: {e}"))
 }
 
-/// Drains every stream, reads back everything live, releases everything and checks the memory
-/// baseline.
+/// Ends a run: [`settle`]s it unless the workload already failed, then records what the model
+/// counted into `execution` and what the run saw into `seen`.
 fn finish<D: Device>(
     world: &World,
     base: &ComputeClient<D>,
@@ -458,53 +458,8 @@ fn finish<D: Device>(
         return Err(failure);
     }
     let bound = execution.host_ops * 4 + 16;
+    let result = settle(world, base, &mut state, baseline, bound);
     let model = &mut state.model;
-    let result = (|| {
-        drain(base, model, bound, "at the end of the workload")?;
-        model.expected_faults_met()?;
-        model.judge_suspects()?;
-        if !model.lost {
-            last_read::read_back_everything(base, &state.slots, &state.tensors, model)
-                .and_then(|()| last_read::materialize_pending(&mut state.lazies, model))
-                .map_err(|why| format!("the final read of everything live: {why}"))?;
-        }
-        if let Some(captured) = state.graph.take() {
-            // Drained: the graph's stream is idle, unless the device was lost.
-            let drained = if model.lost {
-                StreamState::Lost
-            } else {
-                StreamState::Idle
-            };
-            let at = (drained, captured.graph.stream());
-            state.reach.call(Method::DropGraph, at, Arg::Any, &[]);
-        }
-        state.slots.clear();
-        state.tensors.clear();
-        state.lazies.clear();
-        if model.lost {
-            return Ok(());
-        }
-        base.memory_cleanup();
-        // The runtime's own work (clearing a fault record, cleanup) can fail too, after the
-        // workload's last sync: drain again.
-        drain(base, model, bound, "after releasing everything")?;
-        if model.lost {
-            return Ok(());
-        }
-        let usage = base
-            .memory_usage()
-            .map_err(|e| format!("memory_usage after the workload: {e}"))?;
-        if usage != baseline {
-            return Err(format!(
-                "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
-                world
-                    .pools
-                    .as_ref()
-                    .map_or("default pools".to_owned(), |p| format!("{p:?}"))
-            ));
-        }
-        Ok(())
-    })();
     execution.coverage = std::mem::take(&mut state.reach.hits);
     execution.reads_checked = model.reads_checked;
     execution.faults_surfaced = model.faults_surfaced;
@@ -519,6 +474,63 @@ fn finish<D: Device>(
     seen.surfaced = std::mem::take(&mut model.surfaced);
     seen.refused_allocations = model.refused_allocations;
     result
+}
+
+/// After a workload that passed: drains every stream (at most `bound` syncs), checks the
+/// expected faults and suspects, reads back everything live, drops the graph and every handle,
+/// then, unless the device was lost, cleans up, drains again and checks the memory baseline.
+fn settle<D: Device>(
+    world: &World,
+    base: &ComputeClient<D>,
+    state: &mut State<D>,
+    baseline: lockstep::MemoryUsage,
+    bound: u64,
+) -> Result<(), String> {
+    let model = &mut state.model;
+    drain(base, model, bound, "at the end of the workload")?;
+    model.expected_faults_met()?;
+    model.judge_suspects()?;
+    if !model.lost {
+        last_read::read_back_everything(base, &state.slots, &state.tensors, model)
+            .and_then(|()| last_read::materialize_pending(&mut state.lazies, model))
+            .map_err(|why| format!("the final read of everything live: {why}"))?;
+    }
+    if let Some(captured) = state.graph.take() {
+        // Drained: the graph's stream is idle, unless the device was lost.
+        let drained = if model.lost {
+            StreamState::Lost
+        } else {
+            StreamState::Idle
+        };
+        let at = (drained, captured.graph.stream());
+        state.reach.call(Method::DropGraph, at, Arg::Any, &[]);
+    }
+    state.slots.clear();
+    state.tensors.clear();
+    state.lazies.clear();
+    if model.lost {
+        return Ok(());
+    }
+    base.memory_cleanup();
+    // The runtime's own work (clearing a fault record, cleanup) can fail too, after the
+    // workload's last sync: drain again.
+    drain(base, model, bound, "after releasing everything")?;
+    if model.lost {
+        return Ok(());
+    }
+    let usage = base
+        .memory_usage()
+        .map_err(|e| format!("memory_usage after the workload: {e}"))?;
+    if usage != baseline {
+        return Err(format!(
+            "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
+            world
+                .pools
+                .as_ref()
+                .map_or("default pools".to_owned(), |p| format!("{p:?}"))
+        ));
+    }
+    Ok(())
 }
 
 /// Syncs every stream until it succeeds (at most `bound` times), judging each failure.
