@@ -8,6 +8,25 @@ use lockstep::{
 use super::model::{Known, element_offset, nests};
 use super::{Client, Size, Slot, dims, fill};
 
+/// `create` of `data`: always served; the slot then holds exactly `data`.
+pub(super) fn create(c: &Client, data: Vec<u8>) -> Result<Slot, String> {
+    let handle = c
+        .create(Bytes::from(data.clone()))
+        .map_err(|e| format!("create: {e}"))?;
+    Ok(Slot {
+        handle,
+        bytes: Known::written(data),
+    })
+}
+
+/// `read_one` of the whole slot: every byte the model knows reads as it knows it.
+pub(super) fn read(c: &Client, s: &Slot) -> Result<(), String> {
+    let bytes = c
+        .read_one(s.handle.clone())
+        .map_err(|e| format!("read: {e}"))?;
+    s.bytes.check(&bytes)
+}
+
 /// `empty` of `size` into `slot`: served unless the size overflows, then refused as out of
 /// memory.
 pub(super) fn empty(c: &Client, slot: &mut Option<Slot>, size: &Size) -> Result<(), String> {

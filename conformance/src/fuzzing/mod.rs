@@ -8,13 +8,13 @@
 //! dozen calls, and an actor thread per input cost more than the calls.
 
 use arbitrary::{Arbitrary, Unstructured};
-use lockstep::{Bytes, ComputeClient, Handle, ServerOptions, StreamId};
+use lockstep::{ComputeClient, Handle, ServerOptions, StreamId};
 use lockstep_sim::{SimConfig, SimDevice};
 
 mod calls;
 mod model;
 
-use calls::{create_tensor, create_tensors, empty, read_tensor, write, write_tensor};
+use calls::{create, create_tensor, create_tensors, empty, read, read_tensor, write, write_tensor};
 use model::Known;
 
 const SLOTS: usize = 4;
@@ -261,14 +261,7 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
     let slot_of = |s: u8| s as usize % SLOTS;
     match op {
         IoOp::Create { slot, len, fill: f } => {
-            let data = fill(*len as usize, *f);
-            let handle = c
-                .create(Bytes::from(data.clone()))
-                .map_err(|e| format!("create: {e}"))?;
-            slots[slot_of(*slot)] = Some(Slot {
-                handle,
-                bytes: Known::written(data),
-            });
+            slots[slot_of(*slot)] = Some(create(c, fill(*len as usize, *f))?);
         }
         IoOp::Empty { slot, size } => empty(c, &mut slots[slot_of(*slot)], size)?,
         IoOp::Write {
@@ -285,10 +278,7 @@ fn step(c: &Client, slots: &mut [Option<Slot>], op: &IoOp) -> Result<(), String>
         }
         IoOp::Read { slot } => {
             if let Some(s) = &slots[slot_of(*slot)] {
-                let bytes = c
-                    .read_one(s.handle.clone())
-                    .map_err(|e| format!("read: {e}"))?;
-                s.bytes.check(&bytes)?;
+                read(c, s)?;
             }
         }
         IoOp::ReadTensor {
