@@ -1074,66 +1074,9 @@ fn report_fault(binding: u32, index: u32) {{
 
     fn access_fn(&self, array: Array, kind: AccessKind) -> String {
         let slot = self.slot(array);
-        let ty = wgsl_type(slot.elem);
         let name = helper_name(kind, array);
-        let place = &slot.at("i");
         let zero = literal(semantics::zero(slot.elem), &mut BTreeSet::new());
-        let (signature, body) = match kind {
-            AccessKind::Load => {
-                let read = if slot.atomic {
-                    format!("atomicLoad(&{place})")
-                } else {
-                    place.clone()
-                };
-                (
-                    format!("fn {name}(i: u32) -> {ty}"),
-                    format!("return {};", slot.as_member(&read)),
-                )
-            }
-            AccessKind::Store => {
-                let v = slot.as_stored("v");
-                let write = if slot.atomic {
-                    format!("atomicStore(&{place}, {v});")
-                } else {
-                    format!("{place} = {v};")
-                };
-                (format!("fn {name}(i: u32, v: {ty})"), write)
-            }
-            // Two's-complement addition and exchange give the same bits for `i32` and `u32`;
-            // `min` and `max` run on the member's own type (see `groups`).
-            AccessKind::Atomic(op) => {
-                let f = match op {
-                    AtomicOp::Add => "atomicAdd",
-                    AtomicOp::Min => "atomicMin",
-                    AtomicOp::Max => "atomicMax",
-                    AtomicOp::Exchange => "atomicExchange",
-                };
-                let old = format!("{f}(&{place}, {})", slot.as_stored("v"));
-                (
-                    format!("fn {name}(i: u32, v: {ty}) -> {ty}"),
-                    format!("return {};", slot.as_member(&old)),
-                )
-            }
-            AccessKind::CompareExchange => {
-                let e = slot.as_stored("expected");
-                (
-                    format!("fn {name}(i: u32, expected: {ty}, v: {ty}) -> {ty}"),
-                    [
-                        format!("var old: {};", wgsl_type(slot.stored)),
-                        "loop {".to_owned(),
-                        format!(
-                            "    let r = atomicCompareExchangeWeak(&{place}, {e}, {});",
-                            slot.as_stored("v")
-                        ),
-                        "    old = r.old_value;".to_owned(),
-                        format!("    if r.exchanged || old != {e} {{ break; }}"),
-                        "}".to_owned(),
-                        format!("return {};", slot.as_member("old")),
-                    ]
-                    .join("\n"),
-                )
-            }
-        };
+        let (signature, body) = access_parts(&slot, kind, &name);
         let returns = !matches!(kind, AccessKind::Store);
         let indented = |depth: &str| body.replace('\n', &format!("\n{depth}"));
         if !self.checked {
@@ -1151,6 +1094,70 @@ fn report_fault(binding: u32, index: u32) {{
         }
         text.push_str("}\n");
         text
+    }
+}
+
+/// The signature and the unchecked body of `slot`'s helper `name` for `kind`: plain or atomic
+/// loads and stores (an atomic array is accessed atomically throughout), atomic operations
+/// returning the old value, and compare-exchange as a loop over WGSL's weak one.
+fn access_parts(slot: &Slot, kind: AccessKind, name: &str) -> (String, String) {
+    let ty = wgsl_type(slot.elem);
+    let place = &slot.at("i");
+    match kind {
+        AccessKind::Load => {
+            let read = if slot.atomic {
+                format!("atomicLoad(&{place})")
+            } else {
+                place.clone()
+            };
+            (
+                format!("fn {name}(i: u32) -> {ty}"),
+                format!("return {};", slot.as_member(&read)),
+            )
+        }
+        AccessKind::Store => {
+            let v = slot.as_stored("v");
+            let write = if slot.atomic {
+                format!("atomicStore(&{place}, {v});")
+            } else {
+                format!("{place} = {v};")
+            };
+            (format!("fn {name}(i: u32, v: {ty})"), write)
+        }
+        // Two's-complement addition and exchange give the same bits for `i32` and `u32`;
+        // `min` and `max` run on the member's own type (see `groups`).
+        AccessKind::Atomic(op) => {
+            let f = match op {
+                AtomicOp::Add => "atomicAdd",
+                AtomicOp::Min => "atomicMin",
+                AtomicOp::Max => "atomicMax",
+                AtomicOp::Exchange => "atomicExchange",
+            };
+            let old = format!("{f}(&{place}, {})", slot.as_stored("v"));
+            (
+                format!("fn {name}(i: u32, v: {ty}) -> {ty}"),
+                format!("return {};", slot.as_member(&old)),
+            )
+        }
+        AccessKind::CompareExchange => {
+            let e = slot.as_stored("expected");
+            (
+                format!("fn {name}(i: u32, expected: {ty}, v: {ty}) -> {ty}"),
+                [
+                    format!("var old: {};", wgsl_type(slot.stored)),
+                    "loop {".to_owned(),
+                    format!(
+                        "    let r = atomicCompareExchangeWeak(&{place}, {e}, {});",
+                        slot.as_stored("v")
+                    ),
+                    "    old = r.old_value;".to_owned(),
+                    format!("    if r.exchanged || old != {e} {{ break; }}"),
+                    "}".to_owned(),
+                    format!("return {};", slot.as_member("old")),
+                ]
+                .join("\n"),
+            )
+        }
     }
 }
 
