@@ -3,10 +3,10 @@
 //! `check` (the default): every rank joins the world (`CudaDevice::from_world_env`), checks
 //! that its client names the world's devices by global rank, all-reduces (sum over `u32`, and
 //! max in place) and passes a buffer around the ring with `send_to` / `receive_from`, and
-//! compares every result with the exact expected value. `bench`: all-reduce bandwidth across
-//! the processes at 1 MiB, 64 MiB and 256 MiB (`f32` sum), printed by rank 0 as nccl-tests'
-//! algbw, the median of 5 rounds; `scripts/gpu/torch_all_reduce.py` measures PyTorch the same
-//! way.
+//! compares every result with the exact expected value (a world of one process has no ring: it
+//! checks the all-reduces alone). `bench`: all-reduce bandwidth across the processes at 1 MiB,
+//! 64 MiB and 256 MiB (`f32` sum), printed by rank 0 as nccl-tests' algbw, the median of 5
+//! rounds; `scripts/gpu/torch_all_reduce.py` measures PyTorch the same way.
 //!
 //! Without the world's variables, a GPU or NCCL it prints `SKIPPED: ...` and exits 0, or fails
 //! under `LOCKSTEP_REQUIRE_GPU=1`.
@@ -143,6 +143,10 @@ fn check(client: &Client) -> Result<(), String> {
     exact("sum", &read_u32(client, sum)?, |i| size * i + bias)?;
     exact("max", &read_u32(client, src)?, |i| size - 1 + i)?;
 
+    if size == 1 {
+        println!("rank 0 of 1: all_reduce sum and max of {WORDS} u32 exact, no ring of one");
+        return Ok(());
+    }
     // Ring: rank r sends r * 1000 + i to r + 1 and receives from r - 1; even ranks send
     // first, odd ranks receive first, so every send meets a posted receive.
     let next = world[((rank + 1) % size) as usize];
