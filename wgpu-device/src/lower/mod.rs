@@ -935,7 +935,9 @@ impl Lowerer<'_> {
         self.def.elem_type_of(expr).unwrap_or(ElemType::U32)
     }
 
-    fn module(&mut self) -> String {
+    /// The whole WGSL module: header, bindings and shared arrays, helpers and accessors, then
+    /// the entry point around the lowered body.
+    fn module(&self) -> String {
         let mut out = String::new();
         if lockstep::kernel::uses_half(self.def) {
             out.push_str("enable f16;\n");
@@ -946,6 +948,16 @@ impl Lowerer<'_> {
             out,
             "// info: [0] kernel id; per binding [1 + 2b] offset, [2 + 2b] length (elements); then parameters."
         );
+        self.declarations(&mut out);
+        out.push('\n');
+        self.functions(&mut out);
+        self.entry_point(&mut out);
+        out
+    }
+
+    /// One storage binding per group of arrays, the `info` binding after them, the workgroup
+    /// arrays, and the opaque zero when a literal needs it.
+    fn declarations(&self, out: &mut String) {
         let groups = self.groups();
         for (slot, group) in groups.iter().enumerate() {
             let ty = wgsl_type(group.elem);
@@ -982,8 +994,12 @@ impl Lowerer<'_> {
                 "// Zero that WGSL constant evaluation cannot see (non-finite literals).\nvar<private> opaque_zero: u32;\n",
             );
         }
-        out.push('\n');
-        for helper in self.helpers.clone() {
+    }
+
+    /// The helpers the body called, the fault record's writer (checked kernels that access
+    /// arrays) and one accessor per array and kind of access the body used.
+    fn functions(&self, out: &mut String) {
+        for &helper in &self.helpers {
             let text = helper_text(helper);
             if !text.is_empty() {
                 out.push_str(text);
@@ -994,10 +1010,14 @@ impl Lowerer<'_> {
             out.push_str(&self.fault_fn());
             out.push('\n');
         }
-        for &(array, kind) in &self.used.clone() {
+        for &(array, kind) in &self.used {
             out.push_str(&self.access_fn(array, kind));
             out.push('\n');
         }
+    }
+
+    /// `main` with its builtins, the zeroed locals and the lowered body.
+    fn entry_point(&self, out: &mut String) {
         let [x, y, z] = self.def.workgroup_size;
         let _ = writeln!(out, "@compute @workgroup_size({x}, {y}, {z})");
         out.push_str(
@@ -1009,7 +1029,6 @@ impl Lowerer<'_> {
         }
         out.push_str(&self.body);
         out.push_str("}\n");
-        out
     }
 
     fn fault_fn(&self) -> String {
