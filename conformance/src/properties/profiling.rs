@@ -427,23 +427,29 @@ pub(super) fn throughput_cache<F: DeviceFactory>(
                 ));
             }
 
-            // Vector sizes: powers of two, widest first, down to 1, within the widest load.
-            let load_width = c.properties().max_load_width_bytes as usize;
-            for elem_size in [1usize, 2, 4, 8, 16, 32] {
-                let sizes: Vec<usize> = c.io_optimized_vector_sizes(elem_size).collect();
-                let widest = sizes.first().copied().unwrap_or(0);
-                let halving = sizes.windows(2).all(|w| w[0] == 2 * w[1]);
-                if sizes.last() != Some(&1)
-                    || !halving
-                    || (widest > 1 && widest * elem_size > load_width)
-                    || widest > lockstep::MAX_VECTOR_SIZE
-                {
-                    return Err(format!(
-                        "io_optimized_vector_sizes({elem_size}) = {sizes:?} (load width {load_width})"
-                    ));
-                }
-            }
+            check_vector_sizes(c)?;
             expect_clean(&session)
         },
     )
+}
+
+/// `io_optimized_vector_sizes` of every element size: powers of two, widest first, down to 1,
+/// none wider than the device's widest load or `MAX_VECTOR_SIZE`.
+fn check_vector_sizes<D: Device>(c: &ComputeClient<D>) -> Result<(), String> {
+    let load_width = c.properties().max_load_width_bytes as usize;
+    for elem_size in [1usize, 2, 4, 8, 16, 32] {
+        let sizes: Vec<usize> = c.io_optimized_vector_sizes(elem_size).collect();
+        let widest = sizes.first().copied().unwrap_or(0);
+        let halving = sizes.windows(2).all(|w| w[0] == 2 * w[1]);
+        if sizes.last() != Some(&1)
+            || !halving
+            || (widest > 1 && widest * elem_size > load_width)
+            || widest > lockstep::MAX_VECTOR_SIZE
+        {
+            return Err(format!(
+                "io_optimized_vector_sizes({elem_size}) = {sizes:?} (load width {load_width})"
+            ));
+        }
+    }
+    Ok(())
 }
