@@ -514,9 +514,13 @@ impl Device for CudaDevice {
         let len = data.len() as u64;
         let result = contract::range(self.owner, "write", dst, offset, len).and_then(|()| {
             match pinned::of_context(&mut data, &self.ctx) {
-                Some(lent) => self
-                    .uncaptured(stream, "write")
-                    .and_then(|raw| pinned::copy_to_device(lent, raw, dst.at(offset))),
+                Some(lent) => {
+                    // An earlier copy of these bytes may be queued behind a stuck collective:
+                    // wait for it watching collectives, not blocked in the driver.
+                    self.wait_watching(|_| Ok(lent.block().arrived()), |_| Ok(()))?;
+                    let raw = self.uncaptured(stream, "write")?;
+                    pinned::copy_to_device(lent, raw, dst.at(offset))
+                }
                 None => self.write(stream, dst, offset, &data),
             }
         });
@@ -925,6 +929,7 @@ impl Drop for CudaDevice {
         for stream in 0..self.streams.len() {
             let _ = self.synchronize(CudaStream(stream as u32));
         }
+        self.forget_pending();
         for state in self.streams.drain(..) {
             if let Some(before) = state.capture {
                 // SAFETY: the stream is capturing; the graph is destroyed at once.

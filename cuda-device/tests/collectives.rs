@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use lockstep::kernel::ElemType;
 use lockstep::{
-    Bytes, CollectiveError, ComputeClient, DeviceId, Handle, ReduceOperation, ServerError,
+    Bytes, CollectiveError, ComputeClient, CubeCount, DeviceId, Handle, KernelArguments,
+    ReduceOperation, ServerError, StreamId,
 };
+use lockstep_conformance::kernels::KernelKind;
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::suite::{self, Outcome};
@@ -122,6 +124,63 @@ fn collective_properties_hold_on_every_gpu() {
         assert_eq!(results.len(), 1, "{name} is a property of the suite");
         assert_eq!(results[0].outcome, Outcome::Passed, "{name}");
     }
+}
+
+/// A collective's clock starts when it was enqueued or when the one before it on its
+/// communicator completed, whichever is later: a steady pipeline of collectives, each queued
+/// behind slow work and together far longer than the timeout, never times out, though every
+/// host wait (on another stream) finds the newest one still in flight. One GPU is enough: a
+/// communicator of one.
+#[test]
+fn pipelined_collectives_never_time_out() {
+    const TEST: &str = "pipelined_collectives_never_time_out";
+    // Joining the communicator counts against it too: NCCL's first initialisation in a process
+    // takes a few hundred milliseconds.
+    let timeout = Duration::from_secs(2);
+    let work = match CudaDevice::new(0) {
+        Ok(device) => ComputeClient::new(device.with_collective_timeout(timeout)),
+        Err(err) => return cannot_run(Need::CudaGpu, TEST, &err.to_string()),
+    };
+    if !work.supports_collectives() {
+        return cannot_run(Need::Nccl, TEST, NO_NCCL);
+    }
+    let mut side = work.clone();
+    side.set_stream(StreamId(7));
+    let ones = work
+        .create(Bytes::from_elems(&vec![1u32; 1 << 22]))
+        .unwrap();
+    let sum = work.create(Bytes::from_elems(&[0u32])).unwrap();
+    let reduced = work.create(Bytes::from_elems(&[5u32])).unwrap();
+    let probe = side.create(Bytes::from_elems(&[9u32])).unwrap();
+    let kernel = KernelKind::AtomicSum.kernel();
+    let count = CubeCount::Static(KernelKind::AtomicSum.workgroups(1, 1 << 22), 1, 1);
+    let step = || {
+        let args = KernelArguments::new().binding(&sum).binding(&ones);
+        work.launch(&kernel, count.clone(), args).unwrap();
+        let me = vec![work.peer_id()];
+        let (r, u32, op) = (reduced.clone(), ElemType::U32, ReduceOperation::Sum);
+        work.all_reduce(r.clone(), r, u32, me, op).unwrap();
+    };
+    // Enough steps for about three timeouts of GPU work, timed after a first (compiling) one.
+    step();
+    work.sync().unwrap();
+    let started = Instant::now();
+    step();
+    work.sync().unwrap();
+    let per_step = started.elapsed().max(Duration::from_micros(100));
+    let steps = (3 * timeout.as_micros() / per_step.as_micros()).clamp(8, 40_000) as u32;
+    let started = Instant::now();
+    for _ in 0..steps {
+        step();
+    }
+    while started.elapsed() < 3 * timeout {
+        assert_eq!(side.read_one(probe.clone()).unwrap().to_elems::<u32>(), [9]);
+    }
+    assert_eq!(work.sync(), Ok(()), "{steps} steps of {per_step:?}");
+    // The kernel adds in wrapping `u32` arithmetic.
+    let expected = (steps + 2).wrapping_mul(1 << 22);
+    assert_eq!(work.read_one(sum).unwrap().to_elems::<u32>(), [expected]);
+    assert_eq!(work.read_one(reduced).unwrap().to_elems::<u32>(), [5]);
 }
 
 const ABSENT_PEER_CHILD: &str = "LOCKSTEP_CUDA_ABSENT_PEER_CHILD";

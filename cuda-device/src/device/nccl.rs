@@ -22,20 +22,32 @@
 //!
 //! **A peer that never arrives.** NCCL itself waits forever for a peer that never enqueues its
 //! part. Here ranks are nonblocking (`blocking = 0`): joining a communicator polls
-//! `ncclCommGetAsyncError` instead of blocking in `ncclCommInitRank`, and a collective records
-//! an event after itself (`device/watch.rs`), which every host wait of the device watches. A
-//! collective still incomplete after the device's collective timeout
-//! ([`CudaDevice::with_collective_timeout`]) has its rank aborted (`ncclCommAbort`, which ends
-//! its kernels) and fails on its stream with `CollectiveError::PeerTimeout`, naming the peer
-//! that enqueued the fewest collectives of the communicator, as the simulator does. The device
-//! list's generation is then bumped: every rank of the old communicator is aborted by its own
-//! device at its next collective, and the devices meet again in a fresh one.
+//! `ncclCommGetAsyncError` instead of blocking in `ncclCommInitRank`, an enqueue still in
+//! progress is polled the same way ([`enqueue_on`]), and each collective records an event after
+//! itself (`device/watch.rs`), which every host wait of the device watches. A collective still
+//! incomplete after the device's collective timeout ([`CudaDevice::with_collective_timeout`]),
+//! counted from when it was enqueued or when the one before it completed, has its rank aborted
+//! (`ncclCommAbort`, which ends its kernels) and fails on its stream with
+//! `CollectiveError::PeerTimeout`, naming the peer that enqueued the fewest collectives of the
+//! communicator, as the simulator does; every other stream with a collective pending on it
+//! fails too. The device list's generation is then bumped (once: a device that aborts a rank of
+//! an older generation leaves the newer one alone): every rank of the old communicator is
+//! aborted by its own device at its next collective or host wait, failing what it still had
+//! pending, and the devices meet again in a fresh one. Each later collective waits for its own
+//! rendezvous, so behind a peer that is gone for good each one takes a full timeout.
 //!
-//! **Not covered:** mismatched peers (sizes, types) are not detected. A staged write larger
-//! than two staging chunks waits for its own earlier chunks, so behind a stuck collective it
-//! waits for the timeout of the next host wait that watches it.
+//! **The price of nonblocking ranks.** NCCL 2.28 runs every group of a nonblocking rank (every
+//! collective is one) on a thread of its own and returns `ncclInProgress`: measured on an H200
+//! (`NCCL_VERSION` 22809, one rank, a self send/receive group from Python), 71-85 us a group
+//! against 17 us on a blocking rank. A small collective's enqueue can so cost more than the
+//! collective itself on the GPU.
+//!
+//! **Not covered:** mismatched peers (sizes, types) are not detected. A staged write that must
+//! wait for a staging block (a write over two 256 MiB segments, or the pool at its cap) waits in
+//! the driver, without watching collectives: behind a collective whose peer never arrives it
+//! hangs (a gap: only this device's host waits abort its ranks).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -46,6 +58,7 @@ use lockstep::collective::CommunicatorId;
 use lockstep::kernel::ElemType;
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId, ReduceOperation};
 
+use super::watch::Failure;
 use super::{CudaBuffer, CudaDevice, CudaStream};
 use crate::context::lock;
 use lockstep::device::BufferSlice;
@@ -62,6 +75,9 @@ pub(crate) fn nccl_present() -> bool {
 #[derive(Default)]
 struct Ranks {
     ranks: BTreeMap<(Vec<u32>, u32), RankCell>,
+    /// Held while a device makes the rank of its (device list, GPU): two devices of one GPU
+    /// joining at once would otherwise take the same rank of a communicator twice.
+    joins: BTreeMap<(Vec<u32>, u32), Arc<Mutex<()>>>,
     ids: BTreeMap<Vec<u32>, nccl::ncclUniqueId>,
     /// Per device list, bumped when a rank of its communicator is aborted: a rank made in an
     /// older generation is stale, and its device aborts it before its next collective.
@@ -75,10 +91,11 @@ struct Ranks {
 #[derive(Debug)]
 pub(super) struct Rank(nccl::ncclComm_t);
 
-// SAFETY: NCCL lets a communicator be used from any thread, one call at a time. A `Rank` is
-// owned by the thread that makes it until it goes into its `RankCell`, whose lock every NCCL
-// call on it holds afterwards; moving it between threads (all that `Send` allows through the
-// mutex) never makes two calls overlap.
+// SAFETY: NCCL lets a communicator be used from any thread, one call at a time, and no call
+// while a nonblocking one is still in progress on it. A `Rank` is owned by the thread that
+// makes it until it goes into its `RankCell`, whose lock every NCCL call on it holds afterwards
+// and an enqueue holds until NCCL finished it (`enqueue_on`); moving it between threads (all
+// that `Send` allows through the mutex) never makes two calls overlap.
 unsafe impl Send for Rank {}
 
 impl Rank {
@@ -124,9 +141,22 @@ pub(crate) struct Communicator {
     pub(super) rank: RankCell,
     pub(super) peers: Vec<u32>,
     /// The generation of the device list `rank` was made in.
-    generation: u64,
-    /// The oldest collective not yet seen complete, if any.
-    pub(super) pending: Option<super::watch::Pending>,
+    pub(super) generation: u64,
+    /// The collectives not yet seen complete, oldest first (`device/watch.rs`).
+    pub(super) pending: VecDeque<super::watch::Pending>,
+}
+
+impl Communicator {
+    /// Whether another device of the process aborted this communicator's rank (a rank shared
+    /// by devices of one GPU) or a rank of its generation: its collectives cannot complete.
+    pub(super) fn is_stale(&self) -> bool {
+        lock(&self.rank).is_none() || self.generation != generation(&self.peers)
+    }
+}
+
+/// The current generation of the communicator of `peers` in this process.
+fn generation(peers: &[u32]) -> u64 {
+    lock(ranks()).generations.get(peers).copied().unwrap_or(0)
 }
 
 fn devices_of(peers: &[u32]) -> Vec<DeviceId> {
@@ -143,7 +173,7 @@ pub(super) fn failed(peers: &[u32], call: &str, result: nccl::ncclResult_t) -> D
     failed_because(peers, &format!("{call} returned {result:?}"))
 }
 
-fn failed_because(peers: &[u32], reason: &str) -> DeviceError {
+pub(super) fn failed_because(peers: &[u32], reason: &str) -> DeviceError {
     DeviceError::Collective(CollectiveError::CommunicatorFailed {
         devices: devices_of(peers),
         reason: reason.to_owned(),
@@ -201,7 +231,7 @@ impl CudaDevice {
                 rank,
                 peers: peers.to_vec(),
                 generation,
-                pending: None,
+                pending: VecDeque::new(),
             },
         );
         Ok(())
@@ -212,21 +242,28 @@ impl CudaDevice {
     fn join(&self, peers: &[u32]) -> Result<(RankCell, u64), DeviceError> {
         let ordinal = self.member();
         let key = (peers.to_vec(), ordinal);
-        let (known, generation) = {
-            let table = lock(ranks());
+        let gate = lock(ranks()).joins.entry(key.clone()).or_default().clone();
+        let _joining = lock(&gate);
+        let (unique, generation) = {
+            let mut table = lock(ranks());
             let generation = table.generations.get(peers).copied().unwrap_or(0);
-            (table.ranks.get(&key).cloned(), generation)
+            if let Some(rank) = table.ranks.get(&key) {
+                return Ok((rank.clone(), generation));
+            }
+            (self.unique_id(&mut table, peers, generation)?, generation)
         };
-        if let Some(rank) = known {
-            return Ok((rank, generation));
-        }
-        let unique = self.unique_id(peers, generation)?;
         let position = peers
             .iter()
             .position(|&p| p == ordinal)
             .expect("checked by the caller");
-        let rank: RankCell = Arc::new(Mutex::new(Some(self.init_rank(peers, unique, position)?)));
-        lock(ranks()).ranks.insert(key, rank.clone());
+        let rank = self.init_rank(peers, unique, position, generation)?;
+        let rank: RankCell = Arc::new(Mutex::new(Some(rank)));
+        let mut table = lock(ranks());
+        // A rank made while another device retired the generation is stale: its device
+        // aborts it at its first collective instead of handing it to later devices.
+        if table.generations.get(peers).copied().unwrap_or(0) == generation {
+            table.ranks.insert(key, rank.clone());
+        }
         Ok((rank, generation))
     }
 
@@ -237,6 +274,7 @@ impl CudaDevice {
         peers: &[u32],
         unique: nccl::ncclUniqueId,
         position: usize,
+        generation: u64,
     ) -> Result<Rank, DeviceError> {
         let mut config = NonblockingConfig::new();
         let mut raw = MaybeUninit::uninit();
@@ -266,25 +304,29 @@ impl CudaDevice {
                 }
                 nccl::ncclResult_t::ncclInProgress => {
                     abort(rank);
-                    let own = self.member();
-                    let err = self.peer_timeout(peers, own, enqueued_by(peers, own));
+                    let err = self.enqueue_timeout(peers);
                     // A peer that joins later meets the others under a fresh id.
-                    retire(peers);
+                    retire(peers, generation);
                     return Err(err);
                 }
                 other => {
                     abort(rank);
-                    retire(peers);
+                    retire(peers, generation);
                     return Err(failed(peers, "ncclCommInitRankConfig", other));
                 }
             }
         }
     }
 
-    /// The unique id every rank of `peers` joins: in a world, the one rank 0 sent (its
-    /// communicator, once aborted in generation 0, is not made again); else made by the first
-    /// device of this process to ask.
-    fn unique_id(&self, peers: &[u32], generation: u64) -> Result<nccl::ncclUniqueId, DeviceError> {
+    /// The unique id every rank of `peers` joins in `generation` (the current one, read with
+    /// `table` locked): in a world, the one rank 0 sent (its communicator, once aborted in
+    /// generation 0, is not made again); else made by the first device of this process to ask.
+    fn unique_id(
+        &self,
+        table: &mut Ranks,
+        peers: &[u32],
+        generation: u64,
+    ) -> Result<nccl::ncclUniqueId, DeviceError> {
         if let Some(world) = self.world {
             return match generation {
                 0 => Ok(world.id),
@@ -294,7 +336,6 @@ impl CudaDevice {
                 )),
             };
         }
-        let mut table = lock(ranks());
         if let Some(unique) = table.ids.get(peers) {
             return Ok(*unique);
         }
@@ -309,7 +350,8 @@ impl CudaDevice {
     }
 
     /// The rank and raw stream a collective runs on: the communicator's rank, made again if
-    /// it was aborted or is stale (another device aborted a rank of its generation).
+    /// it is stale (aborted, by this device or another; the collectives still pending on the
+    /// old one fail on their streams first).
     fn collective_on(
         &mut self,
         stream: CudaStream,
@@ -320,16 +362,12 @@ impl CudaDevice {
             return Err(contract::unknown_communicator(operation, comm));
         };
         let raw = self.uncaptured(stream, operation)?;
-        let peers = communicator.peers.clone();
-        let current = lock(ranks()).generations.get(&peers).copied().unwrap_or(0);
-        let live = lock(&communicator.rank).is_some();
-        if live && communicator.generation == current {
+        if !communicator.is_stale() {
             return Ok((communicator.rank.clone(), raw.cast()));
         }
-        let stale = lock(&communicator.rank).take();
-        if let Some(rank) = stale {
-            abort(rank);
-        }
+        let peers = communicator.peers.clone();
+        let errors = self.fail_communicator(comm, Failure::Stale);
+        self.collective_errors.extend(errors);
         let (rank, generation) = self.join(&peers)?;
         let communicator = self.communicators.get_mut(&comm).expect("looked up above");
         communicator.rank = rank.clone();
@@ -337,9 +375,10 @@ impl CudaDevice {
         Ok((rank, raw.cast()))
     }
 
-    /// Finishes the enqueue of a collective on `comm` that returned `result`: a nonblocking
-    /// rank may still be enqueuing (`ncclInProgress`); then the collective is counted and
-    /// watched until it completes.
+    /// Finishes the enqueue of a collective on `comm` that ended with `result` (after
+    /// [`enqueue_on`]): one still in progress at the timeout had its rank aborted there, and
+    /// fails with `PeerTimeout` (the collectives pending on other streams hear of it through
+    /// `take_errors`); else the collective is counted and watched until it completes.
     fn enqueued(
         &mut self,
         stream: CudaStream,
@@ -347,18 +386,15 @@ impl CudaDevice {
         call: &str,
         result: nccl::ncclResult_t,
     ) -> Result<(), DeviceError> {
-        let communicator = &self.communicators[&comm];
-        let (rank, peers) = (communicator.rank.clone(), communicator.peers.clone());
-        let since = Instant::now();
-        let mut result = result;
-        while result == nccl::ncclResult_t::ncclInProgress
-            && since.elapsed() < self.collective_timeout
-        {
-            pause_polling(since.elapsed());
-            result = async_error(&rank);
-        }
+        let peers = self.communicators[&comm].peers.clone();
         if result == nccl::ncclResult_t::ncclInProgress {
-            return Err(self.abort_communicator(comm));
+            let enqueuing = self.enqueue_timeout(&peers);
+            let (here, others): (Vec<_>, Vec<_>) = self
+                .fail_communicator(comm, Failure::Expired)
+                .into_iter()
+                .partition(|(s, _)| *s == stream);
+            self.collective_errors.extend(others);
+            return Err(here.into_iter().next().map_or(enqueuing, |(_, err)| err));
         }
         check(&peers, call, result)?;
         let sequence = {
@@ -382,10 +418,10 @@ impl CudaDevice {
         contract::all_reduce(self.owner, &src, &dst, elem)?;
         let (rank, raw) = self.collective_on(stream, comm, "all_reduce")?;
         let count = (src.len / elem.size_bytes() as u64) as usize;
-        let result = with_rank(&rank, |rank| {
+        let result = enqueue_on(&rank, self.collective_timeout, |rank| {
             // SAFETY: `count` elements at each address lie inside allocations of this device
             // (checked above: equal lengths, in bounds), which `free` returns only after this
-            // stream's work completed; the rank is live and its lock held (`with_rank`).
+            // stream's work completed; the rank is live and its lock held (`enqueue_on`).
             unsafe {
                 nccl::ncclAllReduce(
                     src.buffer.at(src.offset) as *const c_void,
@@ -410,7 +446,7 @@ impl CudaDevice {
     ) -> Result<(), DeviceError> {
         contract::slice(self.owner, "send", &src)?;
         let (rank, raw) = self.collective_on(stream, comm, "send")?;
-        let result = with_rank(&rank, |rank| {
+        let result = enqueue_on(&rank, self.collective_timeout, |rank| {
             // SAFETY: as for `ncclAllReduce`: the range was checked above.
             unsafe {
                 nccl::ncclSend(
@@ -435,7 +471,7 @@ impl CudaDevice {
     ) -> Result<(), DeviceError> {
         contract::slice(self.owner, "recv", &dst)?;
         let (rank, raw) = self.collective_on(stream, comm, "recv")?;
-        let result = with_rank(&rank, |rank| {
+        let result = enqueue_on(&rank, self.collective_timeout, |rank| {
             // SAFETY: as for `ncclAllReduce`: the range was checked above.
             unsafe {
                 nccl::ncclRecv(
@@ -465,6 +501,37 @@ pub(super) fn pause_polling(polled: Duration) {
     }
 }
 
+/// Runs the enqueue `call` on the rank in `cell` and, while NCCL still works on it
+/// (`ncclInProgress`, a nonblocking rank), polls until it finished or `timeout` passed, holding
+/// the cell's lock throughout, so that no other device of the GPU calls NCCL on the rank
+/// meanwhile. One still in progress at the timeout has its rank aborted here, under the same
+/// lock, and is returned as `ncclInProgress`; `ncclInvalidUsage` without a call if the rank was
+/// aborted before.
+pub(super) fn enqueue_on(
+    cell: &RankCell,
+    timeout: Duration,
+    call: impl FnOnce(&Rank) -> nccl::ncclResult_t,
+) -> nccl::ncclResult_t {
+    let mut guard = lock(cell);
+    let Some(rank) = guard.as_ref() else {
+        return nccl::ncclResult_t::ncclInvalidUsage;
+    };
+    let mut result = call(rank);
+    // From the call's return: a nonblocking call never waits for peers itself, but the first
+    // one on a rank may take long loading NCCL's kernels.
+    let since = Instant::now();
+    while result == nccl::ncclResult_t::ncclInProgress && since.elapsed() < timeout {
+        pause_polling(since.elapsed());
+        result = rank.async_error();
+    }
+    if result == nccl::ncclResult_t::ncclInProgress
+        && let Some(rank) = guard.take()
+    {
+        abort(rank);
+    }
+    result
+}
+
 /// `ncclCommGetAsyncError` of the rank in `cell`: `ncclInProgress` while it is still joining
 /// or enqueuing, `ncclInvalidUsage` once aborted.
 pub(super) fn async_error(cell: &RankCell) -> nccl::ncclResult_t {
@@ -479,11 +546,17 @@ pub(super) fn abort(rank: Rank) {
     let _ = unsafe { nccl::ncclCommAbort(rank.0) };
 }
 
-/// Forgets the communicator of `peers` in this process after this device aborted its rank:
-/// the next collective of each device makes a fresh one (see the module documentation).
-pub(super) fn retire(peers: &[u32]) {
+/// Forgets the communicator of `peers` in this process after this device aborted its rank of
+/// `generation`: the next collective of each device makes a fresh one (see the module
+/// documentation). A generation already retired (by another device) is left alone, so the
+/// fresh communicator some devices may have joined since is kept.
+pub(super) fn retire(peers: &[u32], generation: u64) {
     let mut table = lock(ranks());
-    *table.generations.entry(peers.to_vec()).or_default() += 1;
+    let current = table.generations.entry(peers.to_vec()).or_default();
+    if *current != generation {
+        return;
+    }
+    *current += 1;
     table.ranks.retain(|(list, _), _| list != peers);
     table.ids.remove(peers);
     table.progress.retain(|(list, _), _| list != peers);
@@ -528,7 +601,6 @@ struct NonblockingConfig {
     min_ctas: std::ffi::c_int,
     max_ctas: std::ffi::c_int,
     net_name: *const std::ffi::c_char,
-    split_share: std::ffi::c_int,
 }
 
 impl NonblockingConfig {
@@ -544,7 +616,6 @@ impl NonblockingConfig {
             min_ctas: UNDEF,
             max_ctas: UNDEF,
             net_name: std::ptr::null(),
-            split_share: UNDEF,
         }
     }
 }

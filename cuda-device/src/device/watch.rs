@@ -1,14 +1,21 @@
 //! Watching collectives until they complete, so that no host wait of the device outlives a
 //! peer that never arrives (see `device/nccl.rs`).
 //!
-//! **Invariant:** a communicator's `pending` names its oldest collective not yet seen complete
-//! (its stream, sequence and enqueue time) and an event recorded after its latest one; the
-//! event completing means every collective of the rank before it completed. Host waits
-//! ([`CudaDevice::wait_watching`]) poll what they wait for and, meanwhile, every pending
-//! collective: one past the collective timeout has its rank aborted, which ends its kernels,
-//! so the wait then completes, and a `PeerTimeout` is queued on the collective's stream, for
-//! `take_errors`.
+//! **Invariant:** a communicator's `pending` holds, oldest first, every collective this device
+//! enqueued on it and has not yet seen complete: its stream, its sequence, an event recorded
+//! right after it, and when its clock started (when it was enqueued, or when the collective
+//! before it was seen complete if that came later: time spent queued behind an earlier
+//! collective does not count against it). Host waits ([`CudaDevice::wait_watching`]) poll what
+//! they wait for and, meanwhile, every communicator's oldest pending collective. Completed ones
+//! leave the queue. A communicator fails when its oldest collective's clock passes the
+//! collective timeout, when NCCL reports an error on it, or when another device of the process
+//! aborted its generation first (its collectives then never complete, or were cut short). A
+//! failed communicator has this device's rank aborted (`ncclCommAbort`, which ends its kernels,
+//! so the wait then completes) and every stream with a collective still pending on it hears of
+//! it through `take_errors`. Several failing communicators are aborted oldest first: work
+//! queued behind another communicator's stuck kernel is aborted after it.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use cudarc::driver::sys;
@@ -16,18 +23,47 @@ use cudarc::nccl::sys::ncclResult_t;
 use lockstep::collective::CommunicatorId;
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId};
 
-use super::nccl::{abort, async_error, enqueued_by, failed, laggard, pause_polling, retire};
+use super::nccl::{abort, enqueued_by, failed, failed_because, laggard, pause_polling, retire};
 use super::{CudaDevice, CudaStream};
-use crate::context::lock;
+use crate::context::{Context, lock};
 
-/// The oldest incomplete collective of a rank.
+/// A collective not yet seen complete.
 #[derive(Debug)]
 pub(crate) struct Pending {
     stream: CudaStream,
     sequence: u64,
+    /// When its clock started (see the module documentation).
     since: Instant,
-    /// Recorded after the rank's latest collective.
+    /// Recorded right after it.
     event: sys::CUevent,
+}
+
+/// Why a communicator with collectives pending fails.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Failure {
+    /// Its oldest collective's clock passed the collective timeout.
+    Expired,
+    /// `ncclCommGetAsyncError` reported this.
+    Nccl(ncclResult_t),
+    /// Another device of the process aborted its generation (or its shared rank) first.
+    Stale,
+}
+
+/// Drops the collectives seen complete from the front of `pending`; the clock of the next one
+/// starts now if it started earlier.
+fn forget_completed(ctx: &Context, pending: &mut VecDeque<Pending>) {
+    let mut forgot = false;
+    while let Some(front) = pending.front() {
+        if !ctx.event_done(front.event) {
+            break;
+        }
+        ctx.recycle_event(front.event);
+        pending.pop_front();
+        forgot = true;
+    }
+    if let Some(next) = pending.front_mut().filter(|_| forgot) {
+        next.since = next.since.max(Instant::now());
+    }
 }
 
 impl CudaDevice {
@@ -40,22 +76,19 @@ impl CudaDevice {
     ) -> Result<(), DeviceError> {
         let raw = self.stream("collective", stream)?.raw;
         let event = self.ctx.event()?;
-        self.record_on(raw, event)?;
-        let communicator = self.communicators.get_mut(&comm).expect("enqueued on it");
-        match &mut communicator.pending {
-            Some(pending) => {
-                self.ctx
-                    .recycle_event(std::mem::replace(&mut pending.event, event));
-            }
-            None => {
-                communicator.pending = Some(Pending {
-                    stream,
-                    sequence,
-                    since: Instant::now(),
-                    event,
-                });
-            }
+        if let Err(err) = self.record_on(raw, event) {
+            self.ctx.recycle_event(event);
+            return Err(err);
         }
+        let communicator = self.communicators.get_mut(&comm).expect("enqueued on it");
+        // Forgetting here keeps the queue short between host waits.
+        forget_completed(&self.ctx, &mut communicator.pending);
+        communicator.pending.push_back(Pending {
+            stream,
+            sequence,
+            since: Instant::now(),
+            event,
+        });
         Ok(())
     }
 
@@ -69,7 +102,7 @@ impl CudaDevice {
         let since = Instant::now();
         loop {
             self.settle_collectives();
-            if self.communicators.values().all(|c| c.pending.is_none()) {
+            if self.communicators.values().all(|c| c.pending.is_empty()) {
                 return block(self);
             }
             if done(self)? {
@@ -79,71 +112,80 @@ impl CudaDevice {
         }
     }
 
-    /// Forgets completed collectives and aborts the ranks of those that failed or waited past
-    /// the timeout, queueing their error on their stream.
+    /// Forgets completed collectives and fails the communicators whose oldest pending
+    /// collective timed out, failed or lost its generation, oldest first.
     fn settle_collectives(&mut self) {
         // The common wait, with no collective in flight, allocates nothing.
-        if self.communicators.values().all(|c| c.pending.is_none()) {
+        if self.communicators.values().all(|c| c.pending.is_empty()) {
             return;
         }
-        let ids: Vec<CommunicatorId> = self.communicators.keys().copied().collect();
-        for comm in ids {
-            let communicator = &self.communicators[&comm];
-            let Some(pending) = &communicator.pending else {
+        let mut failing = Vec::new();
+        for (&comm, communicator) in &mut self.communicators {
+            forget_completed(&self.ctx, &mut communicator.pending);
+            let Some(front) = communicator.pending.front() else {
                 continue;
             };
-            if self.ctx.event_done(pending.event) {
-                let done = self
-                    .communicators
-                    .get_mut(&comm)
-                    .and_then(|c| c.pending.take());
-                if let Some(done) = done {
-                    self.ctx.recycle_event(done.event);
-                }
-                continue;
+            if let Some(failure) = communicator.failure(front.since, self.collective_timeout) {
+                failing.push((front.since, comm, failure));
             }
-            let state = async_error(&communicator.rank);
-            let running = matches!(
-                state,
-                ncclResult_t::ncclSuccess | ncclResult_t::ncclInProgress
-            );
-            if running && pending.since.elapsed() < self.collective_timeout {
-                continue;
-            }
-            let (stream, peers) = (pending.stream, communicator.peers.clone());
-            let timeout = self.abort_communicator(comm);
-            let err = if running {
-                timeout
-            } else {
-                failed(&peers, "ncclCommGetAsyncError", state)
-            };
-            self.collective_errors.push((stream, err));
+        }
+        failing.sort_by_key(|&(since, ..)| since);
+        for (_, comm, failure) in failing {
+            let errors = self.fail_communicator(comm, failure);
+            self.collective_errors.extend(errors);
         }
     }
 
-    /// Aborts this device's rank of `comm` and retires its communicator; returns the
-    /// `PeerTimeout` of its oldest pending collective (or of the one being enqueued).
-    pub(super) fn abort_communicator(&mut self, comm: CommunicatorId) -> DeviceError {
-        let own = self.member();
+    /// Aborts this device's rank of `comm` (and, unless another device already did, retires
+    /// its generation: the devices meet again in a fresh communicator) and returns one error
+    /// per stream with a collective of it still pending, naming that stream's oldest.
+    pub(super) fn fail_communicator(
+        &mut self,
+        comm: CommunicatorId,
+        failure: Failure,
+    ) -> Vec<(CudaStream, DeviceError)> {
         let communicator = self
             .communicators
             .get_mut(&comm)
             .expect("a live communicator");
-        let peers = communicator.peers.clone();
-        let sequence = match communicator.pending.take() {
-            Some(pending) => {
-                self.ctx.recycle_event(pending.event);
-                pending.sequence
-            }
-            None => enqueued_by(&peers, own),
-        };
+        forget_completed(&self.ctx, &mut communicator.pending);
+        let pending = std::mem::take(&mut communicator.pending);
+        let (peers, generation) = (communicator.peers.clone(), communicator.generation);
         let rank = lock(&communicator.rank).take();
         if let Some(rank) = rank {
             abort(rank);
         }
-        let err = self.peer_timeout(&peers, own, sequence);
-        retire(&peers);
-        err
+        let mut errors: Vec<(CudaStream, DeviceError)> = Vec::new();
+        for collective in pending {
+            self.ctx.recycle_event(collective.event);
+            if errors
+                .iter()
+                .all(|(stream, _)| *stream != collective.stream)
+            {
+                let err = self.failure_error(&peers, collective.sequence, failure);
+                errors.push((collective.stream, err));
+            }
+        }
+        if !matches!(failure, Failure::Stale) {
+            // After the errors: they name the laggard from the progress `retire` forgets.
+            retire(&peers, generation);
+        }
+        errors
+    }
+
+    /// The error of collective `sequence` of `peers` when its communicator fails so.
+    fn failure_error(&self, peers: &[u32], sequence: u64, failure: Failure) -> DeviceError {
+        match failure {
+            Failure::Expired => self.peer_timeout(peers, self.member(), sequence),
+            Failure::Nccl(state) => failed(peers, "ncclCommGetAsyncError", state),
+            Failure::Stale => failed_because(
+                peers,
+                &format!(
+                    "collective {sequence} was not seen complete before another device of this \
+                     process aborted the communicator (a peer timed out): its result may be incomplete"
+                ),
+            ),
+        }
     }
 
     /// `PeerTimeout` of collective `sequence` of `peers` on GPU `own`, naming the peer that
@@ -159,5 +201,37 @@ impl CudaDevice {
             peer: id(laggard(peers, own)),
             timeout_ns: u64::try_from(self.collective_timeout.as_nanos()).unwrap_or(u64::MAX),
         })
+    }
+
+    /// The `PeerTimeout` of the collective of `peers` this device is enqueuing now.
+    pub(super) fn enqueue_timeout(&self, peers: &[u32]) -> DeviceError {
+        let own = self.member();
+        self.peer_timeout(peers, own, enqueued_by(peers, own))
+    }
+
+    /// Recycles the events of collectives still pending when the device is dropped (after its
+    /// streams were synchronised, which settles them).
+    pub(super) fn forget_pending(&mut self) {
+        for communicator in self.communicators.values_mut() {
+            for collective in communicator.pending.drain(..) {
+                self.ctx.recycle_event(collective.event);
+            }
+        }
+    }
+}
+
+impl super::nccl::Communicator {
+    /// Why this communicator fails, if it does, with its oldest pending collective's clock
+    /// started at `since`.
+    fn failure(&self, since: Instant, timeout: std::time::Duration) -> Option<Failure> {
+        if self.is_stale() {
+            return Some(Failure::Stale);
+        }
+        match super::nccl::async_error(&self.rank) {
+            ncclResult_t::ncclSuccess | ncclResult_t::ncclInProgress => {
+                (since.elapsed() >= timeout).then_some(Failure::Expired)
+            }
+            state => Some(Failure::Nccl(state)),
+        }
     }
 }
