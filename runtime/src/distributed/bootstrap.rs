@@ -11,17 +11,20 @@ use super::transport::{Link, Listener, Received, Transport};
 /// How long a rendezvous may take, and how its connections pace themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RendezvousOptions {
-    /// From the start of each rank's rendezvous to the id in hand: rank 0 waits this long for
-    /// every rank to join, and the others this long to reach rank 0 and hear back.
+    /// How long each stage may take: rank 0 waits this long from its start for every rank to
+    /// join; another rank tries this long from its start to connect to rank 0, then waits this
+    /// long (and [`verdict_margin`](Self::verdict_margin)) from its connection for the reply.
     pub timeout: Duration,
     /// The pause between two connection attempts of a rank that cannot reach rank 0 yet.
     pub retry_interval: Duration,
     /// How long rank 0 waits for the first frame of a new connection before dropping it as
     /// a stranger's.
     pub join_frame_timeout: Duration,
-    /// How much longer than `timeout` a joined rank waits for rank 0's reply: rank 0 started
-    /// its clock first, so when a rank never comes, the others hear rank 0's verdict (which
-    /// ranks are missing) instead of timing out on their own.
+    /// How much longer than `timeout` a joined rank waits for rank 0's reply. Invariant: a
+    /// rank's reply deadline, its connection's moment plus `timeout` and this margin, falls after
+    /// rank 0's deadline (its start plus `timeout`), since rank 0 was listening when the rank
+    /// connected. So when a rank never comes, the others hear rank 0's verdict (which ranks are
+    /// missing) instead of timing out on their own, however late rank 0 started.
     pub verdict_margin: Duration,
 }
 
@@ -150,7 +153,8 @@ fn abort<L: Link>(joined: &mut [L], error: BootstrapError) -> BootstrapError {
 }
 
 /// A rank other than 0: connects to rank 0 (retrying until the timeout: rank 0 may start
-/// later), sends its join and returns the id of rank 0's reply.
+/// later), sends its join and returns the id of rank 0's reply, waiting for it at most the
+/// timeout and the verdict margin from the connection.
 ///
 /// # Errors
 /// [`BootstrapError::Unreachable`], [`BootstrapError::ReplyTimeout`],
@@ -179,10 +183,11 @@ pub fn join<T: Transport>(
             Err(_) => transport.pause(options.retry_interval),
         }
     };
+    // Rank 0 was listening by now, so its own deadline is at most `timeout` away.
+    let reply_deadline = transport.now() + options.timeout + options.verdict_margin;
     link.send(&joiner.join_frame())
         .map_err(|err| joiner.io("sending its join", &err))?;
-    let left = (deadline + options.verdict_margin).saturating_sub(transport.now());
-    match link.recv(left) {
+    match link.recv(reply_deadline.saturating_sub(transport.now())) {
         Ok(Received::Frame(frame)) => joiner.reply(&frame),
         Ok(Received::Closed) => Err(joiner.closed()),
         Ok(Received::TimedOut) => Err(joiner.reply_timed_out(millis(options.verdict_margin))),

@@ -21,9 +21,11 @@
 //! `0..world_size` ([`world_devices`]). A communicator's device list is a list of global ranks,
 //! and the one a world has is the world's, in rank order ([`check_world_list`]).
 //!
-//! **Failure modes.** Every failure is a typed [`BootstrapError`], and nothing waits past
-//! [`RendezvousOptions::timeout`] (a rank that joined waits
-//! [`RendezvousOptions::verdict_margin`] more, to hear rank 0's verdict):
+//! **Failure modes.** Every failure is a typed [`BootstrapError`], and every wait is bounded:
+//! rank 0 waits [`RendezvousOptions::timeout`] from its start, another rank tries to connect
+//! for the timeout from its start, then waits for the reply the timeout and
+//! [`RendezvousOptions::verdict_margin`] from its connection (rank 0 was listening then, so
+//! the rank hears rank 0's verdict even when rank 0 started long after it):
 //! - a variable missing or malformed: [`EnvError`], before any connection;
 //! - rank 0 not listening (dead, not started within the timeout, a wrong address): the others
 //!   retry, then return [`BootstrapError::Unreachable`]; rank 0 unable to listen (the port in

@@ -264,3 +264,53 @@ fn rank_zero_reports_a_port_in_use() {
     let error = bootstrap(&tcp, &env(0, 2, port), options(100), || Ok(vec![])).unwrap_err();
     insta::assert_snapshot!(message(&error, port), @"rank 0 cannot listen on port PORT for the rendezvous: Address already in use (os error 98)");
 }
+
+/// Rank 0 of a world of `world_size` on `port`, starting after `delay_ms`.
+fn late_rank_zero(
+    world_size: u32,
+    port: u16,
+    timeout_ms: u64,
+    delay_ms: u64,
+) -> JoinHandle<Result<World, BootstrapError>> {
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(delay_ms));
+        let env = env(0, world_size, port);
+        bootstrap(&Tcp::default(), &env, options(timeout_ms), || {
+            Ok(b"the-id".to_vec())
+        })
+    })
+}
+
+#[test]
+fn a_rank_that_started_long_before_rank_zero_still_hears_its_verdict() {
+    // Rank 1 at 0 ms, rank 0 at 500 ms (deadline 1500 ms), rank 2 at 1300 ms: rank 2 joins in
+    // time, so every rank has the id. Rank 1 waits for the reply from its connection (500 ms)
+    // on, to 1700 ms, not from its start, which ended at 1200 ms, before rank 2 came.
+    let port = closed_port();
+    let one = rank(1, 3, port, 1_000, 0);
+    let zero = late_rank_zero(3, port, 1_000, 500);
+    let two = rank(2, 3, port, 1_000, 1_300);
+    for (r, outcome) in [(0, zero), (1, one), (2, two)] {
+        assert_eq!(
+            outcome.join().unwrap().map(|world| (world.rank, world.id)),
+            Ok((r, b"the-id".to_vec())),
+            "rank {r}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_that_started_before_rank_zero_hears_which_rank_is_missing() {
+    // Rank 0 starts 500 ms after rank 1 and times out at 1500 ms, past rank 1's start plus the
+    // timeout and margin (1200 ms): rank 1 still hears the verdict, not a silence.
+    let port = closed_port();
+    let one = rank(1, 3, port, 1_000, 0);
+    let zero = late_rank_zero(3, port, 1_000, 500);
+    let expected = BootstrapError::RankTimeout {
+        world_size: 3,
+        missing: vec![2],
+        timeout_ms: 1_000,
+    };
+    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
+    assert_eq!(one.join().unwrap(), Err(expected));
+}
