@@ -4,6 +4,11 @@ use thiserror::Error;
 
 use super::env::EnvError;
 
+/// The most missing ranks a timeout names: past it, [`BootstrapError::ManyRanksTimeout`]
+/// names the first ones and counts them all, so the refusal fits in a frame and rank 0 never
+/// lists a huge world's ranks.
+pub const MAX_LISTED_MISSING: usize = 64;
+
 /// A failed rendezvous. Rank 0 sends the failures it decides (a timeout, a world-size mismatch,
 /// a duplicate rank) to every rank that joined, so those ranks return the same value; any other
 /// failure of rank 0 reaches them as [`BootstrapError::Aborted`] with its message.
@@ -48,8 +53,26 @@ pub enum BootstrapError {
     RankTimeout {
         /// The world's size, rank 0's `WORLD_SIZE`.
         world_size: u32,
-        /// The ranks that never joined, ascending.
+        /// The ranks that never joined, ascending: all of them, at most
+        /// [`MAX_LISTED_MISSING`].
         missing: Vec<u32>,
+        /// Rank 0's timeout, in milliseconds.
+        timeout_ms: u64,
+    },
+    /// [`RankTimeout`](Self::RankTimeout) when more than [`MAX_LISTED_MISSING`] ranks never
+    /// joined (a whole host or job step missing): the first ones are named, all are counted.
+    /// Rank 0 returns it and sends it to every rank that joined, which return it too.
+    #[error(
+        "rendezvous timed out after {timeout_ms} ms: {missing_count} ranks of a world of {world_size} never joined, the first {} listed: {first_missing:?}",
+        first_missing.len()
+    )]
+    ManyRanksTimeout {
+        /// The world's size, rank 0's `WORLD_SIZE`.
+        world_size: u32,
+        /// The lowest ranks that never joined, ascending: exactly [`MAX_LISTED_MISSING`].
+        first_missing: Vec<u32>,
+        /// How many ranks never joined, more than [`MAX_LISTED_MISSING`].
+        missing_count: u32,
         /// Rank 0's timeout, in milliseconds.
         timeout_ms: u64,
     },

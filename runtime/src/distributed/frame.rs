@@ -6,7 +6,7 @@
 //! a peer of another version is told apart from a stranger (a port scan, another program on
 //! the port), which rank 0 ignores.
 
-use super::error::BootstrapError;
+use super::error::{BootstrapError, MAX_LISTED_MISSING};
 
 /// The version this build speaks. A peer of another version is refused with
 /// [`BootstrapError::VersionMismatch`].
@@ -23,6 +23,7 @@ const REFUSED_TIMEOUT: u8 = 1;
 const REFUSED_MISMATCH: u8 = 2;
 const REFUSED_DUPLICATE: u8 = 3;
 const REFUSED_OTHER: u8 = 4;
+const REFUSED_MANY_TIMEOUT: u8 = 5;
 
 /// A message of the rendezvous.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,8 +77,10 @@ impl Undecodable {
 }
 
 impl Message {
-    /// The frame of this message, for [`Link::send`](super::Link::send). Text and ids longer
-    /// than half of [`MAX_FRAME_BYTES`] are cut to fit.
+    /// The frame of this message, for [`Link::send`](super::Link::send). Invariant: it fits
+    /// in [`MAX_FRAME_BYTES`]. Text and ids longer than half of it are cut to fit, and a
+    /// timeout lists at most [`MAX_LISTED_MISSING`] missing ranks (more travel as
+    /// [`BootstrapError::ManyRanksTimeout`]: the first ones and their count).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
         out.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
@@ -142,13 +145,26 @@ fn encode_refusal(out: &mut Vec<u8>, error: &BootstrapError) {
             world_size,
             missing,
             timeout_ms,
-        } => {
+        } if missing.len() <= MAX_LISTED_MISSING => {
             out.push(REFUSED_TIMEOUT);
             put_u32(out, *world_size);
             out.extend_from_slice(&timeout_ms.to_be_bytes());
-            put_u32(out, missing.len() as u32);
-            missing.iter().for_each(|&rank| put_u32(out, rank));
+            put_ranks(out, missing);
         }
+        BootstrapError::RankTimeout {
+            world_size,
+            missing,
+            timeout_ms,
+        } => {
+            let count = u32::try_from(missing.len()).unwrap_or(u32::MAX);
+            put_many_missing(out, *world_size, *timeout_ms, missing, count);
+        }
+        BootstrapError::ManyRanksTimeout {
+            world_size,
+            first_missing,
+            missing_count,
+            timeout_ms,
+        } => put_many_missing(out, *world_size, *timeout_ms, first_missing, *missing_count),
         BootstrapError::WorldSizeMismatch {
             rank,
             expected,
@@ -170,25 +186,41 @@ fn encode_refusal(out: &mut Vec<u8>, error: &BootstrapError) {
     }
 }
 
+/// A timeout's refusal with more missing ranks than a frame lists: the first
+/// [`MAX_LISTED_MISSING`] of `listed`, and `count`, how many are missing in all.
+fn put_many_missing(
+    out: &mut Vec<u8>,
+    world_size: u32,
+    timeout_ms: u64,
+    listed: &[u32],
+    count: u32,
+) {
+    out.push(REFUSED_MANY_TIMEOUT);
+    put_u32(out, world_size);
+    out.extend_from_slice(&timeout_ms.to_be_bytes());
+    put_u32(out, count);
+    put_ranks(out, &listed[..listed.len().min(MAX_LISTED_MISSING)]);
+}
+
+/// A count (`u32`) and the ranks; callers pass at most [`MAX_LISTED_MISSING`].
+fn put_ranks(out: &mut Vec<u8>, ranks: &[u32]) {
+    put_u32(out, ranks.len() as u32);
+    ranks.iter().for_each(|&rank| put_u32(out, rank));
+}
+
 fn decode_refusal(reader: &mut Reader<'_>) -> Result<BootstrapError, Undecodable> {
     Ok(match reader.u8()? {
-        REFUSED_TIMEOUT => {
-            let world_size = reader.u32()?;
-            let timeout_ms = u64::from_be_bytes(reader.take(8)?.try_into().expect("8 bytes"));
-            let count = reader.u32()? as usize;
-            if count > reader.0.len() / 4 {
-                return Err(Undecodable::Malformed(format!(
-                    "{count} missing ranks in {} bytes",
-                    reader.0.len()
-                )));
-            }
-            let missing = (0..count).map(|_| reader.u32()).collect::<Result<_, _>>()?;
-            BootstrapError::RankTimeout {
-                world_size,
-                missing,
-                timeout_ms,
-            }
-        }
+        REFUSED_TIMEOUT => BootstrapError::RankTimeout {
+            world_size: reader.u32()?,
+            timeout_ms: reader.u64()?,
+            missing: reader.ranks()?,
+        },
+        REFUSED_MANY_TIMEOUT => BootstrapError::ManyRanksTimeout {
+            world_size: reader.u32()?,
+            timeout_ms: reader.u64()?,
+            missing_count: reader.u32()?,
+            first_missing: reader.ranks()?,
+        },
         REFUSED_MISMATCH => BootstrapError::WorldSizeMismatch {
             rank: reader.u32()?,
             expected: reader.u32()?,
@@ -240,6 +272,24 @@ impl<'a> Reader<'a> {
         ))
     }
 
+    fn u64(&mut self) -> Result<u64, Undecodable> {
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    /// A count (`u32`) and that many ranks.
+    fn ranks(&mut self) -> Result<Vec<u32>, Undecodable> {
+        let count = self.u32()? as usize;
+        if count > self.0.len() / 4 {
+            return Err(Undecodable::Malformed(format!(
+                "{count} missing ranks in {} bytes",
+                self.0.len()
+            )));
+        }
+        (0..count).map(|_| self.u32()).collect()
+    }
+
     fn bytes(&mut self) -> Result<&'a [u8], Undecodable> {
         let len = self.u32()? as usize;
         self.take(len)
@@ -272,6 +322,12 @@ mod tests {
                 actual: 2,
             }),
             Message::Refused(BootstrapError::DuplicateRank { rank: 2 }),
+            Message::Refused(BootstrapError::ManyRanksTimeout {
+                world_size: 5000,
+                first_missing: (10..10 + MAX_LISTED_MISSING as u32).collect(),
+                missing_count: 4000,
+                timeout_ms: 500,
+            }),
         ];
         for message in messages {
             assert_eq!(Message::decode(&message.encode()), Ok(message));
@@ -289,6 +345,36 @@ mod tests {
                 reason: "rank 0 could not make the communicator id: no NCCL".to_owned()
             }))
         );
+    }
+
+    #[test]
+    fn a_timeout_with_too_many_ranks_to_list_travels_cut_and_counted() {
+        let every = BootstrapError::RankTimeout {
+            world_size: 3000,
+            missing: (1..3000).collect(),
+            timeout_ms: 500,
+        };
+        let frame = refusal_frame(every);
+        assert!(frame.len() <= MAX_FRAME_BYTES, "{} bytes", frame.len());
+        let cut = BootstrapError::ManyRanksTimeout {
+            world_size: 3000,
+            first_missing: (1..=MAX_LISTED_MISSING as u32).collect(),
+            missing_count: 2999,
+            timeout_ms: 500,
+        };
+        assert_eq!(Message::decode(&frame), Ok(Message::Refused(cut.clone())));
+        let mut longer = cut.clone();
+        if let BootstrapError::ManyRanksTimeout { first_missing, .. } = &mut longer {
+            first_missing.extend(100..2000);
+        }
+        assert_eq!(
+            Message::decode(&refusal_frame(longer)),
+            Ok(Message::Refused(cut))
+        );
+    }
+
+    fn refusal_frame(error: BootstrapError) -> Vec<u8> {
+        Message::Refused(error).encode()
     }
 
     #[test]

@@ -31,7 +31,9 @@
 //!   retry, then return [`BootstrapError::Unreachable`]; rank 0 unable to listen (the port in
 //!   use): [`BootstrapError::Listen`];
 //! - a rank that never joins: rank 0 returns [`BootstrapError::RankTimeout`] naming the
-//!   missing ranks, and sends it to every rank that joined, which return it too;
+//!   missing ranks, and sends it to every rank that joined, which return it too (past
+//!   [`MAX_LISTED_MISSING`] missing ranks, [`BootstrapError::ManyRanksTimeout`] names the first
+//!   ones and counts them all);
 //! - a rank with another `WORLD_SIZE` ([`BootstrapError::WorldSizeMismatch`]), a rank that joins
 //!   twice (two processes with one `RANK`, or a join claiming rank 0:
 //!   [`BootstrapError::DuplicateRank`]), a peer of another protocol version
@@ -62,7 +64,7 @@ mod tests;
 
 pub use bootstrap::{RendezvousOptions, World, bootstrap, join, serve};
 pub use env::{EnvError, WorldEnv};
-pub use error::BootstrapError;
+pub use error::{BootstrapError, MAX_LISTED_MISSING};
 pub use frame::{MAX_FRAME_BYTES, Message, PROTOCOL_VERSION, Undecodable};
 pub use naming::{check_world_list, world_devices};
 pub use rendezvous::{Admission, Joiner, RankZero, refusal};

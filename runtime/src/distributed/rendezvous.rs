@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::error::BootstrapError;
+use super::error::{BootstrapError, MAX_LISTED_MISSING};
 use super::frame::{Message, Undecodable};
 
 /// Rank 0's side: collects one join per other rank, then every rank gets the id at once.
@@ -83,13 +83,28 @@ impl RankZero {
         Ok(Admission::Joined(rank))
     }
 
-    /// The failure of a rendezvous whose time ran out, naming the ranks that never joined.
+    /// The failure of a rendezvous whose time ran out, naming the ranks that never joined
+    /// (the first [`MAX_LISTED_MISSING`] of them when more are missing). Its cost is bounded by
+    /// the ranks that joined, not by the world's size.
     pub fn timed_out(&self) -> BootstrapError {
-        BootstrapError::RankTimeout {
+        // Each rank skipped is a joined one, so this looks at most `joined + 1 + MAX` ranks.
+        let listed: Vec<u32> = (1..self.world_size)
+            .filter(|rank| !self.joined.contains(rank))
+            .take(MAX_LISTED_MISSING + 1)
+            .collect();
+        if listed.len() <= MAX_LISTED_MISSING {
+            return BootstrapError::RankTimeout {
+                world_size: self.world_size,
+                missing: listed,
+                timeout_ms: self.timeout_ms,
+            };
+        }
+        // `joined` holds distinct ranks in `1..world_size`: fewer than `world_size`.
+        let joined = self.joined.len() as u32;
+        BootstrapError::ManyRanksTimeout {
             world_size: self.world_size,
-            missing: (1..self.world_size)
-                .filter(|rank| !self.joined.contains(rank))
-                .collect(),
+            first_missing: listed[..MAX_LISTED_MISSING].to_vec(),
+            missing_count: self.world_size.saturating_sub(1).saturating_sub(joined),
             timeout_ms: self.timeout_ms,
         }
     }
@@ -249,6 +264,42 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "malformed rendezvous message from peer x: expected a join, got Welcome { world_size: 4, id: [] }"
+        );
+    }
+
+    #[test]
+    fn a_timeout_names_at_most_the_first_missing_ranks_and_counts_them_all() {
+        let mut zero = RankZero::new(u32::MAX, 100);
+        assert_eq!(
+            zero.admit(&join(3, u32::MAX), "p"),
+            Ok(Admission::Joined(3))
+        );
+        let first_missing: Vec<u32> = [1, 2]
+            .into_iter()
+            .chain(4..=MAX_LISTED_MISSING as u32 + 1)
+            .collect();
+        assert_eq!(first_missing.len(), MAX_LISTED_MISSING);
+        assert_eq!(
+            zero.timed_out(),
+            BootstrapError::ManyRanksTimeout {
+                world_size: u32::MAX,
+                first_missing,
+                missing_count: u32::MAX - 2,
+                timeout_ms: 100
+            }
+        );
+        let mut few = RankZero::new(MAX_LISTED_MISSING as u32 + 2, 100);
+        assert_eq!(
+            few.admit(&join(1, MAX_LISTED_MISSING as u32 + 2), "p"),
+            Ok(Admission::Joined(1))
+        );
+        assert_eq!(
+            few.timed_out(),
+            BootstrapError::RankTimeout {
+                world_size: MAX_LISTED_MISSING as u32 + 2,
+                missing: (2..MAX_LISTED_MISSING as u32 + 2).collect(),
+                timeout_ms: 100
+            }
         );
     }
 

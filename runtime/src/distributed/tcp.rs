@@ -111,7 +111,9 @@ impl Listener for TcpRendezvousListener {
 
 impl Link for TcpLink {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        debug_assert!(frame.len() <= MAX_FRAME_BYTES, "frames are small");
+        if frame.len() > MAX_FRAME_BYTES {
+            return Err(over_limit(frame.len()));
+        }
         let mut bytes = (frame.len() as u32).to_be_bytes().to_vec();
         bytes.extend_from_slice(frame);
         self.stream.write_all(&bytes)?;
@@ -127,10 +129,7 @@ impl Link for TcpLink {
         }
         let len = u32::from_be_bytes(header) as usize;
         if len > MAX_FRAME_BYTES {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a frame of {len} bytes, over the limit of {MAX_FRAME_BYTES}"),
-            ));
+            return Err(over_limit(len));
         }
         let mut frame = vec![0; len];
         Ok(read_or_end(&mut self.stream, &mut frame)?.unwrap_or(Received::Frame(frame)))
@@ -153,4 +152,12 @@ fn read_or_end(stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<Option<Rece
             _ => Err(err),
         },
     }
+}
+
+/// The error of a frame of `len` bytes, sent or announced, past [`MAX_FRAME_BYTES`].
+fn over_limit(len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("a frame of {len} bytes, over the limit of {MAX_FRAME_BYTES}"),
+    )
 }

@@ -314,3 +314,19 @@ fn a_rank_that_started_before_rank_zero_hears_which_rank_is_missing() {
     assert_eq!(zero.join().unwrap(), Err(expected.clone()));
     assert_eq!(one.join().unwrap(), Err(expected));
 }
+
+#[test]
+fn a_timeout_with_a_thousand_missing_ranks_reaches_the_joined_rank_cut_and_counted() {
+    // 1098 missing ranks would take 4392 bytes to list, over a frame's 4096.
+    let (port, zero) = rank_zero(1100, 400);
+    let one = rank(1, 1100, port, 5_000, 0);
+    let expected = BootstrapError::ManyRanksTimeout {
+        world_size: 1100,
+        first_missing: (2..66).collect(),
+        missing_count: 1098,
+        timeout_ms: 400,
+    };
+    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
+    assert_eq!(one.join().unwrap(), Err(expected.clone()));
+    insta::assert_snapshot!(expected, @"rendezvous timed out after 400 ms: 1098 ranks of a world of 1100 never joined, the first 64 listed: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65]");
+}
