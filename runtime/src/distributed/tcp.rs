@@ -10,6 +10,9 @@ use super::transport::{Link, Listener, Received, Transport};
 
 /// How often a listener without a connection looks again.
 const ACCEPT_POLL: Duration = Duration::from_millis(5);
+/// The longest a receive waits: a longer timeout (`Duration::MAX`, say) means this one, which
+/// the clock can represent.
+const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// How long a send may block (a frame is a few bytes; only a stuck peer takes longer).
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -120,11 +123,14 @@ impl Link for TcpLink {
         self.stream.flush()
     }
 
+    /// Waits at most `timeout` for the whole frame, however its bytes trickle in. A frame
+    /// begun but not finished in time is an error ([`io::ErrorKind::TimedOut`]): the stream
+    /// is then mid-frame, of no further use.
     fn recv(&mut self, timeout: Duration) -> io::Result<Received> {
-        self.stream
-            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        // At least one look at the socket, even at a deadline already reached.
+        let deadline = Instant::now() + timeout.clamp(Duration::from_millis(1), LONGEST_WAIT);
         let mut header = [0; 4];
-        if let Some(end) = read_or_end(&mut self.stream, &mut header)? {
+        if let Some(end) = read_by(&mut self.stream, &mut header, deadline)? {
             return Ok(end);
         }
         let len = u32::from_be_bytes(header) as usize;
@@ -132,7 +138,11 @@ impl Link for TcpLink {
             return Err(over_limit(len));
         }
         let mut frame = vec![0; len];
-        Ok(read_or_end(&mut self.stream, &mut frame)?.unwrap_or(Received::Frame(frame)))
+        match read_by(&mut self.stream, &mut frame, deadline)? {
+            None => Ok(Received::Frame(frame)),
+            Some(Received::TimedOut) => Err(cut_short()),
+            Some(end) => Ok(end),
+        }
     }
 
     fn peer(&self) -> String {
@@ -140,18 +150,55 @@ impl Link for TcpLink {
     }
 }
 
-/// Fills `buf`; `Some` if the connection closed or the read timed out first.
-fn read_or_end(stream: &mut TcpStream, buf: &mut [u8]) -> io::Result<Option<Received>> {
-    match stream.read_exact(buf) {
-        Ok(()) => Ok(None),
-        Err(err) => match err.kind() {
-            io::ErrorKind::UnexpectedEof
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::ConnectionAborted => Ok(Some(Received::Closed)),
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Ok(Some(Received::TimedOut)),
-            _ => Err(err),
-        },
+/// Fills `buf` by `deadline`, each read waiting only what is left of it. `Some` if the
+/// connection closed, or if the time ran out before any byte came; a frame's header begun but
+/// not finished in time is an error.
+fn read_by(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> io::Result<Option<Received>> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return timed_out(filled);
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf[filled..]) {
+            Ok(0) => return Ok(Some(Received::Closed)),
+            Ok(read) => filled += read,
+            Err(err) => match err.kind() {
+                io::ErrorKind::Interrupted => {}
+                io::ErrorKind::ConnectionReset | io::ErrorKind::ConnectionAborted => {
+                    return Ok(Some(Received::Closed));
+                }
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    return timed_out(filled);
+                }
+                _ => return Err(err),
+            },
+        }
     }
+    Ok(None)
+}
+
+/// A read whose time ran out after `filled` bytes: nothing of a frame yet, or a frame cut
+/// short.
+fn timed_out(filled: usize) -> io::Result<Option<Received>> {
+    if filled == 0 {
+        Ok(Some(Received::TimedOut))
+    } else {
+        Err(cut_short())
+    }
+}
+
+/// The error of a frame whose bytes did not all come within the timeout.
+fn cut_short() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "a frame cut short: its bytes did not all come within the timeout",
+    )
 }
 
 /// The error of a frame of `len` bytes, sent or announced, past [`MAX_FRAME_BYTES`].

@@ -330,3 +330,59 @@ fn a_timeout_with_a_thousand_missing_ranks_reaches_the_joined_rank_cut_and_count
     assert_eq!(one.join().unwrap(), Err(expected.clone()));
     insta::assert_snapshot!(expected, @"rendezvous timed out after 400 ms: 1098 ranks of a world of 1100 never joined, the first 64 listed: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65]");
 }
+
+#[test]
+fn a_peer_trickling_its_join_does_not_hold_rank_zero_past_its_timeout() {
+    // A join sent one byte every 150 ms takes 2.85 s; each byte comes within the 200 ms a first
+    // frame may take, but the frame as a whole does not, so rank 0 drops it and times out.
+    let (port, zero) = rank_zero(2, 500);
+    let started = std::time::Instant::now();
+    let trickler = thread::spawn(move || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        let join = Message::Join {
+            rank: 1,
+            world_size: 2,
+        }
+        .encode();
+        let mut framed = (join.len() as u32).to_be_bytes().to_vec();
+        framed.extend_from_slice(&join);
+        for byte in framed {
+            if std::io::Write::write_all(&mut stream, &[byte]).is_err() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(150));
+        }
+    });
+    let outcome = zero.join().unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(
+        outcome,
+        Err(BootstrapError::RankTimeout {
+            world_size: 2,
+            missing: vec![1],
+            timeout_ms: 500
+        })
+    );
+    assert!(
+        elapsed < Duration::from_millis(1_000),
+        "rank 0 took {elapsed:?}"
+    );
+    trickler.join().unwrap();
+}
+
+#[test]
+fn a_frame_cut_short_by_the_timeout_is_an_error_and_silence_is_not() {
+    let tcp = Tcp::default();
+    let mut listener = tcp.listen(0).expect("loopback listens");
+    let mut peer = std::net::TcpStream::connect(("127.0.0.1", listener.port())).unwrap();
+    let mut link = listener.accept(Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(
+        link.recv(Duration::from_millis(50)).unwrap(),
+        Received::TimedOut
+    );
+    std::io::Write::write_all(&mut peer, &[0, 0]).unwrap();
+    let error = link.recv(Duration::from_millis(50)).unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+    insta::assert_snapshot!(error, @"a frame cut short: its bytes did not all come within the timeout");
+}

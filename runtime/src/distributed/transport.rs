@@ -24,10 +24,11 @@ pub trait Link {
     /// The transport's failure.
     fn send(&mut self, frame: &[u8]) -> io::Result<()>;
 
-    /// Waits at most `timeout` for the next frame.
+    /// Waits at most `timeout` for the next whole frame, however slowly its bytes come.
     ///
     /// # Errors
-    /// The transport's failure (a frame over the limit included).
+    /// The transport's failure (a frame over the limit included, and a frame begun but not
+    /// finished within `timeout`: the link is then of no further use).
     fn recv(&mut self, timeout: Duration) -> io::Result<Received>;
 
     /// The other end, for messages.
