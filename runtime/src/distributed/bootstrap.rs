@@ -1,12 +1,17 @@
 //! The blocking drivers: one rendezvous over any [`Transport`], rank 0 serving and the others
 //! joining, with the decisions left to `rendezvous.rs`.
 
+use std::io;
 use std::time::Duration;
 
 use super::env::WorldEnv;
 use super::error::{BootstrapError, millis};
 use super::rendezvous::{Admission, Joiner, RankZero, refusal};
 use super::transport::{Link, Listener, Received, Transport};
+
+/// How long rank 0 pauses after an accept failed for the moment (out of descriptors, say)
+/// before it accepts again.
+const ACCEPT_RETRY: Duration = Duration::from_millis(10);
 
 /// How long a rendezvous may take, and how its connections pace themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +90,9 @@ pub fn bootstrap<T: Transport>(
 }
 
 /// Rank 0: admits a join from each other rank on `listener`, then sends each the id `make_id`
-/// makes, and returns it. The first failure is sent to every joined rank and returned.
+/// makes, and returns it. The first failure is sent to every joined rank and returned; an
+/// accept that fails for the moment (a connection reset before it was accepted, descriptors
+/// run out) is no failure: rank 0 accepts again until its deadline.
 ///
 /// # Errors
 /// [`BootstrapError::RankTimeout`], [`BootstrapError::WorldSizeMismatch`],
@@ -106,6 +113,11 @@ pub fn serve<T: Transport>(
         let accepted = match listener.accept(left) {
             Ok(Some(link)) => link,
             Ok(None) => return Err(abort(&mut joined, state.timed_out())),
+            Err(err) if is_transient(&err) => {
+                tracing::debug!(error = %err, "rendezvous: an accept failed; accepting again");
+                transport.pause(left.min(ACCEPT_RETRY));
+                continue;
+            }
             Err(err) => {
                 let error = BootstrapError::Io {
                     peer: format!("port {}", listener.port()),
@@ -141,6 +153,25 @@ pub fn serve<T: Transport>(
         let _ = link.send(&welcome);
     }
     Ok(id)
+}
+
+/// Whether an accept failure is the moment's rather than the listener's: a connection gone
+/// before it was accepted, a signal, or descriptors or memory run short (`EMFILE`, `ENFILE`:
+/// other connections may close). Rank 0 pauses [`ACCEPT_RETRY`] and accepts again.
+fn is_transient(err: &io::Error) -> bool {
+    /// `ENFILE` and `EMFILE`, the same numbers on Linux, macOS and the BSDs; the standard
+    /// library gives them no kind of their own.
+    const OUT_OF_DESCRIPTORS: [i32; 2] = [23, 24];
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+            | io::ErrorKind::OutOfMemory
+    ) || err
+        .raw_os_error()
+        .is_some_and(|code| OUT_OF_DESCRIPTORS.contains(&code))
 }
 
 /// Sends `error` to every joined rank (those gone already are past telling) and returns it.

@@ -386,3 +386,96 @@ fn a_frame_cut_short_by_the_timeout_is_an_error_and_silence_is_not() {
     assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
     insta::assert_snapshot!(error, @"a frame cut short: its bytes did not all come within the timeout");
 }
+
+/// TCP whose listener fails with `errors` (the last first) before it accepts.
+struct FlakyTcp {
+    tcp: Tcp,
+    errors: std::sync::Mutex<Vec<std::io::Error>>,
+}
+
+struct FlakyListener {
+    listener: TcpRendezvousListener,
+    errors: Vec<std::io::Error>,
+}
+
+impl Transport for FlakyTcp {
+    type Link = TcpLink;
+    type Listener = FlakyListener;
+
+    fn listen(&self, port: u16) -> std::io::Result<FlakyListener> {
+        Ok(FlakyListener {
+            listener: self.tcp.listen(port)?,
+            errors: std::mem::take(&mut *self.errors.lock().unwrap()),
+        })
+    }
+
+    fn connect(&self, host: &str, port: u16, timeout: Duration) -> std::io::Result<TcpLink> {
+        self.tcp.connect(host, port, timeout)
+    }
+
+    fn now(&self) -> Duration {
+        self.tcp.now()
+    }
+
+    fn pause(&self, duration: Duration) {
+        self.tcp.pause(duration);
+    }
+}
+
+impl Listener for FlakyListener {
+    type Link = TcpLink;
+
+    fn accept(&mut self, timeout: Duration) -> std::io::Result<Option<TcpLink>> {
+        match self.errors.pop() {
+            Some(error) => Err(error),
+            None => self.listener.accept(timeout),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.listener.port()
+    }
+}
+
+/// Rank 0 of a world of two over a listener failing with `errors` first, and rank 1.
+fn serve_through(errors: Vec<std::io::Error>) -> (Result<Vec<u8>, BootstrapError>, u16) {
+    let flaky = FlakyTcp {
+        tcp: Tcp::default(),
+        errors: std::sync::Mutex::new(errors),
+    };
+    let listener = flaky.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let one = rank(1, 2, port, 1_000, 0);
+    let zero = serve(&flaky, listener, 2, options(5_000), || Ok(vec![7]));
+    // Rank 1 has the id, or (rank 0 gone before it joined) finds rank 0 unreachable.
+    let _ = one.join().unwrap();
+    (zero, port)
+}
+
+#[test]
+fn accept_failures_of_the_moment_do_not_end_the_rendezvous() {
+    use std::io::{Error, ErrorKind};
+    let errors = vec![
+        Error::from(ErrorKind::ConnectionAborted),
+        Error::from(ErrorKind::ConnectionReset),
+        Error::from(ErrorKind::Interrupted),
+        Error::from_raw_os_error(24), // EMFILE
+        Error::from_raw_os_error(23), // ENFILE
+        Error::from(ErrorKind::OutOfMemory),
+    ];
+    assert_eq!(serve_through(errors).0, Ok(vec![7]));
+}
+
+#[test]
+fn other_accept_failures_abort_the_rendezvous() {
+    let denied = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+    let (zero, port) = serve_through(vec![denied]);
+    assert_eq!(
+        zero,
+        Err(BootstrapError::Io {
+            peer: format!("port {port}"),
+            during: "accepting a rank",
+            reason: "denied".to_owned()
+        })
+    );
+}
