@@ -17,7 +17,9 @@ pub struct WorldEnv {
     pub local_rank: u32,
     /// Rank 0's host, as the other ranks reach it.
     pub master_addr: String,
-    /// The port rank 0 listens on (on every interface of its host).
+    /// The port rank 0 listens on, on every IPv4 interface of its host and on IPv4 only:
+    /// `MASTER_ADDR` must reach that host over IPv4 (a name with IPv6 addresses too works, its
+    /// IPv4 ones answering).
     pub master_port: u16,
 }
 

@@ -2,7 +2,7 @@
 //! its length (`u32`, big-endian).
 
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use super::frame::MAX_FRAME_BYTES;
@@ -30,7 +30,9 @@ impl Default for Tcp {
     }
 }
 
-/// A listening socket on every IPv4 interface.
+/// A listening socket on every IPv4 interface, and IPv4 only: `[::]` would take IPv4 too only
+/// where the host's `net.ipv6.bindv6only` is off, which the standard library can neither see
+/// nor change, so IPv4 is the one that works everywhere.
 #[derive(Debug)]
 pub struct TcpRendezvousListener {
     listener: TcpListener,
@@ -68,14 +70,12 @@ impl Transport for Tcp {
     }
 
     fn connect(&self, host: &str, port: u16, timeout: Duration) -> io::Result<TcpLink> {
-        let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
-        for addr in (host, port).to_socket_addrs()? {
-            match TcpStream::connect_timeout(&addr, timeout.max(Duration::from_millis(1))) {
-                Ok(stream) => return TcpLink::new(stream),
-                Err(err) => last = err,
-            }
+        let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs()?.collect();
+        if addrs.is_empty() {
+            let reason = format!("{host} has no address");
+            return Err(io::Error::new(io::ErrorKind::NotFound, reason));
         }
-        Err(last)
+        connect_any(&addrs, timeout)
     }
 
     fn now(&self) -> Duration {
@@ -85,6 +85,24 @@ impl Transport for Tcp {
     fn pause(&self, duration: Duration) {
         std::thread::sleep(duration);
     }
+}
+
+/// Connects to the first of `addrs` (at least one) that answers, within `timeout` in all: each
+/// attempt gets an equal share of the time left, so an address that never answers (a route
+/// blackholed) leaves the others their time, and one refused at once leaves them its share.
+fn connect_any(addrs: &[SocketAddr], timeout: Duration) -> io::Result<TcpLink> {
+    let deadline = Instant::now() + timeout.min(LONGEST_WAIT);
+    let mut last = None;
+    for (tried, addr) in addrs.iter().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let untried = u32::try_from(addrs.len() - tried).unwrap_or(u32::MAX);
+        let share = (left / untried).max(Duration::from_millis(1));
+        match TcpStream::connect_timeout(addr, share) {
+            Ok(stream) => return TcpLink::new(stream),
+            Err(err) => last = Some(err),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address")))
 }
 
 impl Listener for TcpRendezvousListener {
@@ -207,4 +225,37 @@ fn over_limit(len: usize) -> io::Error {
         io::ErrorKind::InvalidData,
         format!("a frame of {len} bytes, over the limit of {MAX_FRAME_BYTES}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An address whose connections hang: a listener whose backlog is full (Linux drops the
+    /// SYNs that would overflow it), and the connections that fill it.
+    fn blackholed() -> (SocketAddr, TcpListener, Vec<TcpStream>) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut held = Vec::new();
+        while held.len() < 10_000 {
+            match TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+                Ok(stream) => held.push(stream),
+                Err(err) if err.kind() == io::ErrorKind::TimedOut => return (addr, listener, held),
+                Err(err) => panic!("filling the backlog: {err}"),
+            }
+        }
+        panic!("the backlog never filled");
+    }
+
+    #[test]
+    fn a_blackholed_address_leaves_the_next_its_share_of_the_timeout() {
+        let (hole, _listener, _held) = blackholed();
+        let open = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let started = Instant::now();
+        let link = connect_any(&[hole, open.local_addr().unwrap()], Duration::from_secs(2));
+        let elapsed = started.elapsed();
+        assert!(link.is_ok(), "{link:?}");
+        // The hole takes its half, 1 s; it took the whole 2 s before.
+        assert!(elapsed < Duration::from_millis(1_800), "{elapsed:?}");
+    }
 }
