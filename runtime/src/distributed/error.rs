@@ -28,7 +28,9 @@ pub enum BootstrapError {
         reason: String,
     },
     /// A rank other than 0 could not connect to rank 0 within the timeout: rank 0 is dead, did
-    /// not start in time, or `MASTER_ADDR`/`MASTER_PORT` name the wrong place.
+    /// not start in time, or `MASTER_ADDR`/`MASTER_PORT` name the wrong place; or this rank
+    /// came after its world completed without it (a second process with a `RANK` that had
+    /// joined, say), when rank 0 no longer listens.
     #[error(
         "rank 0 at {addr} is unreachable: {attempts} connection attempts in {timeout_ms} ms failed, the last with: {reason}"
     )]
@@ -104,7 +106,9 @@ pub enum BootstrapError {
     },
     /// Two joins claimed one rank (two processes with one `RANK`), or a join claimed rank 0,
     /// which is rank 0's own. Every rank that joined returns it; give each process its own
-    /// `RANK` in `0..WORLD_SIZE`.
+    /// `RANK` in `0..WORLD_SIZE`. Seen only while rank 0 waits for joins: a duplicate that
+    /// comes after the world completed finds rank 0 no longer listening and returns
+    /// [`Unreachable`](Self::Unreachable).
     #[error("rank {rank} joined twice: two processes have RANK={rank}")]
     DuplicateRank {
         /// The rank claimed twice.

@@ -40,7 +40,11 @@
 //!   ([`BootstrapError::VersionMismatch`]): the first such join aborts the rendezvous, and rank
 //!   0 and every rank that joined return the same error (a version mismatch reaches them as
 //!   [`BootstrapError::Aborted`] with its message). Ranks that had not joined yet find rank 0
-//!   gone and return [`BootstrapError::Unreachable`];
+//!   gone and return [`BootstrapError::Unreachable`]. Only a join rank 0 still waits for is
+//!   checked: a second process with a `RANK` that joins after the world completed finds no
+//!   one listening, like a rank whose rank 0 died, so it retries until its timeout and
+//!   returns [`BootstrapError::Unreachable`], not [`BootstrapError::DuplicateRank`], while
+//!   the world it meant to join goes on without it;
 //! - rank 0 dying after a rank joined: that rank returns [`BootstrapError::RankZeroClosed`];
 //!   rank 0 alive but silent: [`BootstrapError::ReplyTimeout`];
 //! - a connection that sends no rendezvous frame (a port scan, another program) is dropped

@@ -479,3 +479,22 @@ fn other_accept_failures_abort_the_rendezvous() {
         })
     );
 }
+
+#[test]
+fn a_duplicate_rank_after_the_world_completed_finds_rank_zero_unreachable() {
+    let (port, zero) = rank_zero(2, 5_000);
+    let first = rank(1, 2, port, 5_000, 0);
+    assert_eq!(zero.join().unwrap(), Ok(b"the-id".to_vec()));
+    assert_eq!(first.join().unwrap().map(|w| w.id), Ok(b"the-id".to_vec()));
+    let error = rank(1, 2, port, 300, 0).join().unwrap().unwrap_err();
+    assert!(
+        matches!(
+            error,
+            BootstrapError::Unreachable {
+                timeout_ms: 300,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+}
