@@ -142,11 +142,11 @@ pub fn serve<T: Transport>(
             }
         }
     }
-    let id = match make_id() {
-        Ok(id) => id,
-        Err(reason) => return Err(abort(&mut joined, BootstrapError::Id { reason })),
+    let made = make_id().map_err(|reason| BootstrapError::Id { reason });
+    let (welcome, id) = match made.and_then(|id| Ok((state.welcome(&id)?, id))) {
+        Ok(made) => made,
+        Err(error) => return Err(abort(&mut joined, error)),
     };
-    let welcome = state.welcome(id.clone());
     for link in &mut joined {
         // A rank that died since it joined will not join the communicator either; the
         // communicator's own timeout reports it.

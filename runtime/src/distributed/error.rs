@@ -164,8 +164,9 @@ pub enum BootstrapError {
         /// Rank 0's error message.
         reason: String,
     },
-    /// Rank 0's `make_id` failed (on CUDA, NCCL could not make its unique id); rank 0 returns
-    /// it and the other ranks get [`Aborted`](Self::Aborted).
+    /// Rank 0's `make_id` failed (on CUDA, NCCL could not make its unique id), or made an id
+    /// over [`MAX_ID_BYTES`](super::MAX_ID_BYTES), which no frame carries; rank 0 returns it
+    /// and the other ranks get [`Aborted`](Self::Aborted).
     #[error("rank 0 could not make the communicator id: {reason}")]
     Id {
         /// What `make_id` returned.

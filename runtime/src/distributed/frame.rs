@@ -13,6 +13,11 @@ use super::error::{BootstrapError, MAX_LISTED_MISSING};
 pub const PROTOCOL_VERSION: u16 = 1;
 /// The largest frame either side sends or accepts (an NCCL id is 128 bytes).
 pub const MAX_FRAME_BYTES: usize = 4096;
+/// The longest communicator id a welcome carries: a frame less the welcome's magic, version,
+/// kind, world size and id length.
+pub const MAX_ID_BYTES: usize = MAX_FRAME_BYTES - 15;
+/// The longest refusal text a frame carries; longer text is cut (it is for a person to read).
+const MAX_TEXT_BYTES: usize = MAX_FRAME_BYTES / 2;
 const MAGIC: [u8; 4] = *b"LKRV";
 
 const JOIN: u8 = 1;
@@ -78,8 +83,10 @@ impl Undecodable {
 
 impl Message {
     /// The frame of this message, for [`Link::send`](super::Link::send). Invariant: it fits
-    /// in [`MAX_FRAME_BYTES`]. Text and ids longer than half of it are cut to fit, and a
-    /// timeout lists at most [`MAX_LISTED_MISSING`] missing ranks (more travel as
+    /// in [`MAX_FRAME_BYTES`] unless it is a welcome whose id is over [`MAX_ID_BYTES`] (ids are
+    /// never cut: [`RankZero::welcome`](super::RankZero::welcome) refuses such an id, and
+    /// `send` such a frame). A refusal's text is cut to half a frame, and a timeout lists at
+    /// most [`MAX_LISTED_MISSING`] missing ranks (more travel as
     /// [`BootstrapError::ManyRanksTimeout`]: the first ones and their count).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
@@ -181,7 +188,8 @@ fn encode_refusal(out: &mut Vec<u8>, error: &BootstrapError) {
         }
         other => {
             out.push(REFUSED_OTHER);
-            put_bytes(out, other.to_string().as_bytes());
+            let text = other.to_string();
+            put_bytes(out, &text.as_bytes()[..text.len().min(MAX_TEXT_BYTES)]);
         }
     }
 }
@@ -240,10 +248,9 @@ fn put_u32(out: &mut Vec<u8>, value: u32) {
     out.extend_from_slice(&value.to_be_bytes());
 }
 
-/// A length (`u32`) and the bytes, cut to what fits in a frame.
+/// A length (`u32`) and the bytes, all of them.
 fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    let bytes = &bytes[..bytes.len().min(MAX_FRAME_BYTES / 2)];
-    put_u32(out, bytes.len() as u32);
+    put_u32(out, u32::try_from(bytes.len()).unwrap_or(u32::MAX));
     out.extend_from_slice(bytes);
 }
 
@@ -371,6 +378,17 @@ mod tests {
             Message::decode(&refusal_frame(longer)),
             Ok(Message::Refused(cut))
         );
+    }
+
+    #[test]
+    fn the_longest_id_fills_a_frame_and_travels_whole() {
+        let welcome = Message::Welcome {
+            world_size: 2,
+            id: (0..MAX_ID_BYTES).map(|i| i as u8).collect(),
+        };
+        let frame = welcome.encode();
+        assert_eq!(frame.len(), MAX_FRAME_BYTES);
+        assert_eq!(Message::decode(&frame), Ok(welcome));
     }
 
     fn refusal_frame(error: BootstrapError) -> Vec<u8> {

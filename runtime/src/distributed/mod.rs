@@ -69,7 +69,7 @@ mod tests;
 pub use bootstrap::{RendezvousOptions, World, bootstrap, join, serve};
 pub use env::{EnvError, WorldEnv};
 pub use error::{BootstrapError, MAX_LISTED_MISSING};
-pub use frame::{MAX_FRAME_BYTES, Message, PROTOCOL_VERSION, Undecodable};
+pub use frame::{MAX_FRAME_BYTES, MAX_ID_BYTES, Message, PROTOCOL_VERSION, Undecodable};
 pub use naming::{check_world_list, world_devices};
 pub use rendezvous::{Admission, Joiner, RankZero, refusal};
 pub use tcp::{Tcp, TcpLink, TcpRendezvousListener};

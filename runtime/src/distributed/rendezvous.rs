@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use super::error::{BootstrapError, MAX_LISTED_MISSING};
-use super::frame::{Message, Undecodable};
+use super::frame::{MAX_ID_BYTES, Message, Undecodable};
 
 /// Rank 0's side: collects one join per other rank, then every rank gets the id at once.
 ///
@@ -109,14 +109,25 @@ impl RankZero {
         }
     }
 
-    /// The reply every joined rank gets once the rendezvous is complete.
-    pub fn welcome(&self, id: Vec<u8>) -> Vec<u8> {
+    /// The reply every joined rank gets once the rendezvous is complete, carrying `id` whole.
+    ///
+    /// # Errors
+    /// [`BootstrapError::Id`] for an id over [`MAX_ID_BYTES`], which no frame carries.
+    pub fn welcome(&self, id: &[u8]) -> Result<Vec<u8>, BootstrapError> {
         debug_assert!(self.is_complete(), "the id goes out once every rank joined");
-        Message::Welcome {
-            world_size: self.world_size,
-            id,
+        if id.len() > MAX_ID_BYTES {
+            return Err(BootstrapError::Id {
+                reason: format!(
+                    "an id of {} bytes, over the {MAX_ID_BYTES} a rendezvous frame carries",
+                    id.len()
+                ),
+            });
         }
-        .encode()
+        Ok(Message::Welcome {
+            world_size: self.world_size,
+            id: id.to_vec(),
+        }
+        .encode())
     }
 }
 

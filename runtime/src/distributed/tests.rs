@@ -498,3 +498,23 @@ fn a_duplicate_rank_after_the_world_completed_finds_rank_zero_unreachable() {
         "{error:?}"
     );
 }
+
+#[test]
+fn an_id_too_long_for_a_frame_fails_every_rank_instead_of_reaching_them_cut() {
+    let tcp = Tcp::default();
+    let listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let one = rank(1, 2, port, 5_000, 0);
+    let zero = serve(&tcp, listener, 2, options(5_000), || Ok(vec![1; 5_000]));
+    let expected = BootstrapError::Id {
+        reason: format!("an id of 5000 bytes, over the {MAX_ID_BYTES} a rendezvous frame carries"),
+    };
+    assert_eq!(zero, Err(expected.clone()));
+    assert_eq!(
+        one.join().unwrap(),
+        Err(BootstrapError::Aborted {
+            reason: expected.to_string()
+        })
+    );
+    insta::assert_snapshot!(expected, @"rank 0 could not make the communicator id: an id of 5000 bytes, over the 4081 a rendezvous frame carries");
+}
