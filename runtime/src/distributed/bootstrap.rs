@@ -107,7 +107,7 @@ pub fn serve<T: Transport>(
 ) -> Result<Vec<u8>, BootstrapError> {
     let mut state = RankZero::new(world_size, millis(options.timeout));
     let mut joined: Vec<T::Link> = Vec::new();
-    let deadline = transport.now() + options.timeout;
+    let deadline = transport.now().saturating_add(options.timeout);
     while !state.is_complete() {
         let left = deadline.saturating_sub(transport.now());
         let accepted = match listener.accept(left) {
@@ -201,21 +201,24 @@ pub fn join<T: Transport>(
         addr: format!("{}:{}", env.master_addr, env.master_port),
         timeout_ms: millis(options.timeout),
     };
-    let deadline = transport.now() + options.timeout;
-    let mut attempts = 0;
+    let deadline = transport.now().saturating_add(options.timeout);
+    let mut attempts: u32 = 0;
     let mut link = loop {
         let left = deadline.saturating_sub(transport.now());
-        attempts += 1;
+        attempts = attempts.saturating_add(1);
         match transport.connect(&env.master_addr, env.master_port, left) {
             Ok(link) => break link,
-            Err(err) if transport.now() + options.retry_interval >= deadline => {
+            Err(err) if transport.now().saturating_add(options.retry_interval) >= deadline => {
                 return Err(joiner.unreachable(attempts, err.to_string()));
             }
             Err(_) => transport.pause(options.retry_interval),
         }
     };
     // Rank 0 was listening by now, so its own deadline is at most `timeout` away.
-    let reply_deadline = transport.now() + options.timeout + options.verdict_margin;
+    let reply_deadline = transport
+        .now()
+        .saturating_add(options.timeout)
+        .saturating_add(options.verdict_margin);
     link.send(&joiner.join_frame())
         .map_err(|err| joiner.io("sending its join", &err))?;
     match link.recv(reply_deadline.saturating_sub(transport.now())) {

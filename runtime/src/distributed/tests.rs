@@ -518,3 +518,18 @@ fn an_id_too_long_for_a_frame_fails_every_rank_instead_of_reaching_them_cut() {
     );
     insta::assert_snapshot!(expected, @"rank 0 could not make the communicator id: an id of 5000 bytes, over the 4081 a rendezvous frame carries");
 }
+
+#[test]
+fn an_endless_timeout_is_no_overflow() {
+    let endless = RendezvousOptions {
+        timeout: Duration::MAX,
+        verdict_margin: Duration::MAX,
+        ..options(0)
+    };
+    let world = bootstrap(&Tcp::default(), &env(0, 1, 0), endless, || Ok(vec![3]));
+    assert_eq!(world.map(|w| w.id), Ok(vec![3]));
+    let (port, zero) = rank_zero(2, 5_000);
+    let one = thread::spawn(move || join(&Tcp::default(), &env(1, 2, port), endless));
+    assert_eq!(zero.join().unwrap(), Ok(b"the-id".to_vec()));
+    assert_eq!(one.join().unwrap(), Ok(b"the-id".to_vec()));
+}
