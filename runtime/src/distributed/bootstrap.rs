@@ -95,9 +95,11 @@ pub fn bootstrap<T: Transport>(
 /// run out) is no failure: rank 0 accepts again until its deadline.
 ///
 /// # Errors
-/// [`BootstrapError::RankTimeout`], [`BootstrapError::WorldSizeMismatch`],
-/// [`BootstrapError::DuplicateRank`], [`BootstrapError::VersionMismatch`],
-/// [`BootstrapError::Protocol`], or [`BootstrapError::Id`] from `make_id`.
+/// [`BootstrapError::RankTimeout`] (or [`BootstrapError::ManyRanksTimeout`]),
+/// [`BootstrapError::WorldSizeMismatch`], [`BootstrapError::DuplicateRank`],
+/// [`BootstrapError::VersionMismatch`], [`BootstrapError::Protocol`], [`BootstrapError::Io`]
+/// for a listener that fails for good, or [`BootstrapError::Id`] from `make_id` (or for an id
+/// over [`MAX_ID_BYTES`](super::MAX_ID_BYTES)).
 pub fn serve<T: Transport>(
     transport: &T,
     mut listener: T::Listener,
