@@ -9,8 +9,9 @@
 use super::error::{BootstrapError, MAX_LISTED_MISSING};
 
 /// The version this build speaks. A peer of another version is refused with
-/// [`BootstrapError::VersionMismatch`].
-pub const PROTOCOL_VERSION: u16 = 1;
+/// [`BootstrapError::VersionMismatch`]. Version 2 added the refusal that lists the first
+/// missing ranks and counts them all (a timeout with more than `MAX_LISTED_MISSING` missing).
+pub const PROTOCOL_VERSION: u16 = 2;
 /// The largest frame either side sends or accepts (an NCCL id is 128 bytes).
 pub const MAX_FRAME_BYTES: usize = 4096;
 /// The longest communicator id a welcome carries: a frame less the welcome's magic, version,
@@ -402,7 +403,7 @@ mod tests {
             world_size: 2,
         }
         .encode();
-        assert_eq!(frame, b"LKRV\0\x01\x01\0\0\0\x01\0\0\0\x02");
+        assert_eq!(frame, b"LKRV\0\x02\x01\0\0\0\x01\0\0\0\x02");
     }
 
     #[test]
@@ -413,24 +414,24 @@ mod tests {
         );
         assert_eq!(Message::decode(b"LKRV"), Err(Undecodable::Stranger));
         assert_eq!(
-            Message::decode(b"LKRV\0\x02\x01"),
-            Err(Undecodable::Version(2))
+            Message::decode(b"LKRV\0\x03\x01"),
+            Err(Undecodable::Version(3))
         );
         let malformed = |bytes: &[u8]| match Message::decode(bytes) {
             Err(Undecodable::Malformed(reason)) => reason,
             other => panic!("expected a malformed frame, got {other:?}"),
         };
         assert_eq!(
-            malformed(b"LKRV\0\x01\x01\0\0"),
+            malformed(b"LKRV\0\x02\x01\0\0"),
             "truncated: 4 bytes wanted, 2 left"
         );
-        assert_eq!(malformed(b"LKRV\0\x01\x09"), "unknown kind 9");
+        assert_eq!(malformed(b"LKRV\0\x02\x09"), "unknown kind 9");
         assert_eq!(
-            malformed(b"LKRV\0\x01\x01\0\0\0\x01\0\0\0\x02\0"),
+            malformed(b"LKRV\0\x02\x01\0\0\0\x01\0\0\0\x02\0"),
             "1 bytes after the message"
         );
         assert_eq!(
-            malformed(b"LKRV\0\x01\x03\x01\0\0\0\x02\0\0\0\0\0\0\0\x05\xff\xff\xff\xff"),
+            malformed(b"LKRV\0\x02\x03\x01\0\0\0\x02\0\0\0\0\0\0\0\x05\xff\xff\xff\xff"),
             "4294967295 missing ranks in 0 bytes"
         );
     }

@@ -217,7 +217,7 @@ fn strangers_are_ignored_and_other_versions_refused() {
     let mut newer = tcp
         .connect("127.0.0.1", port, Duration::from_secs(1))
         .unwrap();
-    newer.send(b"LKRV\0\x02\x01").unwrap();
+    newer.send(b"LKRV\0\x03\x01").unwrap();
     let Ok(Received::Frame(reply)) = newer.recv(Duration::from_secs(5)) else {
         panic!("rank 0 answers a peer of another version");
     };
@@ -226,7 +226,7 @@ fn strangers_are_ignored_and_other_versions_refused() {
         panic!("expected VersionMismatch, got {error:?}");
     };
     let text = error.to_string().replace(peer.as_str(), "PEER");
-    insta::assert_snapshot!(text, @"rendezvous protocol version mismatch: this process speaks version 1, PEER speaks 2");
+    insta::assert_snapshot!(text, @"rendezvous protocol version mismatch: this process speaks version 2, PEER speaks 3");
     assert_eq!(
         Message::decode(&reply),
         Ok(Message::Refused(BootstrapError::Aborted {
