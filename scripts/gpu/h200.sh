@@ -20,6 +20,7 @@ executable() {
 }
 cp "$(cargo test --release -p lockstep-cuda --test collectives --no-run --message-format=json | executable collectives)" .gpu/collectives_tests
 cp "$(cargo bench -p lockstep-cuda --bench collectives --no-run --message-format=json | executable collectives)" .gpu/collectives_bench
+cp "$(cargo bench -p lockstep-cuda --bench nccl_groups --no-run --message-format=json | executable nccl_groups)" .gpu/nccl_groups_bench
 cp "$(cargo bench -p lockstep-cuda --bench staging --no-run --message-format=json | executable staging)" .gpu/staging_bench
 cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
 cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench

@@ -58,6 +58,8 @@ done
 run 120 .gpu/bench
 run 60 .gpu/staging_bench
 run 60 .gpu/collectives_bench
+# The host's price of an NCCL group on a nonblocking rank (every collective's) and a blocking one.
+run 60 .gpu/nccl_groups_bench
 run 40 .gpu/wgpu_bench
 run 40 .gpu/graph_bench cuda 2000
 run 40 .gpu/graph_bench wgpu 500

@@ -37,10 +37,13 @@
 //! rendezvous, so behind a peer that is gone for good each one takes a full timeout.
 //!
 //! **The price of nonblocking ranks.** NCCL 2.28 runs every group of a nonblocking rank (every
-//! collective is one) on a thread of its own and returns `ncclInProgress`: measured on an H200
-//! (`NCCL_VERSION` 22809, one rank, a self send/receive group from Python), 71-85 us a group
-//! against 17 us on a blocking rank. A small collective's enqueue can so cost more than the
-//! collective itself on the GPU.
+//! collective is one) on a thread of its own and returns `ncclInProgress`: the `nccl_groups`
+//! bench measured 51-59 us of host time a group on an H200 (NCCL 2.28.3, a communicator of
+//! one, a self send/receive), against 10 us on a blocking rank. Every collective here pays it
+//! on the device's actor, more than a 1 MiB all-reduce between two H200s takes on the GPUs
+//! (about 34 us), so small collectives run at the enqueue's pace. A blocking rank made from
+//! the bounded join (`ncclCommSplit`) would pay 10 us, at the price of NCCL's connection setup
+//! at a first collective blocking the host while a peer is missing: not done yet.
 //!
 //! **Not covered:** mismatched peers (sizes, types) are not detected. A staged write that must
 //! wait for a staging block (a write over two 256 MiB segments, or the pool at its cap) waits in
