@@ -42,8 +42,11 @@
 //! one, a self send/receive), against 10 us on a blocking rank. Every collective here pays it
 //! on the device's actor, more than a 1 MiB all-reduce between two H200s takes on the GPUs
 //! (about 34 us), so small collectives run at the enqueue's pace. A blocking rank made from
-//! the bounded join (`ncclCommSplit`) would pay 10 us, at the price of NCCL's connection setup
-//! at a first collective blocking the host while a peer is missing: not done yet.
+//! the bounded join would pay 10 us, at the price of NCCL's connection setup at a first
+//! collective blocking the host while a peer is missing: not done. Splitting one off the join
+//! (`ncclCommSplit` with `blocking = 1` from the nonblocking rank) was tried and failed on NCCL
+//! 2.28.3, one rank: the split returns `ncclInProgress`, its job fails (`ncclInternalError`)
+//! and leaves no communicator.
 //!
 //! **Not covered:** mismatched peers (sizes, types) are not detected. A staged write that must
 //! wait for a staging block (a write over two 256 MiB segments, or the pool at its cap) waits in
