@@ -35,7 +35,7 @@ use cudarc::driver::sys::{self, CUresult};
 use lockstep::collective::CommunicatorId;
 use lockstep::device::contract::{self, CheckedBuffer, LiveBuffers, Owner};
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::host_pool::HostPoolStats;
+use lockstep::host_pool::{HostPoolStats, class_of};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{
     Bytes, ContractViolation, Device, DeviceError, DeviceProperties, Features, GraphSupport,
@@ -492,6 +492,7 @@ impl Device for CudaDevice {
             .result()
             .map_err(|e| self.ctx.fail("cuMemcpyHtoDAsync", e));
         }
+        self.make_staging_safe(staging::pool_bytes_needed(data.len()))?;
         staging::upload(
             &self.host,
             &self.ctx,
@@ -516,8 +517,11 @@ impl Device for CudaDevice {
             match pinned::of_context(&mut data, &self.ctx) {
                 Some(lent) => {
                     // An earlier copy of these bytes may be queued behind a stuck collective:
-                    // wait for it watching collectives, not blocked in the driver.
+                    // wait for it watching collectives, not blocked in the driver; and so for
+                    // the pool's room to keep them once returned (past its cap it frees them
+                    // after their copy).
                     self.wait_watching(|_| Ok(lent.block().arrived()), |_| Ok(()))?;
+                    self.make_staging_safe(lent.capacity() as u64)?;
                     let raw = self.uncaptured(stream, "write")?;
                     pinned::copy_to_device(lent, raw, dst.at(offset))
                 }
@@ -538,6 +542,7 @@ impl Device for CudaDevice {
     }
 
     fn alloc_pinned_host(&mut self, bytes: usize) -> Result<Option<Bytes>, DeviceError> {
+        self.make_staging_safe(class_of(bytes) as u64)?;
         self.host.lend(bytes).map(|lent| Some(lent.into_bytes()))
     }
 

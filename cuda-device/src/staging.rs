@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
-use lockstep::host_pool::HostBlock;
+use lockstep::host_pool::{HostBlock, class_of};
 use lockstep::{Bytes, DeviceError};
 
 use crate::context::Context;
@@ -31,6 +31,14 @@ use crate::streaming_copy::copy_streaming;
 /// Most bytes one pinned block stages of a write; longer writes go a segment at a time, so
 /// staging never pins more than this per write.
 const SEGMENT_BYTES_MAX: usize = 256 << 20;
+
+/// The pinned pool's bytes an upload of `len` bytes lends, a segment at a time.
+pub(crate) fn pool_bytes_needed(len: usize) -> u64 {
+    let segments = len / SEGMENT_BYTES_MAX;
+    let last = len % SEGMENT_BYTES_MAX;
+    let last_class = if last == 0 { 0 } else { class_of(last) };
+    (segments * class_of(SEGMENT_BYTES_MAX) + last_class) as u64
+}
 
 /// How writes from pageable bytes are staged ([`CudaDevice::with_write_staging`]): chunks of
 /// `chunk_bytes`, copied by up to `threads_max` threads (the calling one included, and never
@@ -249,5 +257,22 @@ impl CudaRead {
         };
         lent.block_mut().wait()?;
         Ok(lent.into_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upload_lends_a_class_per_segment() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(pool_bytes_needed(0), 0);
+        assert_eq!(pool_bytes_needed(1), 4096);
+        assert_eq!(pool_bytes_needed(256 << 20), 256 * MIB);
+        assert_eq!(pool_bytes_needed((256 << 20) + 1), 256 * MIB + 4096);
+        assert_eq!(pool_bytes_needed(5 << 28), 1280 * MIB);
+        // 300 MiB: a full segment and 44 MiB, whose class is 48 MiB (steps of 8 MiB below 64).
+        assert_eq!(pool_bytes_needed(300 << 20), (256 + 48) * MIB);
     }
 }

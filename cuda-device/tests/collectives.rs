@@ -183,6 +183,37 @@ fn pipelined_collectives_never_time_out() {
     assert_eq!(work.read_one(reduced).unwrap().to_elems::<u32>(), [5]);
 }
 
+/// A write staged through more than the pinned pool keeps (1 GiB), enqueued while a collective
+/// is in flight, first waits for the collective watching it (behind a peer that never arrives
+/// the pool's own wait would never end; `absent_peer_child`), then lands whole. One GPU is
+/// enough: a communicator of one.
+#[test]
+fn a_big_write_behind_a_collective_lands_whole() {
+    const TEST: &str = "a_big_write_behind_a_collective_lands_whole";
+    let client = match CudaDevice::new(0) {
+        Ok(device) => ComputeClient::new(device),
+        Err(err) => return cannot_run(Need::CudaGpu, TEST, &err.to_string()),
+    };
+    if !client.supports_collectives() {
+        return cannot_run(Need::Nccl, TEST, NO_NCCL);
+    }
+    let me = vec![client.peer_id()];
+    let reduced = client.create(Bytes::from_elems(&[5u32; 1024])).unwrap();
+    let (r, u32, op) = (reduced.clone(), ElemType::U32, ReduceOperation::Sum);
+    client.all_reduce(r.clone(), r, u32, me, op).unwrap();
+    let big = client.create(Bytes::from(vec![7u8; 5 << 28])).unwrap();
+    assert_eq!(client.sync(), Ok(()));
+    let written = client.read_one(big).unwrap();
+    assert!(
+        written.iter().all(|&b| b == 7),
+        "the big write landed whole"
+    );
+    assert_eq!(
+        client.read_one(reduced).unwrap().to_elems::<u32>(),
+        [5; 1024]
+    );
+}
+
 const ABSENT_PEER_CHILD: &str = "LOCKSTEP_CUDA_ABSENT_PEER_CHILD";
 
 /// An all-reduce of `values[rank]` on each client in `clients` (over `devices`), read back.
@@ -249,9 +280,17 @@ fn absent_peer_child() {
     }
     let started = Instant::now();
     let lone = reduce_on(&both[..1], &ids, &[5]);
+    // A write staged through more than the pinned pool keeps (1 GiB) behind it waits for its
+    // own earlier segments' copies: watching the collective, so it ends at the timeout too.
+    let big = clients[0].create(Bytes::from(vec![7u8; 5 << 28])).unwrap();
     assert_eq!(
         clients[0].sync(),
         timed_out(clients[0].stream_id(), 1, ids[1], &ids)
+    );
+    let written = clients[0].read_one(big).unwrap();
+    assert!(
+        written.iter().all(|&b| b == 7),
+        "the big write landed whole"
     );
     assert!(
         started.elapsed() < Duration::from_secs(20),

@@ -300,6 +300,12 @@ impl<A: HostAllocator> PooledBlock<A> {
         self.len == 0
     }
 
+    /// The block's capacity: what it counts for in the pool's bytes lent, and kept once
+    /// returned.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// The pool the block returns to.
     pub fn pool(&self) -> &Arc<HostPool<A>> {
         &self.pool

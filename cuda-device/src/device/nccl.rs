@@ -48,10 +48,12 @@
 //! 2.28.3, one rank: the split returns `ncclInProgress`, its job fails (`ncclInternalError`)
 //! and leaves no communicator.
 //!
-//! **Not covered:** mismatched peers (sizes, types) are not detected. A staged write that must
-//! wait for a staging block (a write over two 256 MiB segments, or the pool at its cap) waits in
-//! the driver, without watching collectives: behind a collective whose peer never arrives it
-//! hangs (a gap: only this device's host waits abort its ranks).
+//! The pinned pool waits in the driver for a block's copy when lending or keeping it would pass
+//! its cap; with collectives pending, a write or pinned lend that could make it wait first
+//! waits for them watching (`CudaDevice::make_staging_safe`), since the copy may be queued
+//! behind a collective whose peer never arrives.
+//!
+//! **Not covered:** mismatched peers (sizes, types) are not detected.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;

@@ -92,6 +92,26 @@ impl CudaDevice {
         Ok(())
     }
 
+    /// Whether a collective of this device is not yet seen complete.
+    pub(super) fn collectives_pending(&self) -> bool {
+        self.communicators.values().any(|c| !c.pending.is_empty())
+    }
+
+    /// Before lending `bytes` of the pinned pool: if lending (or returning) them could make the
+    /// pool wait for a copy in flight (it would pass its cap) while collectives are pending,
+    /// waits watching them until none is. Such a copy may be queued behind a collective whose
+    /// peer never arrives, and the pool waits in the driver, where no timeout reaches it.
+    pub(super) fn make_staging_safe(&mut self, bytes: u64) -> Result<(), DeviceError> {
+        if !self.collectives_pending() {
+            return Ok(());
+        }
+        let stats = self.host.stats();
+        if stats.bytes_lent + stats.bytes_kept + bytes <= stats.cap_bytes {
+            return Ok(());
+        }
+        self.wait_watching(|_| Ok(false), |_| Ok(()))
+    }
+
     /// Waits until `done` (which must not block), watching every pending collective
     /// meanwhile; without any, waits with `block` instead.
     pub(super) fn wait_watching(
@@ -102,7 +122,7 @@ impl CudaDevice {
         let since = Instant::now();
         loop {
             self.settle_collectives();
-            if self.communicators.values().all(|c| c.pending.is_empty()) {
+            if !self.collectives_pending() {
                 return block(self);
             }
             if done(self)? {
@@ -116,7 +136,7 @@ impl CudaDevice {
     /// collective timed out, failed or lost its generation, oldest first.
     fn settle_collectives(&mut self) {
         // The common wait, with no collective in flight, allocates nothing.
-        if self.communicators.values().all(|c| c.pending.is_empty()) {
+        if !self.collectives_pending() {
             return;
         }
         let mut failing = Vec::new();
