@@ -2,8 +2,15 @@
 # Runs on a GPU host (no Rust there) from the repository root, with .gpu-pack/ carried from
 # scripts/gpu/h200.sh: processes of one world, one GPU each, through `lockstep launch`. The
 # launcher and rendezvous alone (no GPU), then the exact all-reduce and ring copy on 2 GPUs (and
-# on every GPU when there are more), then all-reduce bandwidth across 2 processes beside
+# on every GPU when there are more), a rank that stalls or vanishes after one all-reduce (the
+# others must fail typed, in bounded time), then all-reduce bandwidth across 2 processes beside
 # torch.distributed.all_reduce at the same sizes. Logs go to $OUT when set.
+#
+# On a host of one GPU it rehearses instead, and says so: both ranks open GPU 0, and a
+# different NCCL_HOSTID per rank makes NCCL take them for two hosts (it refuses two ranks of one
+# GPU on one host) and connect them over sockets on the loopback interface. The same checks run
+# through NCCL's network transport, not NVLink; no bandwidth is measured. That is a rehearsal of
+# the two-GPU run, not a substitute for it.
 set -uo pipefail
 source scripts/gpu/unpack.sh
 out=${OUT:-/tmp}
@@ -22,11 +29,23 @@ run() {
   timeout "$limit" "$@" 2>&1 | tee -a "$out/world.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 }
-run 30 .gpu/lockstep launch --nproc 2 -- .gpu/rendezvous-probe
-run 120 .gpu/lockstep launch --nproc 2 -- .gpu/world check
+launch=(.gpu/lockstep launch --nproc 2 --)
+if [ "$gpus" -eq 1 ]; then
+  echo "REHEARSAL on one GPU: ranks share GPU 0, NCCL connects them over loopback sockets"
+  export NCCL_SOCKET_IFNAME=lo
+  # Each rank on GPU 0, as a host of its own to NCCL.
+  launch+=(sh -c 'LOCAL_RANK=0 NCCL_HOSTID="lockstep-rank-$RANK" exec "$@"' rank)
+fi
+run 30 "${launch[@]}" .gpu/rendezvous-probe
+run 120 "${launch[@]}" .gpu/world check
+run 120 "${launch[@]}" .gpu/world stall
+run 120 "${launch[@]}" .gpu/world vanish
 if [ "$gpus" -gt 2 ]; then
   run 120 .gpu/lockstep launch --nproc "$gpus" -- .gpu/world check
+  run 120 .gpu/lockstep launch --nproc "$gpus" -- .gpu/world stall
 fi
-run 180 .gpu/lockstep launch --nproc 2 -- .gpu/world bench
-run 180 .gpu/lockstep launch --nproc 2 -- python3 scripts/gpu/torch_all_reduce.py
+if [ "$gpus" -ge 2 ]; then
+  run 180 "${launch[@]}" .gpu/world bench
+  run 180 "${launch[@]}" python3 scripts/gpu/torch_all_reduce.py
+fi
 exit $status

@@ -6,13 +6,15 @@
 //! compares every result with the exact expected value (a world of one process has no ring: it
 //! checks the all-reduces alone). `bench`: all-reduce bandwidth across the processes at 1 MiB,
 //! 64 MiB and 256 MiB (`f32` sum), printed by rank 0 as nccl-tests' algbw, the median of 5
-//! rounds; `scripts/gpu/torch_all_reduce.py` measures PyTorch the same way.
+//! rounds; `scripts/gpu/torch_all_reduce.py` measures PyTorch the same way. `stall` and
+//! `vanish`: the last rank stops after one all-reduce, and the others must fail typed instead
+//! of waiting for ever (`faults.rs`).
 //!
 //! Without the world's variables, a GPU or NCCL it prints `SKIPPED: ...` and exits 0, or fails
 //! under `LOCKSTEP_REQUIRE_GPU=1`.
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use lockstep::distributed::{BootstrapError, EnvError, WorldEnv};
 use lockstep::kernel::ElemType;
@@ -20,28 +22,44 @@ use lockstep::{Bytes, ComputeClient, Device, DeviceId, Handle, ReduceOperation};
 use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::{CudaDevice, JoinWorldError};
 
+mod faults;
+
 const WORDS: usize = 1 << 20;
 const SIZES_BYTES: [usize; 3] = [1 << 20, 64 << 20, 256 << 20];
 const ROUNDS: usize = 5;
 
 type Client = ComputeClient<CudaDevice>;
 
+/// What this rank runs, from the first argument.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Check,
+    Bench,
+    Stop(faults::Stop),
+}
+
 fn main() -> ExitCode {
-    let bench = match std::env::args().nth(1).as_deref() {
-        None | Some("check") => false,
-        Some("bench") => true,
+    let mode = match std::env::args().nth(1).as_deref() {
+        None | Some("check") => Mode::Check,
+        Some("bench") => Mode::Bench,
+        Some("stall") => Mode::Stop(faults::Stop::Stall),
+        Some("vanish") => Mode::Stop(faults::Stop::Vanish),
         Some(other) => {
-            eprintln!("usage: world [check|bench], not {other}");
+            eprintln!("usage: world [check|bench|stall|vanish], not {other}");
             return ExitCode::from(2);
         }
     };
-    let Some(client) = join() else {
+    let timeout = match mode {
+        Mode::Stop(_) => faults::TIMEOUT,
+        Mode::Check | Mode::Bench => CudaDevice::DEFAULT_COLLECTIVE_TIMEOUT,
+    };
+    let Some(client) = join(timeout) else {
         return ExitCode::SUCCESS;
     };
-    let result = if bench {
-        run_bench(&client)
-    } else {
-        check(&client)
+    let result = match mode {
+        Mode::Check => check(&client),
+        Mode::Bench => run_bench(&client),
+        Mode::Stop(stop) => faults::check(&client, stop),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,8 +70,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// This rank's client in the world; `None` after a visible skip.
-fn join() -> Option<Client> {
+/// This rank's client in the world, its collectives bounded by `timeout`; `None` after a
+/// visible skip.
+fn join(timeout: Duration) -> Option<Client> {
     let env = match WorldEnv::from_env() {
         Ok(env) => env,
         Err(err @ EnvError::Missing { .. }) => {
@@ -64,7 +83,9 @@ fn join() -> Option<Client> {
         Err(err) => panic!("{err}"),
     };
     match CudaDevice::join_world(&env, Default::default()) {
-        Ok(device) if device.supports_collectives() => Some(ComputeClient::new(device)),
+        Ok(device) if device.supports_collectives() => {
+            Some(ComputeClient::new(device.with_collective_timeout(timeout)))
+        }
         Ok(_) => {
             cannot_run(Need::Nccl, "world", "libnccl cannot be loaded");
             None
