@@ -26,12 +26,16 @@ pub struct SimConfig {
     /// Whether the device supports the half floats (`Features::f16` and `Features::bf16`);
     /// off, it models a device without them, whose kernels using one are refused.
     pub half_floats: bool,
+    /// Whether the device records timestamps (`Features::timestamps`); off, it models a device
+    /// without them (wgpu without `TIMESTAMP_QUERY`), whose `record_timestamp` is refused with
+    /// `Unsupported`, so clients time work on the host.
+    pub timestamps: bool,
 }
 
 impl SimConfig {
     /// A device seeded with `seed`: 1 GiB of memory, 256 MiB allocations at most, up to 3
     /// background operations per call, no faults, no recorded trace, no watchdog, half floats
-    /// supported.
+    /// and timestamps supported.
     pub fn new(seed: u64) -> Self {
         Self {
             seed,
@@ -42,12 +46,19 @@ impl SimConfig {
             record_trace: false,
             watchdog_ns: u64::MAX,
             half_floats: true,
+            timestamps: true,
         }
     }
 
     /// The same config, for a device without `f16` and `bf16`.
     pub fn without_half_floats(mut self) -> Self {
         self.half_floats = false;
+        self
+    }
+
+    /// The same config, for a device without timestamps.
+    pub fn without_timestamps(mut self) -> Self {
+        self.timestamps = false;
         self
     }
 

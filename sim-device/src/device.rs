@@ -165,7 +165,7 @@ impl SimDevice {
             max_shared_memory_bytes: 16 << 10,
             features: Features {
                 graphs: GraphSupport::Software,
-                timestamps: true,
+                timestamps: config.timestamps,
                 concurrent_streams: true,
                 // The half floats' arithmetic is `half`'s exact rounding of `f32` results.
                 f16: config.half_floats,
@@ -1165,6 +1165,12 @@ impl Device for SimDevice {
     }
 
     fn record_timestamp(&mut self, stream: SimStream) -> Result<SimTimestamp, DeviceError> {
+        if !self.config.timestamps {
+            // No timestamp exists to reach `elapsed_ns` either.
+            return Err(DeviceError::Unsupported {
+                operation: "record_timestamp (the simulated device has no timestamps)".to_owned(),
+            });
+        }
         let marker = self.new_marker();
         self.enqueue(stream, Op::Marker(marker))?;
         Ok(SimTimestamp(marker))
