@@ -62,6 +62,19 @@ fn message(error: &BootstrapError, port: u16) -> String {
     error.to_string().replace(&port.to_string(), "PORT")
 }
 
+/// Asserts that rank 0 (serving, or bootstrapping like the others) and each of `others` failed
+/// with `expected`.
+fn every_rank_failed_with<Outcome: PartialEq + std::fmt::Debug>(
+    zero: JoinHandle<Result<Outcome, BootstrapError>>,
+    others: impl IntoIterator<Item = JoinHandle<Result<World, BootstrapError>>>,
+    expected: &BootstrapError,
+) {
+    assert_eq!(zero.join().unwrap(), Err(expected.clone()), "rank 0");
+    for other in others {
+        assert_eq!(other.join().unwrap(), Err(expected.clone()), "another rank");
+    }
+}
+
 /// A port nothing listens on (bound, then released).
 fn closed_port() -> u16 {
     let listener = Tcp::default().listen(0).expect("loopback listens");
@@ -124,8 +137,7 @@ fn a_rank_that_never_comes_times_out_everywhere() {
         missing: vec![2, 3],
         timeout_ms: 400,
     };
-    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
-    assert_eq!(one.join().unwrap(), Err(expected.clone()));
+    every_rank_failed_with(zero, [one], &expected);
     insta::assert_snapshot!(expected, @"rendezvous timed out after 400 ms: ranks [2, 3] of a world of 4 never joined");
     let one_missing = BootstrapError::RankTimeout {
         world_size: 2,
@@ -146,9 +158,7 @@ fn a_mismatched_world_size_aborts_every_joined_rank() {
         expected: 3,
         actual: 2,
     };
-    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
-    assert_eq!(one.join().unwrap(), Err(expected.clone()));
-    assert_eq!(two.join().unwrap(), Err(expected.clone()));
+    every_rank_failed_with(zero, [one, two], &expected);
     insta::assert_snapshot!(expected, @"world size mismatch: rank 1 has WORLD_SIZE=2, rank 0 has WORLD_SIZE=3");
 }
 
@@ -158,9 +168,7 @@ fn a_rank_that_joins_twice_aborts_every_joined_rank() {
     let first = rank(1, 3, port, 5_000, 0);
     let second = rank(1, 3, port, 5_000, 200);
     let expected = BootstrapError::DuplicateRank { rank: 1 };
-    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
-    assert_eq!(first.join().unwrap(), Err(expected.clone()));
-    assert_eq!(second.join().unwrap(), Err(expected.clone()));
+    every_rank_failed_with(zero, [first, second], &expected);
     insta::assert_snapshot!(expected, @"rank 1 joined twice: two processes have RANK=1");
 }
 
@@ -311,8 +319,7 @@ fn a_rank_that_started_before_rank_zero_hears_which_rank_is_missing() {
         missing: vec![2],
         timeout_ms: 1_000,
     };
-    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
-    assert_eq!(one.join().unwrap(), Err(expected));
+    every_rank_failed_with(zero, [one], &expected);
 }
 
 #[test]
@@ -326,8 +333,7 @@ fn a_timeout_with_a_thousand_missing_ranks_reaches_the_joined_rank_cut_and_count
         missing_count: 1098,
         timeout_ms: 400,
     };
-    assert_eq!(zero.join().unwrap(), Err(expected.clone()));
-    assert_eq!(one.join().unwrap(), Err(expected.clone()));
+    every_rank_failed_with(zero, [one], &expected);
     insta::assert_snapshot!(expected, @"rendezvous timed out after 400 ms: 1098 ranks of a world of 1100 never joined, the first 64 listed: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65]");
 }
 
