@@ -3,7 +3,9 @@
 //! instead of hanging), beside a blocking rank, what raw NCCL and PyTorch use. One GPU is
 //! enough: a communicator of one, each group a self send and receive of 4 bytes, timed until
 //! its enqueue finished (`ncclInProgress` polled by yielding, as the device does). NCCL 2.28
-//! runs each nonblocking group on a thread of its own.
+//! runs each nonblocking group on a thread of its own. A third figure captures the group once
+//! on the nonblocking rank into a CUDA graph and replays it (`cuGraphLaunch`), after checking
+//! that two replays each copy the bytes the source then holds.
 //!
 //! Run: `cargo bench -p lockstep-cuda --bench nccl_groups` on a machine with a GPU and
 //! `libnccl.so.2` on the library path; otherwise it prints `SKIPPED: ...` and exits 0, or fails
@@ -16,7 +18,7 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{CudaContext as RawContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext as RawContext, CudaSlice, CudaStream, DevicePtr, result, sys};
 use cudarc::nccl::sys as nccl;
 use lockstep::ComputeClient;
 use lockstep_conformance::requirement::{Need, cannot_run};
@@ -100,45 +102,46 @@ fn rank(blocking: bool) -> nccl::ncclComm_t {
     comm
 }
 
-/// Microseconds of one group on `comm` (the median round), each group's enqueue finished
-/// before the next starts.
-fn group_us(
+/// One group on `comm` and `stream`: a self send of `src` into `dst`, its enqueue finished.
+fn group(
     comm: nccl::ncclComm_t,
     stream: &Arc<CudaStream>,
     src: &CudaSlice<u8>,
     dst: &CudaSlice<u8>,
-) -> f64 {
+) {
     let raw = stream.cu_stream() as nccl::cudaStream_t;
     let (src_ptr, _src_use) = src.device_ptr(stream);
     let (dst_ptr, _dst_use) = dst.device_ptr(stream);
-    let group = || {
-        // SAFETY: both buffers hold `BYTES` bytes of this GPU and outlive the stream's work
-        // (synchronised below); `comm` is live and used by this thread alone.
-        let result = unsafe {
-            ok("ncclGroupStart", nccl::ncclGroupStart());
-            let u8 = nccl::ncclDataType_t::ncclUint8;
-            ok(
-                "ncclSend",
-                nccl::ncclSend(src_ptr as *const c_void, BYTES, u8, 0, comm, raw),
-            );
-            ok(
-                "ncclRecv",
-                nccl::ncclRecv(dst_ptr as *mut c_void, BYTES, u8, 0, comm, raw),
-            );
-            nccl::ncclGroupEnd()
-        };
-        if result == nccl::ncclResult_t::ncclInProgress {
-            settle(comm);
-        } else {
-            ok("ncclGroupEnd", result);
-        }
+    // SAFETY: both buffers hold `BYTES` bytes of this GPU and outlive the stream's work
+    // (the callers synchronise it); `comm` is live and used by this thread alone.
+    let result = unsafe {
+        ok("ncclGroupStart", nccl::ncclGroupStart());
+        let u8 = nccl::ncclDataType_t::ncclUint8;
+        ok(
+            "ncclSend",
+            nccl::ncclSend(src_ptr as *const c_void, BYTES, u8, 0, comm, raw),
+        );
+        ok(
+            "ncclRecv",
+            nccl::ncclRecv(dst_ptr as *mut c_void, BYTES, u8, 0, comm, raw),
+        );
+        nccl::ncclGroupEnd()
     };
-    (0..100).for_each(|_| group());
+    if result == nccl::ncclResult_t::ncclInProgress {
+        settle(comm);
+    } else {
+        ok("ncclGroupEnd", result);
+    }
+}
+
+/// Microseconds of one `op` (the median round of `GROUPS`), after 100 to warm up.
+fn median_us(stream: &Arc<CudaStream>, op: impl Fn()) -> f64 {
+    (0..100).for_each(|_| op());
     stream.synchronize().expect("synchronize");
     let mut rounds: Vec<f64> = (0..ROUNDS)
         .map(|_| {
             let started = Instant::now();
-            (0..GROUPS).for_each(|_| group());
+            (0..GROUPS).for_each(|_| op());
             let us = started.elapsed().as_secs_f64() * 1e6 / GROUPS as f64;
             stream.synchronize().expect("synchronize");
             us
@@ -146,6 +149,106 @@ fn group_us(
         .collect();
     rounds.sort_by(f64::total_cmp);
     rounds[ROUNDS / 2]
+}
+
+/// A captured graph and its instantiation.
+struct Captured {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+impl Drop for Captured {
+    fn drop(&mut self) {
+        // SAFETY: the handles are live and destroyed once, after the stream's work (every
+        // caller synchronises its stream first).
+        unsafe {
+            let _ = result::graph::exec_destroy(self.exec);
+            let _ = result::graph::destroy(self.graph);
+        }
+    }
+}
+
+/// The group on `comm` captured into an instantiated graph, or why it could not be.
+fn capture(
+    comm: nccl::ncclComm_t,
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<u8>,
+    dst: &CudaSlice<u8>,
+) -> Result<Captured, String> {
+    let raw = stream.cu_stream();
+    let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+    // SAFETY: the stream is this context's and not capturing.
+    unsafe { result::stream::begin_capture(raw, relaxed) }.map_err(|e| format!("{e:?}"))?;
+    group(comm, stream, src, dst);
+    // SAFETY: the stream is capturing.
+    let graph = unsafe { result::stream::end_capture(raw) }.map_err(|e| format!("{e:?}"))?;
+    // SAFETY: `graph` was just captured.
+    match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
+        Ok(exec) => Ok(Captured { graph, exec }),
+        Err(e) => {
+            // SAFETY: `graph` is referenced nowhere else.
+            let _ = unsafe { result::graph::destroy(graph) };
+            Err(format!("{e:?}"))
+        }
+    }
+}
+
+/// Replays `captured` on `stream`.
+fn replay(captured: &Captured, stream: &Arc<CudaStream>) -> Result<(), String> {
+    // SAFETY: the graph is live; its buffers outlive the stream's work.
+    unsafe { result::graph::launch(captured.exec, stream.cu_stream()) }
+        .map_err(|e| format!("cuGraphLaunch: {e:?}"))
+}
+
+/// Whether two replays of `captured` each copy what `src` then holds into `dst`.
+fn replays_copy(
+    captured: &Captured,
+    stream: &Arc<CudaStream>,
+    src: &mut CudaSlice<u8>,
+    dst: &CudaSlice<u8>,
+) -> Result<bool, String> {
+    for bytes in [[1u8, 2, 3, 4], [5, 6, 7, 8]] {
+        stream.memcpy_htod(&bytes, src).expect("write");
+        replay(captured, stream)?;
+        if stream.clone_dtoh(dst).expect("read") != bytes {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The replay's price on the nonblocking `comm` beside its group's, `group_us`, as a line.
+fn graph_figure(
+    comm: nccl::ncclComm_t,
+    stream: &Arc<CudaStream>,
+    src: &mut CudaSlice<u8>,
+    dst: &CudaSlice<u8>,
+    group_us: f64,
+) -> String {
+    let captured = match capture(comm, stream, src, dst) {
+        Ok(captured) => captured,
+        Err(reason) => return format!("graph replay      capture failed: {reason}"),
+    };
+    match replays_copy(&captured, stream, src, dst) {
+        Ok(true) => {}
+        Ok(false) => {
+            return "graph replay      WRONG: a replay did not copy the source's bytes".to_owned();
+        }
+        Err(reason) => return format!("graph replay      failed: {reason}"),
+    }
+    let us = median_us(stream, || {
+        replay(&captured, stream).expect("replayed before")
+    });
+    format!(
+        "graph replay      {us:8.1} us a group, on the nonblocking rank ({:.1}x less)",
+        group_us / us
+    )
+}
+
+/// Destroys `comm`, its work synchronised.
+fn destroy(comm: nccl::ncclComm_t) {
+    // SAFETY: the rank is live, its work synchronised, and not used after.
+    ok("ncclCommDestroy", unsafe { nccl::ncclCommDestroy(comm) });
 }
 
 fn main() {
@@ -167,23 +270,27 @@ fn main() {
         .expect("context")
         .new_stream()
         .expect("stream");
-    let src = stream.alloc_zeros::<u8>(BYTES).expect("alloc");
+    let mut src = stream.alloc_zeros::<u8>(BYTES).expect("alloc");
     let dst = stream.alloc_zeros::<u8>(BYTES).expect("alloc");
     println!(
         "NCCL {version} on {}: one group (a self send/receive of {BYTES} bytes), host us, median of {ROUNDS} x {GROUPS}",
         client.properties().name
     );
-    let mut figures = [0.0; 2];
-    for (figure, blocking) in figures.iter_mut().zip([true, false]) {
-        let comm = rank(blocking);
-        *figure = group_us(comm, &stream, &src, &dst);
-        // SAFETY: the rank is live, its work synchronised, and not used after.
-        ok("ncclCommDestroy", unsafe { nccl::ncclCommDestroy(comm) });
-    }
-    let [blocking, nonblocking] = figures;
+    let comm = rank(true);
+    let blocking = median_us(&stream, || group(comm, &stream, &src, &dst));
+    destroy(comm);
     println!("blocking rank     {blocking:8.1} us a group");
+    let comm = rank(false);
+    let nonblocking = median_us(&stream, || group(comm, &stream, &src, &dst));
     println!(
         "nonblocking rank  {nonblocking:8.1} us a group ({:.1}x)",
         nonblocking / blocking
     );
+    // The graph is destroyed (inside) before its rank: NCCL keeps a rank's captured work
+    // until the graph goes.
+    println!(
+        "{}",
+        graph_figure(comm, &stream, &mut src, &dst, nonblocking)
+    );
+    destroy(comm);
 }
