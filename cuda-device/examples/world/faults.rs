@@ -71,6 +71,9 @@ pub fn check(client: &Client, stop: Stop) -> Result<(), String> {
     ensure(waited < bound, || {
         format!("it failed after {waited:?}, not within {bound:?}")
     })?;
+    ensure(stop == Stop::Vanish || waited >= TIMEOUT, || {
+        format!("it timed out after {waited:?}, before the timeout of {TIMEOUT:?}")
+    })?;
 
     let started = Instant::now();
     let third = reduce();

@@ -1,4 +1,4 @@
-//! One rank of a world of processes on CUDA, for `lockstep launch --nproc N -- world [check|bench]`.
+//! One rank of a world of processes on CUDA, for `lockstep launch --nproc N -- world [MODE]`.
 //!
 //! `check` (the default): every rank joins the world (`CudaDevice::from_world_env`), checks
 //! that its client names the world's devices by global rank, all-reduces (sum over `u32`, and
