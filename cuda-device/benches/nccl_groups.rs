@@ -3,9 +3,11 @@
 //! instead of hanging), beside a blocking rank, what raw NCCL and PyTorch use. One GPU is
 //! enough: a communicator of one, each group a self send and receive of 4 bytes, timed until
 //! its enqueue finished (`ncclInProgress` polled by yielding, as the device does). NCCL 2.28
-//! runs each nonblocking group on a thread of its own. A third figure captures the group once
-//! on the nonblocking rank into a CUDA graph and replays it (`cuGraphLaunch`), after checking
-//! that two replays each copy the bytes the source then holds.
+//! runs each nonblocking group on a thread of its own. Then, in each stream-capture mode, the
+//! group is captured once on a fresh nonblocking rank into a CUDA graph and replayed
+//! (`cuGraphLaunch`), after checking that two replays each copy the bytes the source then
+//! holds, or the line says why it could not be (NCCL 2.28.9 on an H200: the relaxed capture's
+//! group ended in `ncclUnhandledCudaError`).
 //!
 //! Run: `cargo bench -p lockstep-cuda --bench nccl_groups` on a machine with a GPU and
 //! `libnccl.so.2` on the library path; otherwise it prints `SKIPPED: ...` and exits 0, or fails
@@ -49,8 +51,8 @@ fn ok(call: &str, result: nccl::ncclResult_t) {
     assert_eq!(result, nccl::ncclResult_t::ncclSuccess, "{call}");
 }
 
-/// Polls a nonblocking rank until NCCL finished what it was doing.
-fn settle(comm: nccl::ncclComm_t) {
+/// Polls a nonblocking rank until NCCL finished what it was doing: its final state.
+fn settle(comm: nccl::ncclComm_t) -> nccl::ncclResult_t {
     loop {
         let mut state = nccl::ncclResult_t::ncclSuccess;
         // SAFETY: `comm` is live; the call writes its state into `state`.
@@ -59,7 +61,7 @@ fn settle(comm: nccl::ncclComm_t) {
         });
         match state {
             nccl::ncclResult_t::ncclInProgress => std::thread::yield_now(),
-            done => return ok("the rank's state", done),
+            done => return done,
         }
     }
 }
@@ -98,17 +100,18 @@ fn rank(blocking: bool) -> nccl::ncclComm_t {
     }
     // SAFETY: written by the call above, which did not fail.
     let comm = unsafe { comm.assume_init() };
-    settle(comm);
+    ok("the rank's state", settle(comm));
     comm
 }
 
-/// One group on `comm` and `stream`: a self send of `src` into `dst`, its enqueue finished.
+/// One group on `comm` and `stream`: a self send of `src` into `dst`, its enqueue finished;
+/// how it ended.
 fn group(
     comm: nccl::ncclComm_t,
     stream: &Arc<CudaStream>,
     src: &CudaSlice<u8>,
     dst: &CudaSlice<u8>,
-) {
+) -> nccl::ncclResult_t {
     let raw = stream.cu_stream() as nccl::cudaStream_t;
     let (src_ptr, _src_use) = src.device_ptr(stream);
     let (dst_ptr, _dst_use) = dst.device_ptr(stream);
@@ -127,11 +130,20 @@ fn group(
         );
         nccl::ncclGroupEnd()
     };
-    if result == nccl::ncclResult_t::ncclInProgress {
-        settle(comm);
-    } else {
-        ok("ncclGroupEnd", result);
+    match result {
+        nccl::ncclResult_t::ncclInProgress => settle(comm),
+        done => done,
     }
+}
+
+/// One group that must succeed.
+fn good_group(
+    comm: nccl::ncclComm_t,
+    stream: &Arc<CudaStream>,
+    src: &CudaSlice<u8>,
+    dst: &CudaSlice<u8>,
+) {
+    ok("the group", group(comm, stream, src, dst));
 }
 
 /// Microseconds of one `op` (the median round of `GROUPS`), after 100 to warm up.
@@ -168,20 +180,28 @@ impl Drop for Captured {
     }
 }
 
-/// The group on `comm` captured into an instantiated graph, or why it could not be.
+/// The group on `comm` captured in `mode` into an instantiated graph, or why it could not be.
 fn capture(
     comm: nccl::ncclComm_t,
     stream: &Arc<CudaStream>,
-    src: &CudaSlice<u8>,
-    dst: &CudaSlice<u8>,
+    (src, dst): (&CudaSlice<u8>, &CudaSlice<u8>),
+    mode: sys::CUstreamCaptureMode,
 ) -> Result<Captured, String> {
     let raw = stream.cu_stream();
-    let relaxed = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
     // SAFETY: the stream is this context's and not capturing.
-    unsafe { result::stream::begin_capture(raw, relaxed) }.map_err(|e| format!("{e:?}"))?;
-    group(comm, stream, src, dst);
+    unsafe { result::stream::begin_capture(raw, mode) }.map_err(|e| format!("{e:?}"))?;
+    let grouped = group(comm, stream, src, dst);
+    // Ended whatever the group did, so the stream leaves capture.
     // SAFETY: the stream is capturing.
-    let graph = unsafe { result::stream::end_capture(raw) }.map_err(|e| format!("{e:?}"))?;
+    let graph = unsafe { result::stream::end_capture(raw) }.map_err(|e| format!("{e:?}"));
+    if grouped != nccl::ncclResult_t::ncclSuccess {
+        if let Ok(graph) = graph {
+            // SAFETY: `graph` is referenced nowhere else.
+            let _ = unsafe { result::graph::destroy(graph) };
+        }
+        return Err(format!("the group ended in {grouped:?}"));
+    }
+    let graph = graph?;
     // SAFETY: `graph` was just captured.
     match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
         Ok(exec) => Ok(Captured { graph, exec }),
@@ -217,32 +237,36 @@ fn replays_copy(
     Ok(true)
 }
 
-/// The replay's price on the nonblocking `comm` beside its group's, `group_us`, as a line.
+/// The price of a replay of the group captured in `mode` on a fresh nonblocking rank, beside the
+/// group's, `group_us`, as a line.
 fn graph_figure(
-    comm: nccl::ncclComm_t,
     stream: &Arc<CudaStream>,
     src: &mut CudaSlice<u8>,
     dst: &CudaSlice<u8>,
+    mode: sys::CUstreamCaptureMode,
     group_us: f64,
 ) -> String {
-    let captured = match capture(comm, stream, src, dst) {
-        Ok(captured) => captured,
-        Err(reason) => return format!("graph replay      capture failed: {reason}"),
+    let comm = rank(false);
+    let line = match capture(comm, stream, (src, dst), mode) {
+        Err(reason) => format!("capture failed: {reason}"),
+        Ok(captured) => match replays_copy(&captured, stream, src, dst) {
+            Ok(true) => {
+                let us = median_us(stream, || {
+                    replay(&captured, stream).expect("replayed before")
+                });
+                format!("{us:8.1} us a group ({:.1}x less)", group_us / us)
+            }
+            Ok(false) => "WRONG: a replay did not copy the source's bytes".to_owned(),
+            Err(reason) => format!("failed: {reason}"),
+        },
     };
-    match replays_copy(&captured, stream, src, dst) {
-        Ok(true) => {}
-        Ok(false) => {
-            return "graph replay      WRONG: a replay did not copy the source's bytes".to_owned();
-        }
-        Err(reason) => return format!("graph replay      failed: {reason}"),
-    }
-    let us = median_us(stream, || {
-        replay(&captured, stream).expect("replayed before")
-    });
-    format!(
-        "graph replay      {us:8.1} us a group, on the nonblocking rank ({:.1}x less)",
-        group_us / us
-    )
+    // A rank whose captured group failed is left in error: aborted, not destroyed.
+    // SAFETY: the rank is live, its graph destroyed above, and not used after.
+    let _ = unsafe { nccl::ncclCommAbort(comm) };
+    let mode = format!("{mode:?}")
+        .replace("CU_STREAM_CAPTURE_MODE_", "")
+        .to_lowercase();
+    format!("graph replay ({mode:>12}) {line}")
 }
 
 /// Destroys `comm`, its work synchronised.
@@ -277,20 +301,25 @@ fn main() {
         client.properties().name
     );
     let comm = rank(true);
-    let blocking = median_us(&stream, || group(comm, &stream, &src, &dst));
+    let blocking = median_us(&stream, || good_group(comm, &stream, &src, &dst));
     destroy(comm);
     println!("blocking rank     {blocking:8.1} us a group");
     let comm = rank(false);
-    let nonblocking = median_us(&stream, || group(comm, &stream, &src, &dst));
+    let nonblocking = median_us(&stream, || good_group(comm, &stream, &src, &dst));
+    destroy(comm);
     println!(
         "nonblocking rank  {nonblocking:8.1} us a group ({:.1}x)",
         nonblocking / blocking
     );
-    // The graph is destroyed (inside) before its rank: NCCL keeps a rank's captured work
-    // until the graph goes.
-    println!(
-        "{}",
-        graph_figure(comm, &stream, &mut src, &dst, nonblocking)
-    );
-    destroy(comm);
+    use sys::CUstreamCaptureMode as Mode;
+    for mode in [
+        Mode::CU_STREAM_CAPTURE_MODE_RELAXED,
+        Mode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+        Mode::CU_STREAM_CAPTURE_MODE_GLOBAL,
+    ] {
+        println!(
+            "{}",
+            graph_figure(&stream, &mut src, &dst, mode, nonblocking)
+        );
+    }
 }

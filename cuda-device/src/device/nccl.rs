@@ -47,9 +47,10 @@
 //! (`ncclCommSplit` with `blocking = 1` from the nonblocking rank) was tried and failed on NCCL
 //! 2.28.3, one rank: the split returns `ncclInProgress`, its job fails (`ncclInternalError`)
 //! and leaves no communicator. Replaying collectives captured once as CUDA graphs would need no
-//! NCCL call per collective (the bench's third figure prices a replay), but NCCL reclaims a
-//! graph's captured work through the rank it was captured on: a cache of such graphs must
-//! destroy them before its rank is aborted, a path only two GPUs can check.
+//! NCCL call per collective, but capturing a nonblocking rank's group (relaxed mode, NCCL
+//! 2.28.9, one H200) ended in `ncclUnhandledCudaError` (the bench tries every capture mode);
+//! and NCCL reclaims a graph's captured work through the rank it was captured on, so a cache
+//! of such graphs must destroy them before its rank is aborted, a path only two GPUs can check.
 //!
 //! The pinned pool waits in the driver for a block's copy when lending or keeping it would pass
 //! its cap; with collectives pending, a write or pinned lend that could make it wait first
