@@ -4,10 +4,13 @@
 //! enough: a communicator of one, each group a self send and receive of 4 bytes, timed until
 //! its enqueue finished (`ncclInProgress` polled by yielding, as the device does). NCCL 2.28
 //! runs each nonblocking group on a thread of its own. Then, in each stream-capture mode, the
-//! group is captured once on a fresh nonblocking rank into a CUDA graph and replayed
-//! (`cuGraphLaunch`), after checking that two replays each copy the bytes the source then
-//! holds, or the line says why it could not be (NCCL 2.28.9 on an H200: the relaxed capture's
-//! group ended in `ncclUnhandledCudaError`).
+//! group is captured once on a fresh nonblocking rank into a CUDA graph (the line gives what
+//! that capture and its instantiation took, once) and replayed (`cuGraphLaunch`), after
+//! checking that two replays each copy the bytes the source then holds, or the line says why it
+//! could not be. The slices are cudarc's without its events between streams, which the group's
+//! pointers would wait on and record inside the capture: with them (NCCL 2.28.9, an H200), the
+//! relaxed capture's group ended in `ncclUnhandledCudaError` and the next mode's first write
+//! failed (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`); without them every mode captures and replays.
 //!
 //! Run: `cargo bench -p lockstep-cuda --bench nccl_groups` on a machine with a GPU and
 //! `libnccl.so.2` on the library path; otherwise it prints `SKIPPED: ...` and exits 0, or fails
@@ -247,14 +250,20 @@ fn graph_figure(
     group_us: f64,
 ) -> String {
     let comm = rank(false);
-    let line = match capture(comm, stream, (src, dst), mode) {
+    let started = Instant::now();
+    let captured = capture(comm, stream, (src, dst), mode);
+    let capture_us = started.elapsed().as_secs_f64() * 1e6;
+    let line = match captured {
         Err(reason) => format!("capture failed: {reason}"),
         Ok(captured) => match replays_copy(&captured, stream, src, dst) {
             Ok(true) => {
                 let us = median_us(stream, || {
                     replay(&captured, stream).expect("replayed before")
                 });
-                format!("{us:8.1} us a group ({:.1}x less)", group_us / us)
+                format!(
+                    "{us:8.1} us a group ({:.1}x less), captured and instantiated in {capture_us:.0} us",
+                    group_us / us
+                )
             }
             Ok(false) => "WRONG: a replay did not copy the source's bytes".to_owned(),
             Err(reason) => format!("failed: {reason}"),
@@ -290,10 +299,13 @@ fn main() {
     ok("ncclGetVersion", unsafe {
         nccl::ncclGetVersion(&raw mut version)
     });
-    let stream = RawContext::new(0)
-        .expect("context")
-        .new_stream()
-        .expect("stream");
+    let context = RawContext::new(0).expect("context");
+    // Every slice is used on `stream` alone, so cudarc's events between streams are not
+    // needed; and a capture must not record them: a slice's use recorded inside a capture
+    // fails its next use outside (`CUDA_ERROR_STREAM_CAPTURE_ISOLATION`).
+    // SAFETY: one stream, below, uses every slice made after this call.
+    unsafe { context.disable_event_tracking() };
+    let stream = context.new_stream().expect("stream");
     let mut src = stream.alloc_zeros::<u8>(BYTES).expect("alloc");
     let dst = stream.alloc_zeros::<u8>(BYTES).expect("alloc");
     println!(

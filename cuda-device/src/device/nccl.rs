@@ -46,11 +46,15 @@
 //! collective blocking the host while a peer is missing: not done. Splitting one off the join
 //! (`ncclCommSplit` with `blocking = 1` from the nonblocking rank) was tried and failed on NCCL
 //! 2.28.3, one rank: the split returns `ncclInProgress`, its job fails (`ncclInternalError`)
-//! and leaves no communicator. Replaying collectives captured once as CUDA graphs would need no
-//! NCCL call per collective, but capturing a nonblocking rank's group (relaxed mode, NCCL
-//! 2.28.9, one H200) ended in `ncclUnhandledCudaError` (the bench tries every capture mode);
-//! and NCCL reclaims a graph's captured work through the rank it was captured on, so a cache
-//! of such graphs must destroy them before its rank is aborted, a path only two GPUs can check.
+//! and leaves no communicator. Replaying collectives captured once as CUDA graphs needs no
+//! NCCL call per collective: a nonblocking rank's group captures in every stream-capture mode
+//! and replays for 6 us of host time (the bench, NCCL 2.28.9, one H200; capturing and
+//! instantiating took 0.3-0.9 ms). Not done: a cache of such graphs would be keyed by the
+//! buffers' addresses, so it must drop a graph before its buffers' memory is freed (NCCL may
+//! register captured buffers with the peers); NCCL reclaims a graph's captured work through the
+//! rank it was captured on, so the cache must also destroy its graphs before the rank is
+//! aborted, even with a replay stuck behind a missing peer; and every rank must replay or
+//! capture in the same order. Those paths need two GPUs to check.
 //!
 //! The pinned pool waits in the driver for a block's copy when lending or keeping it would pass
 //! its cap; with collectives pending, a write or pinned lend that could make it wait first
