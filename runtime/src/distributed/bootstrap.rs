@@ -92,7 +92,10 @@ pub fn bootstrap<T: Transport>(
 /// Rank 0: admits a join from each other rank on `listener`, then sends each the id `make_id`
 /// makes, and returns it. The first failure is sent to every joined rank and returned; an
 /// accept that fails for the moment (a connection reset before it was accepted, descriptors
-/// run out) is no failure: rank 0 accepts again until its deadline.
+/// run out) is no failure: rank 0 accepts again until its deadline. Rank 0 decides by its
+/// deadline (a connection's first frame is awaited no later), and sends the id only while
+/// every joined rank still waits for it: an id made after the deadline and the verdict margin
+/// fails every rank with [`BootstrapError::Id`] rather than reach some of them.
 ///
 /// # Errors
 /// [`BootstrapError::RankTimeout`] (or [`BootstrapError::ManyRanksTimeout`]),
@@ -115,11 +118,12 @@ pub fn serve<T: Transport>(
         let accepted = match listener.accept(left) {
             Ok(Some(link)) => link,
             Ok(None) => return Err(abort(&mut joined, state.timed_out())),
-            Err(err) if is_transient(&err) => {
+            Err(err) if is_transient(&err) && !left.is_zero() => {
                 tracing::debug!(error = %err, "rendezvous: an accept failed; accepting again");
                 transport.pause(left.min(ACCEPT_RETRY));
                 continue;
             }
+            Err(err) if is_transient(&err) => return Err(abort(&mut joined, state.timed_out())),
             Err(err) => {
                 let error = BootstrapError::Io {
                     peer: format!("port {}", listener.port()),
@@ -130,7 +134,11 @@ pub fn serve<T: Transport>(
             }
         };
         let mut link = accepted;
-        let wait = left.min(options.join_frame_timeout);
+        // From now, not from before the accept: a connection near the deadline must not hold
+        // the verdict past it (the joined ranks wait only the verdict margin longer).
+        let wait = deadline
+            .saturating_sub(transport.now())
+            .min(options.join_frame_timeout);
         // A connection that says nothing, closes, or fails is no rank: drop it, keep waiting.
         let Ok(Received::Frame(frame)) = link.recv(wait) else {
             continue;
@@ -145,6 +153,7 @@ pub fn serve<T: Transport>(
         }
     }
     let made = make_id().map_err(|reason| BootstrapError::Id { reason });
+    let made = made.and_then(|id| in_time(id, transport.now(), deadline, options));
     let (welcome, id) = match made.and_then(|id| Ok((state.welcome(&id)?, id))) {
         Ok(made) => made,
         Err(error) => return Err(abort(&mut joined, error)),
@@ -155,6 +164,27 @@ pub fn serve<T: Transport>(
         let _ = link.send(&welcome);
     }
     Ok(id)
+}
+
+/// `id`, made at `now`, if every joined rank still waits for it: each connected after rank 0
+/// started listening, so waits at least until `deadline` (rank 0's) and the verdict margin.
+fn in_time(
+    id: Vec<u8>,
+    now: Duration,
+    deadline: Duration,
+    options: RendezvousOptions,
+) -> Result<Vec<u8>, BootstrapError> {
+    let late = now.saturating_sub(deadline.saturating_add(options.verdict_margin));
+    if late.is_zero() {
+        return Ok(id);
+    }
+    Err(BootstrapError::Id {
+        reason: format!(
+            "made {} ms after the joined ranks stopped waiting for it (the timeout and the \
+             verdict margin)",
+            millis(late)
+        ),
+    })
 }
 
 /// Whether an accept failure is the moment's rather than the listener's: a connection gone

@@ -164,9 +164,11 @@ pub enum BootstrapError {
         /// Rank 0's error message.
         reason: String,
     },
-    /// Rank 0's `make_id` failed (on CUDA, NCCL could not make its unique id), or made an id
-    /// over [`MAX_ID_BYTES`](super::MAX_ID_BYTES), which no frame carries; rank 0 returns it
-    /// and the other ranks get [`Aborted`](Self::Aborted).
+    /// Rank 0's `make_id` failed (on CUDA, NCCL could not make its unique id), made an id over
+    /// [`MAX_ID_BYTES`](super::MAX_ID_BYTES), which no frame carries, or made it after the
+    /// joined ranks stopped waiting (past rank 0's deadline and the verdict margin); rank 0
+    /// returns it and the other ranks get [`Aborted`](Self::Aborted) (or, having stopped
+    /// waiting, [`ReplyTimeout`](Self::ReplyTimeout)).
     #[error("rank 0 could not make the communicator id: {reason}")]
     Id {
         /// What `make_id` returned.

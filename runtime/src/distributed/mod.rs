@@ -47,6 +47,11 @@
 //!   the world it meant to join goes on without it;
 //! - rank 0 dying after a rank joined: that rank returns [`BootstrapError::RankZeroClosed`];
 //!   rank 0 alive but silent: [`BootstrapError::ReplyTimeout`];
+//! - rank 0 deciding late: it decides by its deadline (a connection's first frame is awaited
+//!   no later, and an accept failing for the moment is retried no later), and an id made
+//!   after the joined ranks' margin ran out is sent to none: rank 0 returns
+//!   [`BootstrapError::Id`], ranks still waiting get it as [`BootstrapError::Aborted`], the
+//!   others [`BootstrapError::ReplyTimeout`]. No rank goes on with an id another gave up on;
 //! - a connection that sends no rendezvous frame (a port scan, another program) is dropped
 //!   and ignored.
 //!

@@ -393,15 +393,18 @@ fn a_frame_cut_short_by_the_timeout_is_an_error_and_silence_is_not() {
     insta::assert_snapshot!(error, @"a frame cut short: its bytes did not all come within the timeout");
 }
 
-/// TCP whose listener fails with `errors` (the last first) before it accepts.
+/// Accept failures, in order; endless for a listener that never accepts again.
+type AcceptErrors = Box<dyn Iterator<Item = std::io::Error> + Send>;
+
+/// TCP whose listener fails with `errors` before it accepts.
 struct FlakyTcp {
     tcp: Tcp,
-    errors: std::sync::Mutex<Vec<std::io::Error>>,
+    errors: std::sync::Mutex<Option<AcceptErrors>>,
 }
 
 struct FlakyListener {
     listener: TcpRendezvousListener,
-    errors: Vec<std::io::Error>,
+    errors: AcceptErrors,
 }
 
 impl Transport for FlakyTcp {
@@ -411,7 +414,7 @@ impl Transport for FlakyTcp {
     fn listen(&self, port: u16) -> std::io::Result<FlakyListener> {
         Ok(FlakyListener {
             listener: self.tcp.listen(port)?,
-            errors: std::mem::take(&mut *self.errors.lock().unwrap()),
+            errors: self.errors.lock().unwrap().take().expect("listens once"),
         })
     }
 
@@ -432,7 +435,7 @@ impl Listener for FlakyListener {
     type Link = TcpLink;
 
     fn accept(&mut self, timeout: Duration) -> std::io::Result<Option<TcpLink>> {
-        match self.errors.pop() {
+        match self.errors.next() {
             Some(error) => Err(error),
             None => self.listener.accept(timeout),
         }
@@ -443,12 +446,17 @@ impl Listener for FlakyListener {
     }
 }
 
+/// TCP whose listener fails with `errors` first.
+fn flaky(errors: impl Iterator<Item = std::io::Error> + Send + 'static) -> FlakyTcp {
+    FlakyTcp {
+        tcp: Tcp::default(),
+        errors: std::sync::Mutex::new(Some(Box::new(errors))),
+    }
+}
+
 /// Rank 0 of a world of two over a listener failing with `errors` first, and rank 1.
 fn serve_through(errors: Vec<std::io::Error>) -> (Result<Vec<u8>, BootstrapError>, u16) {
-    let flaky = FlakyTcp {
-        tcp: Tcp::default(),
-        errors: std::sync::Mutex::new(errors),
-    };
+    let flaky = flaky(errors.into_iter());
     let listener = flaky.listen(0).expect("loopback listens");
     let port = listener.port();
     let one = rank(1, 2, port, 1_000, 0);
@@ -470,6 +478,89 @@ fn accept_failures_of_the_moment_do_not_end_the_rendezvous() {
         Error::from(ErrorKind::OutOfMemory),
     ];
     assert_eq!(serve_through(errors).0, Ok(vec![7]));
+}
+
+#[test]
+fn an_accept_that_keeps_failing_for_the_moment_ends_at_the_deadline() {
+    // Descriptors that never come back: every accept fails with EMFILE.
+    let flaky = flaky(std::iter::repeat_with(|| {
+        std::io::Error::from_raw_os_error(24)
+    }));
+    let listener = flaky.listen(0).expect("loopback listens");
+    let (done, outcome) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let _ = done.send(serve(&flaky, listener, 2, options(300), || Ok(vec![7])));
+    });
+    let outcome = outcome
+        .recv_timeout(Duration::from_secs(10))
+        .expect("rank 0 still accepting 10 s after its 300 ms timeout");
+    assert_eq!(
+        outcome,
+        Err(BootstrapError::RankTimeout {
+            world_size: 2,
+            missing: vec![1],
+            timeout_ms: 300
+        })
+    );
+}
+
+#[test]
+fn a_silent_connection_near_the_deadline_does_not_hold_the_verdict_past_it() {
+    // Rank 2 never comes; a connection that says nothing arrives 450 ms into rank 0's 500. A
+    // first frame may take 2 s, but rank 0 still decides at 500 ms, while rank 1 (waiting
+    // until 800 ms) can hear it.
+    let patient = RendezvousOptions {
+        join_frame_timeout: Duration::from_secs(2),
+        verdict_margin: Duration::from_millis(300),
+        ..options(500)
+    };
+    let tcp = Tcp::default();
+    let listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let zero = thread::spawn(move || serve(&tcp, listener, 3, patient, || Ok(vec![1])));
+    let one = thread::spawn(move || {
+        bootstrap(&Tcp::default(), &env(1, 3, port), patient, || {
+            unreachable!("only rank 0 makes the id")
+        })
+    });
+    let silent = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(450));
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port));
+        thread::sleep(Duration::from_millis(1_500));
+        drop(stream);
+    });
+    let expected = BootstrapError::RankTimeout {
+        world_size: 3,
+        missing: vec![2],
+        timeout_ms: 500,
+    };
+    every_rank_failed_with(zero, [one], &expected);
+    silent.join().unwrap();
+}
+
+#[test]
+fn an_id_made_after_the_joined_ranks_stopped_waiting_fails_every_rank() {
+    // Rank 2 joins 400 ms into rank 0's 500; the id then takes 400 ms, past the 200 ms margin
+    // rank 1 waits beyond the timeout: no rank may go on with the id while rank 1 gave up.
+    let tcp = Tcp::default();
+    let listener = tcp.listen(0).expect("loopback listens");
+    let port = listener.port();
+    let zero = thread::spawn(move || {
+        serve(&tcp, listener, 3, options(500), || {
+            thread::sleep(Duration::from_millis(400));
+            Ok(vec![1])
+        })
+    });
+    let one = rank(1, 3, port, 500, 0);
+    let two = rank(2, 3, port, 500, 400);
+    let zero = zero.join().unwrap();
+    assert!(
+        matches!(&zero, Err(BootstrapError::Id { reason }) if reason.starts_with("made ")),
+        "rank 0: {zero:?}"
+    );
+    for (r, outcome) in [(1, one.join().unwrap()), (2, two.join().unwrap())] {
+        assert!(outcome.is_err(), "rank {r} went on alone: {outcome:?}");
+    }
 }
 
 #[test]
