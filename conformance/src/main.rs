@@ -109,7 +109,7 @@ enum Command {
         #[arg(long)]
         nproc: u32,
         /// The rendezvous port (default: a free one).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
         master_port: Option<u16>,
         /// How long the other processes may run once one has failed, in milliseconds.
         #[arg(long, default_value_t = 5000)]

@@ -98,6 +98,14 @@ fn the_launcher_refuses_what_it_cannot_start() {
     let none = launch(&["--nproc", "0", "--", PROBE]);
     assert_eq!(none.status.code(), Some(1));
     insta::assert_snapshot!(String::from_utf8_lossy(&none.stderr), @"lockstep launch: --nproc must be at least 1");
+    let port_zero = launch(&["--nproc", "2", "--master-port", "0", "--", PROBE]);
+    assert_eq!(port_zero.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&port_zero.stderr)
+            .contains("invalid value '0' for '--master-port <MASTER_PORT>': 0 is not in 1..=65535"),
+        "{}",
+        String::from_utf8_lossy(&port_zero.stderr)
+    );
     let missing = launch(&["--nproc", "2", "--", "/nonexistent/program"]);
     assert_eq!(missing.status.code(), Some(1));
     insta::assert_snapshot!(String::from_utf8_lossy(&missing.stderr), @"lockstep launch: cannot start rank 0 (/nonexistent/program): No such file or directory (os error 2)");

@@ -81,7 +81,12 @@ impl WorldEnv {
         if master_addr.is_empty() {
             return Err(invalid("MASTER_ADDR", "", "empty"));
         }
-        let master_port = parse("MASTER_PORT", &var("MASTER_PORT")?)?;
+        let port_text = var("MASTER_PORT")?;
+        let master_port = parse("MASTER_PORT", &port_text)?;
+        if master_port == 0 && world_size > 1 {
+            let reason = "port 0 lets rank 0 listen on any port, which the other ranks cannot know";
+            return Err(invalid("MASTER_PORT", &port_text, reason));
+        }
         Ok(Self {
             rank,
             world_size,
@@ -165,5 +170,20 @@ mod tests {
         insta::assert_snapshot!(message(with("LOCAL_RANK", "-1")), @r#"environment variable LOCAL_RANK="-1" is invalid: invalid digit found in string"#);
         insta::assert_snapshot!(message(with("MASTER_PORT", "70000")), @r#"environment variable MASTER_PORT="70000" is invalid: number too large to fit in target type"#);
         insta::assert_snapshot!(message(with("MASTER_ADDR", " ")), @r#"environment variable MASTER_ADDR="" is invalid: empty"#);
+        insta::assert_snapshot!(message(with("MASTER_PORT", "0")), @r#"environment variable MASTER_PORT="0" is invalid: port 0 lets rank 0 listen on any port, which the other ranks cannot know"#);
+    }
+
+    #[test]
+    fn a_world_of_one_may_listen_on_any_port() {
+        let alone: Vec<(&str, String)> = with("WORLD_SIZE", "1")
+            .into_iter()
+            .map(|(k, v)| match k {
+                "RANK" => (k, "0".to_owned()),
+                "MASTER_PORT" => (k, "0".to_owned()),
+                _ => (k, v),
+            })
+            .collect();
+        let vars: Vec<(&str, &str)> = alone.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(read(&vars).map(|env| env.master_port), Ok(0));
     }
 }
