@@ -1,7 +1,8 @@
 //! Collectives on real GPUs through NCCL: exact results on two devices, peer copies, and the
 //! conformance properties of several devices through `CudaFactory`.
 //!
-//! Every test looks for two GPUs and `libnccl` at run time. Without them it prints a visible
+//! Every test looks for the GPUs it needs (two, or one for a communicator of one) and
+//! `libnccl` at run time. Without them it prints a visible
 //! `SKIPPED: ...` line and returns, or fails under `LOCKSTEP_REQUIRE_GPU=1`
 //! ([`lockstep_conformance::requirement`]).
 
@@ -330,6 +331,106 @@ fn a_peer_that_never_arrives_times_out() {
         "absent_peer_child",
         ABSENT_PEER_CHILD,
         "child: absent peers timed out as expected",
+        Duration::from_secs(120),
+    );
+}
+
+const CUT_SHORT_CHILD: &str = "LOCKSTEP_CUDA_CUT_SHORT_CHILD";
+
+/// Queues about `duration` of GPU work (atomic sums over 256 MiB, each kernel long enough
+/// that the host queues them far faster than the GPU runs them) on `client`'s stream.
+fn keep_busy(client: &ComputeClient<CudaDevice>, duration: Duration) {
+    const ELEMS: usize = 1 << 26;
+    let ones = client
+        .create(Bytes::from_elems(&vec![1u32; ELEMS]))
+        .unwrap();
+    let sum = client.create(Bytes::from_elems(&[0u32])).unwrap();
+    let kernel = KernelKind::AtomicSum.kernel();
+    let count = CubeCount::Static(KernelKind::AtomicSum.workgroups(1, ELEMS), 1, 1);
+    let launch = || {
+        let args = KernelArguments::new().binding(&sum).binding(&ones);
+        client.launch(&kernel, count.clone(), args).unwrap();
+    };
+    launch();
+    client.sync().unwrap();
+    let started = Instant::now();
+    (0..4).for_each(|_| launch());
+    client.sync().unwrap();
+    let each = (started.elapsed() / 4).max(Duration::from_micros(10));
+    let launches = (duration.as_micros() / each.as_micros()).clamp(1, 100_000);
+    println!("child: {launches} kernels of {each:?} queued");
+    (0..launches).for_each(|_| launch());
+}
+
+/// Run in a child process: a device aborts the rank it shares with another device of its GPU.
+#[test]
+#[ignore = "aborts an NCCL communicator; run by a_collective_cut_short_by_a_shared_ranks_abort_fails in a child process"]
+fn cut_short_child() {
+    if !child::is_child(CUT_SHORT_CHILD) {
+        return;
+    }
+    // Two devices of GPU 0 share its rank of the communicator of GPU 0 alone.
+    let device = |timeout| CudaDevice::new(0).unwrap().with_collective_timeout(timeout);
+    let patient = ComputeClient::new(device(Duration::from_secs(60)));
+    let hasty = ComputeClient::new(device(Duration::from_secs(1)));
+    let me = vec![patient.peer_id()];
+    let reduce = |client: &ComputeClient<CudaDevice>| {
+        let h = client.create(Bytes::from_elems(&[3u32])).unwrap();
+        let (r, u32, op) = (h.clone(), ElemType::U32, ReduceOperation::Sum);
+        client
+            .all_reduce(r.clone(), r, u32, me.clone(), op)
+            .unwrap();
+        h
+    };
+    for client in [&patient, &hasty] {
+        let h = reduce(client);
+        assert_eq!(client.read_one(h).unwrap().to_elems::<u32>(), [3]);
+    }
+    // Each all-reduce queued behind 3 s of kernels: the hasty device's clock passes its 1 s
+    // timeout, and it aborts the shared rank while the patient one's is still pending.
+    keep_busy(&patient, Duration::from_secs(3));
+    let _patient_reduced = reduce(&patient);
+    keep_busy(&hasty, Duration::from_secs(3));
+    let _hasty_reduced = reduce(&hasty);
+    let hasty_outcome = hasty.sync();
+    assert!(
+        matches!(
+            hasty_outcome,
+            Err(ServerError::Collective {
+                error: CollectiveError::PeerTimeout { .. },
+                ..
+            })
+        ),
+        "the hasty device: {hasty_outcome:?}"
+    );
+    let patient_outcome = patient.sync();
+    assert!(
+        matches!(
+            patient_outcome,
+            Err(ServerError::Collective {
+                error: CollectiveError::CommunicatorFailed { .. },
+                ..
+            })
+        ),
+        "the patient device's all-reduce, cut short by the abort, must fail: {patient_outcome:?}"
+    );
+    println!(
+        "child: a collective cut short by the shared rank's abort failed: {patient_outcome:?}"
+    );
+}
+
+#[test]
+fn a_collective_cut_short_by_a_shared_ranks_abort_fails() {
+    const TEST: &str = "a_collective_cut_short_by_a_shared_ranks_abort_fails";
+    match CudaDevice::new(0).map(ComputeClient::new) {
+        Ok(client) if client.supports_collectives() => {}
+        Ok(_) => return cannot_run(Need::Nccl, TEST, NO_NCCL),
+        Err(err) => return cannot_run(Need::CudaGpu, TEST, &err.to_string()),
+    }
+    child::run(
+        "cut_short_child",
+        CUT_SHORT_CHILD,
+        "child: a collective cut short by the shared rank's abort failed",
         Duration::from_secs(120),
     );
 }

@@ -7,7 +7,10 @@
 //! before it was seen complete if that came later: time spent queued behind an earlier
 //! collective does not count against it). Host waits ([`CudaDevice::wait_watching`]) poll what
 //! they wait for and, meanwhile, every communicator's oldest pending collective. Completed ones
-//! leave the queue. A communicator fails when its oldest collective's clock passes the
+//! leave the queue, but only while the rank is alive: an abort (by this device, or by another
+//! device of the GPU sharing the rank) ends the rank's kernels, so their events complete
+//! whether the collectives did or were cut short, and what is pending then fails instead of
+//! passing for done. A communicator fails when its oldest collective's clock passes the
 //! collective timeout, when NCCL reports an error on it, or when another device of the process
 //! aborted its generation first (its collectives then never complete, or were cut short). A
 //! failed communicator has this device's rank aborted (`ncclCommAbort`, which ends its kernels,
@@ -23,7 +26,9 @@ use cudarc::nccl::sys::ncclResult_t;
 use lockstep::collective::CommunicatorId;
 use lockstep::{CollectiveError, Device, DeviceError, DeviceId};
 
-use super::nccl::{abort, enqueued_by, failed, failed_because, laggard, pause_polling, retire};
+use super::nccl::{
+    RankCell, abort, enqueued_by, failed, failed_because, laggard, pause_polling, retire,
+};
 use super::{CudaDevice, CudaStream};
 use crate::context::{Context, lock};
 
@@ -50,8 +55,14 @@ pub(super) enum Failure {
 }
 
 /// Drops the collectives seen complete from the front of `pending`; the clock of the next one
-/// starts now if it started earlier.
-fn forget_completed(ctx: &Context, pending: &mut VecDeque<Pending>) {
+/// starts now if it started earlier. Nothing once the rank in `cell` was aborted (see the
+/// module documentation): its lock is held throughout, and an abort takes the rank out under
+/// it, so an event seen complete here completed before any abort.
+fn forget_completed(ctx: &Context, cell: &RankCell, pending: &mut VecDeque<Pending>) {
+    let alive = lock(cell);
+    if alive.is_none() {
+        return;
+    }
     let mut forgot = false;
     while let Some(front) = pending.front() {
         if !ctx.event_done(front.event) {
@@ -82,7 +93,7 @@ impl CudaDevice {
         }
         let communicator = self.communicators.get_mut(&comm).expect("enqueued on it");
         // Forgetting here keeps the queue short between host waits.
-        forget_completed(&self.ctx, &mut communicator.pending);
+        forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending);
         communicator.pending.push_back(Pending {
             stream,
             sequence,
@@ -141,7 +152,7 @@ impl CudaDevice {
         }
         let mut failing = Vec::new();
         for (&comm, communicator) in &mut self.communicators {
-            forget_completed(&self.ctx, &mut communicator.pending);
+            forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending);
             let Some(front) = communicator.pending.front() else {
                 continue;
             };
@@ -168,7 +179,7 @@ impl CudaDevice {
             .communicators
             .get_mut(&comm)
             .expect("a live communicator");
-        forget_completed(&self.ctx, &mut communicator.pending);
+        forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending);
         let pending = std::mem::take(&mut communicator.pending);
         let (peers, generation) = (communicator.peers.clone(), communicator.generation);
         let rank = lock(&communicator.rank).take();
