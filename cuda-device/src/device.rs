@@ -555,6 +555,12 @@ impl Device for CudaDevice {
     ) -> Result<CudaRead, DeviceError> {
         contract::range(self.owner, "read", src, offset, len)?;
         let raw = self.uncaptured(stream, "read")?;
+        if len > 0 {
+            // Its block may come from the pinned pool past its cap, waiting in the driver for a
+            // kept block's copy, which may be queued behind a collective whose peer never
+            // arrives: as for writes, such a wait first watches the collectives out.
+            self.make_staging_safe(class_of(len as usize) as u64)?;
+        }
         CudaRead::enqueue(&self.host, &self.ctx, raw, src.at(offset), len as usize)
     }
 

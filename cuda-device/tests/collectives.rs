@@ -434,3 +434,81 @@ fn a_collective_cut_short_by_a_shared_ranks_abort_fails() {
         Duration::from_secs(120),
     );
 }
+
+const STUCK_READ_CHILD: &str = "LOCKSTEP_CUDA_STUCK_READ_CHILD";
+
+/// Run in a child process (a fresh pinned pool, and the communicator it aborts).
+#[test]
+#[ignore = "aborts NCCL communicators; run by a_read_behind_a_stuck_collective_times_out in a child process"]
+fn stuck_read_child() {
+    if !child::is_child(STUCK_READ_CHILD) {
+        return;
+    }
+    let timeout = Duration::from_secs(2);
+    let clients: Vec<_> = (0..2)
+        .map(|gpu| {
+            ComputeClient::new(
+                CudaDevice::new(gpu)
+                    .unwrap()
+                    .with_collective_timeout(timeout),
+            )
+        })
+        .collect();
+    let ids: Vec<DeviceId> = clients.iter().map(|c| c.peer_id()).collect();
+    let both = [&clients[0], &clients[1]];
+    for (client, h) in clients.iter().zip(reduce_on(&both, &ids, &[1, 2])) {
+        assert_eq!(client.read_one(h).unwrap().to_elems::<u32>(), [3]);
+    }
+    // GPU 1 never enqueues the second all-reduce. Writes of 128 MiB and 768 MiB behind it
+    // stage without a wait (the pinned pool then keeps 896 MiB of its 1 GiB cap, every block
+    // in flight behind the collective); reading the 128 MiB back needs a block past the cap,
+    // so one of those: it must watch the collective (failing it at the timeout) rather than
+    // wait in the driver for a copy that never comes.
+    let started = Instant::now();
+    let lone = reduce_on(&both[..1], &ids, &[5]);
+    let probe = clients[0]
+        .create(Bytes::from(vec![3u8; 128 << 20]))
+        .unwrap();
+    let big = clients[0]
+        .create(Bytes::from(vec![7u8; 768 << 20]))
+        .unwrap();
+    let read = clients[0].read_one(probe);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let timed_out = Err(ServerError::Collective {
+        stream: clients[0].stream_id(),
+        error: CollectiveError::PeerTimeout {
+            devices: ids.clone(),
+            sequence: 1,
+            peer: ids[1],
+            timeout_ns: 2_000_000_000,
+        },
+    });
+    match read {
+        Ok(bytes) => {
+            assert!(bytes.iter().all(|&b| b == 3), "the probe read back whole");
+            assert_eq!(clients[0].sync(), timed_out);
+        }
+        Err(err) => assert_eq!(Err(err), timed_out),
+    }
+    let written = clients[0].read_one(big).unwrap();
+    assert!(written.iter().all(|&b| b == 7), "the write landed whole");
+    drop(lone);
+    println!("child: a read behind a stuck collective timed out as expected");
+}
+
+#[test]
+fn a_read_behind_a_stuck_collective_times_out() {
+    if two_gpus("a_read_behind_a_stuck_collective_times_out").is_none() {
+        return;
+    }
+    child::run(
+        "stuck_read_child",
+        STUCK_READ_CHILD,
+        "child: a read behind a stuck collective timed out as expected",
+        Duration::from_secs(120),
+    );
+}

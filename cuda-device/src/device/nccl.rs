@@ -57,9 +57,9 @@
 //! capture in the same order. Those paths need two GPUs to check.
 //!
 //! The pinned pool waits in the driver for a block's copy when lending or keeping it would pass
-//! its cap; with collectives pending, a write or pinned lend that could make it wait first
-//! waits for them watching (`CudaDevice::make_staging_safe`), since the copy may be queued
-//! behind a collective whose peer never arrives.
+//! its cap; with collectives pending, a write, read or pinned lend that could make it wait
+//! first waits for them watching (`CudaDevice::make_staging_safe`), since the copy may be
+//! queued behind a collective whose peer never arrives.
 //!
 //! **Not covered:** mismatched peers (sizes, types) are not detected.
 
