@@ -110,3 +110,18 @@ fn the_launcher_refuses_what_it_cannot_start() {
     assert_eq!(missing.status.code(), Some(1));
     insta::assert_snapshot!(String::from_utf8_lossy(&missing.stderr), @"lockstep launch: cannot start rank 0 (/nonexistent/program): No such file or directory (os error 2)");
 }
+
+#[test]
+fn a_variable_that_is_not_utf8_is_named_as_invalid_not_missing() {
+    use std::os::unix::ffi::OsStrExt;
+    let output = Command::new(PROBE)
+        .env("RANK", std::ffi::OsStr::from_bytes(b"1\xff"))
+        .env("WORLD_SIZE", "2")
+        .env("LOCAL_RANK", "1")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", "29500")
+        .output()
+        .expect("the probe runs");
+    assert_eq!(output.status.code(), Some(2));
+    insta::assert_snapshot!(String::from_utf8_lossy(&output.stderr), @r#"environment variable RANK="1�" is invalid: not UTF-8"#);
+}

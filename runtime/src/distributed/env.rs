@@ -47,12 +47,26 @@ pub enum EnvError {
     },
 }
 
+/// The variables a world is read from.
+const VARIABLES: [&str; 5] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+];
+
 impl WorldEnv {
     /// Reads the process's environment.
     ///
     /// # Errors
     /// [`EnvError`] naming the first variable that is missing or invalid.
     pub fn from_env() -> Result<Self, EnvError> {
+        for name in VARIABLES {
+            if let Err(std::env::VarError::NotUnicode(value)) = std::env::var(name) {
+                return Err(invalid(name, &value.to_string_lossy(), "not UTF-8"));
+            }
+        }
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
