@@ -217,6 +217,38 @@ fn a_big_write_behind_a_collective_lands_whole() {
 
 const ABSENT_PEER_CHILD: &str = "LOCKSTEP_CUDA_ABSENT_PEER_CHILD";
 
+/// Clients of GPUs 0 and 1 whose collectives wait at most `timeout` for their peers.
+fn clients_waiting(timeout: Duration) -> Vec<ComputeClient<CudaDevice>> {
+    (0..2)
+        .map(|gpu| {
+            ComputeClient::new(
+                CudaDevice::new(gpu)
+                    .unwrap()
+                    .with_collective_timeout(timeout),
+            )
+        })
+        .collect()
+}
+
+/// What `stream` reports when `peer` never enqueued collective `sequence` of `devices`.
+fn peer_timed_out(
+    stream: StreamId,
+    sequence: u64,
+    peer: DeviceId,
+    devices: &[DeviceId],
+    timeout: Duration,
+) -> Result<(), ServerError> {
+    Err(ServerError::Collective {
+        stream,
+        error: CollectiveError::PeerTimeout {
+            devices: devices.to_vec(),
+            sequence,
+            peer,
+            timeout_ns: u64::try_from(timeout.as_nanos()).unwrap(),
+        },
+    })
+}
+
 /// An all-reduce of `values[rank]` on each client in `clients` (over `devices`), read back.
 fn reduce_on(
     clients: &[&ComputeClient<CudaDevice>],
@@ -250,26 +282,10 @@ fn absent_peer_child() {
         return;
     }
     let timeout = Duration::from_secs(2);
-    let clients: Vec<_> = (0..2)
-        .map(|gpu| {
-            ComputeClient::new(
-                CudaDevice::new(gpu)
-                    .unwrap()
-                    .with_collective_timeout(timeout),
-            )
-        })
-        .collect();
+    let clients = clients_waiting(timeout);
     let ids: Vec<DeviceId> = clients.iter().map(|c| c.peer_id()).collect();
-    let timed_out = |stream, sequence, peer: DeviceId, devices: &[DeviceId]| {
-        Err(ServerError::Collective {
-            stream,
-            error: CollectiveError::PeerTimeout {
-                devices: devices.to_vec(),
-                sequence,
-                peer,
-                timeout_ns: 2_000_000_000,
-            },
-        })
+    let timed_out = |stream, sequence, peer, devices: &[DeviceId]| {
+        peer_timed_out(stream, sequence, peer, devices, timeout)
     };
     let both = [&clients[0], &clients[1]];
 
@@ -445,15 +461,7 @@ fn stuck_read_child() {
         return;
     }
     let timeout = Duration::from_secs(2);
-    let clients: Vec<_> = (0..2)
-        .map(|gpu| {
-            ComputeClient::new(
-                CudaDevice::new(gpu)
-                    .unwrap()
-                    .with_collective_timeout(timeout),
-            )
-        })
-        .collect();
+    let clients = clients_waiting(timeout);
     let ids: Vec<DeviceId> = clients.iter().map(|c| c.peer_id()).collect();
     let both = [&clients[0], &clients[1]];
     for (client, h) in clients.iter().zip(reduce_on(&both, &ids, &[1, 2])) {
@@ -478,15 +486,7 @@ fn stuck_read_child() {
         "{:?}",
         started.elapsed()
     );
-    let timed_out = Err(ServerError::Collective {
-        stream: clients[0].stream_id(),
-        error: CollectiveError::PeerTimeout {
-            devices: ids.clone(),
-            sequence: 1,
-            peer: ids[1],
-            timeout_ns: 2_000_000_000,
-        },
-    });
+    let timed_out = peer_timed_out(clients[0].stream_id(), 1, ids[1], &ids, timeout);
     match read {
         Ok(bytes) => {
             assert!(bytes.iter().all(|&b| b == 3), "the probe read back whole");
