@@ -305,9 +305,12 @@ impl CudaDevice {
     /// rendezvous of live peers.
     pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(60);
 
-    /// The device with collectives that wait at most `timeout` for their peers (joining a
-    /// communicator included): past it, the collective fails on its stream with
-    /// `CollectiveError::PeerTimeout` and its communicator is aborted (`device/nccl.rs`).
+    /// The device with collectives that wait at most `timeout` for their peers: past it, the
+    /// collective fails on its stream with `CollectiveError::PeerTimeout` and its communicator
+    /// is aborted (`device/nccl.rs`). Each stage is bounded by it on its own: joining the
+    /// communicator, NCCL finishing the enqueue, and the collective completing (its clock
+    /// starting at its enqueue, so time queued behind earlier work counts), so a collective
+    /// whose first stage waited long fails within about three timeouts.
     pub fn with_collective_timeout(mut self, timeout: Duration) -> Self {
         self.collective_timeout = timeout;
         self
