@@ -8,9 +8,9 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 pub const LINE_BYTES_MAX: u64 = 64 << 10;
 
 /// Copies `from` to `to` a line at a time, each line after `prefix`; a last line without a
-/// newline gets one, as does each piece of a line longer than [`LINE_BYTES_MAX`]. Each line is
-/// one `write_all` under `to`'s lock, so lines of different ranks never interleave within a
-/// line.
+/// newline gets one, as does each piece of a line longer than 64 KiB (`LINE_BYTES_MAX`). Each
+/// line is one `write_all` under `to`'s lock, so lines of different ranks never interleave
+/// within a line.
 ///
 /// # Errors
 /// A read or write failure (the launcher's own output closed, say).
