@@ -153,7 +153,12 @@ pub fn serve<T: Transport>(
         }
     }
     let made = make_id().map_err(|reason| BootstrapError::Id { reason });
-    let made = made.and_then(|id| in_time(id, transport.now(), deadline, options));
+    // A world of one has no rank to keep waiting.
+    let made = if joined.is_empty() {
+        made
+    } else {
+        made.and_then(|id| in_time(id, transport.now(), deadline, options))
+    };
     let (welcome, id) = match made.and_then(|id| Ok((state.welcome(&id)?, id))) {
         Ok(made) => made,
         Err(error) => return Err(abort(&mut joined, error)),
