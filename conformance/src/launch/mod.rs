@@ -9,9 +9,9 @@
 //!
 //! Each rank leads a process group of its own, and stopping a rank stops its group: `SIGTERM`,
 //! then [`TERM_GRACE`] later `SIGKILL` for what is left, so a rank that is a wrapper (a shell
-//! script, a job step) takes what it started with it. The launcher passes `SIGINT`, `SIGTERM`
-//! and `SIGHUP` on to every group the same way (a terminal's Ctrl-C no longer reaches the
-//! ranks by itself), and a second such signal cuts the grace short. Invariant: when
+//! script, a job step) takes what it started with it. The launcher passes `SIGINT`, `SIGTERM`,
+//! `SIGHUP` and `SIGQUIT` on to every group the same way (a terminal's Ctrl-C or Ctrl-\ no
+//! longer reaches the ranks by itself), and a second such signal cuts the grace short. Invariant: when
 //! [`launch`] returns, no process of any rank's group is left, a rank's leftover child
 //! included (short of one stuck in the kernel past `SIGKILL`). Unix only.
 
@@ -79,7 +79,7 @@ pub enum LaunchError {
     Port(std::io::Error),
     /// The launcher could not catch the signals it passes on to the ranks; nothing was
     /// started.
-    #[error("cannot catch SIGINT, SIGTERM and SIGHUP to pass them on to the ranks: {0}")]
+    #[error("cannot catch SIGINT, SIGTERM, SIGHUP and SIGQUIT to pass them on to the ranks: {0}")]
     Signals(std::io::Error),
     /// A process could not be started (no such program, not executable); the ranks started
     /// before it were stopped.
@@ -92,7 +92,7 @@ pub enum LaunchError {
         /// The operating system's error.
         reason: std::io::Error,
     },
-    /// The launcher got `SIGINT`, `SIGTERM` or `SIGHUP` and passed it on to every rank's
+    /// The launcher got `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGQUIT` and passed it on to every rank's
     /// process group; every process has ended or was killed.
     #[error("{}", stopped_message(signal, stopped))]
     Stopped {
@@ -482,8 +482,19 @@ mod tests {
 
     #[test]
     fn a_signal_to_the_launcher_is_passed_on_to_every_rank() {
+        use signal_hook::consts::{SIGQUIT, SIGTERM};
+        passes_on(SIGTERM, "SIGTERM", &format!("{START_SLEEP}; wait"));
+        // A background job of `sh` ignores SIGQUIT (POSIX), so each rank is its `sleep`; and
+        // leaves no core file.
+        let sleep_as_rank = r#"ulimit -c 0; echo $$ > "$1/tmp$RANK" && mv "$1/tmp$RANK" "$1/sleep$RANK" && exec sleep 60"#;
+        passes_on(SIGQUIT, "SIGQUIT", sleep_as_rank);
+    }
+
+    /// Raises `signal` in a launch of two ranks of `script`, each writing the pid of a `sleep`
+    /// to `$1/sleep$RANK`, and checks that it ended both ranks and their sleeps.
+    fn passes_on(signal: std::ffi::c_int, name: &str, script: &str) {
         let _one = one_launch();
-        let dir = scratch("signal");
+        let dir = scratch(name);
         let watched = dir.clone();
         let raiser = std::thread::spawn(move || {
             let started = |rank| watched.join(format!("sleep{rank}")).exists();
@@ -492,18 +503,18 @@ mod tests {
                 std::thread::sleep(POLL);
             }
             // The launch catches it (it started the ranks): the test process lives on.
-            signal_hook::low_level::raise(signal_hook::consts::SIGTERM).unwrap();
+            signal_hook::low_level::raise(signal).unwrap();
         });
         let since = Instant::now();
-        let error = launch_sh(2, 60_000, &format!("{START_SLEEP}; wait"), &dir).unwrap_err();
+        let error = launch_sh(2, 60_000, script, &dir).unwrap_err();
         raiser.join().unwrap();
         assert_eq!(
             error.to_string(),
-            "stopped by SIGTERM, passed on to rank 0, 1"
+            format!("stopped by {name}, passed on to rank 0, 1")
         );
         assert!(
             since.elapsed() < TERM_GRACE,
-            "the ranks end on SIGTERM: {:?}",
+            "the ranks end on {name}: {:?}",
             since.elapsed()
         );
         assert!(

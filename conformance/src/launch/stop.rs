@@ -12,9 +12,9 @@ use signal_hook::flag;
 use signal_hook::low_level::{signal_name, unregister};
 
 /// The signals that ask the launcher to stop, passed on to every rank: a terminal's Ctrl-C
-/// (SIGINT, which no longer reaches the ranks from the terminal, each in a group of its own),
-/// a scheduler's SIGTERM, a closed terminal's SIGHUP.
-const FORWARDED: [Signal; 3] = [Signal::INT, Signal::TERM, Signal::HUP];
+/// (SIGINT) and Ctrl-\ (SIGQUIT), which no longer reach the ranks from the terminal, each in
+/// a group of its own; a scheduler's SIGTERM; a closed terminal's SIGHUP.
+const FORWARDED: [Signal; 4] = [Signal::INT, Signal::TERM, Signal::HUP, Signal::QUIT];
 
 /// How many launches catch the signals now (tests run several at once).
 static LAUNCHES: Mutex<usize> = Mutex::new(0);
