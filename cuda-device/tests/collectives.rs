@@ -389,25 +389,17 @@ fn cut_short_child() {
     let device = |timeout| CudaDevice::new(0).unwrap().with_collective_timeout(timeout);
     let patient = ComputeClient::new(device(Duration::from_secs(60)));
     let hasty = ComputeClient::new(device(Duration::from_secs(1)));
-    let me = vec![patient.peer_id()];
-    let reduce = |client: &ComputeClient<CudaDevice>| {
-        let h = client.create(Bytes::from_elems(&[3u32])).unwrap();
-        let (r, u32, op) = (h.clone(), ElemType::U32, ReduceOperation::Sum);
-        client
-            .all_reduce(r.clone(), r, u32, me.clone(), op)
-            .unwrap();
-        h
-    };
+    let me = [patient.peer_id()];
     for client in [&patient, &hasty] {
-        let h = reduce(client);
+        let h = reduce_on(&[client], &me, &[3]).remove(0);
         assert_eq!(client.read_one(h).unwrap().to_elems::<u32>(), [3]);
     }
     // Each all-reduce queued behind 3 s of kernels: the hasty device's clock passes its 1 s
     // timeout, and it aborts the shared rank while the patient one's is still pending.
     keep_busy(&patient, Duration::from_secs(3));
-    let _patient_reduced = reduce(&patient);
+    let _patient_reduced = reduce_on(&[&patient], &me, &[3]);
     keep_busy(&hasty, Duration::from_secs(3));
-    let _hasty_reduced = reduce(&hasty);
+    let _hasty_reduced = reduce_on(&[&hasty], &me, &[3]);
     let hasty_outcome = hasty.sync();
     assert!(
         matches!(

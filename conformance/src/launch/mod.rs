@@ -11,8 +11,8 @@
 //! then [`TERM_GRACE`] later `SIGKILL` for what is left, so a rank that is a wrapper (a shell
 //! script, a job step) takes what it started with it. The launcher passes `SIGINT`, `SIGTERM`,
 //! `SIGHUP` and `SIGQUIT` on to every group the same way (a terminal's Ctrl-C or Ctrl-\ no
-//! longer reaches the ranks by itself), and a second such signal cuts the grace short. Invariant: when
-//! [`launch`] returns, no process of any rank's group is left, a rank's leftover child
+//! longer reaches the ranks by itself), and a second such signal cuts the grace short.
+//! Invariant: when [`launch`] returns, no process of any rank's group is left, a rank's leftover child
 //! included (short of one stuck in the kernel past `SIGKILL`). Unix only.
 
 mod forward;
@@ -92,8 +92,8 @@ pub enum LaunchError {
         /// The operating system's error.
         reason: std::io::Error,
     },
-    /// The launcher got `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGQUIT` and passed it on to every rank's
-    /// process group; every process has ended or was killed.
+    /// The launcher got `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGQUIT` and passed it on to every
+    /// rank's process group; every process has ended or was killed.
     #[error("{}", stopped_message(signal, stopped))]
     Stopped {
         /// The signal's name, e.g. `SIGINT`.
