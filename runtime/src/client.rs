@@ -22,17 +22,24 @@ macro_rules! call_span {
 pub(crate) use call_span;
 
 mod collective;
+mod lazy;
 mod peer;
+mod planted;
+mod profiling;
+mod staging;
 mod tensor_write;
+mod throughput;
 
 use std::future::Future;
 
 use crate::actor::{ACTOR_DROPPED_TASK, ActorHandle, TaskPanicked};
+use crate::block_on::block_on;
 use crate::bytes::Bytes;
-use crate::device::{Device, DeviceId, DeviceProperties, Features};
+use crate::device::Device;
 use crate::error::{IoError, ServerError};
 use crate::graph::Graph;
 use crate::handle::{Handle, Owner, Placement};
+use crate::ids::{BufferId, BufferRange, DeviceId};
 use crate::kernel::Kernel;
 use crate::launch::{CubeCount, KernelArguments};
 use crate::layout::{
@@ -44,8 +51,9 @@ use crate::memory::{
     MemoryBudgetError, MemoryConfiguration, MemoryPoolsConfig, MemoryReport, MemoryUsage,
     take_at_call,
 };
+use crate::properties::{DeviceProperties, Features};
 use crate::registry;
-use crate::server::{BufferId, BufferRange, Server, ServerOptions};
+use crate::server::{Server, ServerOptions};
 use crate::stream::StreamId;
 use crate::sync::{Arc, CALLER_SPIN, Mutex, Spin, lock};
 #[cfg(doc)]
@@ -1087,28 +1095,5 @@ impl<D: Device> ComputeClient<D> {
     #[doc(hidden)]
     pub fn allocation_paths(&self) -> AllocationPaths {
         lock(&self.shared.books).paths()
-    }
-}
-
-/// Drives a future to completion on the calling thread. The runtime's futures are resolved by
-/// the actor thread, which wakes this one.
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    use std::task::{Context, Poll, Wake, Waker};
-
-    struct ThreadWaker(std::thread::Thread);
-    impl Wake for ThreadWaker {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    let waker = Waker::from(std::sync::Arc::new(ThreadWaker(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = std::pin::pin!(future);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        std::thread::park();
     }
 }

@@ -8,7 +8,9 @@
 
 use thiserror::Error;
 
-use crate::device::DeviceId;
+pub use crate::ids::CommunicatorId;
+use crate::ids::{BufferId, BufferRange, DeviceId};
+use crate::kernel::ElemType;
 
 /// How an all-reduce combines the devices' inputs, element by element.
 ///
@@ -41,11 +43,6 @@ impl std::fmt::Display for ReduceOperation {
         f.write_str(name)
     }
 }
-
-/// A communicator a device created at the runtime's request. The runtime picks the id, unique
-/// per device; devices key their communicators by it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CommunicatorId(pub u64);
 
 /// Why a collective or a peer copy failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -194,5 +191,41 @@ mod tests {
             reason(validate_devices(&[id(0), foreign], id(0), 2)),
             "2:0 is not a device of backend 0"
         );
+    }
+}
+
+/// One collective operation of this device, as the client validated it.
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds leave out the client and server"))]
+#[derive(Clone, Debug)]
+pub(crate) enum Collective {
+    AllReduce {
+        src: BufferRange,
+        dst: BufferRange,
+        elem: ElemType,
+        op: ReduceOperation,
+    },
+    /// Sends `src`'s bytes to device `to` of the communicator.
+    Send { src: BufferRange, to: DeviceId },
+    /// Receives into `dst` what device `from` of the communicator sends.
+    Recv { dst: BufferRange, from: DeviceId },
+}
+
+#[cfg_attr(loom, allow(dead_code, reason = "loom builds leave out the client and server"))]
+impl Collective {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Collective::AllReduce { .. } => "all_reduce",
+            Collective::Send { .. } => "send",
+            Collective::Recv { .. } => "recv",
+        }
+    }
+
+    /// The buffers it touches, and whether it writes them.
+    pub(crate) fn accesses(&self) -> Vec<(BufferId, bool)> {
+        match self {
+            Collective::AllReduce { src, dst, .. } => vec![(src.buffer, false), (dst.buffer, true)],
+            Collective::Send { src, .. } => vec![(src.buffer, false)],
+            Collective::Recv { dst, .. } => vec![(dst.buffer, true)],
+        }
     }
 }

@@ -85,100 +85,14 @@ pub mod contract;
 use std::fmt::Debug;
 
 use crate::bytes::Bytes;
-use crate::collective::{CommunicatorId, ReduceOperation};
+use crate::collective::ReduceOperation;
 use crate::error::DeviceError;
 use crate::host_pool::HostPoolStats;
+use crate::ids::CommunicatorId;
+pub use crate::ids::DeviceId;
 use crate::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
+pub use crate::properties::{DeviceProperties, Features, GraphSupport};
 use crate::stream::StreamId;
-
-/// Identifies a device in this process: its backend and an index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DeviceId {
-    /// The backend ([`Device::TYPE_ID`]): simulator 0, wgpu 1, CUDA 2.
-    pub type_id: u16,
-    /// The device's ordinal within its backend, from 0.
-    pub index: u32,
-}
-
-impl std::fmt::Display for DeviceId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.type_id, self.index)
-    }
-}
-
-/// How a device executes captured graphs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GraphSupport {
-    /// The device records a native graph and replays it as one dispatch (CUDA graphs).
-    Hardware,
-    /// The device re-issues recorded launches from prebuilt state.
-    Software,
-}
-
-/// Optional capabilities.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Features {
-    /// How the device runs captured graphs.
-    pub graphs: GraphSupport,
-    /// Device timestamps for profiling.
-    pub timestamps: bool,
-    /// Whether streams truly run concurrently. When false (wgpu's single queue), work of
-    /// different streams still obeys every ordering rule, but never overlaps in time.
-    pub concurrent_streams: bool,
-    /// Whether kernels may use [`ElemType::F16`] (WGSL's
-    /// `shader-f16`, CUDA's `__half` bits); a kernel that does is refused on a device without it.
-    pub f16: bool,
-    /// Whether kernels may use [`ElemType::BF16`] (CUDA on
-    /// compute capability 8.0 or later; WGSL has no bfloat16).
-    pub bf16: bool,
-}
-
-impl Features {
-    /// Whether kernels may use values of `elem`: always for the 32-bit types, per flag for the
-    /// half floats.
-    pub fn supports(&self, elem: crate::kernel::ElemType) -> bool {
-        use crate::kernel::ElemType;
-        match elem {
-            ElemType::U32 | ElemType::I32 | ElemType::F32 => true,
-            ElemType::F16 => self.f16,
-            ElemType::BF16 => self.bf16,
-        }
-    }
-
-    /// The field of [`Features`] that says whether `elem` is supported (`"f16"`, `"bf16"`);
-    /// `None` for the types every device supports.
-    pub fn flag_of(elem: crate::kernel::ElemType) -> Option<&'static str> {
-        use crate::kernel::ElemType;
-        match elem {
-            ElemType::U32 | ElemType::I32 | ElemType::F32 => None,
-            ElemType::F16 => Some("f16"),
-            ElemType::BF16 => Some("bf16"),
-        }
-    }
-}
-
-/// What a device is and what it can do.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceProperties {
-    /// Human-readable adapter name, e.g. "NVIDIA H200" or "lockstep simulator".
-    pub name: String,
-    /// Backend and driver, e.g. "vulkan (NVIDIA 580.0)".
-    pub backend: String,
-    /// Total device memory, in bytes.
-    pub memory_bytes: u64,
-    /// Largest single allocation, in bytes (a pool page or an exclusive slice cannot exceed it).
-    pub max_allocation_bytes: u64,
-    /// Alignment of binding offsets inside an allocation, and of pitched rows.
-    pub alignment_bytes: u64,
-    /// Widest single load, in bytes (the pitch of rows is at least this).
-    pub max_load_width_bytes: u32,
-    /// Largest workgroup count per dimension of one launch.
-    pub max_workgroups: [u32; 3],
-    /// Largest total size of one kernel's workgroup-shared arrays.
-    pub max_shared_memory_bytes: u64,
-    /// Optional capabilities.
-    pub features: Features,
-}
 
 /// A byte range of a device buffer, as bound to a kernel or targeted by a copy.
 #[derive(Debug)]

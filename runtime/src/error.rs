@@ -5,7 +5,7 @@
 use thiserror::Error;
 
 use crate::collective::CollectiveError;
-use crate::device::DeviceId;
+use crate::ids::DeviceId;
 use crate::kernel::{ElemType, KernelError};
 use crate::stream::StreamId;
 

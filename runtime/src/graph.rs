@@ -2,7 +2,8 @@
 
 use crate::actor::ActorHandle;
 use crate::device::Device;
-use crate::server::{GraphId, Server};
+use crate::ids::GraphId;
+use crate::server::Server;
 use crate::stream::StreamId;
 use crate::sync::Arc;
 

@@ -10,9 +10,8 @@
 
 use std::sync::{Arc, Once};
 
-use crate::device::DeviceId;
 use crate::error::IoError;
-use crate::server::{BufferId, BufferRange};
+use crate::ids::{BufferId, BufferRange, DeviceId};
 use crate::stream::StreamId;
 
 /// The client side of a device, as an allocation needs it: registering it at its first use,

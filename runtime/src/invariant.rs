@@ -100,19 +100,6 @@ pub enum PlantedDefect {
     ReissueInFlight,
 }
 
-#[cfg(not(loom))]
-impl<D: crate::Device> crate::ComputeClient<D> {
-    /// Self-test hook: plants `defect` in the server's books (never in the device) and returns
-    /// whether the server held what it needs (a free range, a live buffer, a deferred free).
-    /// The server then checks its invariants as after any task. Not for programs: a planted
-    /// defect breaks the runtime's guarantees on purpose.
-    #[doc(hidden)]
-    pub fn plant_defect(&self, defect: PlantedDefect) -> bool {
-        self.call(move |server, _| Ok(server.plant_defect(defect)))
-            .unwrap_or(false)
-    }
-}
-
 /// A half-open byte range, as messages print it.
 pub(crate) fn span(offset: u64, len: u64) -> String {
     format!("[{offset}, {})", offset.saturating_add(len))

@@ -2,11 +2,10 @@
 
 use thiserror::Error;
 
-use crate::device::DeviceId;
 use crate::error::IoError;
 use crate::handle::Handle;
+use crate::ids::{BufferRange, CountArg, DeviceId};
 use crate::kernel::{Access, KernelDef, Scalar};
-use crate::server::BufferRange;
 
 /// How many workgroups a launch runs.
 #[derive(Clone, Debug)]
@@ -109,13 +108,6 @@ impl KernelArguments {
         self.params.push(value);
         self
     }
-}
-
-/// A workgroup count as the server sees it: static, or read from a buffer range `R`.
-#[derive(Clone, Debug)]
-pub(crate) enum CountArg<R> {
-    Static([u32; 3]),
-    Dynamic(R),
 }
 
 impl KernelArguments {

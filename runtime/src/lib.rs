@@ -31,6 +31,8 @@
 mod actor;
 #[cfg(not(loom))]
 mod app_error;
+#[cfg(not(loom))]
+mod block_on;
 mod bytes;
 #[cfg(not(loom))]
 mod client;
@@ -50,6 +52,14 @@ pub mod host_pool;
     loom,
     allow(
         dead_code,
+        reason = "the server and client that speak most of its ids are left out of loom builds"
+    )
+)]
+mod ids;
+#[cfg_attr(
+    loom,
+    allow(
+        dead_code,
         reason = "the server and its pools check them, which loom builds leave out"
     )
 )]
@@ -59,8 +69,6 @@ pub mod kernel;
 mod launch;
 #[cfg(not(loom))]
 mod layout;
-#[cfg(not(loom))]
-mod lazy;
 #[cfg_attr(
     loom,
     allow(
@@ -76,14 +84,13 @@ mod memory;
 mod oneshot;
 #[cfg(not(loom))]
 mod profiling;
+mod properties;
 #[cfg(not(loom))]
 mod registry;
 #[cfg(not(loom))]
 mod resource;
 #[cfg(not(loom))]
 mod server;
-#[cfg(not(loom))]
-mod staging;
 pub mod stream;
 #[cfg_attr(
     loom,
@@ -98,9 +105,11 @@ mod throughput;
 
 #[cfg(not(loom))]
 pub use app_error::Error;
+#[cfg(not(loom))]
+pub use block_on::block_on;
 pub use bytes::{AllocationProperty, Bytes, PinnedMemory};
 #[cfg(not(loom))]
-pub use client::{ComputeClient, block_on};
+pub use client::ComputeClient;
 pub use collective::{CollectiveError, ReduceOperation};
 pub use device::{Device, DeviceId, DeviceProperties, Features, GraphSupport};
 #[cfg(not(loom))]

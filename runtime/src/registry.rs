@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock, Weak};
 
-use crate::device::{Device, DeviceId};
+use crate::device::Device;
+use crate::ids::DeviceId;
 use crate::sync::Arc;
 
 type Entries = HashMap<DeviceId, Box<dyn Any + Send>>;

@@ -6,7 +6,7 @@ use crate::client::call_span;
 use crate::device::Device;
 use crate::error::ServerError;
 use crate::handle::Handle;
-use crate::server::BufferRange;
+use crate::ids::BufferRange;
 
 /// The device memory of a handle, held for use outside the runtime. The memory stays
 /// allocated while the guard lives, even after every other handle to it dropped.

@@ -6,14 +6,16 @@
 //! failures, a peer that never arrives included, surface at the stream's next
 //! `flush`/`sync`/read; what is wrong with the call itself is returned at the call.
 
-use super::{ComputeClient, block_on};
+use super::ComputeClient;
+use crate::block_on::block_on;
+use crate::collective::Collective;
 use crate::collective::{CollectiveError, ReduceOperation, validate_devices};
-use crate::device::{Device, DeviceId};
+use crate::device::Device;
 use crate::error::{IoError, ServerError};
 use crate::handle::Handle;
+use crate::ids::{BufferRange, DeviceId};
 use crate::kernel::ElemType;
 use crate::layout::{CopyDescriptor, contiguous_strides, extent_bytes, num_elems};
-use crate::server::{BufferRange, Collective};
 
 /// What a device says about its backend's devices, read once when its client starts.
 #[derive(Clone, Copy, Debug)]

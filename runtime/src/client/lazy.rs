@@ -2,11 +2,11 @@
 //! on first access, so many tensors can be serialised one after another with only one of them
 //! in host memory at a time.
 
-use crate::client::call_span;
 use std::future::Future;
 
+use super::ComputeClient;
+use crate::block_on::block_on;
 use crate::bytes::Bytes;
-use crate::client::{ComputeClient, block_on};
 use crate::device::Device;
 use crate::error::ServerError;
 use crate::layout::{CopyDescriptor, num_elems};

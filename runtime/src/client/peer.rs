@@ -9,11 +9,12 @@
 //! (a peer that never calls its half) surfaces at the stream's next blocking call.
 
 use super::ComputeClient;
+use crate::collective::Collective;
 use crate::collective::CollectiveError;
-use crate::device::{Device, DeviceId};
+use crate::device::Device;
 use crate::error::ServerError;
 use crate::handle::Handle;
-use crate::server::Collective;
+use crate::ids::DeviceId;
 
 impl<D: Device> ComputeClient<D> {
     /// Sends `src`'s bytes to device `to`, whose client must call

@@ -2,9 +2,8 @@
 //! which its copy engine reads in place, so a later write of those bytes skips the device's
 //! own staging copy.
 
+use super::ComputeClient;
 use crate::bytes::{AllocationProperty, Bytes};
-use crate::client::ComputeClient;
-use crate::client::call_span;
 use crate::device::Device;
 use crate::error::ServerError;
 

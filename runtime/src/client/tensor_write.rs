@@ -6,8 +6,8 @@ use super::ComputeClient;
 use crate::bytes::Bytes;
 use crate::device::Device;
 use crate::error::IoError;
+use crate::ids::BufferRange;
 use crate::layout::{CopyDescriptor, Runs, check_disjoint, extent_bytes, num_elems, runs};
-use crate::server::BufferRange;
 
 impl<D: Device> ComputeClient<D> {
     /// Writes `data`, a tensor's elements in dense row-major order, to `descriptor`'s handle

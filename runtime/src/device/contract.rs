@@ -12,8 +12,8 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{BufferSlice, LaunchCount};
-use crate::collective::CommunicatorId;
 use crate::error::{ContractViolation, DeviceError};
+use crate::ids::CommunicatorId;
 use crate::kernel::{ElemType, FaultRecord, KernelDef, Scalar};
 
 /// Bindings and indirect counts are addressed in 4-byte words on every device.

@@ -3,7 +3,7 @@
 //! `SimWorldDevices`) names them alike and refuses other lists with these words.
 
 use crate::collective::CollectiveError;
-use crate::device::DeviceId;
+use crate::ids::DeviceId;
 
 /// The devices of a world of `world_size` processes of backend `type_id`, in rank order: the
 /// device of global rank `r` is `DeviceId { type_id, index: r }`.

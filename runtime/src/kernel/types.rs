@@ -2,6 +2,7 @@
 
 use super::display::statements;
 use super::ir::{ElemType, Expr, KernelDef, Stmt};
+use crate::properties::Features;
 
 /// Every element type `def` uses (in its bindings, parameters, locals, shared arrays, literals
 /// and casts), each once, in [`ElemType::ALL`] order.
@@ -65,4 +66,28 @@ fn expr(e: &Expr, mark: &mut impl FnMut(ElemType)) {
         _ => {}
     }
     e.operands().for_each(|o| expr(o, mark));
+}
+
+/// Which element types a device's features allow: kept beside the kernel's element types, so
+/// that [`crate::properties`] names nothing of the kernel.
+impl Features {
+    /// Whether kernels may use values of `elem`: always for the 32-bit types, per flag for the
+    /// half floats.
+    pub fn supports(&self, elem: ElemType) -> bool {
+        match elem {
+            ElemType::U32 | ElemType::I32 | ElemType::F32 => true,
+            ElemType::F16 => self.f16,
+            ElemType::BF16 => self.bf16,
+        }
+    }
+
+    /// The field of [`Features`] that says whether `elem` is supported (`"f16"`, `"bf16"`);
+    /// `None` for the types every device supports.
+    pub fn flag_of(elem: ElemType) -> Option<&'static str> {
+        match elem {
+            ElemType::U32 | ElemType::I32 | ElemType::F32 => None,
+            ElemType::F16 => Some("f16"),
+            ElemType::BF16 => Some("bf16"),
+        }
+    }
 }

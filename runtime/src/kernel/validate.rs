@@ -8,7 +8,7 @@ use super::ir::{
 };
 use super::types;
 use super::uniformity::{self, DivergenceCause};
-use crate::device::DeviceProperties;
+use crate::properties::DeviceProperties;
 
 /// Why a kernel definition is invalid. Messages name the kernel and the offending part.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::validate::fits_device;
 use super::{ElemType, KernelDef, KernelError, types, validate};
-use crate::DeviceProperties;
+use crate::properties::DeviceProperties;
 
 /// A validated kernel, cheap to clone (one reference count). Devices compile it once and
 /// cache it by content hash.

@@ -51,6 +51,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{DeviceMemory, PoolRef, SliceLocation};
 use crate::actor::{ActorHandle, ActorState};
 use crate::error::ServerError;
+use crate::ids::BufferId;
 use crate::stream::StreamId;
 use crate::sync::{Mutex, lock};
 
@@ -70,10 +71,6 @@ pub(crate) fn take_at_call<S: ActorState>(
     actor.catch_up();
     lock(books).take_at_call(stream, size_bytes, true)
 }
-
-/// Server-side identity of a live slice. Never reused within one server: the books issue them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BufferId(pub u64);
 
 /// How the device's allocations were served: at the call, or by the actor. Test hook: the
 /// explorer checks that its seeds take both paths.

@@ -3,7 +3,7 @@
 
 use thiserror::Error;
 
-use crate::device::DeviceProperties;
+use crate::properties::DeviceProperties;
 
 /// Most dynamic pools one stream may have.
 pub const MAX_POOLS: usize = 8;

@@ -10,7 +10,6 @@ mod usage;
 
 pub use books::AllocationPaths;
 #[cfg_attr(loom, allow(unused_imports, reason = "the server and client use them"))]
-pub use books::BufferId;
 #[cfg_attr(loom, allow(unused_imports, reason = "the server and client use them"))]
 pub(crate) use books::{AtCall, Books, take_at_call};
 pub(crate) use budget::Budget;
@@ -22,8 +21,9 @@ pub use config::{
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
-use pool::{ExclusivePool, PoolStats, SlicedPool};
+use pool::{ExclusivePool, SlicedPool};
 pub(crate) use pool::{Held, NeedPage, PageId, PoolRef, SliceLocation};
+use report::PoolStats;
 
 use crate::error::OutOfMemoryReason;
 use crate::invariant::{Invariant, Violation, ensure};

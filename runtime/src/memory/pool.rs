@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 mod check;
 
 use super::config::PoolLayout;
-use super::report::{PoolKind, PoolReport};
+use super::report::{PoolKind, PoolReport, PoolStats};
 use crate::invariant::span;
 use crate::stream::StreamId;
 
@@ -51,38 +51,6 @@ pub(crate) struct SliceLocation {
 pub(crate) struct NeedPage {
     pub pool: PoolRef,
     pub bytes: u64,
-}
-
-/// Usage counters and their high-water marks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct PoolStats {
-    pub slices: u64,
-    pub bytes_in_use: u64,
-    pub bytes_reserved: u64,
-    pub bytes_in_use_peak: u64,
-    pub bytes_reserved_peak: u64,
-}
-
-impl PoolStats {
-    fn slice_added(&mut self, size: u64) {
-        self.slices += 1;
-        self.bytes_in_use += size;
-        self.bytes_in_use_peak = self.bytes_in_use_peak.max(self.bytes_in_use);
-    }
-
-    fn slice_removed(&mut self, size: u64) {
-        self.slices -= 1;
-        self.bytes_in_use -= size;
-    }
-
-    fn page_added(&mut self, bytes: u64) {
-        self.bytes_reserved += bytes;
-        self.bytes_reserved_peak = self.bytes_reserved_peak.max(self.bytes_reserved);
-    }
-
-    fn page_removed(&mut self, bytes: u64) {
-        self.bytes_reserved -= bytes;
-    }
 }
 
 #[derive(Debug)]

@@ -3,7 +3,6 @@
 use std::fmt;
 
 use super::config::PoolLayout;
-use super::pool::PoolStats;
 use crate::host_pool::HostPoolStats;
 
 /// Which kind of pool a [`PoolReport`] describes.
@@ -41,6 +40,38 @@ pub struct PoolReport {
     pub bytes_reserved_peak: u64,
     /// Highest `bytes_in_use` since the pools were installed.
     pub bytes_in_use_peak: u64,
+}
+
+/// Usage counters and their high-water marks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PoolStats {
+    pub slices: u64,
+    pub bytes_in_use: u64,
+    pub bytes_reserved: u64,
+    pub bytes_in_use_peak: u64,
+    pub bytes_reserved_peak: u64,
+}
+
+impl PoolStats {
+    pub(super) fn slice_added(&mut self, size: u64) {
+        self.slices += 1;
+        self.bytes_in_use += size;
+        self.bytes_in_use_peak = self.bytes_in_use_peak.max(self.bytes_in_use);
+    }
+
+    pub(super) fn slice_removed(&mut self, size: u64) {
+        self.slices -= 1;
+        self.bytes_in_use -= size;
+    }
+
+    pub(super) fn page_added(&mut self, bytes: u64) {
+        self.bytes_reserved += bytes;
+        self.bytes_reserved_peak = self.bytes_reserved_peak.max(self.bytes_reserved);
+    }
+
+    pub(super) fn page_removed(&mut self, bytes: u64) {
+        self.bytes_reserved -= bytes;
+    }
 }
 
 impl PoolReport {

@@ -6,8 +6,6 @@ use crate::device::Device;
 use crate::memory::SliceLocation;
 use crate::stream::StreamId;
 
-pub use crate::memory::BufferId;
-
 /// A stream's access to a buffer: the stream and its operation count right after the access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Access {

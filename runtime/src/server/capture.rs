@@ -13,48 +13,13 @@
 use std::collections::BTreeMap;
 
 use super::Server;
-use super::buffers::BufferId;
-use super::streams::AfterStreams;
+use super::graphs::{GraphState, PendingGraphDestroy};
+use super::streams::{AfterStreams, CaptureState};
 use crate::device::Device;
+use crate::error::{CaptureError, ServerError};
+use crate::ids::{BufferId, GraphId};
+use crate::properties::GraphSupport;
 use crate::stream::StreamId;
-
-/// Identifies a graph of one server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GraphId(pub u64);
-
-#[derive(Debug, Default)]
-pub(crate) enum CaptureState {
-    #[default]
-    Idle,
-    /// `graph_prepare` ran: the stream allocates persistently for the warm-up run.
-    Prepared,
-    Capturing {
-        /// Buffers the recorded launches touch, and whether any of them writes each.
-        buffers: BTreeMap<BufferId, bool>,
-        /// A write was attempted in the window; `stop_capture` fails.
-        refused_write: bool,
-        /// Memory was allocated in the window (fatal for hardware graphs).
-        allocated: bool,
-        /// A checked kernel was recorded: replays write the stream's fault record.
-        checked: bool,
-    },
-}
-
-/// A captured graph. Its buffers stay alive (see `BufferState::graph_refs`) until the graph is
-/// destroyed and every replay of it has completed.
-pub(crate) struct GraphState<D: Device> {
-    pub raw: D::Graph,
-    pub stream: StreamId,
-    pub buffers: Vec<(BufferId, bool)>,
-    pub checked: bool,
-}
-
-/// A dropped graph waiting for its last replay (on its capture stream) to complete.
-pub(crate) struct PendingGraphDestroy<D: Device> {
-    pub raw: D::Graph,
-    pub after: AfterStreams<D>,
-    pub buffers: Vec<BufferId>,
-}
 
 impl<D: Device> Server<D> {
     /// Events after the work `streams` enqueued so far (see [`AfterStreams`]). A failure to
@@ -124,4 +89,160 @@ impl<D: Device> Server<D> {
             }
         }
     }
+
+    /// Prepares `stream` for a capture: its allocations become persistent for the warm-up run.
+    pub fn graph_prepare(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        self.check_alive()?;
+        let state = self.stream(stream)?;
+        match state.capture {
+            CaptureState::Capturing { .. } => Err(CaptureError::AlreadyCapturing { stream }.into()),
+            CaptureState::Prepared => Ok(()),
+            CaptureState::Idle => {
+                state.capture = CaptureState::Prepared;
+                self.memory().capture_window(stream, true);
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts recording `stream`'s launches into a graph.
+    pub fn start_capture(&mut self, stream: StreamId) -> Result<(), ServerError> {
+        self.check_alive()?;
+        match self.stream(stream)?.capture {
+            CaptureState::Idle => return Err(CaptureError::NotPrepared { stream }.into()),
+            CaptureState::Capturing { .. } => {
+                return Err(CaptureError::AlreadyCapturing { stream }.into());
+            }
+            CaptureState::Prepared => {}
+        }
+        // The fault record is written when created: that cannot happen inside the window.
+        if self.options.checked_kernels && self.ensure_fault_record(stream).is_none() {
+            return self.surface_errors(stream, None);
+        }
+        let raw = self.streams[&stream].raw;
+        // Recorded while it still can be: other streams order after this stream with it.
+        let start = self.device.record_event(raw);
+        let start = self.noted_on(stream, start)?;
+        let begun = self.device.begin_capture(raw);
+        self.noted_on(stream, begun)?;
+        let state = self.streams.get_mut(&stream).expect("stream exists");
+        state.capture_start = Some(start);
+        state.capture = CaptureState::Capturing {
+            buffers: BTreeMap::new(),
+            refused_write: false,
+            allocated: false,
+            checked: false,
+        };
+        Ok(())
+    }
+
+    /// Ends the capture of `stream` and keeps the graph; the stream is idle again either way.
+    pub fn stop_capture(&mut self, stream: StreamId) -> Result<GraphId, ServerError> {
+        self.check_alive()?;
+        let keep_state = self.options.refused_stop_capture_keeps_state;
+        let state = self.stream(stream)?;
+        // A refusal changes nothing: a prepared stream stays prepared, its window open.
+        if !matches!(state.capture, CaptureState::Capturing { .. }) {
+            if !keep_state {
+                state.capture = CaptureState::Idle;
+            }
+            return Err(CaptureError::NotCapturing { stream }.into());
+        }
+        let CaptureState::Capturing {
+            buffers,
+            refused_write,
+            allocated,
+            checked,
+        } = std::mem::take(&mut state.capture)
+        else {
+            unreachable!("the stream was capturing a moment ago");
+        };
+        let raw_stream = state.raw;
+        state.capture_start = None;
+        self.memory().capture_window(stream, false);
+        let ended = self.device.end_capture(raw_stream);
+        self.record_events_awaiting_capture(stream);
+        let buffers: Vec<(BufferId, bool)> = buffers.into_iter().collect();
+        let raw = match self.noted(ended) {
+            Ok(raw) => raw,
+            Err(err) => {
+                self.unref_graph_buffers(buffers.into_iter().map(|(b, _)| b));
+                return Err(ServerError::device(stream, err));
+            }
+        };
+        let hardware = self.device.properties().features.graphs == GraphSupport::Hardware;
+        let refusal = if refused_write {
+            Some(CaptureError::WriteInCapture { stream })
+        } else if allocated && hardware {
+            Some(CaptureError::AllocationInCapture { stream })
+        } else {
+            None
+        };
+        if let Some(refusal) = refusal {
+            self.device.destroy_graph(raw);
+            self.unref_graph_buffers(buffers.into_iter().map(|(b, _)| b));
+            return Err(refusal.into());
+        }
+        // The capture's references to its buffers become the graph's.
+        let id = GraphId(self.next_graph);
+        self.next_graph += 1;
+        self.graphs.insert(
+            id,
+            GraphState {
+                raw,
+                stream,
+                buffers,
+                checked,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Enqueues one replay of `graph` on its capture stream, ordered against other streams'
+    /// use of its buffers like any launch.
+    pub fn replay(&mut self, graph: GraphId) {
+        let Some(stream) = self.graphs.get(&graph).map(|g| g.stream) else {
+            return;
+        };
+        if self.lost.is_some() {
+            return;
+        }
+        if let Err(err) = self.refuse_in_capture(stream, "replay") {
+            self.push_error(stream, err);
+            return;
+        }
+        let accessed = self.graphs[&graph].buffers.clone();
+        let replayed = self.enqueue_or_queue_error(stream, |server| {
+            for &(buffer, write) in &accessed {
+                server.order_before_access(stream, buffer, write)?;
+            }
+            let raw = server.streams[&stream].raw;
+            server.device.replay(raw, &server.graphs[&graph].raw)
+        });
+        if replayed.is_some() && self.graphs[&graph].checked {
+            self.streams
+                .get_mut(&stream)
+                .expect("stream exists")
+                .fault_record_dirty = true;
+        }
+        self.after_access(stream, &accessed);
+    }
+
+    /// The last handle to `graph` is gone: destroy it once its replays have completed, then let
+    /// its buffers go.
+    pub fn destroy_graph(&mut self, graph: GraphId) {
+        let Some(state) = self.graphs.remove(&graph) else {
+            return;
+        };
+        // On a lost device recording fails, and `reclaim` destroys the graph at once.
+        let after = self.events_after(vec![state.stream]);
+        self.pending_graph_destroys.push(PendingGraphDestroy {
+            raw: state.raw,
+            after,
+            buffers: state.buffers.into_iter().map(|(b, _)| b).collect(),
+        });
+        self.reclaim();
+    }
+
+    // ---- synchronisation -----------------------------------------------------------------
 }

@@ -2,46 +2,12 @@
 //! against other streams' use of their buffers exactly like launches (the source is read, the
 //! destination written), so cross-stream waits and deferred frees need nothing new.
 
-use super::{BufferId, BufferRange, Server, raw_slice};
-use crate::collective::{CommunicatorId, ReduceOperation};
-use crate::device::{Device, DeviceId};
+use super::{Server, raw_slice};
+use crate::collective::Collective;
+use crate::device::Device;
 use crate::error::DeviceError;
-use crate::kernel::ElemType;
+use crate::ids::{BufferRange, CommunicatorId, DeviceId};
 use crate::stream::StreamId;
-
-/// One collective operation of this device, as the client validated it.
-#[derive(Clone, Debug)]
-pub(crate) enum Collective {
-    AllReduce {
-        src: BufferRange,
-        dst: BufferRange,
-        elem: ElemType,
-        op: ReduceOperation,
-    },
-    /// Sends `src`'s bytes to device `to` of the communicator.
-    Send { src: BufferRange, to: DeviceId },
-    /// Receives into `dst` what device `from` of the communicator sends.
-    Recv { dst: BufferRange, from: DeviceId },
-}
-
-impl Collective {
-    fn name(&self) -> &'static str {
-        match self {
-            Collective::AllReduce { .. } => "all_reduce",
-            Collective::Send { .. } => "send",
-            Collective::Recv { .. } => "recv",
-        }
-    }
-
-    /// The buffers it touches, and whether it writes them.
-    fn accesses(&self) -> Vec<(BufferId, bool)> {
-        match self {
-            Collective::AllReduce { src, dst, .. } => vec![(src.buffer, false), (dst.buffer, true)],
-            Collective::Send { src, .. } => vec![(src.buffer, false)],
-            Collective::Recv { dst, .. } => vec![(dst.buffer, true)],
-        }
-    }
-}
 
 /// The rank of `device` in `devices`; the client checked that it is there.
 fn rank_of(devices: &[DeviceId], device: DeviceId) -> u32 {

@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::buffers::BufferId;
 use super::streams::AfterStreams;
 use super::{CaptureState, Server};
 use crate::device::Device;
+use crate::ids::BufferId;
 use crate::invariant::{Invariant, PlantedDefect, Violation, ensure};
 use crate::memory::{Books, Held};
 

@@ -4,13 +4,13 @@
 //! A checked launch (see [`ServerOptions::checked_kernels`](super::ServerOptions)) also binds
 //! its stream's fault record, allocated and zeroed on the stream's first checked launch.
 
-use super::buffers::BufferId;
-use super::capture::CaptureState;
-use super::{BufferRange, Server, raw_slice};
+use super::streams::CaptureState;
+use super::{Server, raw_slice};
 use crate::device::{BufferSlice, Device, LaunchCount};
 use crate::error::{DeviceError, ServerError};
+use crate::ids::CountArg;
+use crate::ids::{BufferId, BufferRange};
 use crate::kernel::{Access, FaultRecord, Kernel, Scalar};
-use crate::launch::CountArg;
 use crate::stream::StreamId;
 
 impl<D: Device> Server<D> {

@@ -1,89 +1,21 @@
 //! The server's side of profiling: timing marks on a stream, per-launch profiling at the level
-//! in force, and dry-run launches.
-//!
-//! **Invariant:** a pending launch profile's marks were recorded on its stream around that one
-//! launch; it is resolved (and leaves `pending`) at that stream's next `sync`, or dropped if the
-//! device is lost.
+//! in force (into the `ProfileLog` of `profile_log.rs`, whose invariant it keeps), and dry-run
+//! launches.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use super::{BufferRange, Server};
+use super::Server;
+use super::profile_log::{Mark, PendingLaunch, ProfileLog, label};
+use super::streams::CaptureState;
 use crate::device::Device;
 use crate::dry_run::LaunchMode;
 use crate::error::ServerError;
+use crate::ids::BufferRange;
+use crate::ids::CountArg;
 use crate::kernel::{Kernel, Scalar};
-use crate::launch::CountArg;
 use crate::profiling::{ProfileLevel, ProfileSummary, TimingMethod};
-use crate::server::capture::CaptureState;
 use crate::stream::StreamId;
 use crate::throughput::{ThroughputKey, ThroughputValue};
-
-/// One end of a profiled span: a device timestamp, or the host clock after a synchronisation.
-#[derive(Debug)]
-pub(crate) enum Mark<T> {
-    Device(T),
-    Host(Instant),
-}
-
-struct PendingLaunch<D: Device> {
-    label: String,
-    stream: StreamId,
-    start: Mark<D::Timestamp>,
-    end: Mark<D::Timestamp>,
-}
-
-/// Per-launch profiling state, and the device's measured throughputs.
-pub(crate) struct ProfileLog<D: Device> {
-    level: Option<ProfileLevel>,
-    pending: Vec<PendingLaunch<D>>,
-    /// Per label: launches and their summed duration (`None` when untimed).
-    groups: BTreeMap<String, (u64, Option<Duration>)>,
-    /// A launch was registered since the summary was last logged.
-    changed: bool,
-    /// Measured once per key for this device's life (few keys: a list).
-    throughput: Vec<(ThroughputKey, ThroughputValue)>,
-}
-
-impl<D: Device> ProfileLog<D> {
-    pub fn new(level: Option<ProfileLevel>) -> Self {
-        Self {
-            level,
-            pending: Vec::new(),
-            groups: BTreeMap::new(),
-            changed: false,
-            throughput: Vec::new(),
-        }
-    }
-
-    fn register(&mut self, label: String, duration: Option<Duration>) {
-        let (launches, total) = self
-            .groups
-            .entry(label)
-            .or_insert((0, duration.map(|_| Duration::ZERO)));
-        *launches += 1;
-        *total = total.zip(duration).map(|(t, d)| t + d);
-        self.changed = true;
-    }
-}
-
-/// What a launch is grouped under at `level`.
-fn label(level: ProfileLevel, kernel: &Kernel, count: &CountArg<BufferRange>) -> String {
-    let count = || match count {
-        CountArg::Static([x, y, z]) => format!("[{x}, {y}, {z}]"),
-        CountArg::Dynamic(_) => "indirect".to_owned(),
-    };
-    match level {
-        ProfileLevel::Basic | ProfileLevel::ExecutionOnly => kernel.name().to_owned(),
-        ProfileLevel::Medium => format!("{} {}", kernel.name(), count()),
-        ProfileLevel::Full => format!(
-            "{} #{:016x} {}",
-            kernel.name(),
-            kernel.content_hash(),
-            count()
-        ),
-    }
-}
 
 impl<D: Device> Server<D> {
     fn timing_method(&self) -> TimingMethod {

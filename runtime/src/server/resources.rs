@@ -1,10 +1,11 @@
 //! The server's side of staging (pinned host memory) and of `get_resource` (raw access to the
 //! device buffer behind a handle).
 
-use super::{BufferRange, Server, raw};
+use super::{Server, raw};
 use crate::bytes::Bytes;
 use crate::device::Device;
 use crate::error::ServerError;
+use crate::ids::BufferRange;
 use crate::stream::StreamId;
 
 impl<D: Device> Server<D> {

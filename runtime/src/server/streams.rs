@@ -1,7 +1,9 @@
-//! Per-stream state: the device stream, the error queue, the fault record, and what this stream
-//! has already waited for on other streams.
+//! Per-stream state: the device stream, the error queue, the fault record, where the stream is
+//! in a capture, and what it has already waited for on other streams.
 
 use std::collections::{BTreeMap, VecDeque};
+
+use crate::ids::BufferId;
 
 use crate::device::Device;
 use crate::error::ServerError;
@@ -21,7 +23,7 @@ pub(crate) struct StreamState<D: Device> {
     pub fault_record: Option<D::Buffer>,
     /// A checked kernel ran since the fault record was last inspected.
     pub fault_record_dirty: bool,
-    pub capture: super::capture::CaptureState,
+    pub capture: CaptureState,
     /// While capturing: an event recorded just before the capture began. Every access of this
     /// stream that the access history names precedes it (captured launches are not in the
     /// history), so other streams wait on it instead of recording into the capture.
@@ -37,13 +39,13 @@ impl<D: Device> StreamState<D> {
             errors: VecDeque::new(),
             fault_record: None,
             fault_record_dirty: false,
-            capture: super::capture::CaptureState::Idle,
+            capture: CaptureState::Idle,
             capture_start: None,
         }
     }
 
     pub fn capturing(&self) -> bool {
-        matches!(self.capture, super::capture::CaptureState::Capturing { .. })
+        matches!(self.capture, CaptureState::Capturing { .. })
     }
 
     /// Whether work enqueued on this stream from now on is already ordered after operation
@@ -72,4 +74,24 @@ impl<D: Device> AfterStreams<D> {
     pub fn complete(&self, device: &mut D) -> bool {
         self.awaiting_capture.is_empty() && self.events.iter().all(|e| device.event_complete(e))
     }
+}
+
+/// Where a stream is in the capture state machine (see `capture.rs`): Idle → `graph_prepare`
+/// → Prepared → `start_capture` → Capturing → `stop_capture` → Idle.
+#[derive(Debug, Default)]
+pub(crate) enum CaptureState {
+    #[default]
+    Idle,
+    /// `graph_prepare` ran: the stream allocates persistently for the warm-up run.
+    Prepared,
+    Capturing {
+        /// Buffers the recorded launches touch, and whether any of them writes each.
+        buffers: BTreeMap<BufferId, bool>,
+        /// A write was attempted in the window; `stop_capture` fails.
+        refused_write: bool,
+        /// Memory was allocated in the window (fatal for hardware graphs).
+        allocated: bool,
+        /// A checked kernel was recorded: replays write the stream's fault record.
+        checked: bool,
+    },
 }

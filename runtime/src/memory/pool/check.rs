@@ -5,8 +5,9 @@
 
 use std::fmt::Display;
 
-use super::{ExclusivePool, Page, PageId, PoolStats, SliceLocation, SlicedPool};
+use super::{ExclusivePool, Page, PageId, SliceLocation, SlicedPool};
 use crate::invariant::{Invariant, Violation, ensure, span};
+use crate::memory::report::PoolStats;
 
 /// A slice the server references, and who holds it (for messages).
 pub(crate) struct Held<H> {
