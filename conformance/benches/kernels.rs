@@ -3,7 +3,7 @@
 //! on a device of its own), the tiled `f32` product's GFLOP/s at several shapes, and the decode
 //! step's tokens per second through graph replay against eager launches. Every figure's result
 //! is checked once against its reference before it is timed. Kernels run unchecked (no bounds
-//! guards, `ServerOptions::checked_kernels` off), as a tuned deployment would; the reduction
+//! guards, `ServerOptions::kernel_checks` unchecked), as a tuned deployment would; the reduction
 //! also runs checked, to show what the guards cost.
 //!
 //! `scripts/gpu/torch_baseline.py` measures PyTorch on the same shapes and the same model.
@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use lockstep::device::BufferSlice;
-use lockstep::kernel::Scalar;
+use lockstep::kernel::{KernelChecks, Scalar};
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, KernelArguments, ServerOptions, StreamId};
 use lockstep_conformance::ops::decode::{DecodeModel, Dims, Weights, check_step};
 use lockstep_conformance::ops::matmul::{grid, matmul, matmul_bounds};
@@ -177,7 +177,11 @@ fn decode<D: Device>(client: &mut ComputeClient<D>, s: &Sizes) -> Result<(f64, f
 
 fn measure<D: Device>(open: impl Fn() -> Result<D>, s: &Sizes) -> Result<()> {
     let unchecked = ServerOptions {
-        checked_kernels: false,
+        // SAFETY: this client launches only the ops kernels, each over buffers sized for the
+        // shape it is launched with (`Sizes`): every index they compute is then in range, as
+        // their checked runs on the simulator show (`lockstep check`'s ops properties, and this
+        // bench's `sim` run, which checks each result before timing it).
+        kernel_checks: unsafe { KernelChecks::unchecked() },
         ..ServerOptions::default()
     };
     let mut client = ComputeClient::with_options(open()?, unchecked);

@@ -48,10 +48,7 @@ pub fn client_launches<D: Device>(client: &ComputeClient<D>, launches: u32) -> f
 /// [`client_launches`] straight on `device`, on `stream`: the word and a zeroed fault record
 /// bound as the runtime binds them, then a synchronize.
 pub fn straight_launches<D: Device>(device: &mut D, stream: D::Stream, launches: u32) -> f64 {
-    let options = CompileOptions {
-        checked: true,
-        kernel_id: 0,
-    };
+    let options = CompileOptions::checked(0);
     let kernel = device
         .compile(trivial_kernel().def(), options)
         .expect("compile");
@@ -153,10 +150,7 @@ pub fn client_round_trip_us<D: Device>(client: &ComputeClient<D>, reps: u32) -> 
 /// checked with a fault record, read the value and the record back, free. Microseconds each.
 pub fn straight_round_trip_us<D: Device>(device: &mut D, reps: u32) -> f64 {
     let stream = device.create_stream().expect("stream");
-    let options = CompileOptions {
-        checked: true,
-        kernel_id: 0,
-    };
+    let options = CompileOptions::checked(0);
     let kernel = device
         .compile(increment_kernel().def(), options)
         .expect("compile");

@@ -8,7 +8,7 @@
 //! `lockstep-wgpu`'s and `lockstep-cuda`'s device tests run it on theirs.
 
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelDef, Scalar};
+use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelChecks, KernelDef, Scalar};
 use lockstep::{ContractViolation, Device, DeviceError};
 
 use crate::kernels::KernelKind;
@@ -170,17 +170,26 @@ fn add_const() -> KernelDef {
     KernelKind::AddConst.kernel().def().clone()
 }
 
+/// Compile options for `add_const` without the runtime's guards, so that the cases name the
+/// kernel's own bindings only.
+#[allow(
+    unsafe_code,
+    reason = "asks for an unchecked kernel, whose contract add_const keeps"
+)]
+fn add_const_unchecked() -> CompileOptions {
+    CompileOptions {
+        // SAFETY: `add_const` (`KernelKind::AddConst`) guards its one access with
+        // `i < data.len()`, so no launch of it reaches out of range, checked or not.
+        checks: unsafe { KernelChecks::unchecked() },
+        kernel_id: 0,
+    }
+}
+
 /// Launches whose bindings, parameters, fault record or counts do not match the kernel.
 fn launch_cases<D: Device>(device: &mut D, other: &mut D) -> Result<Vec<Case>, DeviceError> {
     let def = add_const();
-    let unchecked = CompileOptions {
-        checked: false,
-        kernel_id: 0,
-    };
-    let checked = CompileOptions {
-        checked: true,
-        kernel_id: 1,
-    };
+    let unchecked = add_const_unchecked();
+    let checked = CompileOptions::checked(1);
     let kernel = device.compile(&def, unchecked)?;
     let checked_kernel = device.compile(&def, checked)?;
     let foreign = other.allocate(BUFFER_BYTES)?;
@@ -280,10 +289,7 @@ fn launch_cases<D: Device>(device: &mut D, other: &mut D) -> Result<Vec<Case>, D
 /// checks it).
 fn lifetime_cases<D: Device>(device: &mut D, other: &mut D) -> Result<Vec<Case>, DeviceError> {
     let def = add_const();
-    let options = CompileOptions {
-        checked: false,
-        kernel_id: 0,
-    };
+    let options = add_const_unchecked();
     let s = device.create_stream()?;
     let (graph, buffer) = capture_one_launch(device, s, &def, options)?;
     device.free(buffer);

@@ -173,10 +173,7 @@ fn launches(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw) ->
 
     let mut device = CudaDevice::with_context(ctx);
     let stream = device.create_stream().expect("stream");
-    let options = CompileOptions {
-        checked: true,
-        kernel_id: 0,
-    };
+    let options = CompileOptions::checked(0);
     let compiled = device
         .compile(empty_kernel().def(), options)
         .expect("compile");

@@ -604,7 +604,7 @@ impl Device for CudaDevice {
     ) -> Result<CudaKernel, DeviceError> {
         contract::compile(kernel, &self.properties)?;
         self.ctx.bind()?;
-        let function = self.ctx.function(kernel, options.checked)?;
+        let function = self.ctx.function(kernel, options.checks.is_checked())?;
         Ok(CudaKernel {
             function,
             def: Arc::new(kernel.clone()),
@@ -621,7 +621,7 @@ impl Device for CudaDevice {
         bindings: &[BufferSlice<'_, CudaBuffer>],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        let checked = kernel.options.checked;
+        let checked = kernel.options.checks.is_checked();
         contract::launch(self.owner, &kernel.def, checked, &count, bindings, params)?;
         self.same_context(&kernel.ctx, "launch", "kernel")?;
         let state = self.stream("launch", stream)?;

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, Scalar, Value,
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelChecks,
+    Scalar, Value,
 };
 use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
@@ -521,10 +522,7 @@ fn graphs_replay_captured_launches_and_refuse_transfers() {
     };
     let mut device = CudaDevice::with_context(&ctx);
     let stream = device.create_stream().expect("stream");
-    let options = CompileOptions {
-        checked: true,
-        kernel_id: 0,
-    };
+    let options = CompileOptions::checked(0);
     let inc = device
         .compile(increment_kernel().def(), options)
         .expect("compile");
@@ -650,7 +648,11 @@ fn poisoning_child() {
     }
     let ctx = CudaContext::new(0).expect("the parent saw a GPU");
     let unchecked = ServerOptions {
-        checked_kernels: false,
+        // SAFETY: broken on purpose, and only in this child process: `wild_store` stores 15 GiB
+        // past its binding, an address no allocation of this process maps, so the GPU reports
+        // an illegal address (sticky for the process's context) instead of writing memory in
+        // use; the parent reads only the child's exit and output.
+        kernel_checks: unsafe { KernelChecks::unchecked() },
         ..ServerOptions::default()
     };
     let c = ComputeClient::with_options(CudaDevice::with_context(&ctx), unchecked);

@@ -195,7 +195,10 @@ mod tests {
 }
 
 /// One collective operation of this device, as the client validated it.
-#[cfg_attr(loom, allow(dead_code, reason = "loom builds leave out the client and server"))]
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "loom builds leave out the client and server")
+)]
 #[derive(Clone, Debug)]
 pub(crate) enum Collective {
     AllReduce {
@@ -210,7 +213,10 @@ pub(crate) enum Collective {
     Recv { dst: BufferRange, from: DeviceId },
 }
 
-#[cfg_attr(loom, allow(dead_code, reason = "loom builds leave out the client and server"))]
+#[cfg_attr(
+    loom,
+    allow(dead_code, reason = "loom builds leave out the client and server")
+)]
 impl Collective {
     pub(crate) fn name(&self) -> &'static str {
         match self {

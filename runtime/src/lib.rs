@@ -18,7 +18,9 @@
 //! # Ok::<(), lockstep::Error>(())
 //! ```
 
-#![forbid(unsafe_code)]
+// No unsafe code: the one `unsafe` item declares the contract of unchecked kernels
+// (`KernelChecks::unchecked`), which its callers keep.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg_attr(

@@ -733,7 +733,7 @@ impl SimDevice {
             * launch.kernel.workgroup_invocations();
         match interpreter::run(
             &launch.kernel,
-            launch.options,
+            launch.options.into(),
             count,
             &mut data,
             &launch.params,
@@ -1093,7 +1093,7 @@ impl Device for SimDevice {
         bindings: &[BufferSlice<'_, SimBuffer>],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        let checked = kernel.options.checked;
+        let checked = kernel.options.checks.is_checked();
         self.checked(contract::launch(
             self.owner,
             &kernel.def,

@@ -269,10 +269,7 @@ mod tests {
         let kernel = KernelBuilder::new("explore_0", [8, 1, 1]).build().unwrap();
         let launch = LaunchOp {
             kernel: Arc::new(kernel.def().clone()),
-            options: CompileOptions {
-                checked: false,
-                kernel_id: 0,
-            },
+            options: CompileOptions::checked(0),
             count: Count::Static([1, 1, 1]),
             bindings: Vec::new(),
             params: Vec::new(),

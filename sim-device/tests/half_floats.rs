@@ -124,13 +124,7 @@ fn a_device_without_f16_refuses_its_kernels_at_launch_and_compile() {
     let mut device = SimDevice::new(SimConfig::new(8).without_half_floats());
     let kernel = mul_add(ElemType::BF16);
     let err = device
-        .compile(
-            kernel.def(),
-            lockstep::kernel::CompileOptions {
-                checked: true,
-                kernel_id: 1,
-            },
-        )
+        .compile(kernel.def(), lockstep::kernel::CompileOptions::checked(1))
         .unwrap_err();
     assert_eq!(
         err,

@@ -843,12 +843,12 @@ impl Device for WgpuDevice {
         options: CompileOptions,
     ) -> Result<WgpuKernel, DeviceError> {
         contract::compile(kernel, &self.properties)?;
-        let bindings = kernel.bindings.len() + options.checked as usize;
+        let bindings = kernel.bindings.len() + options.checks.is_checked() as usize;
         let distinct: Vec<u32> = (0..bindings as u32).collect();
         Ok(WgpuKernel {
             def: Arc::new(kernel.clone()),
-            checked: options.checked,
-            compiled: self.ctx.kernel(kernel, options.checked, &distinct)?,
+            checked: options.checks.is_checked(),
+            compiled: self.ctx.kernel(kernel, options.checks.is_checked(), &distinct)?,
             kernel_id: options.kernel_id,
         })
     }

@@ -5,8 +5,8 @@
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelDef,
-    Scalar, Value, semantics,
+    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelChecks,
+    KernelDef, Scalar, Value, semantics,
 };
 use lockstep::{Device, DeviceError};
 use lockstep_conformance::requirement::{Need, cannot_run};
@@ -112,6 +112,18 @@ fn unaligned_writes_reads_and_copies_match_a_host_model() {
     assert_eq!(dev.take_errors(s), vec![]);
 }
 
+/// Compile options without the runtime's guards, for the kernels of this file, which guard
+/// their own accesses.
+fn self_guarded() -> CompileOptions {
+    CompileOptions {
+        // SAFETY: every kernel this file compiles with these options guards each access with
+        // `i < len` (`add_one`, and the binary-operation kernels of
+        // `operations_match_the_reference_semantics`), so no launch reaches out of range.
+        checks: unsafe { KernelChecks::unchecked() },
+        kernel_id: 0,
+    }
+}
+
 fn add_one() -> KernelDef {
     let mut k = KernelBuilder::new("add_one", [4, 1, 1]);
     let data = k.binding(ElemType::U32, Access::ReadWrite);
@@ -126,15 +138,7 @@ fn a_captured_graph_replays_its_launches_and_events_complete() {
         return;
     };
     let s = dev.create_stream().unwrap();
-    let kernel = dev
-        .compile(
-            &add_one(),
-            CompileOptions {
-                checked: false,
-                kernel_id: 0,
-            },
-        )
-        .unwrap();
+    let kernel = dev.compile(&add_one(), self_guarded()).unwrap();
     let buf = dev.allocate(40).unwrap();
     dev.write(s, &buf, 0, &[0u8; 40]).unwrap();
     dev.begin_capture(s).unwrap();
@@ -183,10 +187,7 @@ fn writes_and_repeated_dispatches_keep_stream_order() {
         return;
     };
     let s = dev.create_stream().unwrap();
-    let options = CompileOptions {
-        checked: false,
-        kernel_id: 0,
-    };
+    let options = self_guarded();
     let kernel = dev.compile(&add_one(), options).unwrap();
     let buf = dev.allocate(32).unwrap();
     let add_one_to = |dev: &mut WgpuDevice, offset: u64| {
@@ -264,13 +265,7 @@ fn a_checked_fault_fills_the_record_once_and_skips_the_store() {
     let i = k.global_id(Axis::X);
     k.store(data, data.len() + i, 9u32);
     let kernel = dev
-        .compile(
-            k.build().unwrap().def(),
-            CompileOptions {
-                checked: true,
-                kernel_id: 5,
-            },
-        )
+        .compile(k.build().unwrap().def(), CompileOptions::checked(5))
         .unwrap();
     let buf = dev.allocate(16).unwrap();
     let record = dev.allocate(FaultRecord::BYTES as u64).unwrap();
@@ -420,13 +415,7 @@ fn operations_match_the_reference_semantics() {
                 k.store(o, x, build(a.load(x), b.load(x)))
             });
             let kernel = dev
-                .compile(
-                    k.build().unwrap().def(),
-                    CompileOptions {
-                        checked: false,
-                        kernel_id: 0,
-                    },
-                )
+                .compile(k.build().unwrap().def(), self_guarded())
                 .unwrap();
             let len = lhs.len() as u64 * 4;
             let bindings = [

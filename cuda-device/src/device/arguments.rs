@@ -34,7 +34,7 @@ impl ArgumentSlots {
         params: &[Scalar],
         count_ptr: u64,
     ) -> Self {
-        let checked = kernel.options.checked;
+        let checked = kernel.options.checks.is_checked();
         let declared = kernel.def.bindings.len();
         let len = 2 * declared + params.len() + 2 * usize::from(checked) + 1;
         let mut slots = ArgumentSlots::with_capacity(len);

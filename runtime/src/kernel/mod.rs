@@ -26,10 +26,80 @@ pub use validated::Kernel;
 /// How a device must compile a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CompileOptions {
-    /// Guard every access and report violations in the fault record (see [`FaultRecord`]).
-    pub checked: bool,
+    /// Whether the kernel guards its accesses (see [`KernelChecks`]).
+    pub checks: KernelChecks,
     /// Identifies the kernel in fault records; assigned by the runtime, unique per device.
     pub kernel_id: u32,
+}
+
+impl CompileOptions {
+    /// Checked compilation of the kernel numbered `kernel_id` (what the runtime asks for by
+    /// default).
+    pub const fn checked(kernel_id: u32) -> Self {
+        Self {
+            checks: KernelChecks::checked(),
+            kernel_id,
+        }
+    }
+}
+
+/// Whether a kernel guards every access to its bindings and shared arrays.
+///
+/// Checked (the default), an access out of range is skipped (a load yields zero) and the first
+/// one is reported in the stream's fault record (see [`FaultRecord`]), which the runtime
+/// returns as [`ServerError::KernelFault`](crate::ServerError::KernelFault). Unchecked, the
+/// kernel runs without guards and without the fault record, as a tuned deployment would; an
+/// access out of range is then undefined behaviour on a GPU: it may read or write any memory
+/// of the device's context, other allocations included. That is why an unchecked kernel can
+/// only be asked for through the `unsafe` [`KernelChecks::unchecked`], as wgpu asks for
+/// shader modules without runtime checks (`ShaderRuntimeChecks::unchecked`).
+///
+/// ```
+/// use lockstep::kernel::KernelChecks;
+/// assert!(KernelChecks::default().is_checked());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelChecks {
+    checked: bool,
+}
+
+impl KernelChecks {
+    /// Every access guarded, the first fault reported.
+    pub const fn checked() -> Self {
+        Self { checked: true }
+    }
+
+    /// No guards and no fault record.
+    ///
+    /// # Safety
+    /// Every launch of every kernel compiled with these checks must keep every access of every
+    /// invocation in range: each index into a binding below the binding's length in elements,
+    /// each index into a shared array below its length, and a dynamic workgroup count's buffer
+    /// large enough for the workgroups it names. A kernel built to guard its own accesses (for
+    /// example `if i < data.len()` around each access to `data`, as the conformance suite's
+    /// kernels do) meets this for any launch. On a GPU an access out of range is undefined
+    /// behaviour; the simulator traps it instead (a
+    /// [`DeviceError::ExecutionFault`](crate::DeviceError::ExecutionFault) on the stream), so a
+    /// test run there finds it.
+    #[allow(
+        unsafe_code,
+        reason = "declares the contract of unchecked kernels; runs nothing"
+    )]
+    pub const unsafe fn unchecked() -> Self {
+        Self { checked: false }
+    }
+
+    /// Whether accesses are guarded.
+    pub const fn is_checked(self) -> bool {
+        self.checked
+    }
+}
+
+impl Default for KernelChecks {
+    /// Checked.
+    fn default() -> Self {
+        Self::checked()
+    }
 }
 
 /// Layout of the per-stream fault record that checked kernels write.

@@ -116,7 +116,7 @@ impl<D: Device> Server<D> {
             CaptureState::Prepared => {}
         }
         // The fault record is written when created: that cannot happen inside the window.
-        if self.options.checked_kernels && self.ensure_fault_record(stream).is_none() {
+        if self.options.kernel_checks.is_checked() && self.ensure_fault_record(stream).is_none() {
             return self.surface_errors(stream, None);
         }
         let raw = self.streams[&stream].raw;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use crate::device::Device;
 use crate::error::DeviceError;
-use crate::kernel::{CompileOptions, FaultRecord, Kernel};
+use crate::kernel::{CompileOptions, FaultRecord, Kernel, KernelChecks};
 
 pub(crate) struct Compiled<D: Device> {
     pub raw: D::Kernel,
@@ -31,12 +31,12 @@ impl<D: Device> KernelCache<D> {
         &mut self,
         device: &mut D,
         kernel: &Kernel,
-        checked: bool,
+        checks: KernelChecks,
     ) -> Result<&Compiled<D>, DeviceError> {
-        let key = (kernel.content_hash(), checked);
+        let key = (kernel.content_hash(), checks.is_checked());
         if !self.compiled.contains_key(&key) {
             let kernel_id = self.names.len() as u32;
-            let raw = device.compile(kernel.def(), CompileOptions { checked, kernel_id })?;
+            let raw = device.compile(kernel.def(), CompileOptions { checks, kernel_id })?;
             self.names.push(kernel.def().name.clone());
             self.compiled.insert(key, Compiled { raw });
         }

@@ -1,7 +1,7 @@
 //! Kernel launches: compiling, ordering a launch after the work its buffers wait on, and noting
 //! what a launch recorded into a capture touches.
 //!
-//! A checked launch (see [`ServerOptions::checked_kernels`](super::ServerOptions)) also binds
+//! A checked launch (see [`ServerOptions::kernel_checks`](super::ServerOptions::kernel_checks)) also binds
 //! its stream's fault record, allocated and zeroed on the stream's first checked launch.
 
 use super::streams::CaptureState;
@@ -17,9 +17,9 @@ impl<D: Device> Server<D> {
     /// Compiles `kernel` now, so that a compile failure is reported at the call.
     pub fn compile(&mut self, stream: StreamId, kernel: &Kernel) -> Result<(), ServerError> {
         self.check_alive()?;
-        let checked = self.options.checked_kernels;
+        let checks = self.options.kernel_checks;
         self.kernels
-            .get_or_compile(&mut self.device, kernel, checked)
+            .get_or_compile(&mut self.device, kernel, checks)
             .map(|_| ())
             .map_err(|err| ServerError::device(stream, err))
     }
@@ -37,7 +37,7 @@ impl<D: Device> Server<D> {
         if self.lost.is_some() || self.stream(stream).is_err() {
             return;
         }
-        let checked = self.options.checked_kernels;
+        let checked = self.options.kernel_checks.is_checked();
         if checked && self.ensure_fault_record(stream).is_none() {
             return;
         }
@@ -78,10 +78,11 @@ impl<D: Device> Server<D> {
         bindings: &[BufferRange],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        let checked = self.options.checked_kernels;
+        let checks = self.options.kernel_checks;
+        let checked = checks.is_checked();
         let compiled = self
             .kernels
-            .get_or_compile(&mut self.device, kernel, checked)?;
+            .get_or_compile(&mut self.device, kernel, checks)?;
         let state = &self.streams[&stream];
         let slice = |range: &BufferRange| raw_slice(&self.buffers, &self.pages, range);
         // `launch_view_offsets` off re-introduces a known defect for the explorer to find.

@@ -46,7 +46,7 @@ use crate::bytes::Bytes;
 use crate::device::{BufferSlice, Device};
 use crate::error::{CaptureError, DeviceError, OutOfMemoryError, OutOfMemoryReason, ServerError};
 use crate::ids::{BufferId, BufferRange, GraphId};
-use crate::kernel::FaultRecord;
+use crate::kernel::{FaultRecord, KernelChecks};
 use crate::memory::{
     Books, DeviceMemory, InstallMemoryPoolsError, MemoryBudgetError, MemoryConfiguration,
     MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,
@@ -57,9 +57,11 @@ use crate::sync::{Arc, Mutex, MutexGuard, lock};
 /// Server behaviour chosen at client creation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServerOptions {
-    /// Compile kernels in checked mode: out-of-range accesses become
-    /// [`ServerError::KernelFault`] instead of undefined behaviour.
-    pub checked_kernels: bool,
+    /// How kernels are compiled: checked (the default), an out-of-range access becomes
+    /// [`ServerError::KernelFault`]; unchecked, it is undefined behaviour on a GPU, so asking
+    /// for it takes the `unsafe` [`KernelChecks::unchecked`], whose safety contract then holds
+    /// for every kernel the client launches.
+    pub kernel_checks: KernelChecks,
     /// Insert event waits between streams that touch the same buffer. Only the conformance
     /// suite's self-test turns this off, to prove the suite notices.
     pub cross_stream_ordering: bool,
@@ -93,7 +95,7 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         Self {
-            checked_kernels: true,
+            kernel_checks: KernelChecks::checked(),
             cross_stream_ordering: true,
             deferred_frees: true,
             checked_slot_sizes: true,

@@ -4,21 +4,19 @@
 mod access;
 mod eval;
 
-use lockstep::kernel::{
-    Array, CompileOptions, ElemType, KernelDef, Scalar, Stmt, VarId, semantics,
-};
+use lockstep::kernel::{Array, ElemType, KernelDef, Scalar, Stmt, VarId, semantics};
 
 use super::builtins::Builtins;
 use super::column::{self, Spares};
 use super::program::Numbers;
 use super::races::{AccessKind, AccessLog};
 use super::repeated::RepeatedLoads;
-use super::{BindingData, LaunchOutcome, Violation};
+use super::{BindingData, Guards, LaunchOutcome, Violation};
 
 /// What stays the same for every batch of a launch.
 pub(super) struct Launch<'a> {
     pub def: &'a KernelDef,
-    pub options: CompileOptions,
+    pub guards: Guards,
     pub params: &'a [Scalar],
     pub num_workgroups: [u32; 3],
     /// The kernel's statement numbers, when the race check watches global memory (the

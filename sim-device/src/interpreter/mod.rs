@@ -229,12 +229,33 @@ impl Engine {
     }
 }
 
+/// How a launch guards its accesses: the interpreter's reading of [`CompileOptions`]. Its own
+/// type so that the engines' tests can run a kernel unchecked without the `unsafe` that
+/// `KernelChecks::unchecked` asks of programs: the interpreter traps every access out of range
+/// either way ([`KernelTrap::OutOfBounds`]), so an unchecked launch here reaches nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Guards {
+    /// Guard every access and record the first fault (checked mode); else trap on it.
+    pub checked: bool,
+    /// The kernel's number in fault records.
+    pub kernel_id: u32,
+}
+
+impl From<CompileOptions> for Guards {
+    fn from(options: CompileOptions) -> Self {
+        Guards {
+            checked: options.checks.is_checked(),
+            kernel_id: options.kernel_id,
+        }
+    }
+}
+
 /// Runs `def` over `count` workgroups. `bindings` hold the declared bindings, then (checked
 /// mode) the fault record. The workgroup engine draws its interleaving's seed from `rng`; the
 /// batched engine draws nothing.
 pub(crate) fn run(
     def: &KernelDef,
-    options: CompileOptions,
+    guards: Guards,
     count: [u32; 3],
     bindings: &mut [BindingData],
     params: &[Scalar],
@@ -245,7 +266,7 @@ pub(crate) fn run(
         Engine::Batched => 0,
         Engine::Workgroup => rng.next_u64(),
     };
-    run_on(engine, seed, def, options, count, bindings, params)
+    run_on(engine, seed, def, guards, count, bindings, params)
 }
 
 /// [`run`] on `engine`, which must be able to run `def`, interleaving by `seed`.
@@ -253,7 +274,7 @@ fn run_on(
     engine: Engine,
     seed: u64,
     def: &KernelDef,
-    options: CompileOptions,
+    guards: Guards,
     count: [u32; 3],
     bindings: &mut [BindingData],
     params: &[Scalar],
@@ -269,7 +290,7 @@ fn run_on(
     }
     let launch = Launch {
         def,
-        options,
+        guards,
         params,
         num_workgroups: count,
         numbers: (watch && engine == Engine::Batched).then(|| Numbers::new(def)),
@@ -412,7 +433,7 @@ fn drive(
         lanes.start(groups, first_invocation);
         first_invocation += lanes.lane_count() as u64;
         batch(&mut lanes)?;
-        if !launch.options.checked
+        if !launch.guards.checked
             && let Some(v) = lanes.violation()
         {
             return Err(KernelTrap::OutOfBounds {
@@ -423,7 +444,7 @@ fn drive(
     }
     drop(lanes);
     if let Some(v) = violation {
-        record_fault(bindings, launch.options.kernel_id, v);
+        record_fault(bindings, launch.guards.kernel_id, v);
     }
     Ok(outcome)
 }

@@ -10,7 +10,7 @@ use super::*;
 
 const ENGINES: [Engine; 2] = [Engine::Batched, Engine::Workgroup];
 
-const CHECKED: CompileOptions = CompileOptions {
+const CHECKED: Guards = Guards {
     checked: true,
     kernel_id: 1,
 };
@@ -73,7 +73,7 @@ fn two_faulting_statements() -> KernelDef {
 #[test]
 fn the_fault_record_takes_the_lowest_invocations_first_violation() {
     let def = two_faulting_statements();
-    let options = CompileOptions {
+    let options = Guards {
         checked: true,
         kernel_id: 9,
     };
@@ -92,7 +92,7 @@ fn the_fault_record_takes_the_lowest_invocations_first_violation() {
 #[test]
 fn an_unchecked_trap_names_the_lowest_invocations_first_violation() {
     let def = two_faulting_statements();
-    let options = CompileOptions {
+    let options = Guards {
         checked: false,
         kernel_id: 0,
     };
@@ -123,7 +123,7 @@ fn loops_keep_each_lanes_trip_count_and_guards_short_circuit() {
     k.if_(guarded, |k| k.assign(sum, sum.get() + 1000u32));
     k.store(out, i, sum.get());
     let def = k.build().unwrap().def().clone();
-    let options = CompileOptions {
+    let options = Guards {
         checked: true,
         kernel_id: 1,
     };
@@ -543,7 +543,7 @@ fn shared_accesses_out_of_range_fault_or_trap_like_bindings() {
         vec![1, 1, FaultRecord::SHARED_ARRAY, 2],
         "invocation 2 stored out of range first"
     );
-    let unchecked = CompileOptions {
+    let unchecked = Guards {
         checked: false,
         kernel_id: 0,
     };
@@ -806,7 +806,7 @@ fn loads_repeated_in_a_statement_compute_check_and_report_as_each_load_would() {
         )
         .unwrap();
         assert_eq!(data[2].words, vec![1, 1, 1, 5], "{engine:?}");
-        let unchecked = CompileOptions {
+        let unchecked = Guards {
             checked: false,
             kernel_id: 1,
         };

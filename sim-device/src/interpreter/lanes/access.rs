@@ -125,7 +125,7 @@ impl Batch<'_, '_> {
                 index,
             });
         }
-        if !self.launch.options.checked {
+        if !self.launch.guards.checked {
             self.trapped[lane as usize] = true;
             self.any_trapped = true;
         }
