@@ -1,6 +1,6 @@
 //! The blocking path on the simulator: the figures of `lockstep-cuda`'s `runtime_vs_raw` bench
 //! that measure the client's hand-off to its actor rather than the GPU, each beside the same
-//! work straight on a `SimDevice` in the same run (`lockstep_conformance::blocking_path`).
+//! work straight on a `SimDevice` in the same run (`lockstep_harness::blocking_path`).
 //!
 //! Figures: `empty(1 MiB)` + drop (per pair, mean of a loop); a `memory_usage` round trip
 //! (median of single calls, each a blocking call that does no device work) beside a
@@ -11,7 +11,7 @@
 use std::time::Instant;
 
 use lockstep::{ComputeClient, Device, StreamId};
-use lockstep_conformance::blocking_path::{
+use lockstep_harness::blocking_path::{
     client_round_trip_us, empty_and_drop_us, median_us, straight_round_trip_us,
 };
 use lockstep_sim::{SimConfig, SimDevice};

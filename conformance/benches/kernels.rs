@@ -16,12 +16,12 @@ use std::time::Instant;
 use lockstep::device::BufferSlice;
 use lockstep::kernel::{KernelChecks, Scalar};
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, KernelArguments, ServerOptions, StreamId};
-use lockstep_conformance::ops::decode::{DecodeModel, Dims, Weights, check_step};
-use lockstep_conformance::ops::matmul::{grid, matmul, matmul_bounds};
-use lockstep_conformance::ops::reduce::{reduce_sum, reduce_sum_host};
-use lockstep_conformance::ops::{check_within, uniform};
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::CudaDevice;
+use lockstep_harness::requirement::{Need, cannot_run};
+use lockstep_kernels::ops::decode::{DecodeModel, Dims, Weights, check_step};
+use lockstep_kernels::ops::matmul::{grid, matmul, matmul_bounds};
+use lockstep_kernels::ops::reduce::{reduce_sum, reduce_sum_host};
+use lockstep_kernels::ops::{check_within, uniform};
 use lockstep_sim::{SimConfig, SimDevice};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 

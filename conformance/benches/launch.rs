@@ -4,7 +4,7 @@
 //! Run: `cargo bench -p lockstep-conformance --bench launch [-- LAUNCHES]`
 
 use lockstep::{ComputeClient, Device};
-use lockstep_conformance::blocking_path::{client_launches, straight_launches};
+use lockstep_harness::blocking_path::{client_launches, straight_launches};
 use lockstep_sim::{SimConfig, SimDevice};
 
 fn device() -> SimDevice {

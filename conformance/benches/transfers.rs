@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use lockstep::{Bytes, ComputeClient, Device};
-use lockstep_conformance::requirement::{Need, cannot_run};
+use lockstep_harness::requirement::{Need, cannot_run};
 use lockstep_sim::{SimConfig, SimDevice};
 
 /// Bytes per transfer, and how many rounds each size runs (the median counts).

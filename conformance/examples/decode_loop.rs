@@ -1,14 +1,14 @@
 //! A decode loop on a captured graph: a tiny language model's step (embedding lookup, layer
 //! norm, a `tanh` MLP with a residual, the vocabulary projection, softmax and argmax; see
-//! `lockstep_conformance::ops::decode`) runs once eagerly, is captured once, then replays;
+//! `lockstep_kernels::ops::decode`) runs once eagerly, is captured once, then replays;
 //! each replay feeds the token it picked to the next, on the device. Every step's stages are
 //! read back and checked against their references.
 //!
 //! Run: `cargo run --release -p lockstep-conformance --example decode_loop [-- sim|wgpu|cuda]`
 
 use lockstep::{ComputeClient, Device, StreamId};
-use lockstep_conformance::ops::decode::{Dims, Weights, run_decode};
 use lockstep_cuda::CudaDevice;
+use lockstep_kernels::ops::decode::{Dims, Weights, run_decode};
 use lockstep_sim::{SimConfig, SimDevice};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 

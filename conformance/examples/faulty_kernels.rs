@@ -1,4 +1,4 @@
-//! The kernel sanitizer's faulty kernels (`lockstep_conformance::ops::faulty`) on one device:
+//! The kernel sanitizer's faulty kernels (`lockstep_kernels::ops::faulty`) on one device:
 //! the tiled product without its closing barrier, the tree reduction without barriers between
 //! levels, and the barrier behind a racing flag. On the simulator it prints what the kernel
 //! sanitizer reports for each; on CUDA it only runs them, for `compute-sanitizer`:
@@ -12,10 +12,10 @@
 
 use lockstep::kernel::Scalar;
 use lockstep::{Bytes, CubeCount, Handle, Kernel, KernelArguments};
-use lockstep_conformance::ops::faulty::{self, LANES};
-use lockstep_conformance::ops::matmul::grid;
-use lockstep_conformance::ops::uniform;
 use lockstep_conformance::{CudaFactory, DeviceFactory, SimFactory, WgpuFactory};
+use lockstep_kernels::ops::faulty::{self, LANES};
+use lockstep_kernels::ops::matmul::grid;
+use lockstep_kernels::ops::uniform;
 
 /// A launch of one faulty kernel: its workgroups, buffers (`f32` or `u32` contents) and
 /// parameters.

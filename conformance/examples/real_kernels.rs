@@ -1,12 +1,12 @@
 //! The kernels that do real work, once each on one device, checked against their references:
 //! the two-pass reduction (bit for bit), a row softmax, a layer norm and the tiled matrix
-//! product (within their derived bounds; see `lockstep_conformance::ops`).
+//! product (within their derived bounds; see `lockstep_kernels::ops`).
 //!
 //! Run: `cargo run --release -p lockstep-conformance --example real_kernels [-- sim|wgpu|cuda]`
 
 use lockstep::{ComputeClient, Device};
-use lockstep_conformance::ops::check::{layer_norm_rows, product, reduce, softmax_rows};
 use lockstep_cuda::CudaDevice;
+use lockstep_kernels::ops::check::{layer_norm_rows, product, reduce, softmax_rows};
 use lockstep_sim::{SimConfig, SimDevice};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 

@@ -14,9 +14,9 @@ use lockstep_conformance::CudaFactory;
 #[cfg(feature = "wgpu")]
 use lockstep_conformance::WgpuFactory;
 use lockstep_conformance::explore::{self, ExploreConfig};
-use lockstep_conformance::launch::LaunchConfig;
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::{DeviceFactory, SimFactory, suite};
+use lockstep_launch::LaunchConfig;
 
 #[derive(Parser)]
 #[command(
@@ -241,7 +241,7 @@ fn launch(
         program,
         args: command,
     };
-    match lockstep_conformance::launch::launch(&config) {
+    match lockstep_launch::launch(&config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("lockstep launch: {err}");

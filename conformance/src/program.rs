@@ -17,7 +17,7 @@ use proptest::prelude::*;
 
 use crate::audit::{Blocking, FaultAudit, WindowId};
 use crate::factory::Observer;
-use crate::kernels::{KernelKind, overrun};
+use lockstep_kernels::elementwise::{KernelKind, overrun};
 
 /// Buffer slots a program can refer to.
 pub const SLOTS: usize = 4;

@@ -5,7 +5,7 @@
 //! `tests/gpu.rs`).
 
 use lockstep::{ContractViolation, DeviceError};
-use lockstep_conformance::contract;
+use lockstep_harness::contract;
 use lockstep_sim::{SanitizerReport, SimConfig, SimDevice};
 
 #[test]

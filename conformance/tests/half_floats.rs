@@ -3,7 +3,7 @@
 
 use lockstep::ComputeClient;
 use lockstep::kernel::ElemType;
-use lockstep_conformance::half_kernels::{compare, exhaustive_inputs, reference, run};
+use lockstep_kernels::half::{compare, exhaustive_inputs, reference, run};
 use lockstep_sim::{SimConfig, SimDevice};
 
 #[test]

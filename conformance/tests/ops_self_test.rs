@@ -1,14 +1,14 @@
-//! The kernels of `lockstep_conformance::ops` on the simulator: the faulty ones are reported by
+//! The kernels of `lockstep_kernels::ops` on the simulator: the faulty ones are reported by
 //! the kernel sanitizer on the first seeds (naming the kernel, the array and both statements),
 //! their correct counterparts on the same inputs are not, and where a kernel's bits are fixed
 //! (the reduction; the matrix product, whose `fma` the simulator fuses) the simulator gives them.
 
 use lockstep::kernel::Scalar;
 use lockstep::{Bytes, ComputeClient, CubeCount, Handle, Kernel, KernelArguments};
-use lockstep_conformance::ops::faulty::{self, LANES};
-use lockstep_conformance::ops::matmul::{self, grid, matmul_fused_host};
-use lockstep_conformance::ops::reduce::{reduce_sum, reduce_sum_host};
-use lockstep_conformance::ops::uniform;
+use lockstep_kernels::ops::faulty::{self, LANES};
+use lockstep_kernels::ops::matmul::{self, grid, matmul_fused_host};
+use lockstep_kernels::ops::reduce::{reduce_sum, reduce_sum_host};
+use lockstep_kernels::ops::uniform;
 use lockstep_sim::{KernelFinding, SanitizerReport, SimConfig, SimDevice, SimProbe};
 
 fn client(seed: u64) -> (ComputeClient<SimDevice>, SimProbe) {

@@ -3,8 +3,8 @@
 //! the lines `replay` prints.
 
 use lockstep::{Bytes, ComputeClient, CubeCount, KernelArguments};
-use lockstep_conformance::ops::faulty::{self, LANES};
 use lockstep_conformance::perfetto::{report_lines, trace_json};
+use lockstep_kernels::ops::faulty::{self, LANES};
 use lockstep_sim::{SimConfig, SimDevice};
 
 #[test]

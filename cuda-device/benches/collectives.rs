@@ -18,8 +18,8 @@ use cudarc::driver::{CudaContext as RawContext, CudaSlice, CudaStream as RawStre
 use cudarc::nccl::{Comm, ReduceOp, result as nccl};
 use lockstep::kernel::ElemType;
 use lockstep::{Bytes, ComputeClient, Device, DeviceId, Handle, ReduceOperation};
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::CudaDevice;
+use lockstep_harness::requirement::{Need, cannot_run};
 
 const SIZES_BYTES: [usize; 3] = [1 << 20, 64 << 20, 256 << 20];
 const ROUNDS: usize = 5;

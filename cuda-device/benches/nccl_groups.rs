@@ -26,8 +26,8 @@ use std::time::Instant;
 use cudarc::driver::{CudaContext as RawContext, CudaSlice, CudaStream, DevicePtr, result, sys};
 use cudarc::nccl::sys as nccl;
 use lockstep::ComputeClient;
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::CudaDevice;
+use lockstep_harness::requirement::{Need, cannot_run};
 
 const GROUPS: usize = 5_000;
 const ROUNDS: usize = 5;

@@ -24,12 +24,12 @@ use cudarc::nvrtc::{CompileOptions as NvrtcOptions, compile_ptx_with_opts};
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, FaultRecord, KernelBuilder, KernelDef};
 use lockstep::{Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments};
-use lockstep_conformance::blocking_path::{
+use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
+use lockstep_harness::blocking_path::{
     client_round_trip_us, empty_and_drop_us, increment_kernel, median_us, straight_round_trip_us,
     zeroed_fault_record,
 };
-use lockstep_conformance::requirement::{Need, cannot_run};
-use lockstep_cuda::{CudaContext, CudaDevice, WriteStaging, lower};
+use lockstep_harness::requirement::{Need, cannot_run};
 
 mod common;
 use common::{RawStream, check, median, pinned_copies};

@@ -16,8 +16,8 @@ mod common;
 use common::{RawStream, median, pinned_copies};
 
 use lockstep::{AllocationProperty, Bytes, ComputeClient};
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::CudaDevice;
+use lockstep_harness::requirement::{Need, cannot_run};
 
 const BYTES: usize = 256 << 20;
 const ROUNDS: usize = 7;

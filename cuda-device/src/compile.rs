@@ -81,7 +81,7 @@ fn cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, result::NvrtcError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use lockstep::kernel::{Access, ElemType, KernelBuilder};
-    use lockstep_conformance::requirement::{Need, cannot_run};
+    use lockstep_harness::requirement::{Need, cannot_run};
 
     use super::*;
 

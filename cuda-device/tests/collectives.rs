@@ -4,7 +4,7 @@
 //! Every test looks for the GPUs it needs (two, or one for a communicator of one) and
 //! `libnccl` at run time. Without them it prints a visible
 //! `SKIPPED: ...` line and returns, or fails under `LOCKSTEP_REQUIRE_GPU=1`
-//! ([`lockstep_conformance::requirement`]).
+//! ([`lockstep_harness::requirement`]).
 
 use std::time::{Duration, Instant};
 
@@ -13,12 +13,12 @@ use lockstep::{
     Bytes, CollectiveError, ComputeClient, CubeCount, DeviceId, Handle, KernelArguments,
     ReduceOperation, ServerError, StreamId,
 };
-use lockstep_conformance::kernels::KernelKind;
 use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::suite::{self, Outcome};
 use lockstep_conformance::{CudaFactory, DeviceFactory};
 use lockstep_cuda::CudaDevice;
+use lockstep_harness::requirement::{Need, cannot_run};
+use lockstep_kernels::elementwise::KernelKind;
 
 mod child;
 

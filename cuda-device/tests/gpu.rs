@@ -3,7 +3,7 @@
 //!
 //! Every test looks for the GPU at run time. Without one it prints a visible `SKIPPED: ...` line
 //! and returns (CI machines have no GPU), or fails under `LOCKSTEP_REQUIRE_GPU=1`
-//! ([`lockstep_conformance::requirement`]): a skip must never pass silently.
+//! ([`lockstep_harness::requirement`]): a skip must never pass silently.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -20,11 +20,11 @@ use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
     ServerOptions,
 };
-use lockstep_conformance::blocking_path::increment_kernel;
 use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::{CudaFactory, suite};
 use lockstep_cuda::{CudaContext, CudaDevice};
+use lockstep_harness::blocking_path::increment_kernel;
+use lockstep_harness::requirement::{Need, cannot_run};
 use lockstep_sim::{SimConfig, SimDevice};
 
 mod child;
@@ -381,7 +381,7 @@ fn kernels_compute_what_the_simulator_computes() {
 /// against the `half` crate's reference (a NaN matches any NaN); `bf16` where the GPU has it.
 #[test]
 fn every_half_float_bit_pattern_computes_the_reference() {
-    use lockstep_conformance::half_kernels::{compare, exhaustive_inputs, reference, run};
+    use lockstep_kernels::half::{compare, exhaustive_inputs, reference, run};
     let Some(ctx) = gpu("every_half_float_bit_pattern_computes_the_reference") else {
         return;
     };
@@ -400,7 +400,7 @@ fn every_half_float_bit_pattern_computes_the_reference() {
 }
 
 fn overrun() -> Kernel {
-    lockstep_conformance::kernels::overrun()
+    lockstep_kernels::elementwise::overrun()
 }
 
 #[test]
@@ -774,7 +774,7 @@ fn every_broken_precondition_is_refused_with_its_typed_error() {
     };
     let mut device = CudaDevice::with_context(&ctx);
     let mut other = CudaDevice::with_context(&ctx);
-    let report = lockstep_conformance::contract::run(&mut device, &mut other).unwrap();
+    let report = lockstep_harness::contract::run(&mut device, &mut other).unwrap();
     report.assert_conforms();
 }
 

@@ -2,4 +2,4 @@
 //! checked against a reference model. Run: `cargo +nightly fuzz run io` from `fuzz/`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| lockstep_conformance::fuzzing::run(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| lockstep_fuzzing::run(data));

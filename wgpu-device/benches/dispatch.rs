@@ -11,10 +11,8 @@
 use std::time::Instant;
 
 use lockstep::{Bytes, ComputeClient, Device};
-use lockstep_conformance::blocking_path::{
-    client_launches, median, straight_launches, trivial_kernel,
-};
-use lockstep_conformance::requirement::{Need, cannot_run};
+use lockstep_harness::blocking_path::{client_launches, median, straight_launches, trivial_kernel};
+use lockstep_harness::requirement::{Need, cannot_run};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions, WgpuStream};
 
 /// Rounds of the whole comparison; each figure is the median of its rounds.

@@ -848,7 +848,9 @@ impl Device for WgpuDevice {
         Ok(WgpuKernel {
             def: Arc::new(kernel.clone()),
             checked: options.checks.is_checked(),
-            compiled: self.ctx.kernel(kernel, options.checks.is_checked(), &distinct)?,
+            compiled: self
+                .ctx
+                .kernel(kernel, options.checks.is_checked(), &distinct)?,
             kernel_id: options.kernel_id,
         })
     }

@@ -5,8 +5,8 @@
 use lockstep_conformance::WgpuFactory;
 use lockstep_conformance::factory::DeviceFactory;
 use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_conformance::suite::{self, Outcome};
+use lockstep_harness::requirement::{Need, cannot_run};
 
 /// What wgpu cannot run: fault injection (real hardware), collectives (one device, no
 /// communicator) and bfloat16 (not in WGSL). Those are reported not applicable, never passed;

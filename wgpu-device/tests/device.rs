@@ -9,7 +9,7 @@ use lockstep::kernel::{
     KernelDef, Scalar, Value, semantics,
 };
 use lockstep::{Device, DeviceError};
-use lockstep_conformance::requirement::{Need, cannot_run};
+use lockstep_harness::requirement::{Need, cannot_run};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 
 /// The adapter's device, or `None` (after [`cannot_run`] said why) without one.
@@ -482,7 +482,7 @@ fn every_broken_precondition_is_refused_with_its_typed_error() {
         return;
     };
     let mut other = WgpuDevice::with_context(dev.context().clone()).unwrap();
-    let report = lockstep_conformance::contract::run(&mut dev, &mut other).unwrap();
+    let report = lockstep_harness::contract::run(&mut dev, &mut other).unwrap();
     report.assert_conforms();
 }
 

@@ -32,7 +32,7 @@ use super::workload::{
     view_target,
 };
 use super::world::World;
-use crate::kernels::overrun;
+use lockstep_kernels::elementwise::overrun;
 
 /// What one execution of a world did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

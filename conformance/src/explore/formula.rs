@@ -14,7 +14,7 @@ use lockstep::Kernel;
 use lockstep::kernel::{Access, Axis, BinOp, ElemType, KernelBuilder, Value};
 use rand::Rng;
 
-use crate::kernels::WORKGROUP;
+use lockstep_kernels::elementwise::WORKGROUP;
 
 /// A leaf or an operation of the expression `f`.
 #[derive(Clone, Debug, PartialEq, Eq)]

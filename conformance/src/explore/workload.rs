@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::world::World;
-use crate::ops::decode::splitmix64;
+use lockstep_kernels::ops::decode::splitmix64;
 
 /// Buffer slots shared by every thread.
 pub const SLOTS: usize = 6;

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::{Failure, RunConfig, err, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::kernels::KernelKind;
+use lockstep_kernels::elementwise::KernelKind;
 
 pub(super) fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
     let mut bytes = vec![0u8; len];

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 
 use super::{Failure, RunConfig, err, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::kernels::{KernelKind, WORKGROUP, fill};
+use lockstep_kernels::elementwise::{KernelKind, WORKGROUP, fill};
 
 const SLOTS: usize = 4;
 const ELEMS: usize = 16;

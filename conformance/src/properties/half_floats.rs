@@ -1,5 +1,5 @@
 //! The half floats (`f16`, `bf16`) compute, bit for bit, what the `half` crate computes on the
-//! host by the IR's rules (`crate::half_kernels`), on devices that declare the type.
+//! host by the IR's rules (`lockstep_kernels::half`), on devices that declare the type.
 
 use lockstep::kernel::ElemType;
 use proptest::collection::vec;
@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::{Failure, RunConfig, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::half_kernels::{self, HalfInputs};
+use lockstep_kernels::half::{self, HalfInputs};
 
 /// One case: the device's seed and the kernel's inputs.
 #[derive(Clone, Debug)]
@@ -63,9 +63,9 @@ fn half_arithmetic<F: DeviceFactory>(
 ) -> Result<(), Failure> {
     run_cases(config, name, case(elem), |case| {
         let session = factory.open(case.seed);
-        let got = half_kernels::run(&session.client, elem, &case.inputs)?;
-        let expected = half_kernels::reference(elem, &case.inputs);
-        half_kernels::compare(elem, &case.inputs, &got, &expected)?;
+        let got = half::run(&session.client, elem, &case.inputs)?;
+        let expected = half::reference(elem, &case.inputs);
+        half::compare(elem, &case.inputs, &got, &expected)?;
         expect_clean(&session)
     })
 }

@@ -1,5 +1,5 @@
 //! Kernels with shared arrays, barriers, atomics, `while` loops and math functions
-//! (`crate::workgroup_kernels`) compute their host references on every device.
+//! (`lockstep_kernels::workgroup`) compute their host references on every device.
 
 use lockstep::kernel::Scalar;
 use lockstep::{ComputeClient, Device, Handle, Kernel};
@@ -8,8 +8,8 @@ use proptest::prelude::*;
 
 use super::{Failure, RunConfig, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::ops::check::{self, create};
-use crate::workgroup_kernels::{self as wk, Claims};
+use lockstep_kernels::ops::check::{self, create};
+use lockstep_kernels::workgroup::{self as wk, Claims};
 
 /// One case: the inputs of every kernel.
 #[derive(Clone, Debug)]

@@ -1,4 +1,4 @@
-//! Kernels that do real work (`crate::ops`) compute their references on every device: the
+//! Kernels that do real work (`lockstep_kernels::ops`) compute their references on every device: the
 //! reduction bit for bit, the softmax, layer norm and tiled matrix product within their stated
 //! bounds, and a captured decode step replayed as a decode loop, each stage checked.
 
@@ -7,8 +7,8 @@ use proptest::prelude::*;
 
 use super::{Failure, RunConfig, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::ops::check::{layer_norm_rows, product, reduce, softmax_rows};
-use crate::ops::decode::{Dims, Weights, run_decode};
+use lockstep_kernels::ops::check::{layer_norm_rows, product, reduce, softmax_rows};
+use lockstep_kernels::ops::decode::{Dims, Weights, run_decode};
 
 /// One case: sizes, and the seed every input is drawn from.
 #[derive(Clone, Debug)]

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use super::data::random_bytes;
 use super::{Failure, RunConfig, expect_baseline, expect_clean, run_cases};
 use crate::factory::DeviceFactory;
-use crate::kernels::KernelKind;
+use lockstep_kernels::elementwise::KernelKind;
 
 fn u32s(bytes: &[u8]) -> Vec<u32> {
     bytes
@@ -49,7 +49,7 @@ pub(super) fn profiling<F: DeviceFactory>(factory: &F, config: RunConfig) -> Res
         let mut c = session.client.clone();
         c.set_stream(StreamId(2));
         // At least `scale` more workgroups than the small launch.
-        let big_elems = elems + (scale * crate::kernels::WORKGROUP) as usize;
+        let big_elems = elems + (scale * lockstep_kernels::elementwise::WORKGROUP) as usize;
         let data = u32s(&random_bytes(big_elems * 4, seed));
         let h = c
             .create(Bytes::from_elems(&data))

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use cudarc::driver::result;
 use cudarc::driver::sys;
-pub use lockstep_conformance::blocking_path::median;
+pub use lockstep_harness::blocking_path::median;
 
 /// The value, or a panic naming the driver call that failed.
 pub fn check<T>(what: &str, result: Result<T, result::DriverError>) -> T {

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use lockstep::distributed::{BootstrapError, EnvError, WorldEnv};
 use lockstep::kernel::ElemType;
 use lockstep::{Bytes, ComputeClient, Device, DeviceId, Handle, ReduceOperation};
-use lockstep_conformance::requirement::{Need, cannot_run};
 use lockstep_cuda::{CudaDevice, JoinWorldError};
+use lockstep_harness::requirement::{Need, cannot_run};
 
 mod faults;
 

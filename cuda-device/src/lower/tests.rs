@@ -5,7 +5,7 @@ use std::io::Write as _;
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
 use lockstep_conformance::explore::World;
-use lockstep_conformance::kernels::{KernelKind, overrun};
+use lockstep_kernels::elementwise::{KernelKind, overrun};
 
 use super::*;
 use crate::compile::compile;
@@ -113,11 +113,11 @@ fn half_prelude() {
     insta::assert_snapshot!(HALF_PRELUDE);
 }
 
-/// The half floats' conformance kernel (`lockstep_conformance::half_kernels`): every
+/// The half floats' conformance kernel (`lockstep_kernels::half`): every
 /// operation converts to `f32`, computes, and rounds back with `cvt.rn`.
 #[test]
 fn half_arithmetic_kernels() {
-    use lockstep_conformance::half_kernels::half_arithmetic;
+    use lockstep_kernels::half::half_arithmetic;
     for elem in [ElemType::F16, ElemType::BF16] {
         let name = format!("{elem}_arithmetic_kernel");
         insta::assert_snapshot!(name, both_modes(half_arithmetic(elem).def()));
@@ -126,7 +126,7 @@ fn half_arithmetic_kernels() {
 
 #[test]
 fn only_kernels_with_half_floats_carry_the_half_prelude() {
-    use lockstep_conformance::half_kernels::half_arithmetic;
+    use lockstep_kernels::half::half_arithmetic;
     assert!(program(half_arithmetic(ElemType::F16).def(), true).contains(HALF_PRELUDE));
     assert!(!program(&saxpy(), true).contains("struct f16"));
 }
@@ -179,22 +179,21 @@ fn snapshot_kernels() -> Vec<KernelDef> {
     defs.extend(KernelKind::ALL.map(|kind| kind.kernel().def().clone()));
     defs.push(overrun().def().clone());
     defs.extend(
-        lockstep_conformance::workgroup_kernels::all()
+        lockstep_kernels::workgroup::all()
             .iter()
             .map(|kernel| kernel.def().clone()),
     );
     defs.extend(ops_and_faulty().iter().map(|kernel| kernel.def().clone()));
-    defs.extend([ElemType::F16, ElemType::BF16].map(|elem| {
-        lockstep_conformance::half_kernels::half_arithmetic(elem)
-            .def()
-            .clone()
-    }));
+    defs.extend(
+        [ElemType::F16, ElemType::BF16]
+            .map(|elem| lockstep_kernels::half::half_arithmetic(elem).def().clone()),
+    );
     defs
 }
 
-/// The kernels that do real work and the sanitizer's faulty ones (`lockstep_conformance::ops`).
+/// The kernels that do real work and the sanitizer's faulty ones (`lockstep_kernels::ops`).
 fn ops_and_faulty() -> Vec<lockstep::Kernel> {
-    use lockstep_conformance::ops;
+    use lockstep_kernels::ops;
     let mut kernels = ops::all();
     kernels.extend(ops::faulty::all());
     kernels
@@ -264,7 +263,7 @@ fn every_snapshot_and_explorer_kernel_compiles_for_sm_90() {
 /// math, one snapshot per kernel.
 #[test]
 fn workgroup_kernels() {
-    use lockstep_conformance::workgroup_kernels as wk;
+    use lockstep_kernels::workgroup as wk;
     for kernel in wk::all() {
         let name = format!("workgroup_{}", kernel.name());
         insta::assert_snapshot!(name, both_modes(kernel.def()));

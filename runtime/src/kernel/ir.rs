@@ -65,7 +65,7 @@
 //! A kernel built from these inherits their bounds: with `u = 2⁻²⁴`, each `f32` operation
 //! above that is correctly rounded adds at most `u` relative error (a fused `fma` only removes
 //! a rounding), and the inexact ones add their table's bound. The conformance suite's real
-//! kernels (`lockstep_conformance::ops`: softmax, layer norm, matrix products) derive their
+//! kernels (`lockstep_kernels::ops`: softmax, layer norm, matrix products) derive their
 //! tolerances this way, each stating its derivation; a kernel of exact operations only (a sum
 //! in a fixed order, an argmax) gives the same bits on every device.
 //!

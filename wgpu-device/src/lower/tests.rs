@@ -121,7 +121,7 @@ fn kitchen_sink_unchecked() {
 /// math (what runs on the adapter), one snapshot (one WGSL module) per kernel and mode.
 #[test]
 fn workgroup_kernels() {
-    use lockstep_conformance::workgroup_kernels as wk;
+    use lockstep_kernels::workgroup as wk;
     for kernel in wk::all() {
         for (checked, mode) in [(true, "checked"), (false, "unchecked")] {
             let name = format!("workgroup_{}_{mode}", kernel.name());
@@ -130,7 +130,7 @@ fn workgroup_kernels() {
     }
 }
 
-/// The kernels that do real work and the sanitizer's faulty ones (`lockstep_conformance::ops`),
+/// The kernels that do real work and the sanitizer's faulty ones (`lockstep_kernels::ops`),
 /// checked, one snapshot per kernel; the naga test below validates them unchecked too.
 #[test]
 fn ops_kernels() {
@@ -140,11 +140,11 @@ fn ops_kernels() {
     }
 }
 
-/// The `f16` conformance kernel (`lockstep_conformance::half_kernels`), both modes: WGSL's own
+/// The `f16` conformance kernel (`lockstep_kernels::half`), both modes: WGSL's own
 /// `f16` arithmetic, conversions through `f32`, NaN-aware `min`/`max` and comparisons.
 #[test]
 fn f16_arithmetic_kernel() {
-    let kernel = lockstep_conformance::half_kernels::half_arithmetic(ElemType::F16);
+    let kernel = lockstep_kernels::half::half_arithmetic(ElemType::F16);
     for (checked, mode) in [(true, "checked"), (false, "unchecked")] {
         let name = format!("f16_arithmetic_{mode}");
         insta::assert_snapshot!(name, lower(kernel.def(), checked, &[]).wgsl);
@@ -171,7 +171,7 @@ fn f16_bindings_sharing_a_buffer_get_a_variable_of_their_own() {
 }
 
 fn ops_and_faulty() -> Vec<lockstep::Kernel> {
-    use lockstep_conformance::ops;
+    use lockstep_kernels::ops;
     let mut kernels = ops::all();
     kernels.extend(ops::faulty::all());
     kernels

@@ -1,11 +1,11 @@
 //! The world's kernels as `KernelBuilder` code that builds the same IR as
-//! [`Formula::kernel`] and [`crate::kernels::overrun`].
+//! [`Formula::kernel`] and [`lockstep_kernels::elementwise::overrun`].
 
 use lockstep::kernel::BinOp;
 
 use super::Code;
 use crate::explore::formula::{Formula, Term};
-use crate::kernels::WORKGROUP;
+use lockstep_kernels::elementwise::WORKGROUP;
 
 /// `let {var} = { .. };` building `formula`'s kernel.
 pub fn formula(code: &mut Code, var: &str, formula: &Formula) {

@@ -7,6 +7,9 @@
 //! rounding overflows. The client runs inline ([`ComputeClient::inline`]): one input is a few
 //! dozen calls, and an actor thread per input cost more than the calls.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use arbitrary::{Arbitrary, Unstructured};
 use lockstep::{ComputeClient, Handle, ServerOptions, StreamId};
 use lockstep_sim::{SimConfig, SimDevice};

@@ -11,7 +11,7 @@ use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelChecks, KernelDef, Scalar};
 use lockstep::{ContractViolation, Device, DeviceError};
 
-use crate::kernels::KernelKind;
+use lockstep_kernels::elementwise::KernelKind;
 
 /// Bytes of every buffer the cases use.
 const BUFFER_BYTES: u64 = 64;

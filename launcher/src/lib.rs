@@ -15,6 +15,9 @@
 //! Invariant: when [`launch`] returns, no process of any rank's group is left, a rank's leftover child
 //! included (short of one stuck in the kernel past `SIGKILL`). Unix only.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 mod forward;
 mod stop;
 

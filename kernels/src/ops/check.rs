@@ -11,7 +11,8 @@ use super::reduce::{reduce_sum, reduce_sum_host};
 use super::softmax::{softmax, softmax_bounds};
 use super::{check_within, uniform};
 
-pub(crate) fn create<D: Device, T: bytemuck::NoUninit>(
+/// A handle holding `v`; `Err` says the create failed and why.
+pub fn create<D: Device, T: bytemuck::NoUninit>(
     c: &ComputeClient<D>,
     v: &[T],
 ) -> Result<Handle, String> {
@@ -25,8 +26,9 @@ fn read<D: Device>(c: &ComputeClient<D>, h: &Handle) -> Result<Vec<f32>, String>
         .map_err(|e| format!("read: {e}"))
 }
 
-/// Launches `kernel` over `groups` (x, y) workgroups with `bindings` and `params`.
-pub(crate) fn launch<D: Device>(
+/// Launches `kernel` over `groups` (x, y) workgroups with `bindings` and `params`; `Err`
+/// names the kernel and why the launch was refused.
+pub fn launch<D: Device>(
     c: &ComputeClient<D>,
     kernel: &Kernel,
     groups: (usize, usize),

@@ -4,7 +4,7 @@
 
 #[test]
 fn the_io_corpus_replays_cleanly() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/corpus/io");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../corpus/io");
     let mut inputs: Vec<_> = std::fs::read_dir(dir)
         .expect("the corpus folder exists")
         .map(|entry| entry.expect("readable corpus entry").path())
@@ -13,7 +13,7 @@ fn the_io_corpus_replays_cleanly() {
     assert!(!inputs.is_empty(), "the corpus is empty");
     for path in &inputs {
         let data = std::fs::read(path).expect("readable corpus file");
-        let outcome = std::panic::catch_unwind(|| lockstep_conformance::fuzzing::run(&data));
+        let outcome = std::panic::catch_unwind(|| lockstep_fuzzing::run(&data));
         assert!(outcome.is_ok(), "corpus input {} fails", path.display());
     }
     println!("replayed {} corpus inputs", inputs.len());
