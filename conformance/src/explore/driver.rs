@@ -167,7 +167,8 @@ pub(super) fn refusal(operation: &'static str, s: StreamId) -> CaptureError {
     }
 }
 
-/// What `action` does on the stream the open capture records.
+/// What `action` does on the stream the open capture records. Every action is listed, so a
+/// new one must say what it does in a capture window.
 pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
     match action {
         Action::Launch(spec) => InCapture::Recorded(spec),
@@ -186,7 +187,23 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         | Action::ReadLazy { .. }
         | Action::Cleanup
         | Action::Usage => InCapture::AsUsual,
-        _ => InCapture::Skipped,
+        Action::Create { .. }
+        | Action::EmptyThenFill { .. }
+        | Action::CreateTensors { .. }
+        | Action::ReadTensors { .. }
+        | Action::Materialize
+        | Action::Profile(_)
+        | Action::DryRun(_)
+        | Action::Overrun { .. }
+        | Action::BeginCapture { .. }
+        | Action::CaptureOutOfOrder { .. }
+        | Action::Oversized { .. }
+        | Action::LaunchView { .. }
+        | Action::AllReduce { .. }
+        | Action::ToPeer { .. }
+        | Action::FromPeer { .. }
+        | Action::Install
+        | Action::Edge(_) => InCapture::Skipped,
     }
 }
 
@@ -636,8 +653,9 @@ impl Seen {
                         ));
                     }
                 }
-                // Collectives run only in fault-free worlds: an absent peer is never drawn.
-                _ => {}
+                // A loss is audited on its own (`audit_loss`); collectives run only in
+                // fault-free worlds, so an absent peer is never drawn.
+                FaultKind::DeviceLoss | FaultKind::PeerAbsent => {}
             }
         }
         if self.refused_allocations > allocation_failures {

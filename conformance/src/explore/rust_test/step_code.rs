@@ -44,7 +44,10 @@ impl Printer<'_> {
         if self.captures.records(s) {
             match in_capture(&step.action) {
                 InCapture::AsUsual => {}
-                in_window => {
+                in_window @ (InCapture::Recorded(_)
+                | InCapture::WrittenInWindow { .. }
+                | InCapture::Refused(_)
+                | InCapture::Skipped) => {
                     self.in_capture(&c, s, in_window);
                     return Ok(());
                 }
