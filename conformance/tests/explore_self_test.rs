@@ -10,7 +10,8 @@ use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
 use lockstep::{Device, DeviceError, DeviceProperties, ReduceOperation, ServerOptions};
-use lockstep_conformance::explore::{Opener, run_seed};
+use lockstep_conformance::explore::failure::{At, Check, Stage};
+use lockstep_conformance::explore::{ExploreFailure, Opener, run_seed};
 use lockstep_sim::SimDevice;
 
 /// Seeds each misbehaviour gets; every one is caught well inside it (see the printed counts).
@@ -313,7 +314,7 @@ impl Opener for MisbehavingSim {
 }
 
 /// Explores until the first failure, which it prints (with the seeds it took) and returns.
-fn seeds_to_detection(kind: Misbehaviour, faults: bool) -> String {
+fn seeds_to_detection(kind: Misbehaviour, faults: bool) -> ExploreFailure {
     let opener = MisbehavingSim(Some(kind));
     for n in 0..BUDGET {
         if let Some(why) = run_seed(&opener, n, faults).failure {
@@ -365,8 +366,11 @@ fn a_swallowed_error_is_caught() {
 #[test]
 fn a_device_lost_without_an_injected_loss_is_caught() {
     let why = seeds_to_detection(Misbehaviour::LoseDevice, false);
+    assert_eq!(why.class.at, At::Stage(Stage::Audit), "{why}");
+    assert_eq!(why.class.check, Check::LossNotInjected, "{why}");
     assert!(
-        why.ends_with("the device was lost, yet no loss was injected: lost on a whim"),
+        why.to_string()
+            .ends_with("the device was lost, yet no loss was injected: lost on a whim"),
         "{why}"
     );
 }
