@@ -139,7 +139,8 @@ pub enum Check {
     NotDense,
     /// A handle of no bytes has some.
     WrongHandleSize,
-    /// A call that must succeed failed.
+    /// A call that must succeed failed (an allocation: with no legal refusal to explain it, a
+    /// pool's cap, the budget, an injected failure or a lost device).
     Refused {
         /// The call.
         call: Method,
