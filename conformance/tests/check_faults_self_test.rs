@@ -6,9 +6,10 @@
 //!
 //! Run with `--nocapture` to see the cases-to-detection and the message of each.
 
-use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, KernelDef, Scalar};
-use lockstep::{ComputeClient, Device, DeviceError, DeviceProperties};
+mod common;
+
+use common::misbehaving::{Behaviour, Misbehaving};
+use lockstep::{ComputeClient, Device, DeviceError};
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::properties::faults::coverage;
 use lockstep_conformance::suite::{self, Outcome};
@@ -30,47 +31,32 @@ enum Misbehaviour {
     PanicOnRefusal,
 }
 
+/// One way of mishandling failures (or none), and the failures it holds back. It keeps the
+/// trait's default of no collectives.
 #[derive(Debug)]
-struct Misbehaving<D: Device> {
-    inner: D,
+struct Mishandling<D: Device> {
     kind: Option<Misbehaviour>,
     /// Failures held back, with the stream they happened on.
     held: Vec<(D::Stream, DeviceError)>,
 }
 
-impl<D: Device> Misbehaving<D> {
-    fn take_errors_misrouted(&mut self, stream: D::Stream) -> Vec<DeviceError> {
+impl<D: Device> Mishandling<D> {
+    fn take_errors_misrouted(&mut self, inner: &mut D, stream: D::Stream) -> Vec<DeviceError> {
         let (others, own): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
             .into_iter()
             .partition(|(origin, _)| *origin != stream);
         self.held = own;
-        let errors = self.inner.take_errors(stream);
+        let errors = inner.take_errors(stream);
         self.held.extend(errors.into_iter().map(|e| (stream, e)));
         others.into_iter().map(|(_, e)| e).collect()
     }
 }
 
-impl<D: Device> Device for Misbehaving<D> {
-    type Buffer = D::Buffer;
-    type Stream = D::Stream;
-    type Event = D::Event;
-    type Kernel = D::Kernel;
-    type PendingRead = D::PendingRead;
-    type Graph = D::Graph;
-    type Timestamp = D::Timestamp;
-    const TYPE_ID: u16 = D::TYPE_ID;
+impl<D: Device> Behaviour<D> for Mishandling<D> {
+    const COLLECTIVES: bool = false;
 
-    fn properties(&self) -> &DeviceProperties {
-        self.inner.properties()
-    }
-    fn create_stream(&mut self) -> Result<D::Stream, DeviceError> {
-        self.inner.create_stream()
-    }
-    fn label_stream(&mut self, stream: D::Stream, id: lockstep::StreamId) {
-        self.inner.label_stream(stream, id)
-    }
-    fn allocate(&mut self, bytes: u64) -> Result<D::Buffer, DeviceError> {
-        match self.inner.allocate(bytes) {
+    fn allocate(&mut self, inner: &mut D, bytes: u64) -> Result<D::Buffer, DeviceError> {
+        match inner.allocate(bytes) {
             Err(err @ DeviceError::OutOfMemory { .. })
                 if self.kind == Some(Misbehaviour::PanicOnRefusal) =>
             {
@@ -79,103 +65,23 @@ impl<D: Device> Device for Misbehaving<D> {
             other => other,
         }
     }
-    fn free(&mut self, buffer: D::Buffer) {
-        self.inner.free(buffer)
-    }
-    fn write(
-        &mut self,
-        stream: D::Stream,
-        dst: &D::Buffer,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<(), DeviceError> {
-        self.inner.write(stream, dst, offset, data)
-    }
-    fn read(
-        &mut self,
-        stream: D::Stream,
-        src: &D::Buffer,
-        offset: u64,
-        len: u64,
-    ) -> Result<D::PendingRead, DeviceError> {
-        self.inner.read(stream, src, offset, len)
-    }
-    fn wait_read(&mut self, read: D::PendingRead) -> Result<lockstep::Bytes, DeviceError> {
-        self.inner.wait_read(read)
-    }
-    fn copy(
-        &mut self,
-        stream: D::Stream,
-        src: BufferSlice<'_, D::Buffer>,
-        dst: &D::Buffer,
-        dst_offset: u64,
-    ) -> Result<(), DeviceError> {
-        self.inner.copy(stream, src, dst, dst_offset)
-    }
-    fn compile(
-        &mut self,
-        kernel: &KernelDef,
-        options: CompileOptions,
-    ) -> Result<D::Kernel, DeviceError> {
-        self.inner.compile(kernel, options)
-    }
-    fn launch(
-        &mut self,
-        stream: D::Stream,
-        kernel: &D::Kernel,
-        count: LaunchCount<'_, D::Buffer>,
-        bindings: &[BufferSlice<'_, D::Buffer>],
-        params: &[Scalar],
-    ) -> Result<(), DeviceError> {
-        self.inner.launch(stream, kernel, count, bindings, params)
-    }
-    fn record_event(&mut self, stream: D::Stream) -> Result<D::Event, DeviceError> {
-        self.inner.record_event(stream)
-    }
-    fn wait_event(&mut self, stream: D::Stream, event: &D::Event) -> Result<(), DeviceError> {
-        self.inner.wait_event(stream, event)
-    }
-    fn event_complete(&mut self, event: &D::Event) -> bool {
-        self.inner.event_complete(event)
-    }
-    fn flush(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
-        self.inner.flush(stream)
-    }
-    fn synchronize(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
-        self.inner.synchronize(stream)
-    }
-    fn take_errors(&mut self, stream: D::Stream) -> Vec<DeviceError> {
+    fn take_errors(&mut self, inner: &mut D, stream: D::Stream) -> Vec<DeviceError> {
         match self.kind {
             Some(Misbehaviour::DropOneOfSeveral) => {
-                let mut errors = self.inner.take_errors(stream);
+                let mut errors = inner.take_errors(stream);
                 if errors.len() >= 2 {
                     errors.remove(1);
                 }
                 errors
             }
-            Some(Misbehaviour::WrongStream) => self.take_errors_misrouted(stream),
-            _ => self.inner.take_errors(stream),
+            Some(Misbehaviour::WrongStream) => self.take_errors_misrouted(inner, stream),
+            Some(Misbehaviour::PanicOnRefusal) | None => inner.take_errors(stream),
         }
     }
-    fn record_timestamp(&mut self, stream: D::Stream) -> Result<D::Timestamp, DeviceError> {
-        self.inner.record_timestamp(stream)
-    }
-    fn elapsed_ns(&mut self, start: &D::Timestamp, end: &D::Timestamp) -> Result<u64, DeviceError> {
-        self.inner.elapsed_ns(start, end)
-    }
-    fn begin_capture(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
-        self.inner.begin_capture(stream)
-    }
-    fn end_capture(&mut self, stream: D::Stream) -> Result<D::Graph, DeviceError> {
-        self.inner.end_capture(stream)
-    }
-    fn replay(&mut self, stream: D::Stream, graph: &D::Graph) -> Result<(), DeviceError> {
-        self.inner.replay(stream, graph)
-    }
-    fn destroy_graph(&mut self, graph: D::Graph) {
-        self.inner.destroy_graph(graph)
-    }
 }
+
+/// The simulator, mishandling failures.
+type MisbehavingSim = Misbehaving<SimDevice, Mishandling<SimDevice>>;
 
 /// The simulator behind [`Misbehaving`]; `faults: false` opens no faulty devices, like a GPU.
 struct Factory {
@@ -184,13 +90,15 @@ struct Factory {
 }
 
 impl Factory {
-    fn session(&self, config: SimConfig) -> Session<Misbehaving<SimDevice>> {
+    fn session(&self, config: SimConfig) -> Session<MisbehavingSim> {
         let device = SimDevice::new(config);
         let probe = device.probe();
         let device = Misbehaving {
             inner: device,
-            kind: self.kind,
-            held: Vec::new(),
+            behaviour: Mishandling {
+                kind: self.kind,
+                held: Vec::new(),
+            },
         };
         Session {
             client: ComputeClient::new(device),
@@ -200,7 +108,7 @@ impl Factory {
 }
 
 impl DeviceFactory for Factory {
-    type Device = Misbehaving<SimDevice>;
+    type Device = MisbehavingSim;
 
     fn name(&self) -> &'static str {
         "sim"

@@ -4,13 +4,14 @@
 //!
 //! Run with `--nocapture` to see the seeds-to-detection of each misbehaviour.
 
+mod common;
+
 use std::sync::Arc;
 
-use lockstep::collective::CommunicatorId;
-use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, ElemType, KernelDef, Scalar};
-use lockstep::{Device, DeviceError, DeviceProperties, ReduceOperation, ServerOptions};
-use lockstep_conformance::explore::{Opener, run_seed};
+use common::misbehaving::{Behaviour, Misbehaving};
+use lockstep::{Device, DeviceError, ServerOptions};
+use lockstep_conformance::explore::failure::{At, Check, Stage};
+use lockstep_conformance::explore::{ExploreFailure, Opener, run_seed};
 use lockstep_sim::SimDevice;
 
 /// Seeds each misbehaviour gets; every one is caught well inside it (see the printed counts).
@@ -44,15 +45,16 @@ type HeldWrite<D> = (
     Vec<u8>,
 );
 
+/// One misbehaviour (or none), and what it needs to remember. Only [`Misbehaviour::ReorderOps`]
+/// ever holds a write back: under the others, releasing the held write is a no-op.
 #[derive(Debug)]
-struct Misbehaving<D: Device> {
-    inner: D,
+struct Whims<D: Device> {
     kind: Option<Misbehaviour>,
     triggers: u64,
     held: Option<HeldWrite<D>>,
 }
 
-impl<D: Device> Misbehaving<D> {
+impl<D: Device> Whims<D> {
     /// Counts a trigger of `kind`; true when this one misbehaves.
     fn misbehaves(&mut self, kind: Misbehaviour) -> bool {
         if self.kind != Some(kind) {
@@ -64,10 +66,10 @@ impl<D: Device> Misbehaving<D> {
 
     /// Enqueues the held-back write if it belongs to `stream` (after the operation that
     /// overtook it).
-    fn release_held(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
+    fn release_held(&mut self, inner: &mut D, stream: D::Stream) -> Result<(), DeviceError> {
         match self.held.take() {
             Some((s, buffer, offset, data)) if s == stream => {
-                self.inner.write(s, &buffer, offset, &data)
+                inner.write(s, &buffer, offset, &data)
             }
             other => {
                 self.held = other;
@@ -75,66 +77,24 @@ impl<D: Device> Misbehaving<D> {
             }
         }
     }
-
-    /// Runs `op` on `stream`, then lets a held-back write follow it.
-    fn then_release<T>(
-        &mut self,
-        stream: D::Stream,
-        op: impl FnOnce(&mut D) -> Result<T, DeviceError>,
-    ) -> Result<T, DeviceError> {
-        let out = op(&mut self.inner)?;
-        self.release_held(stream)?;
-        Ok(out)
-    }
 }
 
-fn unwrap_slices<'a, B>(slices: &[BufferSlice<'a, Arc<B>>]) -> Vec<BufferSlice<'a, B>> {
-    slices
-        .iter()
-        .map(|s| BufferSlice {
-            buffer: &**s.buffer,
-            offset: s.offset,
-            len: s.len,
-        })
-        .collect()
-}
+impl<D: Device<Buffer: Sync>> Behaviour<D> for Whims<D> {
+    const COLLECTIVES: bool = true;
 
-impl<D: Device<Buffer: Sync>> Device for Misbehaving<D> {
-    type Buffer = Arc<D::Buffer>;
-    type Stream = D::Stream;
-    type Event = D::Event;
-    type Kernel = D::Kernel;
-    type PendingRead = D::PendingRead;
-    type Graph = D::Graph;
-    type Timestamp = D::Timestamp;
-    const TYPE_ID: u16 = D::TYPE_ID;
-
-    fn properties(&self) -> &DeviceProperties {
-        self.inner.properties()
-    }
-    fn create_stream(&mut self) -> Result<D::Stream, DeviceError> {
-        self.inner.create_stream()
-    }
-    fn label_stream(&mut self, stream: D::Stream, id: lockstep::StreamId) {
-        self.inner.label_stream(stream, id)
-    }
-    fn allocate(&mut self, bytes: u64) -> Result<Self::Buffer, DeviceError> {
-        self.inner.allocate(bytes).map(Arc::new)
-    }
-    fn free(&mut self, buffer: Self::Buffer) {
+    fn freeing(&mut self, inner: &mut D, buffer: &Arc<D::Buffer>) {
         if let Some((s, ..)) = &self.held
-            && Arc::strong_count(&buffer) > 1
+            && Arc::strong_count(buffer) > 1
         {
             let s = *s;
-            let _ = self.release_held(s);
+            let _ = self.release_held(inner, s);
         }
-        let buffer = Arc::try_unwrap(buffer).expect("only a held write shares a buffer");
-        self.inner.free(buffer);
     }
     fn write(
         &mut self,
+        inner: &mut D,
         stream: D::Stream,
-        dst: &Self::Buffer,
+        dst: &Arc<D::Buffer>,
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
@@ -145,154 +105,44 @@ impl<D: Device<Buffer: Sync>> Device for Misbehaving<D> {
             self.held = Some((stream, dst.clone(), offset, data.to_vec()));
             return Ok(());
         }
-        self.then_release(stream, |d| d.write(stream, dst, offset, data))
+        inner.write(stream, dst, offset, data)?;
+        self.release_held(inner, stream)
     }
-    fn read(
+    fn enqueued(&mut self, inner: &mut D, stream: D::Stream) -> Result<(), DeviceError> {
+        self.release_held(inner, stream)
+    }
+    fn draining(&mut self, inner: &mut D, stream: D::Stream) -> Result<(), DeviceError> {
+        self.release_held(inner, stream)
+    }
+    fn wait_event(
         &mut self,
+        inner: &mut D,
         stream: D::Stream,
-        src: &Self::Buffer,
-        offset: u64,
-        len: u64,
-    ) -> Result<D::PendingRead, DeviceError> {
-        self.then_release(stream, |d| d.read(stream, src, offset, len))
-    }
-    fn wait_read(&mut self, read: D::PendingRead) -> Result<lockstep::Bytes, DeviceError> {
-        self.inner.wait_read(read)
-    }
-    fn copy(
-        &mut self,
-        stream: D::Stream,
-        src: BufferSlice<'_, Self::Buffer>,
-        dst: &Self::Buffer,
-        dst_offset: u64,
+        event: &D::Event,
     ) -> Result<(), DeviceError> {
-        let src = unwrap_slices(std::slice::from_ref(&src)).remove(0);
-        self.then_release(stream, |d| d.copy(stream, src, dst, dst_offset))
-    }
-    fn compile(
-        &mut self,
-        kernel: &KernelDef,
-        options: CompileOptions,
-    ) -> Result<D::Kernel, DeviceError> {
-        self.inner.compile(kernel, options)
-    }
-    fn launch(
-        &mut self,
-        stream: D::Stream,
-        kernel: &D::Kernel,
-        count: LaunchCount<'_, Self::Buffer>,
-        bindings: &[BufferSlice<'_, Self::Buffer>],
-        params: &[Scalar],
-    ) -> Result<(), DeviceError> {
-        let count = match count {
-            LaunchCount::Static(dims) => LaunchCount::Static(dims),
-            LaunchCount::Dynamic(s) => LaunchCount::Dynamic(unwrap_slices(&[s]).remove(0)),
-        };
-        let bindings = unwrap_slices(bindings);
-        self.then_release(stream, |d| {
-            d.launch(stream, kernel, count, &bindings, params)
-        })
-    }
-    fn record_event(&mut self, stream: D::Stream) -> Result<D::Event, DeviceError> {
-        self.then_release(stream, |d| d.record_event(stream))
-    }
-    fn wait_event(&mut self, stream: D::Stream, event: &D::Event) -> Result<(), DeviceError> {
         if self.misbehaves(Misbehaviour::DropEventWait) {
             return Ok(());
         }
-        self.then_release(stream, |d| d.wait_event(stream, event))
+        inner.wait_event(stream, event)
     }
-    fn event_complete(&mut self, event: &D::Event) -> bool {
-        self.misbehaves(Misbehaviour::FreeEarly) || self.inner.event_complete(event)
+    fn event_complete(&mut self, inner: &mut D, event: &D::Event) -> bool {
+        self.misbehaves(Misbehaviour::FreeEarly) || inner.event_complete(event)
     }
-    fn flush(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
-        self.release_held(stream)?;
-        self.inner.flush(stream)
-    }
-    fn synchronize(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
-        if self.inner.ordinal() == 0 && self.misbehaves(Misbehaviour::LoseDevice) {
+    fn synchronize(&mut self, inner: &mut D, stream: D::Stream) -> Result<(), DeviceError> {
+        if inner.ordinal() == 0 && self.misbehaves(Misbehaviour::LoseDevice) {
             return Err(DeviceError::Lost {
                 reason: "lost on a whim".to_owned(),
             });
         }
-        self.release_held(stream)?;
-        self.inner.synchronize(stream)
+        self.release_held(inner, stream)?;
+        inner.synchronize(stream)
     }
-    fn take_errors(&mut self, stream: D::Stream) -> Vec<DeviceError> {
-        let errors = self.inner.take_errors(stream);
+    fn take_errors(&mut self, inner: &mut D, stream: D::Stream) -> Vec<DeviceError> {
+        let errors = inner.take_errors(stream);
         if !errors.is_empty() && self.misbehaves(Misbehaviour::SwallowError) {
             return Vec::new();
         }
         errors
-    }
-    fn record_timestamp(&mut self, stream: D::Stream) -> Result<D::Timestamp, DeviceError> {
-        self.then_release(stream, |d| d.record_timestamp(stream))
-    }
-    fn elapsed_ns(&mut self, start: &D::Timestamp, end: &D::Timestamp) -> Result<u64, DeviceError> {
-        self.inner.elapsed_ns(start, end)
-    }
-    fn begin_capture(&mut self, stream: D::Stream) -> Result<(), DeviceError> {
-        self.release_held(stream)?;
-        self.inner.begin_capture(stream)
-    }
-    fn end_capture(&mut self, stream: D::Stream) -> Result<D::Graph, DeviceError> {
-        self.inner.end_capture(stream)
-    }
-    fn replay(&mut self, stream: D::Stream, graph: &D::Graph) -> Result<(), DeviceError> {
-        self.then_release(stream, |d| d.replay(stream, graph))
-    }
-    fn destroy_graph(&mut self, graph: D::Graph) {
-        self.inner.destroy_graph(graph)
-    }
-    fn ordinal(&self) -> u32 {
-        self.inner.ordinal()
-    }
-    fn device_count(&self) -> u32 {
-        self.inner.device_count()
-    }
-    fn supports_collectives(&self) -> bool {
-        self.inner.supports_collectives()
-    }
-    fn create_communicator(
-        &mut self,
-        id: CommunicatorId,
-        peers: &[u32],
-    ) -> Result<(), DeviceError> {
-        self.inner.create_communicator(id, peers)
-    }
-    fn all_reduce(
-        &mut self,
-        stream: D::Stream,
-        comm: CommunicatorId,
-        src: BufferSlice<'_, Self::Buffer>,
-        dst: BufferSlice<'_, Self::Buffer>,
-        elem: ElemType,
-        op: ReduceOperation,
-    ) -> Result<(), DeviceError> {
-        let [src, dst]: [_; 2] = unwrap_slices(&[src, dst])
-            .try_into()
-            .expect("two slices in, two out");
-        self.then_release(stream, |d| d.all_reduce(stream, comm, src, dst, elem, op))
-    }
-    fn send(
-        &mut self,
-        stream: D::Stream,
-        comm: CommunicatorId,
-        src: BufferSlice<'_, Self::Buffer>,
-        peer: u32,
-    ) -> Result<(), DeviceError> {
-        let src = unwrap_slices(&[src]).remove(0);
-        self.then_release(stream, |d| d.send(stream, comm, src, peer))
-    }
-    fn recv(
-        &mut self,
-        stream: D::Stream,
-        comm: CommunicatorId,
-        dst: BufferSlice<'_, Self::Buffer>,
-        peer: u32,
-    ) -> Result<(), DeviceError> {
-        let dst = unwrap_slices(&[dst]).remove(0);
-        self.then_release(stream, |d| d.recv(stream, comm, dst, peer))
     }
 }
 
@@ -300,20 +150,22 @@ impl<D: Device<Buffer: Sync>> Device for Misbehaving<D> {
 struct MisbehavingSim(Option<Misbehaviour>);
 
 impl Opener for MisbehavingSim {
-    type Device = Misbehaving<SimDevice>;
+    type Device = Misbehaving<SimDevice, Whims<SimDevice>>;
 
     fn open(&self, inner: SimDevice) -> Self::Device {
         Misbehaving {
             inner,
-            kind: self.0,
-            triggers: 0,
-            held: None,
+            behaviour: Whims {
+                kind: self.0,
+                triggers: 0,
+                held: None,
+            },
         }
     }
 }
 
 /// Explores until the first failure, which it prints (with the seeds it took) and returns.
-fn seeds_to_detection(kind: Misbehaviour, faults: bool) -> String {
+fn seeds_to_detection(kind: Misbehaviour, faults: bool) -> ExploreFailure {
     let opener = MisbehavingSim(Some(kind));
     for n in 0..BUDGET {
         if let Some(why) = run_seed(&opener, n, faults).failure {
@@ -365,8 +217,11 @@ fn a_swallowed_error_is_caught() {
 #[test]
 fn a_device_lost_without_an_injected_loss_is_caught() {
     let why = seeds_to_detection(Misbehaviour::LoseDevice, false);
+    assert_eq!(why.class.at, At::Stage(Stage::Audit), "{why}");
+    assert_eq!(why.class.check, Check::LossNotInjected, "{why}");
     assert!(
-        why.ends_with("the device was lost, yet no loss was injected: lost on a whim"),
+        why.to_string()
+            .ends_with("the device was lost, yet no loss was injected: lost on a whim"),
         "{why}"
     );
 }

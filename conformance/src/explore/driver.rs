@@ -25,8 +25,11 @@ pub(super) use edge::{misaligned_write, write_misaligned};
 
 use super::Devices;
 use super::coverage::{Arg, Hits, Method, Recorder, StreamState};
+use super::failure::{
+    Check, ErrorKind, ExploreFailure, Operation, ReportKind, Side, Stage, Violation,
+};
 use super::formula::Formula;
-use super::model::Model;
+use super::model::{Model, ReadOf};
 use super::workload::{
     Action, Drawn, Fills, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, tensor_strategy,
     view_target,
@@ -59,7 +62,7 @@ pub struct Execution {
     /// The coverage cells this run's calls hit.
     pub coverage: Hits,
     /// Why the run failed; `None` when every check held.
-    pub failure: Option<String>,
+    pub failure: Option<ExploreFailure>,
 }
 
 /// A captured graph and the launches it replays, on model buffers.
@@ -147,6 +150,16 @@ impl Refused {
         }
     }
 
+    /// The client method refused.
+    pub fn method(self) -> Method {
+        match self {
+            Refused::Read { .. } => Method::ReadOne,
+            Refused::Flush => Method::Flush,
+            Refused::Sync => Method::Sync,
+            Refused::Prepare => Method::GraphPrepare,
+        }
+    }
+
     /// What capturing stream `s` returns for the call.
     pub fn expected(self, s: StreamId) -> CaptureError {
         match self {
@@ -167,7 +180,8 @@ pub(super) fn refusal(operation: &'static str, s: StreamId) -> CaptureError {
     }
 }
 
-/// What `action` does on the stream the open capture records.
+/// What `action` does on the stream the open capture records. Every action is listed, so a
+/// new one must say what it does in a capture window.
 pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
     match action {
         Action::Launch(spec) => InCapture::Recorded(spec),
@@ -186,7 +200,23 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         | Action::ReadLazy { .. }
         | Action::Cleanup
         | Action::Usage => InCapture::AsUsual,
-        _ => InCapture::Skipped,
+        Action::Create { .. }
+        | Action::EmptyThenFill { .. }
+        | Action::CreateTensors { .. }
+        | Action::ReadTensors { .. }
+        | Action::Materialize
+        | Action::Profile(_)
+        | Action::DryRun(_)
+        | Action::Overrun { .. }
+        | Action::BeginCapture { .. }
+        | Action::CaptureOutOfOrder { .. }
+        | Action::Oversized { .. }
+        | Action::LaunchView { .. }
+        | Action::AllReduce { .. }
+        | Action::ToPeer { .. }
+        | Action::FromPeer { .. }
+        | Action::Install
+        | Action::Edge(_) => InCapture::Skipped,
     }
 }
 
@@ -231,7 +261,7 @@ struct State<D: Device> {
     lazies: VecDeque<(Bytes, u64, StreamId)>,
     graph: Option<Captured<D>>,
     captures: Captures,
-    failure: Option<String>,
+    failure: Option<ExploreFailure>,
     reach: Recorder,
 }
 
@@ -300,23 +330,31 @@ pub fn execute<D: Device>(
         execution.device_ops += observed.ops_executed;
     }
     execution.trace_hash = hash.0;
-    let observed = probes[0].observations();
-    execution.faults_injected = observed.faults.len() as u64;
-    let verdict = failure.map_or_else(
-        || {
-            // A loss no fault explains comes first: what follows it (memory freed under work
-            // the device still runs) is its consequence.
-            seen.audit_loss(&observed)?;
-            for peer in &probes[1..] {
-                audit(world, &peer.observations())?;
-            }
-            audit(world, &observed)?;
-            seen.audit(execution.device_lost, &observed)
-        },
-        Err,
-    );
-    execution.failure = verdict.err();
+    execution.faults_injected = probes[0].observations().faults.len() as u64;
+    execution.failure = failure.or_else(|| {
+        audit_run(world, &seen, &probes, execution.device_lost)
+            .err()
+            .map(|violation| violation.in_stage(Stage::Audit))
+    });
     execution
+}
+
+/// Audits a run whose checks held against what the simulators observed.
+fn audit_run(
+    world: &World,
+    seen: &Seen,
+    probes: &[lockstep_sim::SimProbe],
+    lost: bool,
+) -> Result<(), Violation> {
+    let observed = probes[0].observations();
+    // A loss no fault explains comes first: what follows it (memory freed under work the
+    // device still runs) is its consequence.
+    seen.audit_loss(&observed)?;
+    for peer in &probes[1..] {
+        audit(world, &peer.observations())?;
+    }
+    audit(world, &observed)?;
+    seen.audit(lost, &observed)
 }
 
 /// What the workload saw of injected faults, for the audit against what the device injected.
@@ -337,7 +375,7 @@ fn drive<D: Device>(
     mut clients: Vec<ComputeClient<D>>,
     execution: &mut Execution,
     seen: &mut Seen,
-) -> Result<(), String> {
+) -> Result<(), ExploreFailure> {
     let mut client = clients.remove(0);
     client.set_stream(StreamId(HOST_STREAM));
     let peers: Vec<ComputeClient<D>> = clients
@@ -347,12 +385,15 @@ fn drive<D: Device>(
             peer
         })
         .collect();
-    let baseline = prepare(world, &client)?;
+    let baseline = prepare(world, &client).map_err(|v| v.in_stage(Stage::Setup))?;
     let peer_baselines = peers
         .iter()
         .map(|peer| peer.memory_usage())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("memory_usage of a peer before the workload: {e}"))?;
+        .map_err(|e| {
+            let what = "memory_usage of a peer before the workload";
+            Violation::refused(Method::MemoryUsage, Side::Peer, what, e).in_stage(Stage::Setup)
+        })?;
     let on_stream = |id: u64| {
         let mut c = client.clone();
         c.set_stream(StreamId(id));
@@ -393,30 +434,38 @@ fn drive<D: Device>(
     if state.failure.is_none()
         && let Err(why) = run.end_capture(&mut state)
     {
-        state.failure = Some(format!("stop_capture after the workload: {why}"));
+        let why = why.context("stop_capture after the workload");
+        state.failure = Some(why.in_stage(Stage::EndCapture));
     }
-    finish(world, &run.base, state, baseline, execution, seen)
-        .and_then(|()| finish_peers(&run.peers, &peer_baselines))
+    finish(world, &run.base, state, baseline, execution, seen)?;
+    finish_peers(&run.peers, &peer_baselines).map_err(|v| v.in_stage(Stage::Peers))
 }
 
 /// Peers are fault-free: after the workload every peer syncs cleanly and holds no memory.
 fn finish_peers<D: Device>(
     peers: &[ComputeClient<D>],
     baselines: &[lockstep::MemoryUsage],
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     for (peer, baseline) in peers.iter().zip(baselines) {
         let id = peer.peer_id();
+        let refused = |call, what: String| {
+            move |e: ServerError| Violation::refused(call, Side::Peer, what, e)
+        };
         peer.sync()
-            .map_err(|e| format!("final sync of peer {id}: {e}"))?;
+            .map_err(refused(Method::Sync, format!("final sync of peer {id}")))?;
         peer.memory_cleanup();
-        peer.sync()
-            .map_err(|e| format!("sync of peer {id} after cleanup: {e}"))?;
-        let usage = peer
-            .memory_usage()
-            .map_err(|e| format!("memory_usage of peer {id}: {e}"))?;
+        peer.sync().map_err(refused(
+            Method::Sync,
+            format!("sync of peer {id} after cleanup"),
+        ))?;
+        let usage = peer.memory_usage().map_err(refused(
+            Method::MemoryUsage,
+            format!("memory_usage of peer {id}"),
+        ))?;
         if usage != *baseline {
-            return Err(format!(
-                "peer {id} did not return to baseline: {usage} (baseline {baseline})"
+            return Err(Violation::new(
+                Check::Leak(Side::Peer),
+                format!("peer {id} did not return to baseline: {usage} (baseline {baseline})"),
             ));
         }
     }
@@ -427,20 +476,23 @@ fn finish_peers<D: Device>(
 fn prepare<D: Device>(
     world: &World,
     client: &ComputeClient<D>,
-) -> Result<lockstep::MemoryUsage, String> {
+) -> Result<lockstep::MemoryUsage, Violation> {
     if let Some(pools) = &world.pools {
-        client
-            .install_memory_pools(pools)
-            .map_err(|e| format!("installing the world's pools on an idle device: {e}"))?;
+        client.install_memory_pools(pools).map_err(|e| {
+            let what = "installing the world's pools on an idle device";
+            Violation::refused(Method::InstallMemoryPools, Side::Explored, what, e)
+        })?;
     }
     if world.budget_bytes.is_some() {
-        client
-            .set_memory_budget(world.budget_bytes)
-            .map_err(|e| format!("setting the world's budget on an idle device: {e}"))?;
+        client.set_memory_budget(world.budget_bytes).map_err(|e| {
+            Violation::new(Check::BudgetRefused, e.to_string())
+                .context("setting the world's budget on an idle device")
+        })?;
     }
-    client
-        .memory_usage()
-        .map_err(|e| format!("memory_usage before the workload: {e}"))
+    client.memory_usage().map_err(|e| {
+        let what = "memory_usage before the workload";
+        Violation::refused(Method::MemoryUsage, Side::Explored, what, e)
+    })
 }
 
 /// Ends a run: [`settle`]s it unless the workload already failed, then records what the model
@@ -452,7 +504,7 @@ fn finish<D: Device>(
     baseline: lockstep::MemoryUsage,
     execution: &mut Execution,
     seen: &mut Seen,
-) -> Result<(), String> {
+) -> Result<(), ExploreFailure> {
     if let Some(failure) = state.failure.take() {
         execution.coverage = std::mem::take(&mut state.reach.hits);
         return Err(failure);
@@ -485,15 +537,21 @@ fn settle<D: Device>(
     state: &mut State<D>,
     baseline: lockstep::MemoryUsage,
     bound: u64,
-) -> Result<(), String> {
+) -> Result<(), ExploreFailure> {
     let model = &mut state.model;
-    drain(base, model, bound, "at the end of the workload")?;
-    model.expected_faults_met()?;
-    model.judge_suspects()?;
+    drain(base, model, bound, "at the end of the workload")
+        .map_err(|v| v.in_stage(Stage::Drain))?;
+    model
+        .expected_faults_met()
+        .and_then(|()| model.judge_suspects())
+        .map_err(|v| v.in_stage(Stage::Verdicts))?;
     if !model.lost {
         last_read::read_back_everything(base, &state.slots, &state.tensors, model)
             .and_then(|()| last_read::materialize_pending(&mut state.lazies, model))
-            .map_err(|why| format!("the final read of everything live: {why}"))?;
+            .map_err(|why| {
+                why.context("the final read of everything live")
+                    .in_stage(Stage::FinalRead)
+            })?;
     }
     if let Some(captured) = state.graph.take() {
         // Drained: the graph's stream is idle, unless the device was lost.
@@ -514,20 +572,35 @@ fn settle<D: Device>(
     base.memory_cleanup();
     // The runtime's own work (clearing a fault record, cleanup) can fail too, after the
     // workload's last sync: drain again.
-    drain(base, model, bound, "after releasing everything")?;
+    drain(base, model, bound, "after releasing everything")
+        .map_err(|v| v.in_stage(Stage::DrainAfterRelease))?;
     if model.lost {
         return Ok(());
     }
-    let usage = base
-        .memory_usage()
-        .map_err(|e| format!("memory_usage after the workload: {e}"))?;
+    back_to_baseline(world, base, baseline).map_err(|v| v.in_stage(Stage::Baseline))
+}
+
+/// Checks that the explored device's memory is back to `baseline`, after every handle dropped,
+/// `memory_cleanup` and a drain.
+fn back_to_baseline<D: Device>(
+    world: &World,
+    base: &ComputeClient<D>,
+    baseline: lockstep::MemoryUsage,
+) -> Result<(), Violation> {
+    let usage = base.memory_usage().map_err(|e| {
+        let what = "memory_usage after the workload";
+        Violation::refused(Method::MemoryUsage, Side::Explored, what, e)
+    })?;
     if usage != baseline {
-        return Err(format!(
-            "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
-            world
-                .pools
-                .as_ref()
-                .map_or("default pools".to_owned(), |p| format!("{p:?}"))
+        return Err(Violation::new(
+            Check::Leak(Side::Explored),
+            format!(
+                "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
+                world
+                    .pools
+                    .as_ref()
+                    .map_or("default pools".to_owned(), |p| format!("{p:?}"))
+            ),
         ));
     }
     Ok(())
@@ -539,15 +612,15 @@ fn drain<D: Device>(
     model: &mut Model,
     bound: u64,
     when: &str,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     for s in model.streams() {
         let mut client = base.clone();
         client.set_stream(s);
         for _ in 0..bound {
             let result = client.sync();
             model
-                .blocking(s, result.as_ref().map(|_| ()), true)
-                .map_err(|why| format!("sync of {s} {when}: {why}"))?;
+                .blocking(s, Method::Sync, result.as_ref().map(|_| ()), true)
+                .map_err(|why| why.context(format_args!("sync of {s} {when}")))?;
             if result.is_ok() || model.lost {
                 break;
             }
@@ -556,21 +629,27 @@ fn drain<D: Device>(
     Ok(())
 }
 
-/// An allocation call succeeded: only wrong once the device is lost.
-fn allocated<D: Device>(state: &State<D>) -> Result<(), String> {
+/// An allocating `call` succeeded: only wrong once the device is lost.
+fn allocated<D: Device>(state: &State<D>, call: Method) -> Result<(), Violation> {
     if state.model.lost {
-        Err("an allocation succeeded after the device was lost".to_owned())
+        Err(Violation::new(
+            Check::SucceededAfterLoss(call),
+            "an allocation succeeded after the device was lost",
+        ))
     } else {
         Ok(())
     }
 }
 
 /// Checks the simulator's own verdicts: its watchdog and its sanitizer.
-fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), String> {
+fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Violation> {
     if observed.watchdog_fired {
-        return Err(format!(
-            "hang: virtual time passed the {} ns watchdog",
-            super::world::WATCHDOG_NS
+        return Err(Violation::new(
+            Check::Hang,
+            format!(
+                "hang: virtual time passed the {} ns watchdog",
+                super::world::WATCHDOG_NS
+            ),
         ));
     }
     let excused = |r: &&SanitizerReport| {
@@ -579,7 +658,8 @@ fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Str
             && world.faults.transfer_failure > 0.0
     };
     if let Some(report) = observed.reports.iter().find(|r| !excused(r)) {
-        return Err(format!("sanitizer: {report}"));
+        let check = Check::Sanitizer(ReportKind::of(report));
+        return Err(Violation::new(check, format!("sanitizer: {report}")));
     }
     Ok(())
 }
@@ -587,14 +667,15 @@ fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Str
 impl Seen {
     /// Checks that only an injected loss lost the device. The runtime marks the device lost
     /// itself when one of its invariants breaks, naming the invariant in the reason.
-    fn audit_loss(&self, observed: &lockstep_sim::Observations) -> Result<(), String> {
+    fn audit_loss(&self, observed: &lockstep_sim::Observations) -> Result<(), Violation> {
         let injected = observed
             .faults
             .iter()
             .any(|fault| fault.kind == FaultKind::DeviceLoss);
         match &self.lost_reason {
-            Some(reason) if !injected => Err(format!(
-                "the device was lost, yet no loss was injected: {reason}"
+            Some(reason) if !injected => Err(Violation::new(
+                Check::LossNotInjected,
+                format!("the device was lost, yet no loss was injected: {reason}"),
             )),
             _ => Ok(()),
         }
@@ -603,7 +684,7 @@ impl Seen {
     /// Checks that every injected fault surfaced exactly once (the model refuses a second
     /// time), on the stream it happened on, and that only injected failures refused
     /// allocations. After a device loss, faults still queued are superseded by the loss.
-    fn audit(&self, lost: bool, observed: &lockstep_sim::Observations) -> Result<(), String> {
+    fn audit(&self, lost: bool, observed: &lockstep_sim::Observations) -> Result<(), Violation> {
         let mut device_stream_of = BTreeMap::new();
         let mut client_stream_of = BTreeMap::new();
         let mut allocation_failures = 0;
@@ -615,35 +696,50 @@ impl Seen {
                         if lost {
                             continue;
                         }
-                        return Err(format!(
-                            "injected {:?} #{} on device stream {:?} never surfaced",
-                            fault.kind, fault.id, fault.stream
+                        return Err(Violation::new(
+                            Check::FaultNeverSurfaced(fault.kind),
+                            format!(
+                                "injected {:?} #{} on device stream {:?} never surfaced",
+                                fault.kind, fault.id, fault.stream
+                            ),
                         ));
                     };
                     let device_stream = fault.stream.expect("stream faults name their stream");
                     if let Some(other) = device_stream_of.insert(client_stream, device_stream)
                         && other != device_stream
                     {
-                        return Err(format!(
-                            "{client_stream} returned faults of device streams {other} and {device_stream}"
-                        ));
+                        return Err(Violation::new(
+                            Check::FaultsOfTwoDeviceStreams,
+                            format!(
+                                "{client_stream} returned faults of device streams {other} and {device_stream}"
+                            ),
+                        )
+                        .on(client_stream));
                     }
                     if let Some(other) = client_stream_of.insert(device_stream, client_stream)
                         && other != client_stream
                     {
-                        return Err(format!(
-                            "faults of device stream {device_stream} surfaced on {other} and on {client_stream}"
-                        ));
+                        return Err(Violation::new(
+                            Check::FaultsOnTwoStreams,
+                            format!(
+                                "faults of device stream {device_stream} surfaced on {other} and on {client_stream}"
+                            ),
+                        )
+                        .on(client_stream));
                     }
                 }
-                // Collectives run only in fault-free worlds: an absent peer is never drawn.
-                _ => {}
+                // A loss is audited on its own (`audit_loss`); collectives run only in
+                // fault-free worlds, so an absent peer is never drawn.
+                FaultKind::DeviceLoss | FaultKind::PeerAbsent => {}
             }
         }
         if self.refused_allocations > allocation_failures {
-            return Err(format!(
-                "{} allocations refused, but only {allocation_failures} allocation failures injected",
-                self.refused_allocations
+            return Err(Violation::new(
+                Check::UninjectedRefusals,
+                format!(
+                    "{} allocations refused, but only {allocation_failures} allocation failures injected",
+                    self.refused_allocations
+                ),
             ));
         }
         Ok(())
@@ -651,6 +747,8 @@ impl Seen {
 }
 
 impl<D: Device> Run<'_, D> {
+    /// Performs operation `turn` of the run, `step` of `thread`; a failure (a panic included)
+    /// ends the workload.
     fn perform(&self, state: &mut State<D>, turn: usize, thread: usize, step: &Step) {
         let result = catch_unwind(AssertUnwindSafe(|| self.act(state, thread, step)))
             .unwrap_or_else(|panic| {
@@ -659,10 +757,16 @@ impl<D: Device> Run<'_, D> {
                     .cloned()
                     .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                     .unwrap_or_default();
-                Err(format!("panicked: {message}"))
+                Err(Violation::new(Check::Panic, format!("panicked: {message}")))
             });
         if let Err(why) = result {
-            state.failure = Some(format!("operation #{turn} {step:?}: {why}"));
+            let operation = Operation {
+                turn,
+                thread,
+                step: step.clone(),
+            };
+            let s = self.client(step.on, thread).stream_id();
+            state.failure = Some(why.in_operation(operation, s));
         }
     }
 
@@ -673,16 +777,16 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// An allocating call on the explored device failed (create, empty, tensors, `to_client`
+    /// An allocating `call` on the explored device failed (create, empty, tensors, `to_client`
     /// into it): the one rule for all of them. A request no device serves (`oversized`) must
     /// be refused as out of memory; otherwise only a capped pool, an injected failure and a
     /// lost device may refuse.
     fn refused(
         &self,
         state: &mut State<D>,
-        err: ServerError,
+        (call, err): (Method, ServerError),
         oversized: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         match err {
             ServerError::OutOfMemory(_) if oversized => Ok(()),
             // An installed pool layout caps what a size class may reserve, the world's budget
@@ -708,13 +812,18 @@ impl<D: Device> Run<'_, D> {
                 state.model.lost = true;
                 Ok(())
             }
-            other => Err(format!("allocation failed: {other}")),
+            other => Err(Violation::refused(
+                call,
+                Side::Explored,
+                "allocation failed",
+                other,
+            )),
         }
     }
 
     /// Makes `step`'s call and judges what it returns: each action's call is a method of its
     /// own (`calls.rs` holds those without a theme of their own).
-    fn act(&self, state: &mut State<D>, thread: usize, step: &Step) -> Result<(), String> {
+    fn act(&self, state: &mut State<D>, thread: usize, step: &Step) -> Result<(), Violation> {
         let client = self.client(step.on, thread);
         let s = client.stream_id();
         if state.captures.records(s)
@@ -812,7 +921,7 @@ impl<D: Device> Run<'_, D> {
         offset: usize,
         len: usize,
         fill: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = &state.slots[slot] else {
             return Ok(());
         };
@@ -829,7 +938,7 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::WriteAt, s, arg, &[buf]);
         client
             .write_at(&handle, (offset * 4) as u64, Bytes::from_elems(&values))
-            .map_err(|e| format!("write_at: {e}"))?;
+            .map_err(|e| Violation::refused(Method::WriteAt, Side::Explored, "write_at", e))?;
         state.model.write(s, buf, offset, &values);
         Ok(())
     }
@@ -842,7 +951,7 @@ impl<D: Device> Run<'_, D> {
         slot: usize,
         shapes: &[Vec<usize>],
         fill: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let tensors: Vec<(Vec<usize>, Drawn)> = shapes
             .iter()
             .enumerate()
@@ -868,7 +977,7 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::CreateTensors, s, Arg::Ordinary, &[]);
         match client.create_tensors(request) {
             Ok(layouts) => {
-                allocated(state)?;
+                allocated(state, Method::CreateTensors)?;
                 let group = layouts
                     .into_iter()
                     .zip(tensors)
@@ -881,7 +990,7 @@ impl<D: Device> Run<'_, D> {
                 state.tensors[slot] = Some(group);
                 Ok(())
             }
-            Err(err) => self.refused(state, err, false),
+            Err(err) => self.refused(state, (Method::CreateTensors, err), false),
         }
     }
 
@@ -891,7 +1000,7 @@ impl<D: Device> Run<'_, D> {
         state: &mut State<D>,
         client: &ComputeClient<D>,
         slot: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some(group) = &state.tensors[slot] else {
             return Ok(());
         };
@@ -907,7 +1016,7 @@ impl<D: Device> Run<'_, D> {
         let result = block_on(client.read_tensor_async(descriptors));
         judge_read(
             &mut state.model,
-            s,
+            (s, Method::ReadTensorAsync),
             result.map(|r| bufs.into_iter().zip(r).collect()),
         )
     }
@@ -920,7 +1029,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         slot: usize,
         past_end: u32,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
@@ -930,7 +1039,10 @@ impl<D: Device> Run<'_, D> {
             .param(Scalar::U32(past_end));
         client
             .launch(&self.overrun, CubeCount::Static(1, 1, 1), args)
-            .map_err(|e| format!("overrun refused at the call: {e}"))?;
+            .map_err(|e| {
+                let what = "overrun refused at the call";
+                Violation::refused(Method::Launch, Side::Explored, what, e)
+            })?;
         let index = state.model.len(buf) as u32 + past_end;
         state.model.expect_fault(
             client.stream_id(),
@@ -954,7 +1066,7 @@ impl<D: Device> Run<'_, D> {
         group: usize,
         index: usize,
         src: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let (Some(group), Some((src, src_buf))) = (&state.tensors[group], &state.slots[src]) else {
             return Ok(());
         };
@@ -964,9 +1076,12 @@ impl<D: Device> Run<'_, D> {
         };
         let (layout, shape, dst_buf) = &group[i];
         if layout.strides != contiguous_strides(shape) {
-            return Err(format!(
-                "tensor {i} of shape {shape:?}, requested dense, has strides {:?}",
-                layout.strides
+            return Err(Violation::new(
+                Check::NotDense,
+                format!(
+                    "tensor {i} of shape {shape:?}, requested dense, has strides {:?}",
+                    layout.strides
+                ),
             ));
         }
         let dst = (layout.memory.clone(), *dst_buf);
@@ -984,7 +1099,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         slot: usize,
         peer: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
@@ -992,13 +1107,12 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::ToClient, client.stream_id(), Arg::Ordinary, &[buf]);
         let copy = client
             .to_client(handle, peer, ElemType::U32)
-            .map_err(|e| format!("to_client: {e}"))?;
-        let read = peer
-            .read_one(copy)
-            .map_err(|e| format!("read on peer {}: {e}", peer.peer_id()))?;
-        state
-            .model
-            .check_read("to_client, read on the peer", buf, &words(&read))
+            .map_err(|e| Violation::refused(Method::ToClient, Side::Explored, "to_client", e))?;
+        let read = peer.read_one(copy).map_err(|e| {
+            let what = format!("read on peer {}", peer.peer_id());
+            Violation::refused(Method::ReadOne, Side::Peer, what, e)
+        })?;
+        state.model.check_read(ReadOf::Peer, buf, &words(&read))
     }
 
     /// `to_client` of a fresh buffer of peer `peer` into `slot`.
@@ -1010,12 +1124,12 @@ impl<D: Device> Run<'_, D> {
         peer: usize,
         len: usize,
         fill: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let values = self.fills.data(fill, len);
         let peer = &self.peers[peer];
         let src = peer
             .create(Bytes::from_elems(&values))
-            .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
+            .map_err(|e| create_on_peer(peer, e))?;
         let s = client.stream_id();
         state.hit(Method::ToClientInto, s, Arg::Ordinary, &[]);
         match peer.to_client(src, client, ElemType::U32) {
@@ -1024,25 +1138,26 @@ impl<D: Device> Run<'_, D> {
                 Ok(())
             }
             Err(err) => self
-                .refused(state, err, false)
-                .map_err(|why| format!("to_client from a peer: {why}")),
+                .refused(state, (Method::ToClientInto, err), false)
+                .map_err(|why| why.context("to_client from a peer")),
         }
     }
 
-    /// Profiling refuses only what every call refuses (a lost device) and returns the stream's
-    /// pending failures; anything else is wrong.
+    /// Profiling (`call`: `profile` or the duration's resolution) refuses only what every call
+    /// refuses (a lost device) and returns the stream's pending failures; anything else is
+    /// wrong.
     fn profile_failed(
         &self,
         state: &mut State<D>,
-        s: StreamId,
+        (s, call): (StreamId, Method),
         err: ProfileError,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         match err {
             ProfileError::Server { source, .. } => state
                 .model
-                .blocking(s, Err(&source), false)
-                .map_err(|why| format!("profile: {why}")),
-            other => Err(format!("profile: {other}")),
+                .blocking(s, call, Err(&source), false)
+                .map_err(|why| why.context("profile")),
+            other => Err(Violation::refused(call, Side::Explored, "profile", other)),
         }
     }
 
@@ -1055,7 +1170,7 @@ impl<D: Device> Run<'_, D> {
         s: StreamId,
         spec: &LaunchSpec,
         model: bool,
-    ) -> Result<Option<(u64, u64)>, String> {
+    ) -> Result<Option<(u64, u64)>, Violation> {
         let (Some((dst, dst_buf)), Some((src, src_buf))) =
             (state.slots[spec.dst].clone(), state.slots[spec.src].clone())
         else {
@@ -1070,8 +1185,14 @@ impl<D: Device> Run<'_, D> {
             let count = CubeCount::Static(Formula::workgroups(state.model.len(dst_buf)), 1, 1);
             return match client.launch(&self.kernels[spec.kernel], count, args) {
                 Err(IoError::InvalidLaunch { .. }) => Ok(None),
-                other => Err(format!(
-                    "a launch binding one handle twice, once writable, must be refused; got {other:?}"
+                other => Err(Violation::new(
+                    Check::WrongRefusal {
+                        call: Method::Launch,
+                        got: other.as_ref().err().map(|_| ErrorKind::Io),
+                    },
+                    format!(
+                        "a launch binding one handle twice, once writable, must be refused; got {other:?}"
+                    ),
                 )),
             };
         }
@@ -1092,7 +1213,7 @@ impl<D: Device> Run<'_, D> {
         (dst, dst_buf): (Handle, u64),
         (src, src_buf): (Handle, u64),
         model: bool,
-    ) -> Result<Option<(u64, u64)>, String> {
+    ) -> Result<Option<(u64, u64)>, Violation> {
         let args = KernelArguments::new()
             .binding(&dst)
             .binding(&src)
@@ -1100,7 +1221,7 @@ impl<D: Device> Run<'_, D> {
         let count = CubeCount::Static(Formula::workgroups(state.model.len(dst_buf)), 1, 1);
         client
             .launch(&self.kernels[kernel], count, args)
-            .map_err(|e| format!("launch refused: {e}"))?;
+            .map_err(|e| Violation::refused(Method::Launch, Side::Explored, "launch refused", e))?;
         if model {
             let formula = &self.world.kernels[kernel];
             state
@@ -1120,7 +1241,7 @@ impl<D: Device> Run<'_, D> {
         slot: usize,
         op: ReduceOperation,
         fill: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
@@ -1128,12 +1249,15 @@ impl<D: Device> Run<'_, D> {
         let devices: Vec<DeviceId> = std::iter::once(client.peer_id())
             .chain(self.peers.iter().map(ComputeClient::peer_id))
             .collect();
-        let reduce = |c: &ComputeClient<D>, h: &Handle| {
+        let reduce = |c: &ComputeClient<D>, h: &Handle, on: Side| {
             c.all_reduce(h.clone(), h.clone(), ElemType::U32, devices.clone(), op)
-                .map_err(|e| format!("all_reduce on {}: {e}", c.peer_id()))
+                .map_err(|e| {
+                    let what = format!("all_reduce on {}", c.peer_id());
+                    Violation::refused(Method::AllReduce, on, what, e)
+                })
         };
         // Every part is enqueued before anything waits: a wait would block on the parts after.
-        reduce(client, &handle)?;
+        reduce(client, &handle, Side::Explored)?;
         let len = state.model.len(buf);
         let mut expected = state.model.values(buf).to_vec();
         let mut parts = Vec::with_capacity(self.peers.len());
@@ -1141,8 +1265,8 @@ impl<D: Device> Run<'_, D> {
             let values = self.fills.data(fill.wrapping_add(k as u64), len);
             let part = peer
                 .create(Bytes::from_elems(&values))
-                .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
-            reduce(peer, &part)?;
+                .map_err(|e| create_on_peer(peer, e))?;
+            reduce(peer, &part, Side::Peer)?;
             for (e, v) in expected.iter_mut().zip(values.iter()) {
                 *e = match op {
                     ReduceOperation::Sum => e.wrapping_add(*v),
@@ -1154,13 +1278,17 @@ impl<D: Device> Run<'_, D> {
             parts.push(part);
         }
         for (peer, part) in self.peers.iter().zip(parts) {
-            let read = peer
-                .read_one(part)
-                .map_err(|e| format!("read of the all-reduce on peer {}: {e}", peer.peer_id()))?;
+            let read = peer.read_one(part).map_err(|e| {
+                let what = format!("read of the all-reduce on peer {}", peer.peer_id());
+                Violation::refused(Method::ReadOne, Side::Peer, what, e)
+            })?;
             if *words(&read) != *expected {
-                return Err(format!(
-                    "all_reduce ({op:?}) on peer {} differs from the reference",
-                    peer.peer_id()
+                return Err(Violation::new(
+                    Check::WrongReduction(op),
+                    format!(
+                        "all_reduce ({op:?}) on peer {} differs from the reference",
+                        peer.peer_id()
+                    ),
                 ));
             }
         }
@@ -1178,13 +1306,13 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         s: StreamId,
         launches: &[LaunchSpec],
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let launches = capture_launches(launches, |slot| state.slots[slot].is_some());
         if state.graph.is_some() || state.captures.open.is_some() || launches.is_empty() {
             return Ok(());
         }
         state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
-        if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
+        if !capture_call(state, s, Method::GraphPrepare, client.graph_prepare())? {
             return Ok(());
         }
         state.captures.prepared.insert(s);
@@ -1192,7 +1320,7 @@ impl<D: Device> Run<'_, D> {
             self.launch(state, client, s, l, true)?;
         }
         state.hit(Method::StartCapture, s, Arg::Any, &[]);
-        if !capture_call(state, s, "start_capture", client.start_capture())? {
+        if !capture_call(state, s, Method::StartCapture, client.start_capture())? {
             return Ok(());
         }
         state.captures.prepared.remove(&s);
@@ -1212,7 +1340,7 @@ impl<D: Device> Run<'_, D> {
 
     /// `stop_capture` of the open capture: the world's graph, or the refusal of a window that
     /// held a write.
-    fn end_capture(&self, state: &mut State<D>) -> Result<(), String> {
+    fn end_capture(&self, state: &mut State<D>) -> Result<(), Violation> {
         if let Some(stream) = state.captures.open.as_ref().map(|open| open.stream) {
             state.hit(Method::StopCapture, stream, Arg::Any, &[]);
         }
@@ -1229,17 +1357,25 @@ impl<D: Device> Run<'_, D> {
                 });
                 Ok(())
             }
-            Ok(_) => Err("stop_capture accepted a window that held a write".to_owned()),
+            Ok(_) => Err(Violation::new(
+                Check::WrongRefusal {
+                    call: Method::StopCapture,
+                    got: None,
+                },
+                "stop_capture accepted a window that held a write",
+            )
+            .on(open.stream)),
             Err(err) if open.refused_write => {
                 let refusal = CaptureError::WriteInCapture {
                     stream: open.stream,
                 };
-                expect_refusal(state, "stop_capture", Err(err), refusal)
+                let call = (Method::StopCapture, "stop_capture");
+                expect_refusal(state, call, Err(err), refusal)
             }
             Err(err) => state
                 .model
-                .blocking(open.stream, Err(&err), false)
-                .map_err(|why| format!("stop_capture: {why}")),
+                .blocking(open.stream, Method::StopCapture, Err(&err), false)
+                .map_err(|why| why.context("stop_capture")),
         }
     }
 
@@ -1252,7 +1388,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         s: StreamId,
         action: &Action,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), Violation>> {
         let slot = |state: &State<D>, slot: usize| state.slots[slot].clone();
         Some(match in_capture(action) {
             InCapture::Recorded(spec) => {
@@ -1272,7 +1408,9 @@ impl<D: Device> Run<'_, D> {
                             let open = state.captures.open.as_mut().expect("a capture is open");
                             open.refused_write = true;
                         })
-                        .map_err(|e| format!("write: {e}"))
+                        .map_err(|e| {
+                            Violation::refused(Method::WriteAt, Side::Explored, "write", e)
+                        })
                 }
                 None => Ok(()),
             },
@@ -1298,7 +1436,8 @@ impl<D: Device> Run<'_, D> {
                         client.graph_prepare()
                     }
                 };
-                expect_refusal(state, call.operation(), result, call.expected(s))
+                let what = (call.method(), call.operation());
+                expect_refusal(state, what, result, call.expected(s))
             }
             InCapture::AsUsual => return None,
             InCapture::Skipped => Ok(()),
@@ -1314,12 +1453,12 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         s: StreamId,
         prepare: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         // start_capture may write the stream's fault record, whose failure surfaces later.
         state.model.uses(s);
         if prepare {
             state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
-            if !capture_call(state, s, "graph_prepare", client.graph_prepare())? {
+            if !capture_call(state, s, Method::GraphPrepare, client.graph_prepare())? {
                 return Ok(());
             }
             state.captures.prepared.insert(s);
@@ -1327,14 +1466,16 @@ impl<D: Device> Run<'_, D> {
         state.hit(Method::StopCapture, s, Arg::Any, &[]);
         let stopped = client.stop_capture().map(drop);
         let refusal = CaptureError::NotCapturing { stream: s };
-        expect_refusal(state, "stop_capture without a capture", stopped, refusal)?;
+        let call = (Method::StopCapture, "stop_capture without a capture");
+        expect_refusal(state, call, stopped, refusal)?;
         state.hit(Method::StartCapture, s, Arg::Any, &[]);
         if !state.captures.prepared.contains(&s) {
             let refusal = CaptureError::NotPrepared { stream: s };
             let started = client.start_capture();
-            return expect_refusal(state, "start_capture unprepared", started, refusal);
+            let call = (Method::StartCapture, "start_capture unprepared");
+            return expect_refusal(state, call, started, refusal);
         }
-        if !capture_call(state, s, "start_capture", client.start_capture())? {
+        if !capture_call(state, s, Method::StartCapture, client.start_capture())? {
             return Ok(());
         }
         state.captures.prepared.remove(&s);
@@ -1342,8 +1483,8 @@ impl<D: Device> Run<'_, D> {
             Ok(_) => Ok(()),
             Err(err) => state
                 .model
-                .blocking(s, Err(&err), false)
-                .map_err(|why| format!("stop_capture of an empty capture: {why}")),
+                .blocking(s, Method::StopCapture, Err(&err), false)
+                .map_err(|why| why.context("stop_capture of an empty capture")),
         }
     }
 
@@ -1355,7 +1496,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         tensors: bool,
         below: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let method = if tensors {
             Method::EmptyTensors
         } else {
@@ -1372,10 +1513,16 @@ impl<D: Device> Run<'_, D> {
             OversizedRequest::Empty(bytes) => client.empty(bytes).map(drop),
         };
         match result {
-            Ok(()) => Err(format!(
-                "an allocation of about 2^64 - {below} bytes (tensors: {tensors}) was served"
+            Ok(()) => Err(Violation::new(
+                Check::WrongRefusal {
+                    call: method,
+                    got: None,
+                },
+                format!(
+                    "an allocation of about 2^64 - {below} bytes (tensors: {tensors}) was served"
+                ),
             )),
-            Err(err) => self.refused(state, err, true),
+            Err(err) => self.refused(state, (method, err), true),
         }
     }
 }
@@ -1395,23 +1542,23 @@ fn descriptors(group: &[Tensor]) -> Vec<CopyDescriptor> {
         .collect()
 }
 
-/// Judges a read's result on `s`: the stream's errors first, then every buffer's bytes against
-/// `model`.
+/// Judges the result of `call`, a read on `s`: the stream's errors first, then every buffer's
+/// bytes against `model`.
 fn judge_read(
     model: &mut Model,
-    s: StreamId,
+    (s, call): (StreamId, Method),
     result: Result<Vec<(u64, Bytes)>, ServerError>,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     match result {
         Ok(read) => {
-            model.blocking(s, Ok(()), true)?;
+            model.blocking(s, call, Ok(()), true)?;
             for (buf, bytes) in read {
-                let what = format!("read on {s}");
-                model.check_read(&what, buf, &words(&bytes))?;
+                let read = ReadOf::Stream { call, stream: s };
+                model.check_read(read, buf, &words(&bytes))?;
             }
             Ok(())
         }
-        Err(err) => model.blocking(s, Err(&err), true),
+        Err(err) => model.blocking(s, call, Err(&err), true),
     }
 }
 
@@ -1425,38 +1572,48 @@ fn words(bytes: &Bytes) -> Cow<'_, [u32]> {
     }
 }
 
-/// A capture call that may return the stream's pending failures, as flush does; the capture
-/// is then abandoned. Returns whether it succeeded.
+/// A capture call (`call`, on `s`) that may return the stream's pending failures, as flush
+/// does; the capture is then abandoned. Returns whether it succeeded.
 fn capture_call<D: Device>(
     state: &mut State<D>,
     s: StreamId,
-    what: &str,
+    call: Method,
     result: Result<(), ServerError>,
-) -> Result<bool, String> {
+) -> Result<bool, Violation> {
     match result {
         Ok(()) => Ok(true),
         Err(err) => state
             .model
-            .blocking(s, Err(&err), false)
+            .blocking(s, call, Err(&err), false)
             .map(|()| false)
-            .map_err(|why| format!("{what}: {why}")),
+            .map_err(|why| why.context(call.name())),
     }
 }
 
-/// A call that must be refused with exactly `expected` (or fail on a lost device), changing
-/// nothing.
+/// A call (its method, and what the message calls it) that must be refused with exactly
+/// `expected` (or fail on a lost device), changing nothing.
 fn expect_refusal<D: Device>(
     state: &mut State<D>,
-    what: &str,
+    (call, what): (Method, &str),
     result: Result<(), ServerError>,
     expected: CaptureError,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     match result {
         Err(ServerError::Capture(err)) if err == expected => Ok(()),
         Err(ServerError::DeviceLost { .. }) => {
             state.model.lost = true;
             Ok(())
         }
-        other => Err(format!("{what}: expected {expected}, got {other:?}")),
+        other => {
+            let got = ErrorKind::of_result(&other);
+            let detail = format!("{what}: expected {expected}, got {other:?}");
+            Err(Violation::new(Check::WrongRefusal { call, got }, detail))
+        }
     }
+}
+
+/// `create` on `peer`, which must succeed, failed with `err`.
+fn create_on_peer<D: Device>(peer: &ComputeClient<D>, err: ServerError) -> Violation {
+    let what = format!("create on peer {}", peer.peer_id());
+    Violation::refused(Method::Create, Side::Peer, what, err)
 }

@@ -12,6 +12,7 @@
 
 pub mod coverage;
 mod driver;
+pub mod failure;
 mod formula;
 pub mod model;
 pub mod processes;
@@ -30,6 +31,8 @@ use lockstep_sim::{SimCluster, SimConfig, SimDevice, SimProbe, TraceEntry};
 
 pub use driver::Execution;
 use driver::Kernels;
+pub use failure::ExploreFailure;
+use failure::{Check, Stage, Violation};
 pub use formula::Formula;
 use workload::Fills;
 pub use workload::Workload;
@@ -99,7 +102,7 @@ pub struct SeedReport {
     pub execution: Execution,
     /// Why the seed failed (the first execution's failure, nondeterminism, or its world of
     /// processes' failure).
-    pub failure: Option<String>,
+    pub failure: Option<ExploreFailure>,
     /// The class of outcome its world of processes explored, if it drew one and it passed
     /// (one of [`ProcessFault::OUTCOMES`](processes::ProcessFault::OUTCOMES)).
     pub processes: Option<&'static str>,
@@ -186,8 +189,9 @@ pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
     }
 }
 
-/// Describes where two runs of `world` diverge.
-pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64) -> String {
+/// Two runs of `world` gave trace hashes `first` and `second`: the failure, naming where they
+/// diverge.
+pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64) -> ExploreFailure {
     let (_, a) = run_world(opener, world, true);
     let (_, b) = run_world(opener, world, true);
     let at = a
@@ -195,11 +199,12 @@ pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64)
         .zip(&b)
         .position(|(x, y)| x != y)
         .unwrap_or(a.len().min(b.len()));
-    format!(
+    let detail = format!(
         "nondeterminism: two runs gave trace hashes {first:016x} and {second:016x}; they diverge at device operation #{at}: {:?} vs {:?}",
         a.get(at),
         b.get(at)
-    )
+    );
+    Violation::new(Check::Nondeterminism, detail).in_stage(Stage::Rerun)
 }
 
 /// What `explore` was asked to do.
@@ -240,7 +245,7 @@ pub struct Summary {
     /// Seeds whose device was lost.
     pub devices_lost: u64,
     /// Each failing seed, with why it failed.
-    pub failures: Vec<(u64, String)>,
+    pub failures: Vec<(u64, ExploreFailure)>,
     /// Seeds still running when the backstop fired.
     pub hung: Vec<u64>,
     /// Wall-clock time of the exploration.

@@ -12,11 +12,14 @@
 //! a failure if it turns out clean.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::ops::Deref;
 
 use lockstep::{DeviceError, ServerError, StreamId};
 use lockstep_sim::InjectedFault;
 
+use super::coverage::Method;
+use super::failure::{Check, Difference, ErrorKind, Side, Violation};
 use super::workload::Drawn;
 
 /// A window: a stream and its window number.
@@ -101,8 +104,51 @@ impl StreamModel {
 /// A read that differed from the model while depending on unresolved windows.
 #[derive(Debug)]
 struct Suspect {
-    what: String,
+    /// The failure it is, should every window in `deps` prove clean.
+    wrong: Violation,
     deps: BTreeSet<Window>,
+}
+
+/// Which read returned the bytes [`Model::check_read`] judges.
+#[derive(Clone, Copy, Debug)]
+pub enum ReadOf {
+    /// A read by `call` on the explored device's stream `stream`.
+    Stream {
+        /// The read call (`read_one`, `read_async`, a lazy read's first access, ...).
+        call: Method,
+        /// The stream it read on.
+        stream: StreamId,
+    },
+    /// A peer's read of a `to_client` copy of an explored buffer.
+    Peer,
+}
+
+impl ReadOf {
+    /// The call that returned the bytes.
+    fn call(self) -> Method {
+        match self {
+            ReadOf::Stream { call, .. } => call,
+            ReadOf::Peer => Method::ToClient,
+        }
+    }
+
+    /// The violation `check` of this read: on its stream, after what the read was.
+    fn violation(self, check: Check, detail: String) -> Violation {
+        let violation = Violation::new(check, detail).context(self);
+        match self {
+            ReadOf::Stream { stream, .. } => violation.on(stream),
+            ReadOf::Peer => violation,
+        }
+    }
+}
+
+impl fmt::Display for ReadOf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadOf::Stream { stream, .. } => write!(f, "read on {stream}"),
+            ReadOf::Peer => f.write_str("to_client, read on the peer"),
+        }
+    }
 }
 
 /// Buffers are keyed by ids the driver assigns; they outlive their handles, since a graph may
@@ -265,32 +311,40 @@ impl Model {
                 .is_some_and(|m| m.expected_fault.is_some())
     }
 
-    /// Judges the result of a blocking call on `s`. `waited` says whether the call waited for
-    /// all earlier work of the stream (read, sync), so that `Ok` proves it clean; `flush` does
-    /// not wait.
+    /// Judges the result of `call`, a blocking call on `s`. `waited` says whether the call
+    /// waited for all earlier work of the stream (read, sync), so that `Ok` proves it clean;
+    /// `flush` does not wait.
     pub fn blocking(
         &mut self,
         s: StreamId,
+        call: Method,
         result: Result<(), &ServerError>,
         waited: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let stream = self.streams.entry(s).or_default();
-        match result {
-            Ok(()) if self.lost => Err("the device was lost, yet a blocking call succeeded".into()),
+        let verdict = match result {
+            Ok(()) if self.lost => Err(Violation::new(
+                Check::SucceededAfterLoss(call),
+                "the device was lost, yet a blocking call succeeded",
+            )),
             Ok(()) if !waited => Ok(()),
             Ok(()) => match stream.expected_fault.take() {
-                Some(expected) => Err(format!("expected {expected}, the call succeeded")),
+                Some(expected) => Err(Violation::new(
+                    Check::KernelFaultMissing(call),
+                    format!("expected {expected}, the call succeeded"),
+                )),
                 None => {
                     stream.window += 1;
                     stream.resolved_below = stream.window;
                     Ok(())
                 }
             },
-            Err(err) => self.failed(s, err),
-        }
+            Err(err) => self.failed(s, call, err),
+        };
+        verdict.map_err(|violation| violation.on(s))
     }
 
-    fn failed(&mut self, s: StreamId, err: &ServerError) -> Result<(), String> {
+    fn failed(&mut self, s: StreamId, call: Method, err: &ServerError) -> Result<(), Violation> {
         if let ServerError::DeviceLost { .. } = err {
             self.lost = true;
             return Ok(());
@@ -308,8 +362,11 @@ impl Model {
         }
         if let Some(id) = injected_fault(err) {
             if let Some(earlier) = self.surfaced.insert(id, s) {
-                return Err(format!(
-                    "injected fault #{id} surfaced twice (on {earlier}, then on {s}): {err}"
+                return Err(Violation::new(
+                    Check::FaultSurfacedTwice(call),
+                    format!(
+                        "injected fault #{id} surfaced twice (on {earlier}, then on {s}): {err}"
+                    ),
                 ));
             }
             self.faults_surfaced += 1;
@@ -323,17 +380,25 @@ impl Model {
                 stream.resolved_below = stream.window;
                 Ok(())
             }
-            expected => Err(format!(
-                "unexpected error on {s}: {err} (expected {})",
-                expected.map_or("none".to_owned(), |e| e.to_string())
+            expected => Err(Violation::new(
+                Check::UnexpectedError {
+                    call,
+                    error: ErrorKind::of(err),
+                },
+                format!(
+                    "unexpected error on {s}: {err} (expected {})",
+                    expected.map_or("none".to_owned(), |e| e.to_string())
+                ),
             )),
         }
     }
 
-    /// Checks bytes read from `buf` against the model, after the read's own stream resolved.
-    pub fn check_read(&mut self, what: &str, buf: u64, actual: &[u32]) -> Result<(), String> {
+    /// Checks bytes that `read` returned of `buf` against the model, after the read's own
+    /// stream resolved.
+    pub fn check_read(&mut self, read: ReadOf, buf: u64, actual: &[u32]) -> Result<(), Violation> {
         if self.lost {
-            return Err(format!("{what}: returned data after the device was lost"));
+            let lost = "returned data after the device was lost".to_owned();
+            return Err(read.violation(Check::SucceededAfterLoss(read.call()), lost));
         }
         let b = &self.bufs[&buf];
         let statuses: Vec<(Window, Status)> = b.deps.iter().map(|&w| (w, self.status(w))).collect();
@@ -349,51 +414,62 @@ impl Model {
             .zip(b.values.iter())
             .position(|(a, e)| a != e)
             .unwrap_or(actual.len().min(b.values.len()));
-        let what = format!(
-            "{what}: read {} elements, model holds {}; first difference at element {first}: {:?} vs {:?}",
+        let check = Check::WrongRead {
+            on: match read {
+                ReadOf::Stream { .. } => Side::Explored,
+                ReadOf::Peer => Side::Peer,
+            },
+            differs: Difference::of(actual, &b.values),
+        };
+        let detail = format!(
+            "read {} elements, model holds {}; first difference at element {first}: {:?} vs {:?}",
             actual.len(),
             b.values.len(),
             actual.get(first),
             b.values.get(first)
         );
+        let wrong = read.violation(check, detail);
         let pending: BTreeSet<Window> = statuses
             .into_iter()
             .filter(|(_, s)| *s == Status::Pending)
             .map(|(w, _)| w)
             .collect();
         if pending.is_empty() {
-            return Err(what);
+            return Err(wrong);
         }
         self.suspects.push(Suspect {
-            what,
+            wrong,
             deps: pending,
         });
         Ok(())
     }
 
     /// Once every stream is resolved: a suspect read whose windows all proved clean was wrong.
-    pub fn judge_suspects(&self) -> Result<(), String> {
+    pub fn judge_suspects(&self) -> Result<(), Violation> {
         for suspect in &self.suspects {
             let statuses: Vec<Status> = suspect.deps.iter().map(|&w| self.status(w)).collect();
             if statuses.contains(&Status::Spoiled) || self.lost {
                 continue;
             }
-            return Err(format!(
-                "{} (every window it depended on proved clean)",
-                suspect.what
-            ));
+            let mut wrong = suspect.wrong.clone();
+            wrong.detail += " (every window it depended on proved clean)";
+            return Err(wrong);
         }
         Ok(())
     }
 
     /// Whether every stream's fault expectation was met.
-    pub fn expected_faults_met(&self) -> Result<(), String> {
+    pub fn expected_faults_met(&self) -> Result<(), Violation> {
         match self
             .streams
             .iter()
             .find_map(|(s, m)| m.expected_fault.as_ref().map(|f| (s, f)))
         {
-            Some((s, f)) if !self.lost => Err(format!("{f} never surfaced on {s}")),
+            Some((&s, f)) if !self.lost => Err(Violation::new(
+                Check::KernelFaultNeverSurfaced,
+                format!("{f} never surfaced on {s}"),
+            )
+            .on(s)),
             _ => Ok(()),
         }
     }
@@ -412,9 +488,14 @@ mod tests {
     use lockstep::DeviceError;
 
     use super::*;
+    use crate::explore::failure::DeviceErrorKind;
 
     const A: StreamId = StreamId(0);
     const B: StreamId = StreamId(1);
+    const READ: ReadOf = ReadOf::Stream {
+        call: Method::ReadOne,
+        stream: A,
+    };
 
     fn injected(id: u64) -> ServerError {
         ServerError::Device {
@@ -429,15 +510,26 @@ mod tests {
     fn a_clean_read_must_match_and_a_spoiled_one_is_not_checked() {
         let mut model = Model::new(false);
         let buf = model.create(A, vec![1, 2, 3]);
-        model.blocking(A, Ok(()), true).unwrap();
-        assert!(model.check_read("read", buf, &[1, 2, 4]).is_err());
+        model.blocking(A, Method::Sync, Ok(()), true).unwrap();
+        let wrong = model.check_read(READ, buf, &[1, 2, 4]).unwrap_err();
+        let values = Check::WrongRead {
+            on: Side::Explored,
+            differs: Difference::Values,
+        };
+        assert_eq!((wrong.check, wrong.stream), (values, Some(A)));
+        assert_eq!(
+            wrong.detail,
+            "read on stream-0: read 3 elements, model holds 3; first difference at element 2: Some(4) vs Some(3)"
+        );
         model.write(A, buf, 1, &[9]);
-        model.blocking(A, Err(&injected(0)), true).unwrap();
+        model
+            .blocking(A, Method::Sync, Err(&injected(0)), true)
+            .unwrap();
         // The write may have failed: any content is accepted until the buffer is rewritten.
-        model.check_read("read", buf, &[1, 2, 3]).unwrap();
+        model.check_read(READ, buf, &[1, 2, 3]).unwrap();
         model.write(A, buf, 0, &[5, 6, 7]);
-        model.blocking(A, Ok(()), true).unwrap();
-        assert!(model.check_read("read", buf, &[1, 2, 3]).is_err());
+        model.blocking(A, Method::Sync, Ok(()), true).unwrap();
+        assert!(model.check_read(READ, buf, &[1, 2, 3]).is_err());
         assert_eq!(model.surfaced.get(&0), Some(&A));
     }
 
@@ -447,10 +539,10 @@ mod tests {
         let src = model.create(A, vec![1]);
         let dst = model.create(B, vec![0]);
         model.launch(B, dst, src, |d, s| d[0] = s[0] + 1);
-        model.blocking(B, Ok(()), true).unwrap();
+        model.blocking(B, Method::Sync, Ok(()), true).unwrap();
         // A's create is unresolved: a wrong value is suspect, not yet a failure.
-        model.check_read("read", dst, &[7]).unwrap();
-        model.blocking(A, Ok(()), true).unwrap();
+        model.check_read(READ, dst, &[7]).unwrap();
+        model.blocking(A, Method::Sync, Ok(()), true).unwrap();
         assert!(
             model.judge_suspects().is_err(),
             "A proved clean: the read was wrong"
@@ -460,17 +552,24 @@ mod tests {
         let src = model.create(A, vec![1]);
         let dst = model.create(B, vec![0]);
         model.launch(B, dst, src, |d, s| d[0] = s[0] + 1);
-        model.blocking(B, Ok(()), true).unwrap();
-        model.check_read("read", dst, &[7]).unwrap();
-        model.blocking(A, Err(&injected(3)), true).unwrap();
+        model.blocking(B, Method::Sync, Ok(()), true).unwrap();
+        model.check_read(READ, dst, &[7]).unwrap();
+        model
+            .blocking(A, Method::Sync, Err(&injected(3)), true)
+            .unwrap();
         model.judge_suspects().unwrap();
     }
 
     #[test]
     fn a_fault_surfacing_twice_or_an_unexpected_error_fails() {
         let mut model = Model::new(false);
-        model.blocking(A, Err(&injected(1)), true).unwrap();
-        assert!(model.blocking(B, Err(&injected(1)), true).is_err());
+        model
+            .blocking(A, Method::Sync, Err(&injected(1)), true)
+            .unwrap();
+        let twice = model.blocking(B, Method::ReadOne, Err(&injected(1)), true);
+        let twice = twice.unwrap_err();
+        assert_eq!(twice.check, Check::FaultSurfacedTwice(Method::ReadOne));
+        assert_eq!(twice.stream, Some(B));
         let oom = ServerError::Device {
             stream: A,
             error: DeviceError::OutOfMemory {
@@ -478,8 +577,17 @@ mod tests {
                 available_bytes: 0,
             },
         };
-        assert!(Model::new(false).blocking(A, Err(&oom), true).is_err());
-        Model::new(true).blocking(A, Err(&oom), true).unwrap();
+        let unexpected = Model::new(false).blocking(A, Method::Sync, Err(&oom), true);
+        assert_eq!(
+            unexpected.unwrap_err().check,
+            Check::UnexpectedError {
+                call: Method::Sync,
+                error: ErrorKind::Device(DeviceErrorKind::OutOfMemory),
+            }
+        );
+        Model::new(true)
+            .blocking(A, Method::Sync, Err(&oom), true)
+            .unwrap();
     }
 
     #[test]
@@ -492,12 +600,14 @@ mod tests {
         };
         let mut model = Model::new(false);
         model.expect_fault(A, fault.clone());
-        assert!(model.expected_faults_met().is_err());
-        model.blocking(A, Ok(()), false).unwrap();
-        model.blocking(A, Err(&fault), true).unwrap();
+        let owed = model.expected_faults_met().unwrap_err();
+        assert_eq!(owed.check, Check::KernelFaultNeverSurfaced);
+        model.blocking(A, Method::Sync, Ok(()), false).unwrap();
+        model.blocking(A, Method::Sync, Err(&fault), true).unwrap();
         model.expected_faults_met().unwrap();
         let mut model = Model::new(false);
         model.expect_fault(A, fault);
-        assert!(model.blocking(A, Ok(()), true).is_err());
+        let missing = model.blocking(A, Method::Sync, Ok(()), true).unwrap_err();
+        assert_eq!(missing.check, Check::KernelFaultMissing(Method::Sync));
     }
 }

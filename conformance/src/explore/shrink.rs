@@ -1,6 +1,7 @@
 //! Shrinking a failing seed: delta debugging (ddmin) over its workload's operations, in the
 //! order the threads perform them, then simpler operations (smaller sizes), keeping only changes after which
-//! the run still fails in the same [`FailureClass`].
+//! the run still fails in the same [`FailureClass`] (compared by value: the failing operation's
+//! kind or the stage around the workload, and the check).
 //!
 //! **Invariant:** shrinking is a pure function of the world, the workload and the opener: each
 //! candidate is run once on the deterministic simulator, candidates are tried in a fixed order,
@@ -10,77 +11,13 @@
 
 use std::collections::BTreeMap;
 
+use super::failure::{ExploreFailure, FailureClass};
 use super::workload::{Action, Step, Workload};
 use super::world::World;
 use super::{Opener, run_workload};
 
 /// Runs a shrink may spend; when they are spent, the smallest failing workload so far stands.
 pub const MAX_RUNS: usize = 2_000;
-
-/// What kind of failure a run had, so that shrinking does not drift to a different bug.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FailureClass {
-    /// The variant of the operation that failed (`Read`, `Sync`, …); `None` when a check after
-    /// the workload failed (the final drain, memory baseline, fault audit, sanitizer).
-    pub action: Option<String>,
-    /// The check that failed: the first two `": "`-separated parts of the reason, with every
-    /// number masked as `#` (sizes, streams and buffer ids may change as operations go).
-    pub check: String,
-}
-
-impl FailureClass {
-    /// Classifies a failure message of the driver: `operation #N Step { .. }: reason` for an
-    /// operation's check, any other text for a check after the workload.
-    pub fn of(failure: &str) -> FailureClass {
-        match split_operation(failure) {
-            Some((_, step, reason)) => FailureClass {
-                action: step
-                    .split_once("action: ")
-                    .map(|(_, a)| a.chars().take_while(char::is_ascii_alphanumeric).collect()),
-                check: check_of(reason),
-            },
-            None => FailureClass {
-                action: None,
-                check: check_of(failure),
-            },
-        }
-    }
-}
-
-/// Splits `operation #N Step { .. }: reason` into the turn, the step's text and the reason.
-fn split_operation(failure: &str) -> Option<(usize, &str, &str)> {
-    let rest = failure.strip_prefix("operation #")?;
-    let (turn, rest) = rest.split_once(' ')?;
-    let mut depth = 0usize;
-    for (i, c) in rest.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 1 => {
-                let reason = rest[i + 1..].strip_prefix(": ")?;
-                return Some((turn.parse().ok()?, &rest[..=i], reason));
-            }
-            '}' => depth = depth.checked_sub(1)?,
-            _ => {}
-        }
-    }
-    None
-}
-
-fn check_of(reason: &str) -> String {
-    let mut masked = String::with_capacity(reason.len());
-    for c in reason.chars() {
-        match (c.is_ascii_digit(), masked.ends_with('#')) {
-            (true, true) => {}
-            (true, false) => masked.push('#'),
-            (false, _) => masked.push(c),
-        }
-    }
-    masked
-        .splitn(3, ": ")
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(": ")
-}
 
 /// A shrunk failing workload.
 #[derive(Clone, Debug)]
@@ -92,7 +29,7 @@ pub struct Shrunk {
     /// Runs spent, the first (which classifies the failure) included.
     pub runs: usize,
     /// Why the shrunk workload fails.
-    pub failure: String,
+    pub failure: ExploreFailure,
     /// Allocations a pool's cap refused in the shrunk run.
     pub capped_refusals: u64,
 }
@@ -152,8 +89,8 @@ impl<'a, O: Opener> Judge<'a, O> {
         Ok(Judge {
             opener,
             world,
-            class: FailureClass::of(&failure),
-            turn: split_operation(&failure).map(|(turn, ..)| turn),
+            class: failure.class,
+            turn: failure.operation.map(|operation| operation.turn),
             capped_ok: execution.capped_refusals > 0,
             runs: 1,
             seen: BTreeMap::new(),
@@ -173,14 +110,17 @@ impl<'a, O: Opener> Judge<'a, O> {
         let verdict = (self.capped_ok || execution.capped_refusals == 0)
             && execution
                 .failure
-                .is_some_and(|f| FailureClass::of(&f) == self.class);
+                .is_some_and(|failure| failure.class == self.class);
         self.seen.insert(key, verdict);
         verdict
     }
 
     /// The failure message and capped refusals of `steps`, which were seen to fail (one more
     /// run).
-    fn last_failure(&mut self, steps: &[(usize, Step)]) -> Result<(String, u64), ShrinkError> {
+    fn last_failure(
+        &mut self,
+        steps: &[(usize, Step)],
+    ) -> Result<(ExploreFailure, u64), ShrinkError> {
         self.runs += 1;
         let (execution, _) = run_workload(self.opener, self.world, &workload_of(steps), false);
         let failure = execution.failure.ok_or(ShrinkError::Nondeterministic)?;
@@ -268,14 +208,44 @@ fn simpler(action: &Action) -> Vec<Action> {
         .collect()
 }
 
-/// The element count of a sized action.
+/// The element count of a sized action. Every action is listed, so that a new sized one is
+/// not left unshrunk.
 fn length(action: &mut Action) -> Option<&mut usize> {
     match action {
         Action::Create { len, .. }
         | Action::EmptyThenFill { len, .. }
         | Action::Write { len, .. }
         | Action::FromPeer { len, .. } => Some(len),
-        _ => None,
+        // Tensor groups shrink by their shapes (`simpler`); a misaligned edge write is a few
+        // bytes already; the rest have no size.
+        Action::CreateTensors { .. }
+        | Action::Edge(_)
+        | Action::Launch(_)
+        | Action::Read { .. }
+        | Action::ReadPair { .. }
+        | Action::ReadTensors { .. }
+        | Action::ReadLazy { .. }
+        | Action::Materialize
+        | Action::Profile(_)
+        | Action::DryRun(_)
+        | Action::Release { .. }
+        | Action::ReleaseTensors { .. }
+        | Action::Flush
+        | Action::Sync
+        | Action::Overrun { .. }
+        | Action::BeginCapture { .. }
+        | Action::EndCapture
+        | Action::CaptureOutOfOrder { .. }
+        | Action::Oversized { .. }
+        | Action::LaunchView { .. }
+        | Action::Replay
+        | Action::DropGraph
+        | Action::AllReduce { .. }
+        | Action::ToPeer { .. }
+        | Action::Install
+        | Action::Prepare
+        | Action::Cleanup
+        | Action::Usage => None,
     }
 }
 
@@ -299,28 +269,6 @@ pub fn workload_of(steps: &[(usize, Step)]) -> Workload {
 mod tests {
     use super::*;
     use crate::explore::workload::On;
-
-    #[test]
-    fn an_operations_failure_is_classed_by_its_action_and_check() {
-        let failure = "operation #41 Step { on: Pinned(2), action: Read { slot: 3 } }: read on stream-2: read 17 elements, model holds 17; first difference at element 4: Some(1) vs Some(2)";
-        assert_eq!(
-            FailureClass::of(failure),
-            FailureClass {
-                action: Some("Read".into()),
-                check: "read on stream-#: read # elements, model holds #; first difference at element #"
-                    .into()
-            }
-        );
-        assert_eq!(split_operation(failure).map(|(turn, ..)| turn), Some(41));
-        let after = "sanitizer: race on buffer 3 bytes 0..64: write on stream 1 and read on stream 2 are not ordered";
-        assert_eq!(
-            FailureClass::of(after),
-            FailureClass {
-                action: None,
-                check: "sanitizer: race on buffer # bytes #..#".into()
-            }
-        );
-    }
 
     #[test]
     fn a_subsequence_of_the_run_order_rebuilds_a_consistent_workload() {

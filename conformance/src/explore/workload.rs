@@ -166,6 +166,83 @@ pub enum Action {
     Usage,
 }
 
+impl Action {
+    /// The action's variant, without its fields: what a failure's class names.
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::Create { .. } => ActionKind::Create,
+            Action::EmptyThenFill { .. } => ActionKind::EmptyThenFill,
+            Action::Write { .. } => ActionKind::Write,
+            Action::Launch(_) => ActionKind::Launch,
+            Action::Read { .. } => ActionKind::Read,
+            Action::ReadPair { .. } => ActionKind::ReadPair,
+            Action::CreateTensors { .. } => ActionKind::CreateTensors,
+            Action::ReadTensors { .. } => ActionKind::ReadTensors,
+            Action::ReadLazy { .. } => ActionKind::ReadLazy,
+            Action::Materialize => ActionKind::Materialize,
+            Action::Profile(_) => ActionKind::Profile,
+            Action::DryRun(_) => ActionKind::DryRun,
+            Action::Release { .. } => ActionKind::Release,
+            Action::ReleaseTensors { .. } => ActionKind::ReleaseTensors,
+            Action::Flush => ActionKind::Flush,
+            Action::Sync => ActionKind::Sync,
+            Action::Overrun { .. } => ActionKind::Overrun,
+            Action::BeginCapture { .. } => ActionKind::BeginCapture,
+            Action::EndCapture => ActionKind::EndCapture,
+            Action::CaptureOutOfOrder { .. } => ActionKind::CaptureOutOfOrder,
+            Action::Oversized { .. } => ActionKind::Oversized,
+            Action::LaunchView { .. } => ActionKind::LaunchView,
+            Action::Replay => ActionKind::Replay,
+            Action::DropGraph => ActionKind::DropGraph,
+            Action::AllReduce { .. } => ActionKind::AllReduce,
+            Action::ToPeer { .. } => ActionKind::ToPeer,
+            Action::FromPeer { .. } => ActionKind::FromPeer,
+            Action::Install => ActionKind::Install,
+            Action::Prepare => ActionKind::Prepare,
+            Action::Edge(_) => ActionKind::Edge,
+            Action::Cleanup => ActionKind::Cleanup,
+            Action::Usage => ActionKind::Usage,
+        }
+    }
+}
+
+/// The variants of [`Action`], without their fields (see [`Action::kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActionKind {
+    Create,
+    EmptyThenFill,
+    Write,
+    Launch,
+    Read,
+    ReadPair,
+    CreateTensors,
+    ReadTensors,
+    ReadLazy,
+    Materialize,
+    Profile,
+    DryRun,
+    Release,
+    ReleaseTensors,
+    Flush,
+    Sync,
+    Overrun,
+    BeginCapture,
+    EndCapture,
+    CaptureOutOfOrder,
+    Oversized,
+    LaunchView,
+    Replay,
+    DropGraph,
+    AllReduce,
+    ToPeer,
+    FromPeer,
+    Install,
+    Prepare,
+    Edge,
+    Cleanup,
+    Usage,
+}
+
 /// Calls at the edges of the API, each judged exactly and leaving the model as it was (but for
 /// the bytes a misaligned write changes).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 /// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 2 in 62 runs.
 /// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true }`,
-/// it failed in operation `AllReduce`: all_reduce (Min) on peer #:# differs from the reference
+/// it failed in operation `AllReduce`: all_reduce (Min) on a peer differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, MemoryPoolsConfig, PoolPreset, ReduceOperation, StreamId, block_on};
     use lockstep::kernel::ElemType;

@@ -335,7 +335,7 @@ impl Cell {
                 arg,
                 relation: Relation::None,
             },
-            _ => Cell {
+            StreamState::Capturing | StreamState::Idle => Cell {
                 method,
                 state,
                 arg,

@@ -8,6 +8,7 @@ use lockstep::{
 
 use super::{READ, Run, State, allocated, capture_call, expect_refusal, judge_read, refusal};
 use crate::explore::coverage::{Arg, Method};
+use crate::explore::failure::{Side, Violation};
 use crate::explore::model::Values;
 use crate::explore::workload::LaunchSpec;
 
@@ -42,7 +43,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         (slot, len, fill): (usize, usize, u64),
         then_fill: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let s = client.stream_id();
         let values = self.fills.data(fill, len);
         let method = if then_fill {
@@ -59,14 +60,14 @@ impl<D: Device> Run<'_, D> {
         });
         let handle = match created {
             Ok(handle) => handle,
-            Err(err) => return self.refused(state, err, false),
+            Err(err) => return self.refused(state, (method, err), false),
         };
-        allocated(state)?;
+        allocated(state, method)?;
         if then_fill {
             state.hit(Method::Write, s, Arg::Ordinary, &[]);
             client
                 .write(&handle, Bytes::from_elems(&values))
-                .map_err(|e| format!("write: {e}"))?;
+                .map_err(|e| Violation::refused(Method::Write, Side::Explored, "write", e))?;
         }
         state.keep(s, slot, handle, values);
         Ok(())
@@ -78,14 +79,18 @@ impl<D: Device> Run<'_, D> {
         state: &mut State<D>,
         client: &ComputeClient<D>,
         slot: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
         let s = client.stream_id();
         state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
         let result = client.read_one(handle);
-        judge_read(&mut state.model, s, result.map(|b| vec![(buf, b)]))
+        judge_read(
+            &mut state.model,
+            (s, Method::ReadOne),
+            result.map(|b| vec![(buf, b)]),
+        )
     }
 
     /// `read_async` of the buffers in slots `a` and `b`, if both hold one.
@@ -95,7 +100,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         a: usize,
         b: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let (Some((ha, ba)), Some((hb, bb))) = (&state.slots[a], &state.slots[b]) else {
             return Ok(());
         };
@@ -106,7 +111,7 @@ impl<D: Device> Run<'_, D> {
         let result = block_on(client.read_async(handles));
         judge_read(
             &mut state.model,
-            s,
+            (s, Method::ReadAsync),
             result.map(|r| bufs.into_iter().zip(r).collect()),
         )
     }
@@ -117,7 +122,7 @@ impl<D: Device> Run<'_, D> {
         state: &mut State<D>,
         client: &ComputeClient<D>,
         slot: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
@@ -131,7 +136,7 @@ impl<D: Device> Run<'_, D> {
     }
 
     /// Materialises the oldest lazy read, if any: refused while its stream captures.
-    pub(super) fn materialize(&self, state: &mut State<D>) -> Result<(), String> {
+    pub(super) fn materialize(&self, state: &mut State<D>) -> Result<(), Violation> {
         let Some((lazy, buf, s)) = state.lazies.pop_front() else {
             return Ok(());
         };
@@ -139,9 +144,14 @@ impl<D: Device> Run<'_, D> {
         let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
         if state.captures.records(s) {
             let refused = refusal(READ, s);
-            return expect_refusal(state, "lazy read", result.map(drop), refused);
+            let call = (Method::Materialize, "lazy read");
+            return expect_refusal(state, call, result.map(drop), refused);
         }
-        judge_read(&mut state.model, s, result.map(|b| vec![(buf, b)]))
+        judge_read(
+            &mut state.model,
+            (s, Method::Materialize),
+            result.map(|b| vec![(buf, b)]),
+        )
     }
 
     /// A launch inside `profile`, and the resolution of its duration.
@@ -150,7 +160,7 @@ impl<D: Device> Run<'_, D> {
         state: &mut State<D>,
         client: &ComputeClient<D>,
         spec: &LaunchSpec,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let s = client.stream_id();
         state.hit(Method::Profile, s, Arg::Any, &[]);
         match client.profile(|| self.launch(state, client, s, spec, true), "explore") {
@@ -159,10 +169,10 @@ impl<D: Device> Run<'_, D> {
                 state.hit(Method::ProfileResolve, s, Arg::Any, &[]);
                 match duration.resolve_blocking() {
                     Ok(_) => Ok(()),
-                    Err(err) => self.profile_failed(state, s, err),
+                    Err(err) => self.profile_failed(state, (s, Method::ProfileResolve), err),
                 }
             }
-            Err(err) => self.profile_failed(state, s, err),
+            Err(err) => self.profile_failed(state, (s, Method::Profile), err),
         }
     }
 
@@ -186,7 +196,7 @@ impl<D: Device> Run<'_, D> {
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let s = client.stream_id();
         state.hit(Method::InstallMemoryPools, s, Arg::Any, &[]);
         match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
@@ -197,7 +207,12 @@ impl<D: Device> Run<'_, D> {
             {
                 Ok(())
             }
-            Err(other) => Err(format!("install_memory_pools: {other}")),
+            Err(other) => Err(Violation::refused(
+                Method::InstallMemoryPools,
+                Side::Explored,
+                "install_memory_pools",
+                other,
+            )),
         }
     }
 }
@@ -208,7 +223,7 @@ pub(super) fn blocking<D: Device>(
     state: &mut State<D>,
     client: &ComputeClient<D>,
     sync: bool,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     let s = client.stream_id();
     let method = if sync { Method::Sync } else { Method::Flush };
     state.hit(method, s, Arg::Any, &[]);
@@ -217,7 +232,9 @@ pub(super) fn blocking<D: Device>(
     } else {
         client.flush().map(drop)
     };
-    state.model.blocking(s, result.as_ref().map(|_| ()), sync)
+    state
+        .model
+        .blocking(s, method, result.as_ref().map(|_| ()), sync)
 }
 
 /// Drops the buffer in `slot`, if any.
@@ -246,27 +263,28 @@ pub(super) fn drop_graph<D: Device>(state: &mut State<D>) {
 pub(super) fn usage<D: Device>(
     state: &mut State<D>,
     client: &ComputeClient<D>,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     let s = client.stream_id();
     state.hit(Method::MemoryUsage, s, Arg::Any, &[]);
-    client
-        .memory_usage()
-        .map_err(|e| format!("memory_usage must always answer: {e}"))?;
+    client.memory_usage().map_err(|e| {
+        let what = "memory_usage must always answer";
+        Violation::refused(Method::MemoryUsage, Side::Explored, what, e)
+    })?;
     state.hit(Method::MemoryReport, s, Arg::Any, &[]);
-    client
-        .memory_report()
-        .map(drop)
-        .map_err(|e| format!("memory_report must always answer: {e}"))
+    client.memory_report().map(drop).map_err(|e| {
+        let what = "memory_report must always answer";
+        Violation::refused(Method::MemoryReport, Side::Explored, what, e)
+    })
 }
 
 /// `graph_prepare`: the stream is prepared if it succeeded.
 pub(super) fn graph_prepare<D: Device>(
     state: &mut State<D>,
     client: &ComputeClient<D>,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     let s = client.stream_id();
     state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
-    if capture_call(state, s, "graph_prepare", client.graph_prepare())? {
+    if capture_call(state, s, Method::GraphPrepare, client.graph_prepare())? {
         state.captures.prepared.insert(s);
     }
     Ok(())

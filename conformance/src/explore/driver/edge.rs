@@ -5,8 +5,9 @@ use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, IoError, KernelArguments, ServerError, StreamId,
 };
 
-use super::{Run, State, judge_read};
+use super::{Run, State, create_on_peer, judge_read};
 use crate::explore::coverage::{Arg, Method};
+use crate::explore::failure::{Check, Difference, ErrorKind, Side, Violation};
 use crate::explore::model::Model;
 use crate::explore::workload::{EdgeCall, ForeignCall, data};
 
@@ -17,7 +18,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         s: StreamId,
         call: &EdgeCall,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         match *call {
             EdgeCall::EmptyBuffer { uninit } => self.empty_buffer(state, client, s, uninit),
             EdgeCall::EmptyWrite { slot } => {
@@ -27,7 +28,10 @@ impl<D: Device> Run<'_, D> {
                 state.hit(Method::WriteAt, s, Arg::Empty, &[]);
                 client
                     .write_at(&handle, handle.size(), Bytes::default())
-                    .map_err(|e| format!("write_at of no bytes at the end: {e}"))
+                    .map_err(|e| {
+                        let what = "write_at of no bytes at the end";
+                        Violation::refused(Method::WriteAt, Side::Explored, what, e)
+                    })
             }
             EdgeCall::Misaligned {
                 slot,
@@ -49,7 +53,7 @@ impl<D: Device> Run<'_, D> {
         client: &ComputeClient<D>,
         s: StreamId,
         uninit: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let method = if uninit {
             Method::Empty
         } else {
@@ -61,23 +65,37 @@ impl<D: Device> Run<'_, D> {
         });
         let handle = match created {
             Ok(_) if state.model.lost => {
-                return Err("an allocation succeeded after the device was lost".to_owned());
+                return Err(Violation::new(
+                    Check::SucceededAfterLoss(method),
+                    "an allocation succeeded after the device was lost",
+                ));
             }
             Ok(handle) if handle.size() == 0 => handle,
-            Ok(handle) => return Err(format!("a handle of no bytes has {} bytes", handle.size())),
-            Err(err) => return self.refused(state, err, false),
+            Ok(handle) => {
+                let detail = format!("a handle of no bytes has {} bytes", handle.size());
+                return Err(Violation::new(Check::WrongHandleSize, detail));
+            }
+            Err(err) => return self.refused(state, (method, err), false),
         };
         state.hit(Method::WriteAt, s, Arg::Empty, &[]);
-        client
-            .write_at(&handle, 0, Bytes::default())
-            .map_err(|e| format!("write of no bytes: {e}"))?;
+        client.write_at(&handle, 0, Bytes::default()).map_err(|e| {
+            Violation::refused(Method::WriteAt, Side::Explored, "write of no bytes", e)
+        })?;
         state.hit(Method::ReadOne, s, Arg::Empty, &[]);
         match client.read_one(handle) {
-            Ok(bytes) if !bytes.is_empty() => Err(format!(
-                "a handle of no bytes read back {} bytes",
-                bytes.len()
-            )),
-            result => judge_read(&mut state.model, s, result.map(|_| Vec::new())),
+            Ok(bytes) if !bytes.is_empty() => {
+                let read = Check::WrongRead {
+                    on: Side::Explored,
+                    differs: Difference::Length,
+                };
+                let detail = format!("a handle of no bytes read back {} bytes", bytes.len());
+                Err(Violation::new(read, detail))
+            }
+            result => judge_read(
+                &mut state.model,
+                (s, Method::ReadOne),
+                result.map(|_| Vec::new()),
+            ),
         }
     }
 
@@ -91,7 +109,7 @@ impl<D: Device> Run<'_, D> {
         slot: usize,
         (offset, len): (usize, usize),
         fill: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
@@ -103,10 +121,8 @@ impl<D: Device> Run<'_, D> {
         client
             .write_at(&handle, offset as u64, Bytes::from_bytes_vec(bytes.clone()))
             .map_err(|e| {
-                format!(
-                    "misaligned write_at of {} bytes at {offset}: {e}",
-                    bytes.len()
-                )
+                let what = format!("misaligned write_at of {} bytes at {offset}", bytes.len());
+                Violation::refused(Method::WriteAt, Side::Explored, what, e)
             })?;
         write_misaligned(&mut state.model, s, buf, offset, &bytes);
         Ok(())
@@ -122,7 +138,7 @@ impl<D: Device> Run<'_, D> {
         peer: usize,
         call: ForeignCall,
         slot: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Violation> {
         let src = state.slots[slot].as_ref().map(|(h, _)| h.clone());
         if src.is_none() && matches!(call, ForeignCall::Launch { .. }) {
             return Ok(());
@@ -130,20 +146,19 @@ impl<D: Device> Run<'_, D> {
         let peer = &self.peers[peer];
         let theirs = peer
             .create(Bytes::from_elems(&[0u32; 4]))
-            .map_err(|e| format!("create on peer {}: {e}", peer.peer_id()))?;
+            .map_err(|e| create_on_peer(peer, e))?;
+        let method = match call {
+            ForeignCall::Write => Method::WriteAt,
+            ForeignCall::Read => Method::ReadOne,
+            ForeignCall::Launch { .. } => Method::Launch,
+        };
+        state.hit(method, s, Arg::Foreign, &[]);
         let result: Result<(), ServerError> = match call {
-            ForeignCall::Write => {
-                state.hit(Method::WriteAt, s, Arg::Foreign, &[]);
-                client
-                    .write_at(&theirs, 0, Bytes::from_elems(&[1u32]))
-                    .map_err(ServerError::from)
-            }
-            ForeignCall::Read => {
-                state.hit(Method::ReadOne, s, Arg::Foreign, &[]);
-                client.read_one(theirs).map(drop)
-            }
+            ForeignCall::Write => client
+                .write_at(&theirs, 0, Bytes::from_elems(&[1u32]))
+                .map_err(ServerError::from),
+            ForeignCall::Read => client.read_one(theirs).map(drop),
             ForeignCall::Launch { kernel } => {
-                state.hit(Method::Launch, s, Arg::Foreign, &[]);
                 let src = src.expect("checked above");
                 let args = KernelArguments::new()
                     .binding(&theirs)
@@ -156,9 +171,15 @@ impl<D: Device> Run<'_, D> {
         };
         match result {
             Err(ServerError::Io(IoError::WrongDevice { .. })) => Ok(()),
-            other => Err(format!(
-                "{call:?} with a handle of peer {}: expected WrongDevice, got {other:?}",
-                peer.peer_id()
+            other => Err(Violation::new(
+                Check::WrongRefusal {
+                    call: method,
+                    got: ErrorKind::of_result(&other),
+                },
+                format!(
+                    "{call:?} with a handle of peer {}: expected WrongDevice, got {other:?}",
+                    peer.peer_id()
+                ),
             )),
         }
     }

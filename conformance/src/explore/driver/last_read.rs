@@ -6,6 +6,8 @@ use std::collections::VecDeque;
 use lockstep::{Bytes, ComputeClient, Device, Handle, StreamId, block_on};
 
 use super::{Tensor, descriptors, judge_read};
+use crate::explore::coverage::Method;
+use crate::explore::failure::Violation;
 use crate::explore::model::Model;
 
 /// Reads every live slot's buffer, then every live tensor group's tensors, on `base`: one
@@ -19,7 +21,7 @@ pub(super) fn read_back_everything<D: Device>(
     slots: &[Option<(Handle, u64)>],
     tensors: &[Option<Vec<Tensor>>],
     model: &mut Model,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     let s = base.stream_id();
     let (handles, bufs): (Vec<Handle>, Vec<u64>) = slots
         .iter()
@@ -28,7 +30,8 @@ pub(super) fn read_back_everything<D: Device>(
         .unzip();
     if !handles.is_empty() {
         let result = block_on(base.read_async(handles));
-        judge_read(model, s, result.map(|r| bufs.into_iter().zip(r).collect()))?;
+        let read = result.map(|r| bufs.into_iter().zip(r).collect());
+        judge_read(model, (s, Method::ReadAsync), read)?;
     }
     let groups: Vec<&Vec<Tensor>> = tensors.iter().flatten().collect();
     if groups.is_empty() || model.lost {
@@ -37,7 +40,8 @@ pub(super) fn read_back_everything<D: Device>(
     let descriptors = groups.iter().flat_map(|g| descriptors(g)).collect();
     let bufs: Vec<u64> = groups.iter().flat_map(|g| g.iter().map(|t| t.2)).collect();
     let result = block_on(base.read_tensor_async(descriptors));
-    judge_read(model, s, result.map(|r| bufs.into_iter().zip(r).collect()))
+    let read = result.map(|r| bufs.into_iter().zip(r).collect());
+    judge_read(model, (s, Method::ReadTensorAsync), read)
 }
 
 /// Materialises every lazy read not accessed yet, oldest first, each judged as a read on the
@@ -46,13 +50,17 @@ pub(super) fn read_back_everything<D: Device>(
 pub(super) fn materialize_pending(
     lazies: &mut VecDeque<(Bytes, u64, StreamId)>,
     model: &mut Model,
-) -> Result<(), String> {
+) -> Result<(), Violation> {
     while let Some((lazy, buf, s)) = lazies.pop_front() {
         if model.lost {
             return Ok(());
         }
         let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
-        judge_read(model, s, result.map(|b| vec![(buf, b)]))?;
+        judge_read(
+            model,
+            (s, Method::Materialize),
+            result.map(|b| vec![(buf, b)]),
+        )?;
     }
     Ok(())
 }

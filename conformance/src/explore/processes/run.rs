@@ -5,7 +5,7 @@ use lockstep::distributed::world_devices;
 use lockstep::kernel::Fnv1a;
 use lockstep::{Bytes, ComputeClient, Device, Handle, ServerError};
 use lockstep_sim::{
-    FaultKind, FaultPlan, Rendezvous, ScriptedFault, SimConfig, SimProbe, SimWorld,
+    FaultKind, FaultPlan, Rendezvous, SanitizerReport, ScriptedFault, SimConfig, SimProbe, SimWorld,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -13,6 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use super::model::{Seen, Step, expected, round_stream};
 use super::{OPTIONS, ProcessFault, ProcessWorld};
 use crate::explore::Opener;
+use crate::explore::failure::{Check, ExploreFailure, ReportKind, Stage, Violation};
 use crate::properties::{all_reduce_reference, all_reduce_values};
 
 /// The most errors one wait of a step collects (a step fails in one or two ways).
@@ -28,7 +29,7 @@ pub struct ProcessRun {
     /// A hash of every world device's trace hash, in process order.
     pub device_hash: u64,
     /// What the world devices' sanitizers reported.
-    pub reports: Vec<String>,
+    pub reports: Vec<SanitizerReport>,
 }
 
 /// A joined process: its rank and its client.
@@ -95,7 +96,7 @@ pub fn run<O: Opener>(opener: &O, world: &ProcessWorld) -> ProcessRun {
     for probe in &probes {
         let observations = probe.observations();
         device_hash.write_u64(observations.trace_hash);
-        reports.extend(observations.reports.iter().map(|r| format!("{r:?}")));
+        reports.extend(observations.reports.iter().cloned());
     }
     ProcessRun {
         seen,
@@ -262,22 +263,27 @@ fn input(world: &ProcessWorld, rank: u32, round: u32, step: Step) -> Bytes {
 /// the world failed.
 ///
 /// # Errors
-/// Why it failed, for a person to read.
-pub fn check<O: Opener>(opener: &O, world: &ProcessWorld) -> Result<ProcessRun, String> {
+/// Why it failed: a process's outcome, a sanitizer report or nondeterminism, in
+/// [`Stage::Processes`].
+pub fn check<O: Opener>(opener: &O, world: &ProcessWorld) -> Result<ProcessRun, ExploreFailure> {
+    let failed = |check, detail| Err(Violation::new(check, detail).in_stage(Stage::Processes));
     let first = run(opener, world);
     let model = expected(world);
     if let Some(why) = differs(world, &first.seen, &model) {
-        return Err(format!("process world ({}): {why}", world.outcome()));
+        let detail = format!("process world ({}): {why}", world.outcome());
+        return failed(Check::ProcessOutcome, detail);
     }
     if let Some(report) = first.reports.first() {
-        return Err(format!("process world: a world device reported {report}"));
+        let detail = format!("process world: a world device reported {report:?}");
+        return failed(Check::Sanitizer(ReportKind::of(report)), detail);
     }
     let second = run(opener, world);
     if second != first {
-        return Err(format!(
+        let detail = format!(
             "process world: nondeterminism: two runs gave network hashes {:016x} and {:016x}, device hashes {:016x} and {:016x}",
             first.network_hash, second.network_hash, first.device_hash, second.device_hash
-        ));
+        );
+        return failed(Check::Nondeterminism, detail);
     }
     Ok(first)
 }

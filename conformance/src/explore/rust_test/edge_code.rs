@@ -3,6 +3,7 @@
 use lockstep::StreamId;
 
 use super::{Printer, Slot, Unprintable, error_code};
+use crate::explore::coverage::Method;
 use crate::explore::driver::{misaligned_write, write_misaligned};
 use crate::explore::workload::{EdgeCall, ForeignCall};
 
@@ -60,7 +61,7 @@ impl Printer<'_> {
                 .code
                 .line(format!("assert!({read}.unwrap().is_empty());")),
         }
-        self.blocking(s, true)
+        self.blocking(s, Method::ReadOne, true)
     }
 
     /// `write_at` of the bytes of [`misaligned_write`] into the slot.

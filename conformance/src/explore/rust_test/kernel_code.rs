@@ -19,7 +19,7 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
         Term::Src => src = true,
         Term::K => k = true,
         Term::Neighbour => neighbour = true,
-        _ => {}
+        Term::Lit(_) | Term::Op(..) | Term::SelectLt(_) => {}
     });
     let value = term(code, &formula.f).0;
     code.line(format!("let {var} = {{"));

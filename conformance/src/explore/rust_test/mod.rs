@@ -24,8 +24,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use lockstep::{CaptureError, MemoryPoolsConfig, ServerError, ServerOptions, StreamId};
 use lockstep_sim::SimConfig;
 
+use super::coverage::Method;
+use super::failure::Violation;
 use super::model::Model;
-use super::shrink::{FailureClass, Shrunk};
+use super::shrink::Shrunk;
 use super::workload::{On, SLOTS, TENSOR_SLOTS, Workload};
 use super::world::World;
 
@@ -98,23 +100,17 @@ fn render(
     options: &ServerOptions,
     code: Code,
 ) -> String {
-    let class = FailureClass::of(&shrunk.failure);
     let flag = if faults { " --faults" } else { "" };
     let mut out = format!(
         "/// `lockstep replay --seed {seed}{flag} --shrink`: {from} operations shrunk to {to} in {runs} runs.\n\
          /// Explored with `{options:?}`,\n\
-         /// it failed {at}: {check}\n\
+         /// it failed {class}\n\
          pub fn {name}(options: lockstep::ServerOptions) {{\n",
         seed = world.seed,
         from = shrunk.original_len,
         to = shrunk.workload.len(),
         runs = shrunk.runs,
-        at = class
-            .action
-            .map_or("after the workload".to_owned(), |a| format!(
-                "in operation `{a}`"
-            )),
-        check = class.check,
+        class = shrunk.failure.class,
     );
     let mut modules: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (module, name) in &code.uses {
@@ -361,12 +357,12 @@ impl<'w> Printer<'w> {
                 self.code
                     .line(format!("assert_eq!({c}.sync(), Err({expected}));"));
                 self.model
-                    .blocking(s, Err(&fault), true)
+                    .blocking(s, Method::Sync, Err(&fault), true)
                     .map_err(model_refuses)?;
             }
             self.code.line(format!("assert_eq!({c}.sync(), Ok(()));"));
             self.model
-                .blocking(s, Ok(()), true)
+                .blocking(s, Method::Sync, Ok(()), true)
                 .map_err(model_refuses)?;
         }
         Ok(())
@@ -413,7 +409,7 @@ fn pools_code(code: &mut Code, pools: &MemoryPoolsConfig) -> String {
 
 /// The model judged the printed program's own expectations wrong: the printer and the driver
 /// disagree.
-fn model_refuses(why: String) -> Unprintable {
+fn model_refuses(why: Violation) -> Unprintable {
     Unprintable::Unsupported(format!("the model refuses the printed expectations: {why}"))
 }
 
@@ -468,6 +464,7 @@ fn vec_of(values: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explore::failure::{Check, Difference, Side, Stage};
     use crate::explore::shrink::workload_of;
     use crate::explore::workload::{Action, Step};
 
@@ -487,7 +484,15 @@ mod tests {
             workload: workload_of(&steps),
             original_len: 2,
             runs: 1,
-            failure: "the final read of everything live: read on stream-100".to_owned(),
+            failure: Violation::new(
+                Check::WrongRead {
+                    on: Side::Explored,
+                    differs: Difference::Values,
+                },
+                "read on stream-100",
+            )
+            .context("the final read of everything live")
+            .in_stage(Stage::FinalRead),
             capped_refusals: 0,
         };
         let world = World::draw(0, false);

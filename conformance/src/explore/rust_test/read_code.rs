@@ -7,6 +7,7 @@ use lockstep::StreamId;
 use super::{
     Group, HOST_STREAM, Lazy, Printer, Slot, Unprintable, error_code, refusal_code, vec_of,
 };
+use crate::explore::coverage::Method;
 use crate::explore::driver::{READ, refusal};
 
 impl Printer<'_> {
@@ -21,7 +22,7 @@ impl Printer<'_> {
             return Ok(());
         };
         let (call, buf) = (format!("{c}.read_one({var}.clone())"), *buf);
-        self.read(s, &call, false, &[buf])
+        self.read((s, Method::ReadOne), &call, false, &[buf])
     }
 
     /// `read_async` of the buffers in slots `a` and `b`, if both hold one.
@@ -41,7 +42,7 @@ impl Printer<'_> {
         );
         let bufs = [a.buf, b.buf];
         self.code.uses("lockstep", &["block_on"]);
-        self.read(s, &call, true, &bufs)
+        self.read((s, Method::ReadAsync), &call, true, &bufs)
     }
 
     /// `read_tensor_async` of every tensor of the group in tensor slot `slot`, if any.
@@ -60,7 +61,7 @@ impl Printer<'_> {
         );
         let bufs = group.bufs.clone();
         self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
-        self.read(s, &call, true, &bufs)
+        self.read((s, Method::ReadTensorAsync), &call, true, &bufs)
     }
 
     /// `read_lazy` of the buffer in `slot`, if any: materialised by a later step.
@@ -96,17 +97,18 @@ impl Printer<'_> {
             self.code
                 .line(format!("assert_eq!({call}.err(), {expected});"));
         } else {
-            self.read(lazy.stream, &call, false, &[lazy.buf])?;
+            let read = (lazy.stream, Method::Materialize);
+            self.read(read, &call, false, &[lazy.buf])?;
         }
         self.code.line(format!("drop({});", lazy.var));
         Ok(())
     }
 
-    /// A read on `s` by `call`, of `bufs`: the stream's owed fault, or every buffer's values
-    /// (`many`: the call returns a `Vec` of them).
+    /// A read on `s` by `method` (the code `call`), of `bufs`: the stream's owed fault, or
+    /// every buffer's values (`many`: the call returns a `Vec` of them).
     fn read(
         &mut self,
-        s: StreamId,
+        (s, method): (StreamId, Method),
         call: &str,
         many: bool,
         bufs: &[u64],
@@ -115,9 +117,9 @@ impl Printer<'_> {
             let expected = error_code(&mut self.code, &fault)?;
             self.code
                 .line(format!("assert_eq!({call}.err(), Some({expected}));"));
-            return self.blocking(s, true);
+            return self.blocking(s, method, true);
         }
-        self.blocking(s, true)?;
+        self.blocking(s, method, true)?;
         if !many {
             let expected = vec_of(self.model.values(bufs[0]));
             self.code.line(format!(
@@ -147,7 +149,7 @@ impl Printer<'_> {
             let handles: Vec<String> = slots.iter().map(|s| format!("{}.clone()", s.var)).collect();
             let call = format!("block_on(client.read_async(vec![{}]))", handles.join(", "));
             let bufs: Vec<u64> = slots.iter().map(|s| s.buf).collect();
-            self.read(s, &call, true, &bufs)?;
+            self.read((s, Method::ReadAsync), &call, true, &bufs)?;
         }
         let groups: Vec<&Group> = self.tensors.iter().flatten().collect();
         if groups.is_empty() {
@@ -160,7 +162,7 @@ impl Printer<'_> {
             "block_on(client.read_tensor_async(vec![{}]))",
             descriptors.join(", ")
         );
-        self.read(s, &call, true, &bufs)
+        self.read((s, Method::ReadTensorAsync), &call, true, &bufs)
     }
 }
 

@@ -7,6 +7,7 @@ use super::{
     FIRST_OWN_STREAM, Group, Printer, Slot, Unprintable, bytes, error_code, kernel_code,
     model_refuses, vec_of,
 };
+use crate::explore::coverage::Method;
 use crate::explore::driver::{InCapture, OversizedRequest, in_capture};
 use crate::explore::formula::Formula;
 use crate::explore::workload::{Action, LaunchSpec, On, Step, data, tensor_strategy, view_target};
@@ -44,7 +45,10 @@ impl Printer<'_> {
         if self.captures.records(s) {
             match in_capture(&step.action) {
                 InCapture::AsUsual => {}
-                in_window => {
+                in_window @ (InCapture::Recorded(_)
+                | InCapture::WrittenInWindow { .. }
+                | InCapture::Refused(_)
+                | InCapture::Skipped) => {
                     self.in_capture(&c, s, in_window);
                     return Ok(());
                 }
@@ -86,13 +90,13 @@ impl Printer<'_> {
             }
             Action::Flush => {
                 self.code.line(format!("{c}.flush().unwrap();"));
-                self.blocking(s, false)?;
+                self.blocking(s, Method::Flush, false)?;
             }
             Action::Sync => {
                 let expected = self.expected(s)?;
                 self.code
                     .line(format!("assert_eq!({c}.sync(), {expected});"));
-                self.blocking(s, true)?;
+                self.blocking(s, Method::Sync, true)?;
             }
             Action::Overrun { slot, past_end } => self.overrun(&c, s, *slot, *past_end),
             Action::BeginCapture { launches } => self.begin_capture(&c, s, launches),
@@ -273,8 +277,13 @@ impl Printer<'_> {
         }
     }
 
-    /// Tells the model that a blocking call on `s` returned what it expected.
-    pub(super) fn blocking(&mut self, s: StreamId, waited: bool) -> Result<(), Unprintable> {
+    /// Tells the model that `call`, a blocking call on `s`, returned what it expected.
+    pub(super) fn blocking(
+        &mut self,
+        s: StreamId,
+        call: Method,
+        waited: bool,
+    ) -> Result<(), Unprintable> {
         let expected = match self.model.expected_fault(s) {
             Some(fault) if waited => Some(fault.clone()),
             _ => None,
@@ -284,7 +293,7 @@ impl Printer<'_> {
             None => Ok(()),
         };
         self.model
-            .blocking(s, result, waited)
+            .blocking(s, call, result, waited)
             .map_err(model_refuses)
     }
 

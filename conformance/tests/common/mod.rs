@@ -1,0 +1,3 @@
+//! What more than one self-test needs.
+
+pub mod misbehaving;
