@@ -7,9 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
-pub mod explore;
 pub mod factory;
-pub mod perfetto;
 pub mod program;
 pub mod properties;
 pub mod suite;

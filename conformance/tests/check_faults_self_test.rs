@@ -6,14 +6,12 @@
 //!
 //! Run with `--nocapture` to see the cases-to-detection and the message of each.
 
-mod common;
-
-use common::misbehaving::{Behaviour, Misbehaving};
 use lockstep::{ComputeClient, Device, DeviceError};
 use lockstep_conformance::properties::RunConfig;
 use lockstep_conformance::properties::faults::coverage;
 use lockstep_conformance::suite::{self, Outcome};
 use lockstep_conformance::{DeviceFactory, Session, SimFactory};
+use lockstep_harness::misbehaving::{Behaviour, Misbehaving};
 use lockstep_sim::{FaultPlan, SimConfig, SimDevice};
 
 /// `lockstep check`'s default number of cases per property.

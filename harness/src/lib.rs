@@ -6,7 +6,9 @@
 //! - [`contract`]: the `Device` contract's cases, each a call that breaks one precondition
 //!   and the refusal every device must give;
 //! - [`blocking_path`]: the blocking path's figures (round trips, launch rate), measured alike
-//!   through the client and straight on a device.
+//!   through the client and straight on a device;
+//! - [`misbehaving`]: a device wrapper that breaks one rule on purpose, for the self-tests that
+//!   prove a checker notices.
 //!
 //! **Architecture Invariant:** this crate depends on the runtime and the kernel library only,
 //! so that every device crate's tests and benches can use it without depending on a crate
@@ -19,4 +21,5 @@
 
 pub mod blocking_path;
 pub mod contract;
+pub mod misbehaving;
 pub mod requirement;

@@ -4,6 +4,8 @@
 //! - [`elementwise`]: the small kernels conformance programs launch (and one that overruns).
 //! - [`workgroup`]: what invocations share and only GPUs compute: shared arrays, barriers,
 //!   atomics, loops, the math functions.
+//! - [`formula`]: random elementwise `u32` kernels with an independent host reference, the
+//!   explorer's, and a fixed sample of them for the lowering tests.
 //! - [`half`]: every exact operation and conversion of the half floats.
 //! - [`ops`]: kernels that do real work (a reduction, softmax, layer norm, matrix products,
 //!   a decode step) and two faulty ones for the sanitizer's self-tests.
@@ -15,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod elementwise;
+pub mod formula;
 pub mod half;
 pub mod ops;
 pub mod workgroup;

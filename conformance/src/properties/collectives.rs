@@ -34,12 +34,7 @@ struct AllReduceCase {
 
 /// Element values for `op`: ranges in which integer sums and products of up to four devices do
 /// not overflow, so a device may wrap or not, and floats far from overflow and underflow.
-pub(crate) fn values(
-    elem: ElemType,
-    op: ReduceOperation,
-    count: usize,
-    rng: &mut ChaCha8Rng,
-) -> Bytes {
+pub fn values(elem: ElemType, op: ReduceOperation, count: usize, rng: &mut ChaCha8Rng) -> Bytes {
     use ReduceOperation::*;
     match elem {
         ElemType::U32 => {
@@ -80,7 +75,7 @@ pub(crate) fn values(
 
 /// The reduction of `inputs` (one per device, in rank order), folded in rank order: the order
 /// the simulator promises.
-pub(crate) fn reference(inputs: &[Bytes], elem: ElemType, op: ReduceOperation) -> Vec<u32> {
+pub fn reference(inputs: &[Bytes], elem: ElemType, op: ReduceOperation) -> Vec<u32> {
     let n = inputs.len();
     let count = inputs[0].len() / 4;
     let column = |i: usize| inputs.iter().map(move |b| b.to_elems::<u32>()[i]);

@@ -23,8 +23,8 @@ mod ordering;
 mod profiling;
 mod tensor_writes;
 
-/// The all-reduce inputs and reference the explorer's worlds of processes share.
-pub(crate) use collectives::{reference as all_reduce_reference, values as all_reduce_values};
+/// The all-reduce inputs and reference that the explorer's worlds of processes share.
+pub use collectives::{reference as all_reduce_reference, values as all_reduce_values};
 
 use std::cell::Cell;
 

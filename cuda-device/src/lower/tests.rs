@@ -4,8 +4,8 @@
 use std::io::Write as _;
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
-use lockstep_conformance::explore::World;
 use lockstep_kernels::elementwise::{KernelKind, overrun};
+use lockstep_kernels::formula::{SAMPLE_KERNELS, sample_kernels};
 
 use super::*;
 use crate::compile::compile;
@@ -245,12 +245,12 @@ fn every_snapshot_and_explorer_kernel_compiles_for_sm_90() {
         return;
     }
     let snapshot = compile_all(&snapshot_kernels(), "sm_90");
-    let explorer: Vec<KernelDef> = World::sample_kernels()
+    let explorer: Vec<KernelDef> = sample_kernels()
         .iter()
         .map(|kernel| kernel.def().clone())
         .collect();
     let explorer = compile_all(&explorer, "sm_90");
-    assert_eq!(explorer, 2 * World::SAMPLE_KERNELS);
+    assert_eq!(explorer, 2 * SAMPLE_KERNELS);
     let line = format!(
         "nvrtc: compiled {} kernels for sm_90 ({snapshot} snapshot, {explorer} explorer; \
          checked and unchecked)\n",

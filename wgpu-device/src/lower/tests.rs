@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, KernelDef, Value};
-use lockstep_conformance::explore::World;
+use lockstep_kernels::formula::{SAMPLE_KERNELS, sample_kernels};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
 use super::{InfoLayout, aliases_of, lower};
@@ -320,14 +320,14 @@ fn naga_validates_every_snapshot_and_explorer_kernel() {
         validate(name, wgsl);
     }
     let mut explorer = 0;
-    for kernel in World::sample_kernels() {
+    for kernel in sample_kernels() {
         for checked in [true, false] {
             let name = format!("{} (checked: {checked})", kernel.def().name);
             validate(&name, &lower(kernel.def(), checked, &[]).wgsl);
             explorer += 1;
         }
     }
-    assert_eq!(explorer, 2 * World::SAMPLE_KERNELS);
+    assert_eq!(explorer, 2 * SAMPLE_KERNELS);
     let kernels = ops_and_faulty();
     for kernel in &kernels {
         let name = format!("{} (unchecked)", kernel.def().name);

@@ -1,3 +1,0 @@
-//! What more than one self-test needs.
-
-pub mod misbehaving;

@@ -1,0 +1,291 @@
+//! The driver's calls that have no theme of their own: creating a buffer, reading, profiling,
+//! the blocking calls, a graph's replay and the memory calls, each judged against the model.
+
+use lockstep::{
+    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError,
+    MemoryPoolsConfig, PoolPreset, StreamId, block_on,
+};
+
+use super::{READ, Run, State, allocated, capture_call, expect_refusal, judge_read, refusal};
+use crate::coverage::{Arg, Method};
+use crate::failure::{Side, Violation};
+use crate::model::Values;
+use crate::workload::LaunchSpec;
+
+impl<D: Device> State<D> {
+    /// The handle in `slot` (a clone, so the state stays free to change) and its model buffer.
+    pub(super) fn in_slot(&self, slot: usize) -> Option<(Handle, u64)> {
+        self.slots[slot]
+            .as_ref()
+            .map(|(handle, buf)| (handle.clone(), *buf))
+    }
+
+    /// Keeps `handle`, a buffer just created on `s` to hold `values`, in `slot`, and its model.
+    pub(super) fn keep(
+        &mut self,
+        s: StreamId,
+        slot: usize,
+        handle: Handle,
+        values: impl Into<Values>,
+    ) {
+        let buf = self.model.create(s, values);
+        self.reach.created(buf, s);
+        self.slots[slot] = Some((handle, buf));
+    }
+}
+
+impl<D: Device> Run<'_, D> {
+    /// `create` of `len` elements of `fill` into `slot`, or (`then_fill`) `empty` of as many
+    /// and then a `write` of them.
+    pub(super) fn create(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        (slot, len, fill): (usize, usize, u64),
+        then_fill: bool,
+    ) -> Result<(), Violation> {
+        let s = client.stream_id();
+        let values = self.fills.data(fill, len);
+        let method = if then_fill {
+            Method::Empty
+        } else {
+            Method::Create
+        };
+        let created = state.allocation(client, (method, s, self.size_class(len)), || {
+            if then_fill {
+                client.empty(len * 4)
+            } else {
+                client.create(Bytes::from_elems(&values))
+            }
+        });
+        let handle = match created {
+            Ok(handle) => handle,
+            Err(err) => return self.refused(state, (method, err), false),
+        };
+        allocated(state, method)?;
+        if then_fill {
+            state.hit(Method::Write, s, Arg::Ordinary, &[]);
+            client
+                .write(&handle, Bytes::from_elems(&values))
+                .map_err(|e| Violation::refused(Method::Write, Side::Explored, "write", e))?;
+        }
+        state.keep(s, slot, handle, values);
+        Ok(())
+    }
+
+    /// `read_one` of the buffer in `slot`, if any.
+    pub(super) fn read(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+    ) -> Result<(), Violation> {
+        let Some((handle, buf)) = state.in_slot(slot) else {
+            return Ok(());
+        };
+        let s = client.stream_id();
+        state.hit(Method::ReadOne, s, Arg::Ordinary, &[buf]);
+        let result = client.read_one(handle);
+        judge_read(
+            &mut state.model,
+            (s, Method::ReadOne),
+            result.map(|b| vec![(buf, b)]),
+        )
+    }
+
+    /// `read_async` of the buffers in slots `a` and `b`, if both hold one.
+    pub(super) fn read_pair(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        a: usize,
+        b: usize,
+    ) -> Result<(), Violation> {
+        let (Some((ha, ba)), Some((hb, bb))) = (&state.slots[a], &state.slots[b]) else {
+            return Ok(());
+        };
+        let bufs = [*ba, *bb];
+        let handles = vec![ha.clone(), hb.clone()];
+        let s = client.stream_id();
+        state.hit(Method::ReadAsync, s, Arg::Ordinary, &bufs);
+        let result = block_on(client.read_async(handles));
+        judge_read(
+            &mut state.model,
+            (s, Method::ReadAsync),
+            result.map(|r| bufs.into_iter().zip(r).collect()),
+        )
+    }
+
+    /// `read_lazy` of the buffer in `slot`, if any: materialised by a later step.
+    pub(super) fn read_lazy(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        slot: usize,
+    ) -> Result<(), Violation> {
+        let Some((handle, buf)) = state.in_slot(slot) else {
+            return Ok(());
+        };
+        let len = state.model.len(buf);
+        let descriptor = CopyDescriptor::new(handle, vec![len], vec![1], 4);
+        let s = client.stream_id();
+        state.hit(Method::ReadLazy, s, Arg::Ordinary, &[buf]);
+        let lazy = client.read_lazy(descriptor);
+        state.lazies.push_back((lazy, buf, s));
+        Ok(())
+    }
+
+    /// Materialises the oldest lazy read, if any: refused while its stream captures.
+    pub(super) fn materialize(&self, state: &mut State<D>) -> Result<(), Violation> {
+        let Some((lazy, buf, s)) = state.lazies.pop_front() else {
+            return Ok(());
+        };
+        state.hit(Method::Materialize, s, Arg::Any, &[]);
+        let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+        if state.captures.records(s) {
+            let refused = refusal(READ, s);
+            let call = (Method::Materialize, "lazy read");
+            return expect_refusal(state, call, result.map(drop), refused);
+        }
+        judge_read(
+            &mut state.model,
+            (s, Method::Materialize),
+            result.map(|b| vec![(buf, b)]),
+        )
+    }
+
+    /// A launch inside `profile`, and the resolution of its duration.
+    pub(super) fn profile(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        spec: &LaunchSpec,
+    ) -> Result<(), Violation> {
+        let s = client.stream_id();
+        state.hit(Method::Profile, s, Arg::Any, &[]);
+        match client.profile(|| self.launch(state, client, s, spec, true), "explore") {
+            Ok((launched, duration)) => {
+                launched?;
+                state.hit(Method::ProfileResolve, s, Arg::Any, &[]);
+                match duration.resolve_blocking() {
+                    Ok(_) => Ok(()),
+                    Err(err) => self.profile_failed(state, (s, Method::ProfileResolve), err),
+                }
+            }
+            Err(err) => self.profile_failed(state, (s, Method::Profile), err),
+        }
+    }
+
+    /// Replays the live graph, if any, and its launches on the model.
+    pub(super) fn replay(&self, state: &mut State<D>) {
+        let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) else {
+            return;
+        };
+        state.hit(Method::Replay, gs, Arg::Any, &[]);
+        let captured = state.graph.as_ref().expect("a graph is live");
+        captured.graph.replay();
+        for &(kernel, dst, src, k) in &captured.launches {
+            let formula = &self.world.kernels[kernel];
+            (state.model).launch(gs, dst, src, |d, s| formula.apply(d, s, k));
+        }
+    }
+
+    /// Installs the default pools: refused while they are in use, and on a stream that may
+    /// have failed.
+    pub(super) fn install(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+    ) -> Result<(), Violation> {
+        let s = client.stream_id();
+        state.hit(Method::InstallMemoryPools, s, Arg::Any, &[]);
+        match client.install_memory_pools(&MemoryPoolsConfig::Preset(PoolPreset::Default)) {
+            Ok(()) | Err(InstallMemoryPoolsError::PoolsInUse { .. }) => Ok(()),
+            Err(InstallMemoryPoolsError::StreamUnavailable)
+                if state.model.lost
+                    || state.model.may_have_failed(s, self.world.injects_faults()) =>
+            {
+                Ok(())
+            }
+            Err(other) => Err(Violation::refused(
+                Method::InstallMemoryPools,
+                Side::Explored,
+                "install_memory_pools",
+                other,
+            )),
+        }
+    }
+}
+
+/// `sync`, a blocking call that proves the stream's windows ran, or (not `sync`) `flush`, one
+/// that proves nothing ran.
+pub(super) fn blocking<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+    sync: bool,
+) -> Result<(), Violation> {
+    let s = client.stream_id();
+    let method = if sync { Method::Sync } else { Method::Flush };
+    state.hit(method, s, Arg::Any, &[]);
+    let result = if sync {
+        client.sync().map(drop)
+    } else {
+        client.flush().map(drop)
+    };
+    state
+        .model
+        .blocking(s, method, result.as_ref().map(|_| ()), sync)
+}
+
+/// Drops the buffer in `slot`, if any.
+pub(super) fn release<D: Device>(state: &mut State<D>, slot: usize) {
+    if let Some((_, buf)) = state.slots[slot].take() {
+        state.hit_drop(buf);
+    }
+}
+
+/// Drops the tensors of group `slot`, if any.
+pub(super) fn release_tensors<D: Device>(state: &mut State<D>, slot: usize) {
+    if let Some(group) = state.tensors[slot].take() {
+        state.hit_drop(group[0].2);
+    }
+}
+
+/// Drops the live graph, if any.
+pub(super) fn drop_graph<D: Device>(state: &mut State<D>) {
+    if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
+        state.hit(Method::DropGraph, gs, Arg::Any, &[]);
+        state.graph = None;
+    }
+}
+
+/// `memory_usage` and `memory_report`, which must always answer.
+pub(super) fn usage<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+) -> Result<(), Violation> {
+    let s = client.stream_id();
+    state.hit(Method::MemoryUsage, s, Arg::Any, &[]);
+    client.memory_usage().map_err(|e| {
+        let what = "memory_usage must always answer";
+        Violation::refused(Method::MemoryUsage, Side::Explored, what, e)
+    })?;
+    state.hit(Method::MemoryReport, s, Arg::Any, &[]);
+    client.memory_report().map(drop).map_err(|e| {
+        let what = "memory_report must always answer";
+        Violation::refused(Method::MemoryReport, Side::Explored, what, e)
+    })
+}
+
+/// `graph_prepare`: the stream is prepared if it succeeded.
+pub(super) fn graph_prepare<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+) -> Result<(), Violation> {
+    let s = client.stream_id();
+    state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
+    if capture_call(state, s, Method::GraphPrepare, client.graph_prepare())? {
+        state.captures.prepared.insert(s);
+    }
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! A world: everything about one explored run that its seed draws — the simulated device, the
+//! host's threads and streams, the pools, the fault rates and the kernels.
+
+use std::fmt;
+
+use lockstep::{Device, MemoryConfiguration, MemoryPoolsConfig, PoolLayout, PoolPreset};
+use lockstep_sim::{FaultPlan, FaultRates, SimConfig, SimDevice};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::processes::ProcessWorld;
+use lockstep_kernels::formula::Formula;
+
+const MIB: u64 = 1 << 20;
+
+/// The largest pool edge buffers are drawn at: larger buffers cost the model more time than
+/// they reveal (the workload's own sizes stop at 256 KiB too).
+const MAX_EDGE_BYTES: u64 = 256 << 10;
+
+/// Virtual time a world may take before the simulator declares it hung. Workloads run a few
+/// hundred operations of microseconds each; a second of virtual time is far beyond any of them.
+pub const WATCHDOG_NS: u64 = 1_000_000_000;
+
+/// The drawn parameters of one seed. Equal seeds (and equal `faults` switches) give equal worlds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct World {
+    /// The seed every other parameter is drawn from.
+    pub seed: u64,
+    /// Pinned streams (`StreamId(0..streams)`); each host thread also has its own stream.
+    pub streams: usize,
+    /// Host threads, each with its own client calls.
+    pub threads: usize,
+    /// Operations each thread performs.
+    pub ops_per_thread: usize,
+    /// The simulated device's memory, in bytes.
+    pub memory_bytes: u64,
+    /// The simulated device's largest allocation, in bytes.
+    pub max_allocation_bytes: u64,
+    /// Operations the simulator runs in the background per device call (see `SimConfig`).
+    pub max_background_steps: u32,
+    /// Installed before the workload starts; `None` keeps the device's default layout.
+    pub pools: Option<MemoryPoolsConfig>,
+    /// The device memory budget set before the workload starts (after `pools`); `None` sets
+    /// none.
+    pub budget_bytes: Option<u64>,
+    /// Fault probabilities of the explored device (all zero without `faults`).
+    pub faults: FaultRates,
+    /// Whether the workload captures and replays graphs.
+    pub graphs: bool,
+    /// The kernels the workload launches.
+    pub kernels: Vec<Formula>,
+    /// Fault-free simulated devices beside the explored one, in one cluster with it, for
+    /// all-reduces and copies between clients.
+    pub peers: usize,
+    /// A world of simulated processes explored beside the device workload (one seed in
+    /// eight), drawn from a random stream of its own.
+    pub processes: Option<ProcessWorld>,
+    /// Sizes at which an allocation changes pool in the world's layout: each sliced pool's
+    /// largest slice and its page, up to 256 KiB, ascending. Derived from `pools` and the
+    /// device, not drawn.
+    pub size_edges_bytes: Vec<u64>,
+}
+
+impl World {
+    /// Draws the world of `seed`. Without `faults` no fault is ever injected; with it, most
+    /// worlds draw some fault rates (a quarter stay fault-free, so deterministic kernel faults
+    /// are explored under `--faults` too).
+    pub fn draw(seed: u64, faults: bool) -> World {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x05ee_d0fa_110f_5eed);
+        // A stream of its own too: the rest of the world is drawn as before it.
+        let processes = ProcessWorld::draw(seed, faults);
+        let memory_bytes = [128 * MIB, 256 * MIB, 1024 * MIB][rng.random_range(0..3)];
+        let max_allocation_bytes = [8 * MIB, 64 * MIB, 256 * MIB][rng.random_range(0..3)];
+        let pools = match rng.random_range(0..4) {
+            0 => None,
+            1 => Some(MemoryPoolsConfig::Preset(PoolPreset::ExclusivePages)),
+            2 => Some(MemoryPoolsConfig::Preset(PoolPreset::Default)),
+            _ => Some(MemoryPoolsConfig::Pools(
+                (0..rng.random_range(1..=3))
+                    .map(|_| {
+                        let page_bytes = 1u64 << rng.random_range(12..=20);
+                        PoolLayout {
+                            page_bytes,
+                            max_slice_bytes: page_bytes >> rng.random_range(0..=4),
+                            cap_bytes: page_bytes * rng.random_range(1..=16),
+                        }
+                    })
+                    .collect(),
+            )),
+        };
+        let faults = if faults && !rng.random_ratio(1, 4) {
+            let mut rate = |choices: &[f64]| choices[rng.random_range(0..choices.len())];
+            FaultRates {
+                transfer_failure: rate(&[0.0, 0.002, 0.01, 0.05]),
+                kernel_fault: rate(&[0.0, 0.005, 0.02, 0.08]),
+                allocation_failure: rate(&[0.0, 0.0, 0.01, 0.05]),
+                // A quarter of the faulty worlds may lose the device, so that enough of them
+                // lose it while a graph lives (coverage's lost-stream cells of Graph::replay).
+                device_loss: rate(&[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.002, 0.002]),
+            }
+        } else {
+            FaultRates::default()
+        };
+        let mut kernels: Vec<Formula> = (0..rng.random_range(1..=4))
+            .map(|i| Formula::draw(&mut rng, i))
+            .collect();
+        // Sharing has a stream of its own: the rest of the world is drawn as before it.
+        let mut sharing = ChaCha8Rng::seed_from_u64(seed ^ 0x5a4e_d5a4_ed00_5eed);
+        for kernel in &mut kernels {
+            kernel.draw_sharing(&mut sharing);
+        }
+        let mut world = World {
+            seed,
+            streams: rng.random_range(1..=8),
+            threads: rng.random_range(1..=4),
+            ops_per_thread: rng.random_range(8..=48),
+            memory_bytes,
+            max_allocation_bytes,
+            max_background_steps: rng.random_range(0..=8),
+            pools,
+            budget_bytes: None,
+            faults,
+            graphs: rng.random_bool(0.5),
+            kernels,
+            peers: 0,
+            processes,
+            size_edges_bytes: Vec::new(),
+        };
+        // Drawn last, so that single-device worlds stay what they were. A peer never
+        // arrives once a fault stops the explored device, so peers come in fault-free worlds.
+        if !world.injects_faults() && rng.random_ratio(1, 3) {
+            world.peers = rng.random_range(1..=2);
+        }
+        // Drawn after the peers, for the same reason. Small enough that some worlds' workloads
+        // reach it (8 MiB pages of the default medium pool exceed the smallest).
+        if rng.random_ratio(1, 4) {
+            world.budget_bytes = Some([4 * MIB, 16 * MIB, 64 * MIB][rng.random_range(0..3)]);
+        }
+        world.size_edges_bytes = world.size_edges();
+        world
+    }
+
+    /// The world with `ops` operations in all (split evenly over its threads) instead of the
+    /// drawn number, for long workloads (`lockstep explore --ops N`); `None` keeps the draw.
+    /// Everything else the seed drew stays.
+    pub fn with_ops(self, ops: Option<usize>) -> World {
+        match ops {
+            Some(ops) => World {
+                ops_per_thread: ops.div_ceil(self.threads).max(1),
+                ..self
+            },
+            None => self,
+        }
+    }
+
+    /// The sizes at which the layout the explored device starts with (the world's pools, else
+    /// the device's default) changes pool; see [`World::size_edges_bytes`].
+    fn size_edges(&self) -> Vec<u64> {
+        let device = SimDevice::new(self.sim_config());
+        let pools = self
+            .pools
+            .clone()
+            .unwrap_or(MemoryPoolsConfig::Preset(PoolPreset::Default));
+        let layout = MemoryConfiguration::resolve(&pools, device.properties())
+            .expect("a world draws only layouts its device accepts");
+        let mut edges: Vec<u64> = layout
+            .pools
+            .iter()
+            .flat_map(|p| [p.max_slice_bytes, p.page_bytes])
+            .filter(|&bytes| bytes <= MAX_EDGE_BYTES)
+            .collect();
+        edges.sort_unstable();
+        edges.dedup();
+        edges
+    }
+
+    /// Whether any fault can be injected.
+    pub fn injects_faults(&self) -> bool {
+        self.faults != FaultRates::default()
+    }
+
+    /// The simulated devices of this world: the explored one, then its fault-free peers.
+    pub fn sim_configs(&self) -> Vec<SimConfig> {
+        let explored = self.sim_config();
+        let peers = (1..=self.peers as u64).map(|peer| SimConfig {
+            seed: self
+                .seed
+                .wrapping_add(peer.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            faults: FaultPlan::default(),
+            ..explored.clone()
+        });
+        std::iter::once(explored.clone()).chain(peers).collect()
+    }
+
+    /// The simulated device explored.
+    fn sim_config(&self) -> SimConfig {
+        SimConfig {
+            max_background_steps: self.max_background_steps,
+            watchdog_ns: WATCHDOG_NS,
+            ..SimConfig::new(self.seed)
+                .with_memory(self.memory_bytes, self.max_allocation_bytes)
+                .with_faults(FaultPlan {
+                    scripted: Vec::new(),
+                    rates: self.faults,
+                })
+        }
+    }
+}
+
+impl fmt::Display for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let pools = match &self.pools {
+            None => "device default".to_owned(),
+            Some(MemoryPoolsConfig::Preset(p)) => format!("preset {p:?}"),
+            Some(MemoryPoolsConfig::Pools(pools)) => pools
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}K pages/{}K slices/{}K cap",
+                        p.page_bytes >> 10,
+                        p.max_slice_bytes >> 10,
+                        p.cap_bytes >> 10
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let budget = match self.budget_bytes {
+            Some(bytes) => format!("{} MiB", bytes / MIB),
+            None => "none".to_owned(),
+        };
+        let r = &self.faults;
+        writeln!(
+            f,
+            "world: {} streams + {} thread streams, {} threads x {} ops, graphs {}, {} peer devices",
+            self.streams,
+            self.threads,
+            self.threads,
+            self.ops_per_thread,
+            if self.graphs { "on" } else { "off" },
+            self.peers
+        )?;
+        writeln!(
+            f,
+            "device: {} MiB, largest allocation {} MiB, up to {} background steps, pools: {pools}, budget: {budget}",
+            self.memory_bytes / MIB,
+            self.max_allocation_bytes / MIB,
+            self.max_background_steps
+        )?;
+        write!(
+            f,
+            "faults: transfer {}, kernel {}, allocation {}, device loss {}; {} random kernels",
+            r.transfer_failure,
+            r.kernel_fault,
+            r.allocation_failure,
+            r.device_loss,
+            self.kernels.len()
+        )?;
+        match &self.processes {
+            Some(processes) => write!(f, "\n{processes}"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_draws_the_same_world_and_seeds_differ() {
+        assert_eq!(World::draw(7, true), World::draw(7, true));
+        let worlds: Vec<_> = (0..16).map(|s| World::draw(s, true)).collect();
+        let streams: std::collections::BTreeSet<_> = worlds.iter().map(|w| w.streams).collect();
+        assert!(streams.len() > 3, "16 seeds drew stream counts {streams:?}");
+        assert!(worlds.iter().any(|w| w.injects_faults()));
+        assert!(worlds.iter().any(|w| !w.injects_faults()));
+        assert!(!World::draw(7, false).injects_faults());
+    }
+}
