@@ -482,9 +482,10 @@ impl Device for CudaDevice {
                 return;
             }
         }
-        // SAFETY: a buffer of this device (checked above), freed once (`free` takes it by
-        // value), after every operation this device enqueued completed (the waits above);
-        // graphs that use it are refused at replay (`live`).
+        // SAFETY: a buffer of this device (`contract::owns` above), so of this context, which
+        // `bind` made current; freed once (`free` takes it by value), after every operation
+        // this device enqueued completed (the waits above: only this device's streams can use
+        // its buffers); graphs that use it are refused at replay (`live`).
         if let Err(e) = unsafe { result::free_sync(buffer.ptr) } {
             let err = self.ctx.fail("cuMemFree", e);
             if !err.is_fatal() {
