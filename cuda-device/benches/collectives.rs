@@ -11,6 +11,8 @@
 //! (for two devices its "busbw" is the same figure). Each figure is the median of `ROUNDS`
 //! rounds of `reps` back-to-back operations, synchronised once at the end.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::sync::Arc;
 use std::time::Instant;
 

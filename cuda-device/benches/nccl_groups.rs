@@ -54,13 +54,19 @@ fn ok(call: &str, result: nccl::ncclResult_t) {
     assert_eq!(result, nccl::ncclResult_t::ncclSuccess, "{call}");
 }
 
+/// A communicator rank. **Invariant:** live from [`rank`] (the only maker: the field is
+/// private) until [`destroy`] or [`abort`] takes it, and used by the thread that made it alone
+/// (a raw pointer inside, so neither `Send` nor `Sync`).
+struct Rank(nccl::ncclComm_t);
+
 /// Polls a nonblocking rank until NCCL finished what it was doing: its final state.
-fn settle(comm: nccl::ncclComm_t) -> nccl::ncclResult_t {
+fn settle(comm: &Rank) -> nccl::ncclResult_t {
     loop {
         let mut state = nccl::ncclResult_t::ncclSuccess;
-        // SAFETY: `comm` is live; the call writes its state into `state`.
+        // SAFETY: a live rank of this thread (`Rank`'s invariant); the call writes its state
+        // into `state`.
         ok("ncclCommGetAsyncError", unsafe {
-            nccl::ncclCommGetAsyncError(comm, &raw mut state)
+            nccl::ncclCommGetAsyncError(comm.0, &raw mut state)
         });
         match state {
             nccl::ncclResult_t::ncclInProgress => std::thread::yield_now(),
@@ -70,7 +76,7 @@ fn settle(comm: nccl::ncclComm_t) -> nccl::ncclResult_t {
 }
 
 /// A communicator of one rank on the current GPU, blocking or not.
-fn rank(blocking: bool) -> nccl::ncclComm_t {
+fn rank(blocking: bool) -> Rank {
     let mut id = MaybeUninit::uninit();
     // SAFETY: writes the id on success.
     ok("ncclGetUniqueId", unsafe {
@@ -102,15 +108,15 @@ fn rank(blocking: bool) -> nccl::ncclComm_t {
         ok("ncclCommInitRankConfig", result);
     }
     // SAFETY: written by the call above, which did not fail.
-    let comm = unsafe { comm.assume_init() };
-    ok("the rank's state", settle(comm));
+    let comm = Rank(unsafe { comm.assume_init() });
+    ok("the rank's state", settle(&comm));
     comm
 }
 
 /// One group on `comm` and `stream`: a self send of `src` into `dst`, its enqueue finished;
 /// how it ended.
 fn group(
-    comm: nccl::ncclComm_t,
+    comm: &Rank,
     stream: &Arc<CudaStream>,
     src: &CudaSlice<u8>,
     dst: &CudaSlice<u8>,
@@ -118,18 +124,19 @@ fn group(
     let raw = stream.cu_stream() as nccl::cudaStream_t;
     let (src_ptr, _src_use) = src.device_ptr(stream);
     let (dst_ptr, _dst_use) = dst.device_ptr(stream);
-    // SAFETY: both buffers hold `BYTES` bytes of this GPU and outlive the stream's work
-    // (the callers synchronise it); `comm` is live and used by this thread alone.
+    // SAFETY: both buffers hold `BYTES` bytes of this GPU, and `main` keeps them until it
+    // returns, after `median_us` synchronised `stream` (or `replays_copy` read `dst` back);
+    // `comm` is live and used by this thread alone (`Rank`'s invariant).
     let result = unsafe {
         ok("ncclGroupStart", nccl::ncclGroupStart());
         let u8 = nccl::ncclDataType_t::ncclUint8;
         ok(
             "ncclSend",
-            nccl::ncclSend(src_ptr as *const c_void, BYTES, u8, 0, comm, raw),
+            nccl::ncclSend(src_ptr as *const c_void, BYTES, u8, 0, comm.0, raw),
         );
         ok(
             "ncclRecv",
-            nccl::ncclRecv(dst_ptr as *mut c_void, BYTES, u8, 0, comm, raw),
+            nccl::ncclRecv(dst_ptr as *mut c_void, BYTES, u8, 0, comm.0, raw),
         );
         nccl::ncclGroupEnd()
     };
@@ -140,12 +147,7 @@ fn group(
 }
 
 /// One group that must succeed.
-fn good_group(
-    comm: nccl::ncclComm_t,
-    stream: &Arc<CudaStream>,
-    src: &CudaSlice<u8>,
-    dst: &CudaSlice<u8>,
-) {
+fn good_group(comm: &Rank, stream: &Arc<CudaStream>, src: &CudaSlice<u8>, dst: &CudaSlice<u8>) {
     ok("the group", group(comm, stream, src, dst));
 }
 
@@ -174,8 +176,9 @@ struct Captured {
 
 impl Drop for Captured {
     fn drop(&mut self) {
-        // SAFETY: the handles are live and destroyed once, after the stream's work (every
-        // caller synchronises its stream first).
+        // SAFETY: `capture` made both handles, and they are destroyed once, here. A replay
+        // still in flight is no matter: CUDA frees a running executable graph once that
+        // launch completes.
         unsafe {
             let _ = result::graph::exec_destroy(self.exec);
             let _ = result::graph::destroy(self.graph);
@@ -185,17 +188,18 @@ impl Drop for Captured {
 
 /// The group on `comm` captured in `mode` into an instantiated graph, or why it could not be.
 fn capture(
-    comm: nccl::ncclComm_t,
+    comm: &Rank,
     stream: &Arc<CudaStream>,
     (src, dst): (&CudaSlice<u8>, &CudaSlice<u8>),
     mode: sys::CUstreamCaptureMode,
 ) -> Result<Captured, String> {
     let raw = stream.cu_stream();
-    // SAFETY: the stream is this context's and not capturing.
+    // SAFETY: `stream` is a live cudarc stream of the current context, and not capturing:
+    // each capture below ends before this function returns.
     unsafe { result::stream::begin_capture(raw, mode) }.map_err(|e| format!("{e:?}"))?;
     let grouped = group(comm, stream, src, dst);
     // Ended whatever the group did, so the stream leaves capture.
-    // SAFETY: the stream is capturing.
+    // SAFETY: `raw` is capturing (`begin_capture` above succeeded).
     let graph = unsafe { result::stream::end_capture(raw) }.map_err(|e| format!("{e:?}"));
     if grouped != nccl::ncclResult_t::ncclSuccess {
         if let Ok(graph) = graph {
@@ -205,7 +209,7 @@ fn capture(
         return Err(format!("the group ended in {grouped:?}"));
     }
     let graph = graph?;
-    // SAFETY: `graph` was just captured.
+    // SAFETY: `graph` was just returned by `end_capture`, in the current context.
     match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
         Ok(exec) => Ok(Captured { graph, exec }),
         Err(e) => {
@@ -218,7 +222,8 @@ fn capture(
 
 /// Replays `captured` on `stream`.
 fn replay(captured: &Captured, stream: &Arc<CudaStream>) -> Result<(), String> {
-    // SAFETY: the graph is live; its buffers outlive the stream's work.
+    // SAFETY: `captured.exec` is live until `Captured` drops; the graph's buffers are `src`
+    // and `dst`, which `main` keeps until it returns; `stream` is a live stream of its context.
     unsafe { result::graph::launch(captured.exec, stream.cu_stream()) }
         .map_err(|e| format!("cuGraphLaunch: {e:?}"))
 }
@@ -251,7 +256,7 @@ fn graph_figure(
 ) -> String {
     let comm = rank(false);
     let started = Instant::now();
-    let captured = capture(comm, stream, (src, dst), mode);
+    let captured = capture(&comm, stream, (src, dst), mode);
     let capture_us = started.elapsed().as_secs_f64() * 1e6;
     let line = match captured {
         Err(reason) => format!("capture failed: {reason}"),
@@ -270,8 +275,7 @@ fn graph_figure(
         },
     };
     // A rank whose captured group failed is left in error: aborted, not destroyed.
-    // SAFETY: the rank is live, its graph destroyed above, and not used after.
-    let _ = unsafe { nccl::ncclCommAbort(comm) };
+    abort(comm);
     let mode = format!("{mode:?}")
         .replace("CU_STREAM_CAPTURE_MODE_", "")
         .to_lowercase();
@@ -279,9 +283,16 @@ fn graph_figure(
 }
 
 /// Destroys `comm`, its work synchronised.
-fn destroy(comm: nccl::ncclComm_t) {
-    // SAFETY: the rank is live, its work synchronised, and not used after.
-    ok("ncclCommDestroy", unsafe { nccl::ncclCommDestroy(comm) });
+fn destroy(comm: Rank) {
+    // SAFETY: a live rank (`Rank`'s invariant), taken by value: destroyed once, used by nothing
+    // after.
+    ok("ncclCommDestroy", unsafe { nccl::ncclCommDestroy(comm.0) });
+}
+
+/// Aborts `comm`, which ends its kernels whatever state it is in.
+fn abort(comm: Rank) {
+    // SAFETY: as in `destroy`; its graph, if any, was dropped before (`graph_figure`).
+    let _ = unsafe { nccl::ncclCommAbort(comm.0) };
 }
 
 fn main() {
@@ -313,11 +324,11 @@ fn main() {
         client.properties().name
     );
     let comm = rank(true);
-    let blocking = median_us(&stream, || good_group(comm, &stream, &src, &dst));
+    let blocking = median_us(&stream, || good_group(&comm, &stream, &src, &dst));
     destroy(comm);
     println!("blocking rank     {blocking:8.1} us a group");
     let comm = rank(false);
-    let nonblocking = median_us(&stream, || good_group(comm, &stream, &src, &dst));
+    let nonblocking = median_us(&stream, || good_group(&comm, &stream, &src, &dst));
     destroy(comm);
     println!(
         "nonblocking rank  {nonblocking:8.1} us a group ({:.1}x)",

@@ -145,7 +145,7 @@ impl Raw {
                 (1, 1, 1),
                 (block, 1, 1),
                 0,
-                self.io.stream,
+                self.io.raw(),
                 &mut args,
             )
         });
@@ -447,9 +447,9 @@ fn allocations(client: &ComputeClient<CudaDevice>, raw: &Raw) -> [Row; 2] {
         unsafe {
             let ptr = check(
                 "cuMemAllocAsync",
-                result::malloc_async(raw.io.stream, ALLOC_BYTES),
+                result::malloc_async(raw.io.raw(), ALLOC_BYTES),
             );
-            check("cuMemFreeAsync", result::free_async(ptr, raw.io.stream));
+            check("cuMemFreeAsync", result::free_async(ptr, raw.io.raw()));
         }
     }
     raw.io.sync();
@@ -482,9 +482,9 @@ fn blocking_round_trip(client: &ComputeClient<CudaDevice>, raw: &Raw) -> Row {
     });
     raw.io.sync();
     let raw_us = median_us(ROUND_TRIPS, || {
-        // SAFETY: the stream is alive; a query only reads its state.
+        // SAFETY: a live stream (`RawStream`'s invariant); a query only reads its state.
         check("cuStreamQuery", unsafe {
-            sys::cuStreamQuery(raw.io.stream).result()
+            sys::cuStreamQuery(raw.io.raw()).result()
         });
     });
     Row {
@@ -512,12 +512,12 @@ fn round_trips(ctx: &CudaContext, client: &ComputeClient<CudaDevice>, raw: &Raw)
             let ptr = check("cuMemAlloc", result::malloc_sync(4));
             check(
                 "cuMemcpyHtoDAsync",
-                result::memcpy_htod_async(ptr, &[i], raw.io.stream),
+                result::memcpy_htod_async(ptr, &[i], raw.io.raw()),
             );
             let mut params = [ptr, 1, raw.record, 0, 0];
             raw.launch(function, 32, &mut params);
             check("cuMemcpyDtoHAsync", {
-                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.io.stream).result()
+                sys::cuMemcpyDtoHAsync_v2(pinned, ptr, 4, raw.io.raw()).result()
             });
             raw.io.sync();
             assert_eq!(*pinned.cast::<u32>(), i + 1);

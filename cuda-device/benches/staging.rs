@@ -10,6 +10,8 @@
 //! Run: `cargo bench -p lockstep-cuda --bench staging` (on a machine with a GPU; without one it
 //! prints `SKIPPED: ...` and exits 0, or fails under `LOCKSTEP_REQUIRE_GPU=1`).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::time::{Duration, Instant};
 
 mod common;

@@ -47,7 +47,10 @@ pub(crate) fn compile(def: &KernelDef, checked: bool, arch: &str) -> Result<Vec<
     let compiled = unsafe { result::compile_program(program, &options(arch)) };
     let outcome = match compiled {
         Ok(()) => {
-            cubin(program).map_err(|e| compile_error(def, format!("nvrtcGetCUBIN failed: {e:?}")))
+            // SAFETY: `program` was created above, compiled successfully and is destroyed only
+            // below.
+            unsafe { cubin(program) }
+                .map_err(|e| compile_error(def, format!("nvrtcGetCUBIN failed: {e:?}")))
         }
         Err(e) => {
             // SAFETY: `program` is valid until destroyed below.
@@ -68,12 +71,17 @@ pub(crate) fn compile(def: &KernelDef, checked: bool, arch: &str) -> Result<Vec<
     outcome
 }
 
-fn cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, result::NvrtcError> {
+/// The CUBIN NVRTC compiled `program` to.
+///
+/// # Safety
+/// `program` is a live NVRTC program (created, not yet destroyed) that compiled successfully.
+unsafe fn cubin(program: sys::nvrtcProgram) -> Result<Vec<u8>, result::NvrtcError> {
     let mut size = 0usize;
-    // SAFETY: `program` compiled successfully; writes the size through a valid pointer.
+    // SAFETY: a live, compiled program (this function's contract); writes the size through a
+    // valid pointer.
     unsafe { sys::nvrtcGetCUBINSize(program, &mut size) }.result()?;
     let mut image = vec![0u8; size];
-    // SAFETY: `image` has the `size` bytes NVRTC reported.
+    // SAFETY: `image` has the `size` bytes NVRTC reported for this program, which it writes.
     unsafe { sys::nvrtcGetCUBIN(program, image.as_mut_ptr().cast()) }.result()?;
     Ok(image)
 }

@@ -62,8 +62,8 @@ pub(crate) struct Context {
 }
 
 // SAFETY: the raw handles are opaque driver identifiers; the CUDA driver API is thread-safe
-// and every call binds the context to the calling thread first. Mutable state is behind
-// `Mutex`es and a `OnceLock`.
+// and every call is made with the context current on the calling thread (the module's
+// invariant: `Context::bind` first). Mutable state is behind `Mutex`es and a `OnceLock`.
 unsafe impl Send for Context {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Context {}
@@ -271,7 +271,13 @@ impl Context {
 
     /// Returns an event from [`event`](Self::event) for reuse. A pending record is fine: a
     /// later record replaces it, and waits already enqueued keep the old one.
-    pub fn recycle_event(&self, event: sys::CUevent) {
+    ///
+    /// # Safety
+    /// `event` came from this context's [`event`](Self::event) and the caller gives it up:
+    /// nothing records, queries or recycles it afterwards. The pool hands it out again, and
+    /// two holders of one event would each read the other's records as their own completion
+    /// (a pinned block lent again while its copy still runs).
+    pub unsafe fn recycle_event(&self, event: sys::CUevent) {
         lock(&self.events).push(event);
     }
 
@@ -280,15 +286,24 @@ impl Context {
         self.pooled_event(&self.timing_events, sys::CUevent_flags::CU_EVENT_DEFAULT)
     }
 
-    pub fn recycle_timing_event(&self, event: sys::CUevent) {
+    /// Returns an event from [`timing_event`](Self::timing_event) for reuse.
+    ///
+    /// # Safety
+    /// As for [`recycle_event`](Self::recycle_event), for an event of
+    /// [`timing_event`](Self::timing_event).
+    pub unsafe fn recycle_timing_event(&self, event: sys::CUevent) {
         lock(&self.timing_events).push(event);
     }
 
     /// Whether the work before `event` has completed. A sticky error marks the context lost
     /// and counts as complete, since nothing will run any more.
-    pub fn event_done(&self, event: sys::CUevent) -> bool {
-        // SAFETY: the event comes from this context's pool and is not destroyed before the
-        // context.
+    ///
+    /// # Safety
+    /// `event` is live: it came from [`event`](Self::event) or
+    /// [`timing_event`](Self::timing_event) of a context that is still alive (a pool destroys
+    /// its events only in `Drop`, with its context). A sticky error is recorded on `self`.
+    pub unsafe fn event_done(&self, event: sys::CUevent) -> bool {
+        // SAFETY: a live event (this function's contract).
         match unsafe { result::event::query(event) } {
             Ok(()) => true,
             Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => false,
@@ -368,11 +383,15 @@ impl Drop for Context {
             .drain(..)
             .chain(lock(&self.timing_events).drain(..))
         {
-            // SAFETY: pooled events are idle and referenced nowhere else.
+            // SAFETY: events of this context's pools, referenced nowhere else: everything that
+            // takes one (a device, a `CudaEvent`, a `PinnedBlock`) holds an `Arc` of the
+            // context, so none is left, and the context's work was waited for above.
             let _ = unsafe { result::event::destroy(event) };
         }
         for (_, (module, _)) in lock(&self.modules).drain() {
-            // SAFETY: no kernel of this context is alive, so no launch can use the module.
+            // SAFETY: loaded by `function` in this context, unloaded once (drained); no kernel of
+            // it is alive (a `CudaKernel` holds an `Arc` of the context), so no launch can use
+            // the module.
             let _ = unsafe { result::module::unload(module) };
         }
         // SAFETY: balances the retain in `new`.

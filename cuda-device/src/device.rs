@@ -141,12 +141,16 @@ pub struct CudaEvent {
     ctx: Arc<Context>,
 }
 
-// SAFETY: an opaque driver handle; every use binds its context to the calling thread first.
+// SAFETY: an opaque driver handle, which the driver accepts from any thread; the device binds
+// its own context before waiting on it (`wait_event`), and recycling it only moves the handle
+// into its context's pool, behind a lock.
 unsafe impl Send for CudaEvent {}
 
 impl Drop for CudaEvent {
     fn drop(&mut self) {
-        self.ctx.recycle_event(self.raw);
+        // SAFETY: `raw` came from `self.ctx.event()` (`record_event`, the only maker of a
+        // `CudaEvent`), which this value alone held; it is dropped now.
+        unsafe { self.ctx.recycle_event(self.raw) };
     }
 }
 
@@ -162,7 +166,9 @@ unsafe impl Send for CudaTimestamp {}
 
 impl Drop for CudaTimestamp {
     fn drop(&mut self) {
-        self.ctx.recycle_timing_event(self.raw);
+        // SAFETY: `raw` came from `self.ctx.timing_event()` (`record_timestamp`, the only maker
+        // of a `CudaTimestamp`), which this value alone held; it is dropped now.
+        unsafe { self.ctx.recycle_timing_event(self.raw) };
     }
 }
 
@@ -189,7 +195,8 @@ pub struct CudaGraph {
     _ctx: Arc<Context>,
 }
 
-// SAFETY: opaque driver handles; every use binds their context to the calling thread first.
+// SAFETY: opaque driver handles, which the driver accepts from any thread; `replay` and
+// `destroy_graph` bind the device's context first.
 unsafe impl Send for CudaGraph {}
 
 struct StreamState {
@@ -373,8 +380,19 @@ impl CudaDevice {
         }
     }
 
-    fn record_on(&self, raw_stream: sys::CUstream, event: sys::CUevent) -> Result<(), DeviceError> {
-        // SAFETY: both handles belong to this context, which is current.
+    /// Records `event` on `raw_stream`.
+    ///
+    /// # Safety
+    /// `raw_stream` is one of this device's streams (`StreamState::raw`) and `event` came from
+    /// its context's pool (`Context::event` or `Context::timing_event`); the context is current
+    /// on the calling thread.
+    unsafe fn record_on(
+        &self,
+        raw_stream: sys::CUstream,
+        event: sys::CUevent,
+    ) -> Result<(), DeviceError> {
+        // SAFETY: a live stream and a live event of the current context (this function's
+        // contract).
         unsafe { result::event::record(event, raw_stream) }
             .map_err(|e| self.ctx.fail("cuEventRecord", e))
     }
@@ -424,7 +442,8 @@ impl Device for CudaDevice {
                 max_bytes: max,
             });
         }
-        // SAFETY: a plain device allocation of `bytes` (>= 1) in the current context.
+        // SAFETY: a plain device allocation of `bytes` (at least 1: `contract::allocation`) in
+        // this device's context, which `bind` made current.
         match unsafe { result::malloc_sync(bytes as usize) } {
             Ok(ptr) => {
                 let id = self.next_buffer_id;
@@ -463,9 +482,10 @@ impl Device for CudaDevice {
                 return;
             }
         }
-        // SAFETY: a buffer of this device (checked above), freed once (`free` takes it by
-        // value), after every operation this device enqueued completed (the waits above);
-        // graphs that use it are refused at replay (`live`).
+        // SAFETY: a buffer of this device (`contract::owns` above), so of this context, which
+        // `bind` made current; freed once (`free` takes it by value), after every operation
+        // this device enqueued completed (the waits above: only this device's streams can use
+        // its buffers); graphs that use it are refused at replay (`live`).
         if let Err(e) = unsafe { result::free_sync(buffer.ptr) } {
             let err = self.ctx.fail("cuMemFree", e);
             if !err.is_fatal() {
@@ -487,8 +507,11 @@ impl Device for CudaDevice {
             return Ok(());
         }
         if data.len() <= DIRECT_WRITE_BYTES_MAX {
-            // SAFETY: `data` is valid for the call; for pageable memory the driver copies it
-            // before returning. The destination range is inside `dst` (checked above).
+            // SAFETY: `data` is valid for the call, and for pageable memory the driver copies it
+            // before returning; `data.len()` bytes from `dst.at(offset)` lie inside `dst`, a
+            // buffer of this device (`contract::range` above), which `free` releases only after
+            // this device's streams completed; `raw` is this device's stream, its context made
+            // current by `uncaptured`.
             return unsafe {
                 sys::cuMemcpyHtoDAsync_v2(dst.at(offset), data.as_ptr().cast(), data.len(), raw)
             }
@@ -496,14 +519,20 @@ impl Device for CudaDevice {
             .map_err(|e| self.ctx.fail("cuMemcpyHtoDAsync", e));
         }
         self.make_staging_safe(staging::pool_bytes_needed(data.len()))?;
-        staging::upload(
-            &self.host,
-            &self.ctx,
-            raw,
-            dst.at(offset),
-            data,
-            self.write_staging,
-        )
+        // SAFETY: `self.host` is the pool of `self.ctx` (both from one `CudaContext`); `raw` is
+        // this device's stream, its context made current by `uncaptured`; `data.len()` bytes
+        // from `dst.at(offset)` lie inside `dst`, a buffer of this device (`contract::range`
+        // above), which `free` releases only after this device's streams completed.
+        unsafe {
+            staging::upload(
+                &self.host,
+                &self.ctx,
+                raw,
+                dst.at(offset),
+                data,
+                self.write_staging,
+            )
+        }
     }
 
     /// Pinned bytes of this context ([`ComputeClient::staging`](lockstep::ComputeClient::staging))
@@ -526,7 +555,12 @@ impl Device for CudaDevice {
                     self.wait_watching(|_| Ok(lent.block().arrived()), |_| Ok(()))?;
                     self.make_staging_safe(lent.capacity() as u64)?;
                     let raw = self.uncaptured(stream, "write")?;
-                    pinned::copy_to_device(lent, raw, dst.at(offset))
+                    // SAFETY: `lent` is a block of this device's context (`of_context`) and
+                    // `raw` a stream of it, made current by `uncaptured`; `len` bytes from
+                    // `dst.at(offset)` lie inside `dst`, a buffer of this device
+                    // (`contract::range` above), which `free` releases only after this
+                    // device's streams completed.
+                    unsafe { pinned::copy_to_device(lent, raw, dst.at(offset)) }
                 }
                 None => self.write(stream, dst, offset, &data),
             }
@@ -564,7 +598,11 @@ impl Device for CudaDevice {
             // arrives: as for writes, such a wait first watches the collectives out.
             self.make_staging_safe(class_of(len as usize) as u64)?;
         }
-        CudaRead::enqueue(&self.host, &self.ctx, raw, src.at(offset), len as usize)
+        // SAFETY: `self.host` is the pool of `self.ctx` (both from one `CudaContext`); `raw` is
+        // this device's stream, its context made current by `uncaptured`; `len` bytes from
+        // `src.at(offset)` lie inside `src`, a buffer of this device (`contract::range` above),
+        // which `free` releases only after this device's streams completed.
+        unsafe { CudaRead::enqueue(&self.host, &self.ctx, raw, src.at(offset), len as usize) }
     }
 
     fn wait_read(&mut self, read: CudaRead) -> Result<Bytes, DeviceError> {
@@ -584,8 +622,9 @@ impl Device for CudaDevice {
         if src.len == 0 {
             return Ok(());
         }
-        // SAFETY: both ranges lie inside allocations of this device (checked above), which
-        // `free` returns only after this stream's work completed.
+        // SAFETY: both ranges lie inside buffers of this device (`contract::copy` above), which
+        // `free` releases only after this device's streams completed; `raw` is this device's
+        // stream, its context made current by `uncaptured`.
         unsafe {
             result::memcpy_dtod_async(
                 dst.at(dst_offset),
@@ -631,12 +670,15 @@ impl Device for CudaDevice {
         let (grid, count_ptr) = self.grid(&count);
         let mut slots = ArgumentSlots::of_launch(kernel, bindings, params, count_ptr);
         let [bx, by, bz] = kernel.def.workgroup_size;
-        // SAFETY: the function is of this context (checked above); `args` points at one live
-        // slot per parameter of the entry point, in declaration order (`ArgumentSlots`), each
-        // holding a value of the declared type (the contract check above matched bindings and
-        // parameters to the kernel); binding pointers address ranges inside allocations of
-        // this device (checked above), which `free` returns only after this stream's work
-        // completed.
+        // SAFETY: the function is of this context (`same_context` above) and stays loaded while
+        // the kernel's `ctx` lives; `raw` is this device's stream, its context made current by
+        // `bind`; `args` points at one live slot per parameter of the entry point, in
+        // declaration order (`ArgumentSlots::of_launch`), each holding a value of the declared
+        // type (`contract::launch` above matched bindings and parameters to the kernel); every
+        // binding, the fault record and the dynamic count address ranges inside buffers of this
+        // device (checked by the same call), which `free` releases only after this device's
+        // streams completed. A checked kernel touches nothing outside those ranges; what an
+        // unchecked one indexes is its compiler's caller's promise (`CompileOptions::checked`).
         let launched = slots.with_pointers(|args| unsafe {
             result::launch_kernel(
                 kernel.function.0,
@@ -670,13 +712,18 @@ impl Device for CudaDevice {
             raw: self.ctx.event()?,
             ctx: self.ctx.clone(),
         };
-        self.record_on(raw, event.raw)?;
+        // SAFETY: `raw` is this device's stream (`uncaptured`, which made the context current)
+        // and `event.raw` came from `self.ctx.event()` just above.
+        unsafe { self.record_on(raw, event.raw) }?;
         Ok(event)
     }
 
     fn wait_event(&mut self, stream: CudaStream, event: &CudaEvent) -> Result<(), DeviceError> {
         let raw = self.uncaptured(stream, "wait_event")?;
-        // SAFETY: both handles belong to this context, which is current.
+        // SAFETY: `raw` is this device's stream, its context made current by `uncaptured`;
+        // `event.raw` is a live event (a `CudaEvent` holds its context, whose pool destroys
+        // events only when dropped), of this context or of another, on which CUDA lets a
+        // stream wait.
         unsafe {
             result::stream::wait_event(
                 raw,
@@ -689,7 +736,9 @@ impl Device for CudaDevice {
 
     fn event_complete(&mut self, event: &CudaEvent) -> bool {
         // A lost context runs nothing any more: every event counts as complete.
-        self.ctx.bind().is_err() || self.ctx.event_done(event.raw)
+        // SAFETY: `event.raw` is live: it came from the pool of `event.ctx` (`record_event`),
+        // which the event holds, and a pool destroys its events only with its context.
+        self.ctx.bind().is_err() || unsafe { self.ctx.event_done(event.raw) }
     }
 
     fn flush(&mut self, stream: CudaStream) -> Result<(), DeviceError> {
@@ -699,7 +748,8 @@ impl Device for CudaDevice {
             return Ok(());
         }
         // CUDA submits work as it is enqueued; the query only surfaces a sticky error early.
-        // SAFETY: the stream belongs to this context.
+        // SAFETY: `state.raw` is this device's live stream (`self.stream` checked its index),
+        // its context made current by `bind` above.
         match unsafe { sys::cuStreamQuery(state.raw) }.result() {
             Ok(()) => Ok(()),
             Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(()),
@@ -712,8 +762,11 @@ impl Device for CudaDevice {
         self.ctx.bind()?;
         let (raw, capture) = (state.raw, state.capture);
         let done = |device: &Self| match capture {
-            Some(before) => Ok(device.ctx.event_done(before)),
-            // SAFETY: the stream belongs to this context.
+            // SAFETY: `before` came from `self.ctx.event()` (`begin_capture`) and is held by the
+            // capturing stream's state until `end_capture` recycles it.
+            Some(before) => Ok(unsafe { device.ctx.event_done(before) }),
+            // SAFETY: `raw` is this device's stream (`self.stream` above), live until `Drop`,
+            // its context made current by `bind` above.
             None => match unsafe { sys::cuStreamQuery(raw) }.result() {
                 Ok(()) => Ok(true),
                 Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Ok(false),
@@ -721,10 +774,10 @@ impl Device for CudaDevice {
             },
         };
         let block = |device: &Self| match capture {
-            // SAFETY: the event is from this context and was recorded before the capture.
+            // SAFETY: as in `done`: a live event of this context, recorded before the capture.
             Some(before) => unsafe { result::event::synchronize(before) }
                 .map_err(|e| device.ctx.fail("cuEventSynchronize", e)),
-            // SAFETY: the stream belongs to this context.
+            // SAFETY: as in `done`: this device's live stream, its context current.
             None => unsafe { result::stream::synchronize(raw) }
                 .map_err(|e| device.ctx.fail("cuStreamSynchronize", e)),
         };
@@ -751,7 +804,9 @@ impl Device for CudaDevice {
             raw: self.ctx.timing_event()?,
             ctx: self.ctx.clone(),
         };
-        self.record_on(raw, timestamp.raw)?;
+        // SAFETY: `raw` is this device's stream (`uncaptured`, which made the context current)
+        // and `timestamp.raw` came from `self.ctx.timing_event()` just above.
+        unsafe { self.record_on(raw, timestamp.raw) }?;
         Ok(timestamp)
     }
 
@@ -763,8 +818,9 @@ impl Device for CudaDevice {
         self.same_context(&start.ctx, "elapsed_ns", "timestamp")?;
         self.same_context(&end.ctx, "elapsed_ns", "timestamp")?;
         self.ctx.bind()?;
-        // SAFETY: both events belong to this context (checked above) and were recorded with
-        // timing.
+        // SAFETY: both events are live timing events (`record_timestamp` took them from
+        // `Context::timing_event`) of this context (`same_context` above), which `bind` made
+        // current.
         match unsafe { result::event::elapsed(start.raw, end.raw) } {
             Ok(ms) => Ok((f64::from(ms) * 1e6).max(0.0) as u64),
             Err(e) if e.0 == CUresult::CUDA_ERROR_NOT_READY => Err(DeviceError::Unsupported {
@@ -784,9 +840,12 @@ impl Device for CudaDevice {
                 other => other,
             })?;
         let before = self.ctx.event()?;
-        let started = self.record_on(raw, before).and_then(|()| {
+        // SAFETY: `raw` is this device's stream (`uncaptured`, which made the context current)
+        // and `before` came from `self.ctx.event()` just above.
+        let started = unsafe { self.record_on(raw, before) }.and_then(|()| {
             // Relaxed: other streams may keep allocating, querying and synchronising.
-            // SAFETY: the stream belongs to this context and is not capturing.
+            // SAFETY: `raw` is this device's live stream, its context current, and not
+            // capturing (`uncaptured` refused a capturing one).
             unsafe {
                 result::stream::begin_capture(
                     raw,
@@ -806,7 +865,9 @@ impl Device for CudaDevice {
                 Ok(())
             }
             Err(err) => {
-                self.ctx.recycle_event(before);
+                // SAFETY: `before` came from `self.ctx.event()` above and went nowhere: the
+                // capture did not start.
+                unsafe { self.ctx.recycle_event(before) };
                 Err(err)
             }
         }
@@ -824,20 +885,23 @@ impl Device for CudaDevice {
         let state = &mut self.streams[stream.0 as usize];
         state.capture = None;
         let buffers = std::mem::take(&mut state.captured_buffers);
-        self.ctx.recycle_event(before);
+        // SAFETY: `before` came from `self.ctx.event()` (`begin_capture`) and was taken out of
+        // the stream's state just above: nothing else holds it.
+        unsafe { self.ctx.recycle_event(before) };
         let capture_error = |call: &str, e| match self.ctx.fail(call, e) {
             DeviceError::ExecutionFault { reason, .. } => DeviceError::Capture { reason },
             other => other,
         };
-        // SAFETY: the stream belongs to this context and is capturing.
+        // SAFETY: `raw` is this device's live stream, its context made current by `bind` above,
+        // and capturing (`state.capture` was set by a successful `begin_capture`).
         let graph = unsafe { result::stream::end_capture(raw) }
             .map_err(|e| capture_error("cuStreamEndCapture", e))?;
-        // SAFETY: `graph` was just captured.
+        // SAFETY: `graph` was just returned by `cuStreamEndCapture`, in the current context.
         let exec =
             match unsafe { result::graph::instantiate(graph, sys::CUgraphInstantiate_flags(0)) } {
                 Ok(exec) => exec,
                 Err(e) => {
-                    // SAFETY: `graph` is referenced nowhere else.
+                    // SAFETY: `graph` is referenced nowhere else: its instantiation failed.
                     let _ = unsafe { result::graph::destroy(graph) };
                     return Err(capture_error("cuGraphInstantiate", e));
                 }
@@ -850,7 +914,8 @@ impl Device for CudaDevice {
             _ctx: self.ctx.clone(),
         };
         // Uploading now keeps the first replay as cheap as the later ones.
-        // SAFETY: `exec` was just instantiated; the stream belongs to this context.
+        // SAFETY: `exec` was just instantiated in this context; `raw` is this device's live
+        // stream of it, no longer capturing (its capture ended above).
         unsafe { result::graph::upload(graph.exec, raw) }
             .map_err(|e| capture_error("cuGraphUpload", e))?;
         Ok(graph)
@@ -861,9 +926,11 @@ impl Device for CudaDevice {
         self.live.replay(self.owner, graph.captured_on, buffers)?;
         let raw = self.stream("replay", stream)?.raw;
         self.ctx.bind()?;
-        // SAFETY: `exec` is a live graph captured on this device, every buffer its launches use
-        // is still allocated (checked above), and `free` returns one only after this device's
-        // streams completed their work.
+        // SAFETY: `exec` is live (`destroy_graph` takes the graph by value) and was captured on
+        // this device (`LiveBuffers::replay` above checked `captured_on`), so in this context,
+        // which `bind` made current; every buffer its launches use is still allocated (checked
+        // by the same call), and `free` releases one only after this device's streams
+        // completed; `raw` is this device's stream.
         unsafe { result::graph::launch(graph.exec, raw) }
             .map_err(|e| self.ctx.fail("cuGraphLaunch", e))
     }
@@ -872,10 +939,13 @@ impl Device for CudaDevice {
         if self.ctx.bind().is_err() {
             return;
         }
-        // SAFETY: every replay of the graph has completed (the runtime guarantees it) and the
-        // handles are destroyed once.
+        // SAFETY: the handles are live (their context, which `graph._ctx` keeps alive, destroys
+        // them nowhere else) and destroyed once: `graph` is taken by value. A replay may still
+        // be in flight: CUDA documents that `cuGraphExecDestroy` of a running graph frees it
+        // once that launch completes rather than cutting it short.
         let _ = unsafe { result::graph::exec_destroy(graph.exec) };
-        // SAFETY: as above.
+        // SAFETY: as above; the template graph is used by nothing once instantiated (a replay
+        // runs the executable graph).
         let _ = unsafe { result::graph::destroy(graph.graph) };
     }
 
@@ -946,14 +1016,18 @@ impl Drop for CudaDevice {
         self.forget_pending();
         for state in self.streams.drain(..) {
             if let Some(before) = state.capture {
-                // SAFETY: the stream is capturing; the graph is destroyed at once.
+                // SAFETY: `state.raw` is this device's live stream, capturing (`capture` is
+                // set); the graph it returns is destroyed at once.
                 if let Ok(graph) = unsafe { result::stream::end_capture(state.raw) } {
                     // SAFETY: the graph was never instantiated nor shared.
                     let _ = unsafe { result::graph::destroy(graph) };
                 }
-                self.ctx.recycle_event(before);
+                // SAFETY: `before` came from `self.ctx.event()` (`begin_capture`) and goes with
+                // the stream's state, drained here.
+                unsafe { self.ctx.recycle_event(before) };
             }
-            // SAFETY: the stream belongs to this context and is destroyed once.
+            // SAFETY: `state.raw` is this device's stream, created in `create_stream` and
+            // destroyed once: its state is drained from `streams` here.
             let _ = unsafe { result::stream::synchronize(state.raw) };
             // SAFETY: as above.
             let _ = unsafe { result::stream::destroy(state.raw) };

@@ -23,7 +23,12 @@
 //!
 //! This is the only crate of the workspace with `unsafe` code (the others forbid it): driver,
 //! NVRTC and NCCL calls, pinned host memory, and `Send`/`Sync` for raw driver handles. Every
-//! unsafe block and impl says why it holds in a `SAFETY:` comment (denied otherwise).
+//! unsafe block and impl says why it holds in a `SAFETY:` comment (denied otherwise), naming
+//! the check or invariant it rests on. A function whose soundness rests on its arguments (a
+//! raw device address, stream, event or NVRTC program; which stream a pinned block's copies
+//! ran on) is an `unsafe fn` whose `# Safety` section says what its caller must ensure, as
+//! `streaming_copy.rs` does: `staging::upload`, `CudaRead::enqueue`, `pinned::copy_to_device`,
+//! `PinnedBlock::record_in_flight`, and the event pool of `Context`.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]

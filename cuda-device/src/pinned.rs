@@ -100,11 +100,13 @@ pub(crate) struct PinnedBlock {
     in_flight: Option<sys::CUevent>,
 }
 
-// SAFETY: plain host memory owned by this value (see the pool's invariants); the raw event is an
-// opaque driver handle, used only with the context bound.
+// SAFETY: the block owns its host memory (freed once, in `Drop`), which any thread may touch;
+// the raw event is an opaque driver handle, which the driver accepts from any thread (`wait`
+// and `Drop` make its context current first).
 unsafe impl Send for PinnedBlock {}
-// SAFETY: shared access only reads the memory, and never while a copy engine writes it (a read's
-// block is lent only after its event completed).
+// SAFETY: through `&self` the memory is only read (`as_slice`), and never while a copy engine
+// writes it: the only copies that write a block are reads (`CudaRead::enqueue`, staging.rs),
+// whose block is reachable as `Bytes` only after `CudaRead::finish` waited for its event.
 unsafe impl Sync for PinnedBlock {}
 
 impl PinnedBlock {
@@ -114,20 +116,31 @@ impl PinnedBlock {
     }
 
     /// Records an event on `stream` after the copies just enqueued there that use this block,
-    /// which the block waits for before it is written or reused. The caller waited for any
-    /// earlier copy first (`wait`), so one event covers every copy in flight.
+    /// which the block waits for before it is written or reused.
     ///
     /// # Errors
     /// If the event cannot be recorded; the stream was synchronised then, so no copy uses the
     /// block any more.
-    pub(crate) fn record_in_flight(&mut self, stream: sys::CUstream) -> Result<(), DeviceError> {
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this block's context, which is current on the calling
+    /// thread, and every copy that uses the block and was not waited for ([`wait`](Self::wait))
+    /// was enqueued on `stream`. The one event then follows them all: were a copy on another
+    /// stream, the block could be written or lent again while that copy still reads or writes it.
+    pub(crate) unsafe fn record_in_flight(
+        &mut self,
+        stream: sys::CUstream,
+    ) -> Result<(), DeviceError> {
         debug_assert!(self.in_flight.is_none(), "earlier copies were waited for");
         let ctx = &self.ctx;
         let event = ctx.event()?;
-        // SAFETY: a pooled event of this context; the stream belongs to it.
+        // SAFETY: `event` comes from this block's context (`Context::event`), and `stream` is a
+        // live stream of that context, current on this thread (this function's contract).
         if let Err(e) = unsafe { result::event::record(event, stream) } {
-            ctx.recycle_event(event);
-            // SAFETY: the stream belongs to this context.
+            // SAFETY: `event` came from `ctx.event()` above and was never recorded: nothing
+            // else holds it.
+            unsafe { ctx.recycle_event(event) };
+            // SAFETY: a live stream of the current context (this function's contract).
             let _ = unsafe { result::stream::synchronize(stream) };
             return Err(ctx.fail("cuEventRecord", e));
         }
@@ -137,8 +150,11 @@ impl PinnedBlock {
 
     /// Whether the copy in flight, if any, completed. Never blocks.
     pub(crate) fn arrived(&self) -> bool {
-        self.in_flight
-            .is_none_or(|event| self.ctx.event_done(event))
+        self.in_flight.is_none_or(|event| {
+            // SAFETY: `in_flight` holds only events of this block's context, set by
+            // `record_in_flight` from `Context::event` and owned by the block until recycled.
+            unsafe { self.ctx.event_done(event) }
+        })
     }
 
     /// Blocks until the copy in flight, if any, completed.
@@ -152,26 +168,30 @@ impl PinnedBlock {
         };
         // On a lost context nothing runs any more: no wait needed.
         let waited = self.ctx.bind().and_then(|()| {
-            // SAFETY: a pooled event of this context, recorded after the copy.
+            // SAFETY: `event` came from this context's pool (`record_in_flight`), which the
+            // `bind` above made current; pooled events live as long as the context.
             unsafe { sys::cuEventSynchronize(event) }
                 .result()
                 .map_err(|e| self.ctx.fail("cuEventSynchronize", e))
         });
-        self.ctx.recycle_event(event);
+        // SAFETY: `event` came from `self.ctx.event()` (`record_in_flight`) and was taken out of
+        // `in_flight` above: the block no longer holds it.
+        unsafe { self.ctx.recycle_event(event) };
         waited
     }
 }
 
 impl HostBlock for PinnedBlock {
     fn as_slice(&self) -> &[u8] {
-        // SAFETY: `capacity` initialised bytes owned by this block; no copy engine writes them
-        // while the slice lives (see `Sync`).
+        // SAFETY: `capacity` bytes owned by this block, all initialised (`alloc_zeroed`), and
+        // no copy engine writes them while the slice lives (see `Sync`).
         unsafe { std::slice::from_raw_parts(self.ptr(), self.capacity) }
     }
 
     fn as_mut_slice(&mut self) -> &mut [u8] {
         self.wait_idle();
-        // SAFETY: as in `as_slice`, exclusively borrowed, and no copy uses them any more.
+        // SAFETY: as in `as_slice`; exclusively borrowed, and no copy uses the bytes any more
+        // (`wait_idle` above waited for the event recorded after the last one).
         unsafe { std::slice::from_raw_parts_mut(self.ptr(), self.capacity) }
     }
 
@@ -180,7 +200,8 @@ impl HostBlock for PinnedBlock {
             return false;
         }
         if let Some(event) = self.in_flight.take() {
-            self.ctx.recycle_event(event);
+            // SAFETY: as in `wait`: an event of this context's pool, no longer held by the block.
+            unsafe { self.ctx.recycle_event(event) };
         }
         true
     }
@@ -212,7 +233,12 @@ pub(crate) fn of_context<'a>(data: &'a mut Bytes, ctx: &Arc<Context>) -> Option<
 
 /// Enqueues a copy of all of `lent` to `dst` on `stream`, read in place by the copy engine; the
 /// block is reused only after that copy completed.
-pub(crate) fn copy_to_device(
+///
+/// # Safety
+/// `stream` is a live stream of `lent`'s context, which is current on the calling thread, and
+/// the `lent.len()` bytes from `dst` lie inside a device allocation of that context that stays
+/// allocated until the copy completes.
+pub(crate) unsafe fn copy_to_device(
     lent: &mut LentBlock,
     stream: sys::CUstream,
     dst: sys::CUdeviceptr,
@@ -222,11 +248,15 @@ pub(crate) fn copy_to_device(
     // One event covers the block's copies: wait for an earlier one (a second write of the
     // same bytes) first.
     block.wait()?;
-    // SAFETY: `len` bytes of pinned memory owned by the block, which is neither written nor
-    // reused before the event recorded below completes; the caller checked that `len` bytes at
-    // `dst` lie inside one of its buffers (`contract::range`).
+    // SAFETY: the source is `len` bytes of pinned memory owned by the block (`lent.len()` is at
+    // most its capacity), neither written nor lent again before the event recorded below
+    // completes (`PinnedBlock::as_mut_slice` waits for it, and `HostPool::lend` lends a kept
+    // block only once it is idle); destination range and stream as this function's contract
+    // says.
     unsafe { sys::cuMemcpyHtoDAsync_v2(dst, block.ptr().cast(), len, stream) }
         .result()
         .map_err(|e| block.ctx.fail("cuMemcpyHtoDAsync", e))?;
-    block.record_in_flight(stream)
+    // SAFETY: the only copy of the block not waited for (`wait` above) was just enqueued on
+    // `stream`, a live stream of the block's context, current here (this function's contract).
+    unsafe { block.record_in_flight(stream) }
 }

@@ -124,7 +124,12 @@ fn for_each_parallel<T: Send>(
 /// Enqueues a host-to-device copy of `data` to `dst` on `stream`, staged through pooled pinned
 /// blocks a segment at a time. Returns once every byte of `data` is in pinned memory, so the
 /// caller may reuse `data`.
-pub(crate) fn upload(
+///
+/// # Safety
+/// `pool` is `ctx`'s pool of pinned blocks; `stream` is a live stream of `ctx`, which is
+/// current on the calling thread; and the `data.len()` bytes from `dst` lie inside a device
+/// allocation of `ctx` that stays allocated until the copies complete.
+pub(crate) unsafe fn upload(
     pool: &Arc<PinnedPool>,
     ctx: &Context,
     stream: sys::CUstream,
@@ -134,7 +139,9 @@ pub(crate) fn upload(
 ) -> Result<(), DeviceError> {
     for (index, segment) in data.chunks(SEGMENT_BYTES_MAX).enumerate() {
         let at = dst + (index * SEGMENT_BYTES_MAX) as u64;
-        upload_segment(pool, ctx, stream, at, segment, staging)?;
+        // SAFETY: the segment's bytes from `at` are the part of `dst`'s range it fills, inside
+        // the allocation; pool, context and stream as this function's contract says.
+        unsafe { upload_segment(pool, ctx, stream, at, segment, staging) }?;
     }
     Ok(())
 }
@@ -145,7 +152,10 @@ type StagedChunk<'a> = (u64, &'a mut [u8], &'a [u8]);
 /// Stages `segment` in one pooled block: each thread copies its chunks (every `threads`-th,
 /// so the first chunks are staged first) and enqueues each chunk's transfer right after
 /// copying it; one event after them all returns the block to use.
-fn upload_segment(
+///
+/// # Safety
+/// As for [`upload`], with `segment` for `data`.
+unsafe fn upload_segment(
     pool: &Arc<PinnedPool>,
     ctx: &Context,
     stream: sys::CUstream,
@@ -170,9 +180,11 @@ fn upload_segment(
         for (offset, to, from) in share {
             copy_streaming(to, from);
             // SAFETY: `to` is pinned memory of the lent block, which is neither written nor
-            // reused before the event recorded after every chunk completes (or the stream is
-            // synchronised on failure); `dst + offset` lies inside the range the device
-            // checked (`contract::range`).
+            // lent again before the event recorded after every chunk completes (or the stream
+            // is synchronised on failure, below); `to.len()` bytes from `dst + offset` lie
+            // inside the caller's allocation (this function's contract: chunk `i` starts at
+            // `i * chunk` of `segment`); `stream_handle` is the caller's stream of `ctx`, which
+            // `for_each_parallel` made current on each helper thread.
             unsafe {
                 sys::cuMemcpyHtoDAsync_v2(
                     dst + offset,
@@ -188,20 +200,23 @@ fn upload_segment(
     });
     if let Err(err) = copied {
         // Chunks may be in flight without an event: let them finish before the block returns.
-        // SAFETY: the stream belongs to this context.
+        // SAFETY: a live stream of `ctx`, current on this thread (this function's contract).
         let _ = unsafe { result::stream::synchronize(stream) };
         return Err(err);
     }
-    lent.block_mut().record_in_flight(stream)
+    // SAFETY: every copy of the block (lent above, idle then: `as_mut_slice` waited) was
+    // enqueued on `stream`, a live stream of the block's context: `pool` is `ctx`'s pool.
+    unsafe { lent.block_mut().record_in_flight(stream) }
 }
 
 /// A stream handle that helper threads may use.
 #[derive(Clone, Copy)]
 struct StreamHandle(sys::CUstream);
 
-// SAFETY: an opaque driver handle; each helper thread binds the stream's context first.
+// SAFETY: an opaque driver handle, which the driver accepts from any thread with its context
+// current: each helper thread binds it first (`for_each_parallel`).
 unsafe impl Send for StreamHandle {}
-// SAFETY: as for `Send`; the handle is only copied.
+// SAFETY: as for `Send`; the handle is only copied, never changed.
 unsafe impl Sync for StreamHandle {}
 
 impl StreamHandle {
@@ -223,7 +238,12 @@ pub struct CudaRead {
 impl CudaRead {
     /// Enqueues a copy of `len` bytes at `src` into a pooled pinned block, followed by an
     /// event.
-    pub(crate) fn enqueue(
+    ///
+    /// # Safety
+    /// `pool` is `ctx`'s pool of pinned blocks; `stream` is a live stream of `ctx`, which is
+    /// current on the calling thread; and the `len` bytes from `src` lie inside a device
+    /// allocation of `ctx` that stays allocated until the copy completes.
+    pub(crate) unsafe fn enqueue(
         pool: &Arc<PinnedPool>,
         ctx: &Context,
         stream: sys::CUstream,
@@ -235,13 +255,16 @@ impl CudaRead {
         }
         let mut lent = pool.lend(len)?;
         let block = lent.block_mut();
-        // SAFETY: the block holds at least `len` bytes and is owned by this read, lent to no
-        // one else and not reused before the event recorded below completes; `src` lies inside
-        // the range the device checked (`contract::range`).
+        // SAFETY: the block holds at least `len` bytes and belongs to this read alone, idle
+        // when lent (`HostPool::lend` lends a kept block only once its `is_idle` held or
+        // `wait_idle` returned, runtime/src/host_pool.rs) and not lent again before the event
+        // recorded below completes; source range and stream as this function's contract says.
         unsafe { sys::cuMemcpyDtoHAsync_v2(block.ptr().cast(), src, len, stream) }
             .result()
             .map_err(|e| ctx.fail("cuMemcpyDtoHAsync", e))?;
-        block.record_in_flight(stream)?;
+        // SAFETY: the block's only copy was just enqueued on `stream`, a live stream of the
+        // block's context (`pool` is `ctx`'s), current here.
+        unsafe { block.record_in_flight(stream) }?;
         Ok(Self { lent: Some(lent) })
     }
 

@@ -6,6 +6,8 @@
 //! `SKIPPED: ...` line and returns, or fails under `LOCKSTEP_REQUIRE_GPU=1`
 //! ([`lockstep_harness::requirement`]).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::time::{Duration, Instant};
 
 use lockstep::kernel::ElemType;

@@ -2,14 +2,20 @@
 //!
 //! Each case breaks one precondition of a call (a range outside its buffer, a buffer, stream or
 //! graph of another device, a launch that does not match its kernel, a graph whose buffer was
-//! freed) and names the refusal every device must give: the same `DeviceError::Contract` value
-//! on every device. Then the device must still work: nothing refused was enqueued, no
+//! freed, a kernel the device cannot hold, and on devices with collectives a communicator
+//! without this device, a collective on one never created or over unequal ranges) and names
+//! the refusal every device must give: the same `DeviceError::Contract` value on every device
+//! (`DeviceError::Compile` for the kernel). Together the cases reach every check of
+//! `lockstep::device::contract`. Then the device must still work: nothing refused was enqueued, no
 //! asynchronous failure is pending, and a write reads back exactly. `tests/device_contract.rs` runs it on the simulator;
 //! `lockstep-wgpu`'s and `lockstep-cuda`'s device tests run it on theirs.
 
+use lockstep::collective::CommunicatorId;
 use lockstep::device::{BufferSlice, LaunchCount};
-use lockstep::kernel::{CompileOptions, ElemType, FaultRecord, KernelChecks, KernelDef, Scalar};
-use lockstep::{ContractViolation, Device, DeviceError};
+use lockstep::kernel::{
+    CompileOptions, ElemType, FaultRecord, KernelChecks, KernelDef, KernelError, Scalar, SharedDecl,
+};
+use lockstep::{ContractViolation, Device, DeviceError, ReduceOperation};
 
 use lockstep_kernels::elementwise::KernelKind;
 
@@ -88,6 +94,8 @@ fn at<B>(buffer: &B, offset: u64, len: u64) -> BufferSlice<'_, B> {
 pub fn run<D: Device>(device: &mut D, other: &mut D) -> Result<Report, DeviceError> {
     let mut cases = transfer_cases(device, other)?;
     cases.extend(launch_cases(device, other)?);
+    cases.push(compile_case(device));
+    cases.extend(collective_cases(device)?);
     cases.extend(lifetime_cases(device, other)?);
     let stream = device.create_stream()?;
     let buffer = device.allocate(BUFFER_BYTES)?;
@@ -280,6 +288,84 @@ fn launch_cases<D: Device>(device: &mut D, other: &mut D) -> Result<Vec<Case>, D
         ),
     });
     other.free(foreign);
+    device.free(buf);
+    Ok(cases)
+}
+
+/// A kernel that needs more workgroup-shared memory than the device has: no compiler can build
+/// it, so `compile` refuses it with the validator's message.
+fn compile_case<D: Device>(device: &mut D) -> Case {
+    let mut def = add_const();
+    let limit = device.properties().max_shared_memory_bytes;
+    let words = u32::try_from(limit / 4 + 1).expect("shared memory of fewer than 2^32 words");
+    def.shared.push(SharedDecl {
+        elem: ElemType::U32,
+        len: words,
+    });
+    let too_large = KernelError::SharedMemoryTooLarge {
+        kernel: def.name.clone(),
+        bytes: u64::from(words) * 4,
+        limit,
+    };
+    let options = CompileOptions::checked(0);
+    Case {
+        name: "compile a kernel with more shared memory than the device has",
+        got: device.compile(&def, options).map(drop),
+        want: Err(DeviceError::Compile {
+            kernel: def.name.clone(),
+            log: too_large.to_string(),
+        }),
+    }
+}
+
+/// On a device with collectives: a communicator without this device (over one that does not
+/// exist), an all-reduce over ranges of unequal length, and one on a communicator never
+/// created. None without collectives (their methods are refused as unsupported there).
+fn collective_cases<D: Device>(device: &mut D) -> Result<Vec<Case>, DeviceError> {
+    if !device.supports_collectives() {
+        return Ok(Vec::new());
+    }
+    let (ordinal, device_count) = (device.ordinal(), device.device_count());
+    let buf = device.allocate(BUFFER_BYTES)?;
+    let s = device.create_stream()?;
+    let never_created = CommunicatorId(u64::MAX);
+    let (u32s, sum) = (ElemType::U32, ReduceOperation::Sum);
+    let cases = vec![
+        Case {
+            name: "create a communicator without this device",
+            got: device.create_communicator(never_created, &[device_count]),
+            want: refused(
+                "create_communicator",
+                ContractViolation::Peers {
+                    ordinal,
+                    peers: vec![device_count],
+                    device_count,
+                },
+            ),
+        },
+        Case {
+            name: "all-reduce into a range of another length",
+            got: device.all_reduce(s, never_created, at(&buf, 0, 8), at(&buf, 32, 4), u32s, sum),
+            want: refused(
+                "all_reduce",
+                ContractViolation::ReduceRanges {
+                    src_offset: 0,
+                    src_bytes: 8,
+                    dst_offset: 32,
+                    dst_bytes: 4,
+                    elem_bytes: 4,
+                },
+            ),
+        },
+        Case {
+            name: "all-reduce on a communicator never created",
+            got: device.all_reduce(s, never_created, at(&buf, 0, 8), at(&buf, 32, 8), u32s, sum),
+            want: refused(
+                "all_reduce",
+                ContractViolation::UnknownCommunicator { id: u64::MAX },
+            ),
+        },
+    ];
     device.free(buf);
     Ok(cases)
 }

@@ -13,8 +13,10 @@ pub fn check<T>(what: &str, result: Result<T, result::DriverError>) -> T {
 }
 
 /// GPU 0's primary context, current on this thread, and a stream of the bench's own.
+/// **Invariant:** `stream` is live for the rest of the process: made by [`RawStream::new`]
+/// (the field is private), in a context retained for good, and never destroyed.
 pub struct RawStream {
-    pub stream: sys::CUstream,
+    stream: sys::CUstream,
 }
 
 impl RawStream {
@@ -32,8 +34,13 @@ impl RawStream {
         Self { stream }
     }
 
+    /// The raw stream, for driver calls of the bench's own.
+    pub fn raw(&self) -> sys::CUstream {
+        self.stream
+    }
+
     pub fn sync(&self) {
-        // SAFETY: the stream is alive.
+        // SAFETY: a live stream (the type's invariant) of the context `new` made current.
         check("cuStreamSynchronize", unsafe {
             result::stream::synchronize(self.stream)
         });
@@ -62,16 +69,17 @@ pub fn pinned_copies(raw: &RawStream, bytes: usize, reps: usize) -> PinnedCopies
     let mut reads = Vec::new();
     for rep in 0..=reps {
         let start = Instant::now();
-        // SAFETY: both ranges hold `bytes`; the stream is synchronised before reuse.
+        // SAFETY: both allocations hold `bytes`, and each copy completes (`sync`) before the
+        // next one or the frees below; the stream is live (`RawStream`'s invariant).
         check("cuMemcpyHtoDAsync", unsafe {
-            sys::cuMemcpyHtoDAsync_v2(device, pinned, bytes, raw.stream).result()
+            sys::cuMemcpyHtoDAsync_v2(device, pinned, bytes, raw.raw()).result()
         });
         raw.sync();
         let write = gb(start);
         let start = Instant::now();
         // SAFETY: as above.
         check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(pinned, device, bytes, raw.stream).result()
+            sys::cuMemcpyDtoHAsync_v2(pinned, device, bytes, raw.raw()).result()
         });
         raw.sync();
         if rep > 0 {

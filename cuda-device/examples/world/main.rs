@@ -13,6 +13,8 @@
 //! Without the world's variables, a GPU or NCCL it prints `SKIPPED: ...` and exits 0, or fails
 //! under `LOCKSTEP_REQUIRE_GPU=1`.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 

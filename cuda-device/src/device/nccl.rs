@@ -294,7 +294,8 @@ impl CudaDevice {
     ) -> Result<Rank, DeviceError> {
         let mut config = NonblockingConfig::new();
         let mut raw = MaybeUninit::uninit();
-        // SAFETY: the context of this GPU is current (NCCL binds the rank to its device);
+        // SAFETY: the context of this GPU is current (NCCL binds the rank to its device):
+        // `nccl_create` and `collective_on` (`uncaptured`) bind it before `join` runs;
         // `config` is a version 2.17 configuration whose `size` tells NCCL its layout, which
         // every later NCCL reads; the call writes the rank into `raw` unless it fails.
         let result = unsafe {
@@ -435,9 +436,11 @@ impl CudaDevice {
         let (rank, raw) = self.collective_on(stream, comm, "all_reduce")?;
         let count = (src.len / elem.size_bytes() as u64) as usize;
         let result = enqueue_on(&rank, self.collective_timeout, |rank| {
-            // SAFETY: `count` elements at each address lie inside allocations of this device
-            // (checked above: equal lengths, in bounds), which `free` returns only after this
-            // stream's work completed; the rank is live and its lock held (`enqueue_on`).
+            // SAFETY: `count` elements at each address lie inside buffers of this device
+            // (`contract::all_reduce` above: equal lengths, in bounds), which `free` releases
+            // only after this device's streams completed; `raw` is this device's stream, its
+            // context made current by `collective_on`; the rank is live and its lock held
+            // (`enqueue_on`).
             unsafe {
                 nccl::ncclAllReduce(
                     src.buffer.at(src.offset) as *const c_void,
@@ -463,7 +466,7 @@ impl CudaDevice {
         contract::slice(self.owner, "send", &src)?;
         let (rank, raw) = self.collective_on(stream, comm, "send")?;
         let result = enqueue_on(&rank, self.collective_timeout, |rank| {
-            // SAFETY: as for `ncclAllReduce`: the range was checked above.
+            // SAFETY: as for `ncclAllReduce`, the range checked by `contract::slice` above.
             unsafe {
                 nccl::ncclSend(
                     src.buffer.at(src.offset) as *const c_void,
@@ -488,7 +491,7 @@ impl CudaDevice {
         contract::slice(self.owner, "recv", &dst)?;
         let (rank, raw) = self.collective_on(stream, comm, "recv")?;
         let result = enqueue_on(&rank, self.collective_timeout, |rank| {
-            // SAFETY: as for `ncclAllReduce`: the range was checked above.
+            // SAFETY: as for `ncclAllReduce`, the range checked by `contract::slice` above.
             unsafe {
                 nccl::ncclRecv(
                     dst.buffer.at(dst.offset) as *mut c_void,

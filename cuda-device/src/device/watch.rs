@@ -32,7 +32,8 @@ use super::nccl::{
 use super::{CudaDevice, CudaStream};
 use crate::context::{Context, lock};
 
-/// A collective not yet seen complete.
+/// A collective not yet seen complete. Its `event` came from its device's context
+/// (`Context::event`, in [`CudaDevice::watch`]) and belongs to this entry alone until recycled.
 #[derive(Debug)]
 pub(crate) struct Pending {
     stream: CudaStream,
@@ -58,17 +59,24 @@ pub(super) enum Failure {
 /// starts now if it started earlier. Nothing once the rank in `cell` was aborted (see the
 /// module documentation): its lock is held throughout, and an abort takes the rank out under
 /// it, so an event seen complete here completed before any abort.
-fn forget_completed(ctx: &Context, cell: &RankCell, pending: &mut VecDeque<Pending>) {
+///
+/// # Safety
+/// `ctx` is the context of the device whose collectives `pending` holds: every entry's event
+/// came from `ctx` (see [`Pending`]).
+unsafe fn forget_completed(ctx: &Context, cell: &RankCell, pending: &mut VecDeque<Pending>) {
     let alive = lock(cell);
     if alive.is_none() {
         return;
     }
     let mut forgot = false;
     while let Some(front) = pending.front() {
-        if !ctx.event_done(front.event) {
+        // SAFETY: an event of `ctx`, held by its entry (this function's contract), so live.
+        if !unsafe { ctx.event_done(front.event) } {
             break;
         }
-        ctx.recycle_event(front.event);
+        // SAFETY: an event of `ctx` (this function's contract) that its entry, popped next,
+        // gives up.
+        unsafe { ctx.recycle_event(front.event) };
         pending.pop_front();
         forgot = true;
     }
@@ -86,14 +94,19 @@ impl CudaDevice {
         sequence: u64,
     ) -> Result<(), DeviceError> {
         let raw = self.stream("collective", stream)?.raw;
+        self.ctx.bind()?;
         let event = self.ctx.event()?;
-        if let Err(err) = self.record_on(raw, event) {
-            self.ctx.recycle_event(event);
+        // SAFETY: `raw` is this device's stream, and `event` came from its context just above,
+        // which `bind` made current.
+        if let Err(err) = unsafe { self.record_on(raw, event) } {
+            // SAFETY: `event` came from `self.ctx.event()` above and went nowhere.
+            unsafe { self.ctx.recycle_event(event) };
             return Err(err);
         }
         let communicator = self.communicators.get_mut(&comm).expect("enqueued on it");
         // Forgetting here keeps the queue short between host waits.
-        forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending);
+        // SAFETY: this device's communicator: its entries' events came from `self.ctx` (here).
+        unsafe { forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending) };
         communicator.pending.push_back(Pending {
             stream,
             sequence,
@@ -152,7 +165,9 @@ impl CudaDevice {
         }
         let mut failing = Vec::new();
         for (&comm, communicator) in &mut self.communicators {
-            forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending);
+            // SAFETY: this device's communicator: its entries' events came from `self.ctx`
+            // (`watch` makes every entry).
+            unsafe { forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending) };
             let Some(front) = communicator.pending.front() else {
                 continue;
             };
@@ -179,7 +194,8 @@ impl CudaDevice {
             .communicators
             .get_mut(&comm)
             .expect("a live communicator");
-        forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending);
+        // SAFETY: as in `settle_collectives`: entries of this device, made by `watch`.
+        unsafe { forget_completed(&self.ctx, &communicator.rank, &mut communicator.pending) };
         let pending = std::mem::take(&mut communicator.pending);
         let (peers, generation) = (communicator.peers.clone(), communicator.generation);
         let rank = lock(&communicator.rank).take();
@@ -188,7 +204,9 @@ impl CudaDevice {
         }
         let mut errors: Vec<(CudaStream, DeviceError)> = Vec::new();
         for collective in pending {
-            self.ctx.recycle_event(collective.event);
+            // SAFETY: an event of `self.ctx` (`watch` made the entry), given up with its entry,
+            // taken out of the communicator above.
+            unsafe { self.ctx.recycle_event(collective.event) };
             if errors
                 .iter()
                 .all(|(stream, _)| *stream != collective.stream)
@@ -245,7 +263,9 @@ impl CudaDevice {
     pub(super) fn forget_pending(&mut self) {
         for communicator in self.communicators.values_mut() {
             for collective in communicator.pending.drain(..) {
-                self.ctx.recycle_event(collective.event);
+                // SAFETY: an event of `self.ctx` (`watch` made the entry), given up with its
+                // entry, drained here.
+                unsafe { self.ctx.recycle_event(collective.event) };
             }
         }
     }

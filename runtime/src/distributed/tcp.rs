@@ -87,18 +87,37 @@ impl Transport for Tcp {
     }
 }
 
-/// Connects to the first of `addrs` (at least one) that answers, within `timeout` in all: each
-/// attempt gets an equal share of the time left, so an address that never answers (a route
-/// blackholed) leaves the others their time, and one refused at once leaves them its share.
+/// Connects to the first of `addrs` (at least one) that answers, within `timeout` in all (see
+/// [`first_answer`]).
 fn connect_any(addrs: &[SocketAddr], timeout: Duration) -> io::Result<TcpLink> {
-    let deadline = Instant::now() + timeout.min(LONGEST_WAIT);
+    let origin = Instant::now();
+    let stream = first_answer(
+        addrs,
+        timeout,
+        || origin.elapsed(),
+        TcpStream::connect_timeout,
+    )?;
+    TcpLink::new(stream)
+}
+
+/// What `attempt` gives for the first of `addrs` that answers, within `timeout` in all, as
+/// `now` (time since an origin) measures it: each attempt gets an equal share of the time left,
+/// so an address that never answers (a route blackholed) leaves the others their time, and one
+/// refused at once leaves them its share. The last failure if none answers.
+fn first_answer<S>(
+    addrs: &[SocketAddr],
+    timeout: Duration,
+    now: impl Fn() -> Duration,
+    mut attempt: impl FnMut(&SocketAddr, Duration) -> io::Result<S>,
+) -> io::Result<S> {
+    let deadline = now().saturating_add(timeout.min(LONGEST_WAIT));
     let mut last = None;
     for (tried, addr) in addrs.iter().enumerate() {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.saturating_sub(now());
         let untried = u32::try_from(addrs.len() - tried).unwrap_or(u32::MAX);
         let share = (left / untried).max(Duration::from_millis(1));
-        match TcpStream::connect_timeout(addr, share) {
-            Ok(stream) => return TcpLink::new(stream),
+        match attempt(addr, share) {
+            Ok(answer) => return Ok(answer),
             Err(err) => last = Some(err),
         }
     }
@@ -229,33 +248,76 @@ fn over_limit(len: usize) -> io::Error {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::{Cell, RefCell};
+
     use super::*;
 
-    /// An address whose connections hang: a listener whose backlog is full (Linux drops the
-    /// SYNs that would overflow it), and the connections that fill it.
-    fn blackholed() -> (SocketAddr, TcpListener, Vec<TcpStream>) {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut held = Vec::new();
-        while held.len() < 10_000 {
-            match TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
-                Ok(stream) => held.push(stream),
-                Err(err) if err.kind() == io::ErrorKind::TimedOut => return (addr, listener, held),
-                Err(err) => panic!("filling the backlog: {err}"),
+    /// The share of the timeout each address got, when `answers` (per address: how long it
+    /// takes, and whether it then answers) meet [`first_answer`] on a clock that moves only by
+    /// those times.
+    fn shares(answers: &[(Duration, bool)], timeout: Duration) -> Vec<Duration> {
+        let addrs: Vec<SocketAddr> = (1..=answers.len() as u16)
+            .map(|port| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+            .collect();
+        let clock = Cell::new(Duration::ZERO);
+        let given = RefCell::new(Vec::new());
+        let attempt = |addr: &SocketAddr, share: Duration| {
+            given.borrow_mut().push(share);
+            let (takes, answers) = answers[usize::from(addr.port() - 1)];
+            clock.set(clock.get() + takes.min(share));
+            match answers {
+                true => Ok(addr.port()),
+                false => Err(io::Error::from(io::ErrorKind::TimedOut)),
             }
-        }
-        panic!("the backlog never filled");
+        };
+        let _ = first_answer(&addrs, timeout, || clock.get(), attempt);
+        given.into_inner()
     }
 
     #[test]
     fn a_blackholed_address_leaves_the_next_its_share_of_the_timeout() {
-        let (hole, _listener, _held) = blackholed();
-        let open = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let started = Instant::now();
-        let link = connect_any(&[hole, open.local_addr().unwrap()], Duration::from_secs(2));
-        let elapsed = started.elapsed();
-        assert!(link.is_ok(), "{link:?}");
+        let hole = (Duration::MAX, false);
+        let open = (Duration::ZERO, true);
         // The hole takes its half, 1 s; it took the whole 2 s before.
-        assert!(elapsed < Duration::from_millis(1_800), "{elapsed:?}");
+        assert_eq!(
+            shares(&[hole, open], Duration::from_secs(2)),
+            [Duration::from_secs(1), Duration::from_secs(1)]
+        );
+        // One refused at once leaves the next its share: the open one gets the 2 s left.
+        let refused = (Duration::ZERO, false);
+        assert_eq!(
+            shares(&[hole, refused, open], Duration::from_secs(3)),
+            [
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+                Duration::from_secs(2)
+            ]
+        );
+        // An endless timeout is bounded, not an overflow.
+        assert_eq!(shares(&[open], Duration::MAX), [LONGEST_WAIT]);
+    }
+
+    #[test]
+    fn a_frame_cut_short_by_the_timeout_is_an_error_and_silence_is_not() {
+        let mut listener = Tcp::default().listen(0).expect("loopback listens");
+        let mut peer = TcpStream::connect((Ipv4Addr::LOCALHOST, listener.port())).unwrap();
+        let mut link = listener
+            .accept(Duration::from_secs(60))
+            .unwrap()
+            .expect("the peer connected");
+        // Nothing was sent: silence, however long the wait.
+        assert_eq!(
+            link.recv(Duration::from_millis(1)).unwrap(),
+            Received::TimedOut
+        );
+        // Half a header, which has arrived (peek waits for it) before the receive starts: the
+        // rest never comes, so the receive ends cut short, however long it waits.
+        peer.write_all(&[0, 0]).unwrap();
+        link.stream.set_read_timeout(None).unwrap();
+        let mut arrived = [0; 2];
+        while link.stream.peek(&mut arrived).unwrap() < 2 {}
+        let error = link.recv(Duration::from_millis(1)).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+        insta::assert_snapshot!(error, @"a frame cut short: its bytes did not all come within the timeout");
     }
 }
