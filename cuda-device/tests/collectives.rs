@@ -1,5 +1,6 @@
-//! Collectives on real GPUs through NCCL: exact results on two devices, peer copies, and the
-//! conformance properties of several devices through `CudaFactory`.
+//! Collectives on real GPUs through NCCL: exact results on two devices and peer copies. The
+//! conformance suite's collective properties run from `lockstep-conformance`'s
+//! `tests/on_cuda.rs`.
 //!
 //! Every test looks for the GPUs it needs (two, or one for a communicator of one) and
 //! `libnccl` at run time. Without them it prints a visible
@@ -15,9 +16,6 @@ use lockstep::{
     Bytes, CollectiveError, ComputeClient, CubeCount, DeviceId, Handle, KernelArguments,
     ReduceOperation, ServerError, StreamId,
 };
-use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::suite::{self, Outcome};
-use lockstep_conformance::{CudaFactory, DeviceFactory};
 use lockstep_cuda::CudaDevice;
 use lockstep_harness::requirement::{Need, cannot_run};
 use lockstep_kernels::elementwise::KernelKind;
@@ -104,29 +102,6 @@ fn to_client_moves_bytes_between_gpus() {
         .unwrap();
     assert_eq!(clients[1].read_one(copied).unwrap().to_elems::<u32>(), data);
     clients[0].sync().unwrap();
-}
-
-#[test]
-fn collective_properties_hold_on_every_gpu() {
-    const TEST: &str = "collective_properties_hold_on_every_gpu";
-    let factory = match CudaFactory::new(0) {
-        Ok(factory) => factory,
-        Err(err) => {
-            cannot_run(Need::CudaGpu, TEST, &err.to_string());
-            return;
-        }
-    };
-    // Without NCCL `all_reduce` would be reported not applicable: nothing checked.
-    if !factory.open(0).client.supports_collectives() {
-        cannot_run(Need::Nccl, TEST, NO_NCCL);
-        return;
-    }
-    let config = RunConfig { cases: 16, seed: 3 };
-    for name in ["all_reduce", "to_client"] {
-        let results = suite::check(&factory, config, Some(name), |_| {});
-        assert_eq!(results.len(), 1, "{name} is a property of the suite");
-        assert_eq!(results[0].outcome, Outcome::Passed, "{name}");
-    }
 }
 
 /// A collective's clock starts when it was enqueued or when the one before it on its

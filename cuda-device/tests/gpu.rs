@@ -1,5 +1,6 @@
 //! Tests on a real CUDA GPU: the device directly, the runtime on it, the simulator's answers
-//! for the same kernels, device loss, and the conformance suite through `CudaFactory`.
+//! for the same kernels and device loss. The conformance suite runs on the GPU from
+//! `lockstep-conformance`'s `tests/on_cuda.rs`.
 //!
 //! Every test looks for the GPU at run time. Without one it prints a visible `SKIPPED: ...` line
 //! and returns (CI machines have no GPU), or fails under `LOCKSTEP_REQUIRE_GPU=1`
@@ -20,8 +21,6 @@ use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
     ServerOptions,
 };
-use lockstep_conformance::properties::RunConfig;
-use lockstep_conformance::{CudaFactory, suite};
 use lockstep_cuda::{CudaContext, CudaDevice};
 use lockstep_harness::blocking_path::increment_kernel;
 use lockstep_harness::requirement::{Need, cannot_run};
@@ -608,32 +607,6 @@ fn allocations_beyond_memory_are_typed_errors() {
     ));
     c.create(Bytes::from_elems(&[1u32]))
         .expect("the device stays usable after an out-of-memory error");
-}
-
-#[test]
-fn the_conformance_suite_passes_on_the_gpu() {
-    let Some(ctx) = gpu("the_conformance_suite_passes_on_the_gpu") else {
-        return;
-    };
-    drop(ctx);
-    let factory = CudaFactory::new(0).expect("the GPU opened above");
-    let config = RunConfig { cases: 24, seed: 7 };
-    let results = suite::check(&factory, config, None, |_| {});
-    let failed: Vec<String> = results
-        .iter()
-        .filter_map(|r| {
-            r.outcome.failure().map(|f| {
-                format!(
-                    "{}: {} (case {}; replay: {})",
-                    r.name,
-                    f.message,
-                    f.minimal_case,
-                    suite::replay_command("cuda", r.name, config)
-                )
-            })
-        })
-        .collect();
-    assert!(failed.is_empty(), "{failed:#?}");
 }
 
 const POISON_CHILD: &str = "LOCKSTEP_CUDA_POISON_CHILD";

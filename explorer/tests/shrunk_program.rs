@@ -6,7 +6,7 @@
 //! range, under every knob, shrinks to a program the printer prints.
 //!
 //! After a deliberate change to the shrinker or the printer, rewrite the files with
-//! `UPDATE_SHRUNK=1 cargo test -p lockstep-conformance --test shrunk_program`.
+//! `UPDATE_SHRUNK=1 cargo test -p lockstep-explore --test shrunk_program`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 

@@ -18,14 +18,16 @@ executable() {
 }
 
 echo "== building (release)"
-cp "$(cargo build --release -p lockstep-conformance --bin lockstep --message-format=json | executable)" "$out/lockstep"
+cp "$(cargo build --release -p lockstep-cli --bin lockstep --message-format=json | executable)" "$out/lockstep"
 tests=$(cargo test --release -p lockstep-cuda --test gpu --no-run --message-format=json | executable)
 cp "$tests" "$out/cuda_tests"
+suite=$(cargo test --release -p lockstep-conformance --test on_cuda --no-run --message-format=json | executable)
+cp "$suite" "$out/suite_tests"
 bench=$(cargo bench -p lockstep-cuda --bench runtime_vs_raw --no-run --message-format=json | executable)
 cp "$bench" "$out/bench"
 
 echo "== stripping and checking run-time dependencies"
-for binary in lockstep cuda_tests bench; do
+for binary in lockstep cuda_tests suite_tests bench; do
   strip "$out/$binary"
   # A whole executable (another build rewriting target/ while it was copied would cut it short),
   # linking only the C runtime: CUDA is loaded at run time.
@@ -52,5 +54,5 @@ fi
 cat <<'CMD'
 
 == run on the GPU machine, from the repository root:
-export LOCKSTEP_REQUIRE_GPU=1 LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"; .gpu/lockstep check --device cuda --cases 64 --seed 7 && .gpu/cuda_tests && .gpu/bench
+export LOCKSTEP_REQUIRE_GPU=1 LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64"; .gpu/lockstep check --device cuda --cases 64 --seed 7 && .gpu/cuda_tests && .gpu/suite_tests && .gpu/bench
 CMD

@@ -6,7 +6,7 @@
 # ensemble on every core. Logs go to $OUT when set.
 #
 # A baseline, built here before carrying:
-#   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p lockstep-conformance --bin lockstep)
+#   git worktree add /tmp/base <commit> && (cd /tmp/base && cargo build --release -p lockstep-cli --bin lockstep)
 #   cp /tmp/base/target/release/lockstep .gpu/lockstep-baseline && strip .gpu/lockstep-baseline
 #   tar -C .gpu -cf - . | xz -6 -T0 > .gpu-pack/gpu.tar.xz
 set -uo pipefail

@@ -19,23 +19,24 @@ executable() {
   jq -r --arg name "$1" 'select(.reason == "compiler-artifact" and .target.name == $name and .executable != null) | .executable' | tail -n 1
 }
 cp "$(cargo test --release -p lockstep-cuda --test collectives --no-run --message-format=json | executable collectives)" .gpu/collectives_tests
+cp "$(cargo test --release -p lockstep-conformance --test on_cuda --no-run --message-format=json | executable on_cuda)" .gpu/suite_tests
 cp "$(cargo bench -p lockstep-cuda --bench collectives --no-run --message-format=json | executable collectives)" .gpu/collectives_bench
 cp "$(cargo bench -p lockstep-cuda --bench nccl_groups --no-run --message-format=json | executable nccl_groups)" .gpu/nccl_groups_bench
 cp "$(cargo bench -p lockstep-cuda --bench staging --no-run --message-format=json | executable staging)" .gpu/staging_bench
 cp "$(cargo bench -p lockstep-wgpu --bench dispatch --no-run --message-format=json | executable dispatch)" .gpu/wgpu_bench
-cp "$(cargo bench -p lockstep-conformance --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
-cp "$(cargo bench -p lockstep-conformance --bench transfers --no-run --message-format=json | executable transfers)" .gpu/transfers_bench
+cp "$(cargo bench -p lockstep-bench --bench graph --no-run --message-format=json | executable graph)" .gpu/graph_bench
+cp "$(cargo bench -p lockstep-bench --bench transfers --no-run --message-format=json | executable transfers)" .gpu/transfers_bench
 # The hand-off's own tests on a machine with cores enough to spin (the build machine has two,
 # where the actor and its callers park at once): the actor, and allocations at the call.
 cp "$(cargo test --release -p lockstep-runtime --lib --no-run --message-format=json | executable lockstep)" .gpu/runtime_tests
 cp "$(cargo test --release -p lockstep-sim --test allocation_at_call --no-run --message-format=json | executable allocation_at_call)" .gpu/allocation_tests
-cp "$(cargo bench -p lockstep-conformance --bench kernels --no-run --message-format=json | executable kernels)" .gpu/kernels_bench
+cp "$(cargo bench -p lockstep-bench --bench kernels --no-run --message-format=json | executable kernels)" .gpu/kernels_bench
 for example in decode_loop real_kernels faulty_kernels; do
-  cp "$(cargo build --release -p lockstep-conformance --example "$example" --message-format=json | executable "$example")" ".gpu/$example"
+  cp "$(cargo build --release -p lockstep-bench --example "$example" --message-format=json | executable "$example")" ".gpu/$example"
 done
 # Processes of one world (scripts/gpu/world-h200.sh): the launcher, its GPU-free probe, and the
 # CUDA rank that checks and measures collectives across processes.
-cp "$(cargo build --release -p lockstep-conformance --bin rendezvous-probe --message-format=json | executable rendezvous-probe)" .gpu/rendezvous-probe
+cp "$(cargo build --release -p lockstep-cli --bin rendezvous-probe --message-format=json | executable rendezvous-probe)" .gpu/rendezvous-probe
 cp "$(cargo build --release -p lockstep-cuda --example world --message-format=json | executable world)" .gpu/world
 # The cubecl peer (issue 14's table): outside the workspace, built from its own directory so
 # that its .cargo/config.toml applies (see there).

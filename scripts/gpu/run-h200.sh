@@ -37,6 +37,7 @@ for property in all_reduce to_client; do
   run 60 env CUDA_VISIBLE_DEVICES=0 .gpu/lockstep check --device cuda --cases 16 --seed 7 --property "$property"
 done
 run 90 .gpu/cuda_tests
+run 150 .gpu/suite_tests --test-threads 1
 run 60 .gpu/runtime_tests actor::
 run 60 .gpu/allocation_tests
 run 60 .gpu/collectives_tests --test-threads 1

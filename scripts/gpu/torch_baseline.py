@@ -25,7 +25,7 @@ MASK = (1 << 64) - 1
 GOLDEN, MIX1, MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 SMALL, BENCH = (64, 128, 96), (512, 2048, 4096)  # model, hidden, vocab
 SEED, FIRST_TOKEN, EPS = 7, 1, 1e-5
-# What `cargo run --release -p lockstep-conformance --example decode_loop` prints (any device).
+# What `cargo run --release -p lockstep-bench --example decode_loop` prints (any device).
 LOCKSTEP_SMALL_TOKENS = [51, 29, 54, 82, 82, 82, 82, 82]
 # Bits of embed[0], gamma[0], w1[0], b_out[95] of the small model (the Rust test pins them).
 PINNED = [0x3D998680, 0x3F7E095A, 0xBD7895C8, 0xBDC24B42]

@@ -4,7 +4,7 @@
 //! each replay feeds the token it picked to the next, on the device. Every step's stages are
 //! read back and checked against their references.
 //!
-//! Run: `cargo run --release -p lockstep-conformance --example decode_loop [-- sim|wgpu|cuda]`
+//! Run: `cargo run --release -p lockstep-bench --example decode_loop [-- sim|wgpu|cuda]`
 
 use lockstep::{ComputeClient, Device, StreamId};
 use lockstep_cuda::CudaDevice;

@@ -1,4 +1,5 @@
 //! The conformance suite on the wgpu adapter here (lavapipe on CI), with a small case count.
+//! Built with the crate's `wgpu` feature (on by default).
 //! Without an adapter it prints a visible `SKIPPED` line and passes, or fails under
 //! `LOCKSTEP_REQUIRE_GPU=1` or `LOCKSTEP_REQUIRE_WGPU=1`.
 

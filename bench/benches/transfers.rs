@@ -2,7 +2,7 @@
 //! at sizes from one word to 64 MiB, each the median of several rounds, in GB/s. CUDA's
 //! figures, beside raw pinned copies, are `cuda-device/benches/runtime_vs_raw.rs`.
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench transfers [-- sim|wgpu]` (wgpu takes its
+//! Run: `cargo bench -p lockstep-bench --bench transfers [-- sim|wgpu]` (wgpu takes its
 //! adapter from `LOCKSTEP_WGPU_BACKEND`/`LOCKSTEP_WGPU_ADAPTER`; lavapipe where there is no GPU).
 
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@
 //! compute-sanitizer --tool synccheck faulty_kernels cuda
 //! ```
 //!
-//! Run: `cargo run --release -p lockstep-conformance --example faulty_kernels [-- sim|wgpu|cuda [SEED]]`
+//! Run: `cargo run --release -p lockstep-bench --example faulty_kernels [-- sim|wgpu|cuda [SEED]]`
 
 use lockstep::kernel::Scalar;
 use lockstep::{Bytes, CubeCount, Handle, Kernel, KernelArguments};

@@ -6,7 +6,7 @@
 //! (median of single calls, each a blocking call that does no device work) beside a
 //! `synchronize` of an idle device stream; a 4-byte create -> launch -> read (mean of a loop).
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench handoff`
+//! Run: `cargo bench -p lockstep-bench --bench handoff`
 
 use std::time::Instant;
 

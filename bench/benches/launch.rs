@@ -1,7 +1,7 @@
 //! Launch throughput: `ComputeClient::launch` through the actor vs the same launches straight
 //! on a `SimDevice`, measured in one run, plus the simulator's own operation rate.
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench launch [-- LAUNCHES]`
+//! Run: `cargo bench -p lockstep-bench --bench launch [-- LAUNCHES]`
 
 use lockstep::{ComputeClient, Device};
 use lockstep_harness::blocking_path::{client_launches, straight_launches};

@@ -1,7 +1,7 @@
 //! Kernels per second of a 100-launch sequence: eager launches vs replays of the same sequence
 //! captured as a graph, in one run, on one device.
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench graph [-- sim|wgpu|cuda] [ROUNDS]`
+//! Run: `cargo bench -p lockstep-bench --bench graph [-- sim|wgpu|cuda] [ROUNDS]`
 
 use std::time::Instant;
 

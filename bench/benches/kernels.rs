@@ -8,7 +8,7 @@
 //!
 //! `scripts/gpu/torch_baseline.py` measures PyTorch on the same shapes and the same model.
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench kernels [-- cuda|wgpu|sim [small]]`
+//! Run: `cargo bench -p lockstep-bench --bench kernels [-- cuda|wgpu|sim [small]]`
 //! (`sim`, or `small`: tiny sizes, a smoke test of the harness).
 
 use std::time::Instant;

@@ -2,7 +2,7 @@
 //! the two-pass reduction (bit for bit), a row softmax, a layer norm and the tiled matrix
 //! product (within their derived bounds; see `lockstep_kernels::ops`).
 //!
-//! Run: `cargo run --release -p lockstep-conformance --example real_kernels [-- sim|wgpu|cuda]`
+//! Run: `cargo run --release -p lockstep-bench --example real_kernels [-- sim|wgpu|cuda]`
 
 use lockstep::{ComputeClient, Device};
 use lockstep_cuda::CudaDevice;

@@ -2,7 +2,7 @@
 //! fragmentation (peak bytes reserved / peak bytes live) on a trace shaped like a transformer's
 //! forward and backward pass. All on the simulator, measured in one run.
 //!
-//! Run: `cargo bench -p lockstep-conformance --bench memory [-- sim|wgpu|cuda]` (fragmentation
+//! Run: `cargo bench -p lockstep-bench --bench memory [-- sim|wgpu|cuda]` (fragmentation
 //! is measured on the simulator, throughput on the device named).
 
 use std::time::Instant;
