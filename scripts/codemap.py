@@ -8,8 +8,9 @@ part, and the heading's first `code span` is that folder (`runtime/`, `fuzz/driv
 under the folder is named when a code span of its part is the file's path relative to the
 folder or to the folder's `src/` (`server/capture.rs`, `tests/`, `main.rs`), or a folder that
 holds it (a span ending in `/`). A `.rs` file git tracks (or would track) and no part covers
-is a failure, as is a part that names a file or folder that does not exist, so the map
-cannot drift either way. Lines of the map stay within the limit below.
+is a failure, as is a name of a file or folder that ends no path inside its part (a file may
+be named relative to a folder named before it: `ir.rs` after `kernel/`), so the map cannot
+drift either way. The page stays within the line limit below.
 """
 
 import os
@@ -22,10 +23,19 @@ MAX_LINES = 360
 
 
 def rust_files(root):
+    return sorted(p for p in tracked(root, "*.rs") if os.path.exists(os.path.join(root, p)))
+
+
+def tracked(root, pattern):
     out = subprocess.check_output(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.rs"],
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", pattern],
         cwd=root, text=True)
-    return sorted(p for p in out.splitlines() if os.path.exists(os.path.join(root, p)))
+    return out.splitlines()
+
+
+def is_path(span):
+    """Whether a code span names a file or folder (not `n/a` or `a::b`)."""
+    return span.endswith((".rs", ".md", "/")) and "::" not in span
 
 
 def parts(text):
@@ -55,13 +65,16 @@ def main():
     lines = text.count("\n")
     found = parts(text)
     missing, stale = [], []
+    files = rust_files(root) + tracked(root, "*.md")
     for folder, spans in found.items():
         if not os.path.isdir(os.path.join(root, folder)):
             stale.append(f"part {folder}: no such folder")
-        for span in spans:
-            if "/" in span or span.endswith(".rs") or span.endswith(".md"):
-                if not any(os.path.exists(os.path.join(root, c)) for c in candidates(folder, span)):
-                    stale.append(f"part {folder}: `{span}` names nothing")
+        inside = [p for p in files if p.startswith(folder)]
+        for span in filter(is_path, spans):
+            # A name may be given relative to the folder, its src/, or a folder named before it
+            # in the same sentence (`ir.rs` of `kernel/`): it must end a path inside the part.
+            if not any(("/" + p).endswith("/" + span) or ("/" + p).count("/" + span) for p in inside):
+                stale.append(f"part {folder}: `{span}` names nothing")
     for path in rust_files(root):
         folder = max((f for f in found if path.startswith(f)), key=len, default=None)
         if folder is None:

@@ -1,6 +1,6 @@
 //! The blocking path's figures, measured the same way on every device: `empty` + drop, single
 //! blocking calls, the 4-byte create -> launch -> read round trip and the launch rate, through
-//! the client and straight on the device. Shared by `conformance/benches/handoff.rs` and
+//! the client and straight on the device. Shared by `bench/benches/handoff.rs` and
 //! `launch.rs` (the simulator), `lockstep-cuda`'s `runtime_vs_raw` and `lockstep-wgpu`'s
 //! `dispatch` (GPUs), so that they report comparable numbers.
 

@@ -7,7 +7,7 @@
 //! the refusal every device must give: the same `DeviceError::Contract` value on every device
 //! (`DeviceError::Compile` for the kernel). Together the cases reach every check of
 //! `lockstep::device::contract`. Then the device must still work: nothing refused was enqueued, no
-//! asynchronous failure is pending, and a write reads back exactly. `tests/device_contract.rs` runs it on the simulator;
+//! asynchronous failure is pending, and a write reads back exactly. `conformance/tests/device_contract.rs` runs it on the simulator;
 //! `lockstep-wgpu`'s and `lockstep-cuda`'s device tests run it on theirs.
 
 use lockstep::collective::CommunicatorId;

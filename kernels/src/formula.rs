@@ -560,6 +560,6 @@ mod tests {
         }
         // The lowering tests see sharing formulas too: shared arrays and barriers.
         let sharing = sample.iter().filter(|k| !k.def().shared.is_empty()).count();
-        assert_eq!(sharing, 0);
+        assert_eq!(sharing, 24);
     }
 }

@@ -157,6 +157,8 @@ impl<D: Device> Owner for HandleOwner<D> {
 /// rest; [`lockstep::Error`](crate::Error) takes them all, for `?`.
 ///
 #[doc = include_str!("client/groups.md")]
+///
+#[doc = include_str!("client/differences.md")]
 pub struct ComputeClient<D: Device> {
     shared: Arc<Shared<D>>,
     /// Pinned stream; `None` means the calling thread's stream.

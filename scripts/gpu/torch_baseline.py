@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch beside Lockstep's kernels bench (conformance/benches/kernels.rs), on one GPU:
+"""PyTorch beside Lockstep's kernels bench (bench/benches/kernels.rs), on one GPU:
 
 - f32 matmul GFLOP/s at the bench's shapes (m = n = k = 512 ... 4096), TF32 off (true f32,
   what Lockstep's tiled product computes), and with TF32 on for information;

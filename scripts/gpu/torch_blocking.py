@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch on the figures of Lockstep's blocking-path benchmark (cuda-device/benches/
-runtime_vs_raw.rs and conformance/benches/graph.rs), on one GPU, called from Python as a
+runtime_vs_raw.rs and bench/benches/graph.rs), on one GPU, called from Python as a
 PyTorch user calls it:
 
 - launches per second of the cheapest kernel PyTorch launches from Python (`x.add_(1)` on one

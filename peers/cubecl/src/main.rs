@@ -1,5 +1,5 @@
 //! cubecl, the seed's client, measured on the figures of Lockstep's blocking-path benchmark
-//! (`cuda-device/benches/runtime_vs_raw.rs`, `conformance/benches/graph.rs`), through cubecl's
+//! (`cuda-device/benches/runtime_vs_raw.rs`, `bench/benches/graph.rs`), through cubecl's
 //! own `Client` on its CUDA and wgpu runtimes, in the same way:
 //!
 //! - launches per second of an empty kernel (one 1×1×1 cube), then `sync`;

@@ -146,7 +146,7 @@ impl MemoryConfiguration {
     /// (≤ 256 KiB in 8 MiB pages) pools, each page capped by the device's largest allocation;
     /// larger requests get exclusive pages of their own size, reused by later requests of
     /// similar size. Large pages shared by large slices strand memory: on a transformer-shaped
-    /// trace (see `conformance/benches/memory.rs`) 128 MiB pages for ≤ 16 MiB slices reserved
+    /// trace (see `bench/benches/memory.rs`) 128 MiB pages for ≤ 16 MiB slices reserved
     /// 1.75× the peak live bytes, exclusive pages 1.01×.
     pub fn for_device(properties: &DeviceProperties) -> Self {
         let max = properties.max_allocation_bytes.min(properties.memory_bytes);
