@@ -97,15 +97,18 @@ pub enum LaunchError {
     },
     /// The launcher got `SIGINT`, `SIGTERM`, `SIGHUP` or `SIGQUIT` and passed it on to every
     /// rank's process group; every process has ended or was killed.
-    #[error("{}", stopped_message(signal, stopped))]
+    #[error("{}{}", stopped_message(signal, stopped), forced_message(forced))]
     Stopped {
         /// The signal's name, e.g. `SIGINT`.
         signal: &'static str,
         /// The ranks still running when it came, by rank.
         stopped: Vec<u32>,
+        /// The ranks whose process group outlived the signal by [`TERM_GRACE`] and got
+        /// `SIGKILL`, by rank.
+        forced: Vec<u32>,
     },
     /// At least one process ended unsuccessfully; every process has ended or was killed.
-    #[error("{}", failed_message(first, others, killed, *grace_ms))]
+    #[error("{}{}", failed_message(first, others, killed, *grace_ms), forced_message(forced))]
     Failed {
         /// The process that failed first.
         first: RankExit,
@@ -114,6 +117,9 @@ pub enum LaunchError {
         /// The processes still running after the grace period, by rank: their groups got
         /// `SIGTERM`, then `SIGKILL` [`TERM_GRACE`] later if still there.
         killed: Vec<u32>,
+        /// The ranks whose process group outlived `SIGTERM` by [`TERM_GRACE`] and got
+        /// `SIGKILL` (an ended rank's too, for what it left running), by rank.
+        forced: Vec<u32>,
         /// The grace period the others had after the first failure, in milliseconds.
         grace_ms: u64,
     },
@@ -128,6 +134,19 @@ fn stopped_message(signal: &str, stopped: &[u32]) -> String {
             ranks.join(", ")
         ),
     }
+}
+
+/// What a message adds for ranks whose groups needed `SIGKILL` (nothing when none did).
+fn forced_message(forced: &[u32]) -> String {
+    if forced.is_empty() {
+        return String::new();
+    }
+    let ranks: Vec<String> = forced.iter().map(u32::to_string).collect();
+    format!(
+        "; still running {} s later, so killed with SIGKILL: rank {}",
+        TERM_GRACE.as_secs(),
+        ranks.join(", ")
+    )
 }
 
 fn failed_message(first: &RankExit, others: &[RankExit], killed: &[u32], grace_ms: u64) -> String {
@@ -147,6 +166,14 @@ fn failed_message(first: &RankExit, others: &[RankExit], killed: &[u32], grace_m
         );
     }
     message
+}
+
+/// How [`World::stop`] ended the ranks.
+struct Stop {
+    /// The ranks still running when the stop began.
+    running: Vec<u32>,
+    /// The ranks whose group outlived the first signal and got `SIGKILL`.
+    forced: Vec<u32>,
 }
 
 /// Starts the world, forwards its output and waits for every process.
@@ -176,11 +203,15 @@ pub fn launch(config: &LaunchConfig) -> Result<(), LaunchError> {
         });
     }
     let (mut failed, signal) = world.supervise(config.grace, &signals);
-    let stopped = world.stop(signal.unwrap_or(Signal::TERM), &signals);
+    let Stop { running, forced } = world.stop(signal.unwrap_or(Signal::TERM), &signals);
     world.drain();
     if let Some(signal) = signal {
         let signal = stop::name(signal);
-        return Err(LaunchError::Stopped { signal, stopped });
+        return Err(LaunchError::Stopped {
+            signal,
+            stopped: running,
+            forced,
+        });
     }
     if failed.is_empty() {
         return Ok(());
@@ -190,7 +221,8 @@ pub fn launch(config: &LaunchConfig) -> Result<(), LaunchError> {
     Err(LaunchError::Failed {
         first,
         others: failed,
-        killed: stopped,
+        killed: running,
+        forced,
         grace_ms: u64::try_from(config.grace.as_millis()).unwrap_or(u64::MAX),
     })
 }
@@ -304,8 +336,8 @@ impl World {
     /// Stops every rank's process group, an ended rank's too (what it left running): sends
     /// `signal`, waits up to [`TERM_GRACE`] for the groups to empty (less if another signal
     /// comes), then `SIGKILL`s what is left, and reaps every rank. Returns the ranks that were
-    /// still running.
-    fn stop(&mut self, signal: Signal, signals: &Signals) -> Vec<u32> {
+    /// still running, and those whose group `SIGKILL` ended.
+    fn stop(&mut self, signal: Signal, signals: &Signals) -> Stop {
         let running: Vec<u32> = (0..)
             .zip(&self.children)
             .filter_map(|(rank, child)| child.as_ref().map(|_| rank))
@@ -313,13 +345,17 @@ impl World {
         self.forget_empty_groups();
         self.signal_groups(signal);
         self.await_groups(TERM_GRACE, || signals.take().is_some());
+        let forced: Vec<u32> = (0..)
+            .zip(&self.groups)
+            .filter_map(|(rank, group)| group.map(|_| rank))
+            .collect();
         self.signal_groups(Signal::KILL);
         self.await_groups(KILL_WAIT, || false);
         for mut child in self.children.iter_mut().filter_map(Option::take) {
             // Killed now, or ended just before: either way reaped here.
             let _ = child.wait();
         }
-        running
+        Stop { running, forced }
     }
 
     /// Reaps the ranks and forgets the groups that ended, until no group is left, `limit`
@@ -469,13 +505,14 @@ mod tests {
         let _one = one_launch();
         let dir = scratch("ignores");
         let script = format!("{RANK_1_FAILS}; trap '' TERM; {START_SLEEP}; wait");
-        let since = Instant::now();
         let error = launch_sh(2, 100, &script, &dir).unwrap_err();
+        // Rank 0's group ignores SIGTERM, so only SIGKILL, TERM_GRACE later, ends it.
+        assert!(matches!(&error, LaunchError::Failed { forced, .. } if forced == &[0]));
         assert_eq!(
             error.to_string(),
-            "rank 1 failed first (exit status: 3); killed after the 100 ms grace period: rank 0"
+            "rank 1 failed first (exit status: 3); killed after the 100 ms grace period: rank 0; \
+             still running 5 s later, so killed with SIGKILL: rank 0"
         );
-        assert!(since.elapsed() >= TERM_GRACE, "{:?}", since.elapsed());
         assert!(
             !runs(&dir.join("sleep0")),
             "rank 0's sleep outlived the launch"
@@ -508,18 +545,14 @@ mod tests {
             // The launch catches it (it started the ranks): the test process lives on.
             signal_hook::low_level::raise(signal).unwrap();
         });
-        let since = Instant::now();
         let error = launch_sh(2, 60_000, script, &dir).unwrap_err();
         raiser.join().unwrap();
+        // The ranks end on the signal itself: no group needed SIGKILL.
         assert_eq!(
             error.to_string(),
             format!("stopped by {name}, passed on to rank 0, 1")
         );
-        assert!(
-            since.elapsed() < TERM_GRACE,
-            "the ranks end on {name}: {:?}",
-            since.elapsed()
-        );
+        assert!(matches!(&error, LaunchError::Stopped { forced, .. } if forced.is_empty()));
         assert!(
             !runs(&dir.join("sleep0")) && !runs(&dir.join("sleep1")),
             "a sleep outlived the launch"
@@ -537,8 +570,9 @@ mod tests {
             first: exit(3, 3 << 8),
             others: vec![exit(1, 6), exit(4, 1 << 8)],
             killed: vec![0, 2],
+            forced: vec![2],
             grace_ms: 5000,
         };
-        insta::assert_snapshot!(error, @"rank 3 failed first (exit status: 3); then rank 1 (signal: 6 (SIGABRT)), rank 4 (exit status: 1); killed after the 5000 ms grace period: rank 0, 2");
+        insta::assert_snapshot!(error, @"rank 3 failed first (exit status: 3); then rank 1 (signal: 6 (SIGABRT)), rank 4 (exit status: 1); killed after the 5000 ms grace period: rank 0, 2; still running 5 s later, so killed with SIGKILL: rank 2");
     }
 }
