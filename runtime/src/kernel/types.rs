@@ -69,7 +69,7 @@ fn expr(e: &Expr, mark: &mut impl FnMut(ElemType)) {
 }
 
 /// Which element types a device's features allow: kept beside the kernel's element types, so
-/// that [`crate::properties`] names nothing of the kernel.
+/// that the properties module names nothing of the kernel.
 impl Features {
     /// Whether kernels may use values of `elem`: always for the 32-bit types, per flag for the
     /// half floats.
