@@ -160,9 +160,11 @@ pub trait Device: Send + 'static {
     /// contents are unspecified until written.
     fn allocate(&mut self, bytes: u64) -> Result<Self::Buffer, DeviceError>;
 
-    /// Returns an allocation. Every operation using it has completed (the runtime guarantees
-    /// it; see the module documentation for what a device does otherwise). A buffer of
-    /// another device is left alone.
+    /// Returns an allocation. Every operation using it has completed: the runtime frees a
+    /// buffer only once the events of every stream that used it have completed
+    /// (`Server::release` and `Server::reclaim`, `server/mod.rs`); see the module
+    /// documentation for what a device does otherwise. A buffer of another device is left
+    /// alone.
     fn free(&mut self, buffer: Self::Buffer);
 
     /// Enqueues a host-to-device copy of `data` to `dst` at `offset`.
