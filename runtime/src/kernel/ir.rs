@@ -744,9 +744,13 @@ pub struct KernelDef {
 }
 
 impl KernelDef {
-    /// Invocations per workgroup.
+    /// Invocations per workgroup; `u64::MAX` where the product of the three sizes overflows
+    /// (validation refuses such a kernel: it is far above
+    /// [`MAX_WORKGROUP_INVOCATIONS`](crate::kernel::MAX_WORKGROUP_INVOCATIONS)).
     pub fn workgroup_invocations(&self) -> u64 {
-        self.workgroup_size.iter().map(|&d| d as u64).product()
+        self.workgroup_size
+            .iter()
+            .fold(1u64, |product, &d| product.saturating_mul(u64::from(d)))
     }
 
     /// Bytes of workgroup-shared memory one workgroup uses.

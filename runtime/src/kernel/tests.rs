@@ -90,6 +90,29 @@ fn indices_must_be_u32_and_workgroups_non_empty() {
     ));
 }
 
+/// A workgroup size whose product overflows `u64` (2^66 wraps to 0) was accepted in release
+/// builds and panicked in debug ones; the simulator then aborted allocating invocation ids.
+#[test]
+fn a_workgroup_size_whose_product_overflows_is_refused() {
+    for size in [[1 << 22; 3], [u32::MAX; 3], [1 << 31, 1 << 31, 4]] {
+        let k = KernelBuilder::new("huge_wg", size);
+        assert_eq!(
+            k.build().unwrap_err(),
+            KernelError::InvalidWorkgroupSize {
+                kernel: "huge_wg".into(),
+                size,
+            }
+        );
+    }
+    let mut def = KernelBuilder::new("wg", [1, 1, 1]).build().unwrap().def().clone();
+    def.workgroup_size = [1 << 22; 3];
+    assert_eq!(def.workgroup_invocations(), u64::MAX);
+    assert!(matches!(
+        Kernel::new(def),
+        Err(KernelError::InvalidWorkgroupSize { .. })
+    ));
+}
+
 #[test]
 fn loops_and_locals_validate() {
     let mut k = KernelBuilder::new("sum", [1, 1, 1]);
