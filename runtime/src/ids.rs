@@ -32,6 +32,15 @@ pub(crate) struct BufferRange {
     pub len: u64,
 }
 
+impl BufferRange {
+    /// Whether the two ranges share a byte (an empty range shares none).
+    pub(crate) fn overlaps(&self, other: &BufferRange) -> bool {
+        self.buffer == other.buffer
+            && self.offset < other.offset.saturating_add(other.len)
+            && other.offset < self.offset.saturating_add(self.len)
+    }
+}
+
 /// Identifies a graph of one server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GraphId(pub u64);

@@ -113,8 +113,9 @@ impl KernelArguments {
 impl KernelArguments {
     /// The bindings' ranges, in order, once the arguments match `def`'s declarations: as many
     /// bindings and parameters as declared, each parameter of its declared type, and each
-    /// binding on `device`, a whole number of its elements, and sharing no memory with
-    /// another binding when either is writable (devices may assume bindings do not alias).
+    /// binding on `device`, a whole number of its elements, and sharing no byte with another
+    /// binding when either is writable (devices may assume bindings do not alias; two views of
+    /// one packed allocation that do not overlap do not alias).
     pub(crate) fn checked_ranges(
         &self,
         def: &KernelDef,
@@ -154,7 +155,7 @@ impl KernelArguments {
                 )));
             }
             let aliased = ranges.iter().zip(&def.bindings).position(|(r, d)| {
-                r.buffer == range.buffer
+                r.overlaps(&range)
                     && (decl.access == Access::ReadWrite || d.access == Access::ReadWrite)
             });
             if let Some(j) = aliased {
