@@ -211,8 +211,8 @@ impl Bytes {
     /// The bytes of a lazy read, performed now on this thread (its own if no clone shares
     /// them, else a heap copy); other bytes as they are.
     ///
-    /// # Panics
-    /// If the deferred read fails, as `Deref` does.
+    /// # Errors
+    /// The deferred read's failure, the same on every access.
     #[cfg_attr(
         loom,
         allow(
@@ -220,18 +220,18 @@ impl Bytes {
             reason = "lazy reads come from the client, which loom builds leave out"
         )
     )]
-    pub(crate) fn into_resident(self) -> Self {
+    pub(crate) fn into_resident(self) -> Result<Self, ServerError> {
         let Repr::Lazy(lazy) = self.0 else {
-            return self;
+            return Ok(self);
         };
-        lazy_bytes(&lazy);
-        match Arc::try_unwrap(lazy) {
+        lazy.get().as_ref().map_err(Clone::clone)?;
+        Ok(match Arc::try_unwrap(lazy) {
             Ok(only) => match only.value.into_inner() {
                 Some(Ok(bytes)) => bytes,
-                _ => unreachable!("the read ran and succeeded: `lazy_bytes` panics otherwise"),
+                _ => unreachable!("the read ran and succeeded: checked above"),
             },
             Err(shared) => Self::from_bytes_vec(lazy_bytes(&shared).to_vec()),
-        }
+        })
     }
 
     /// Drops the bytes; large heap buffers and all pinned memory are freed on a helper thread

@@ -381,7 +381,7 @@ impl<D: Device> ComputeClient<D> {
     fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
         let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = data.map(Bytes::into_resident);
+        let data = data.map(Bytes::into_resident).transpose()?;
         let stream = self.stream_id();
         // Served at the call when a page the pools hold has room, if need be once the actor
         // has run what was queued before; else by the actor, which can grow the pools and
@@ -568,7 +568,11 @@ impl<D: Device> ComputeClient<D> {
                 }
             }
         }
-        let contents = data.map(|data| match (&placed[..], data) {
+        // Lazy reads run here, before the data is scattered: a failed one is this call's error.
+        let data = data
+            .map(|data| data.into_iter().map(Bytes::into_resident).collect())
+            .transpose()?;
+        let contents = data.map(|data: Vec<Bytes>| match (&placed[..], data) {
             // One dense tensor: its bytes are the allocation's contents as they are.
             ([(0, plan)], mut data) if plan.bytes == data[0].len() as u64 => data.remove(0),
             (_, data) => {
@@ -622,7 +626,7 @@ impl<D: Device> ComputeClient<D> {
             return Ok(());
         }
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = data.into_resident();
+        let data = data.into_resident().map_err(lazy_read_failed)?;
         self.enqueue(move |server, stream| server.write(stream, range, data));
         Ok(())
     }
@@ -1097,5 +1101,12 @@ impl<D: Device> ComputeClient<D> {
     #[doc(hidden)]
     pub fn allocation_paths(&self) -> AllocationPaths {
         lock(&self.shared.books).paths()
+    }
+}
+
+/// A lazy read that failed when a write read it, as the write's error.
+pub(crate) fn lazy_read_failed(source: ServerError) -> IoError {
+    IoError::LazyReadFailed {
+        source: Box::new(source),
     }
 }

@@ -277,6 +277,14 @@ pub enum IoError {
     /// A kernel that fails validation (or does not fit the device's shared memory).
     #[error(transparent)]
     InvalidKernel(#[from] KernelError),
+    /// The data to write is a lazy read ([`read_lazy`](crate::ComputeClient::read_lazy)) whose
+    /// deferred read failed when the write read it: there are no bytes to write. The error is
+    /// the read's.
+    #[error("the data is a lazy read that failed: {source}")]
+    LazyReadFailed {
+        /// Why the deferred read failed.
+        source: Box<ServerError>,
+    },
 }
 
 /// A graph-capture call out of order, or an operation the capture window cannot hold.

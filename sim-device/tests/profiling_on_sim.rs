@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder};
 use lockstep::{
-    AllocationProperty, Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Kernel,
-    KernelArguments, KernelConfig, ProfileError, ProfileLevel, ServerError, ThroughputKey,
-    TimingMethod, dry_run,
+    AllocationProperty, Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, IoError,
+    Kernel, KernelArguments, KernelConfig, MemoryLayoutDescriptor, MemoryLayoutStrategy,
+    ProfileError, ProfileLevel, ServerError, ThroughputKey, TimingMethod, dry_run,
 };
 use lockstep_sim::{SimConfig, SimDevice, SimProbe};
 
@@ -181,6 +181,29 @@ fn read_lazy_reads_at_first_access_and_reports_failures_there() {
         .downcast::<String>()
         .unwrap();
     assert!(message.contains("call Bytes::materialize"), "{message}");
+}
+
+/// A lazy read that failed made a later `create` or `write` of its bytes panic instead of
+/// returning the read's error.
+#[test]
+fn a_failed_lazy_read_is_the_error_of_a_create_or_write_of_it() {
+    let (c, _) = client(7);
+    let h = c.create(Bytes::from_elems(&[7u32; 6])).unwrap();
+    let failed = || c.read_lazy(CopyDescriptor::new(h.clone(), vec![2, 3], vec![3], 4));
+    let error = failed().materialize().unwrap_err();
+    assert!(matches!(error, ServerError::Io(_)), "{error:?}");
+    let as_write = IoError::LazyReadFailed {
+        source: Box::new(error.clone()),
+    };
+    assert_eq!(c.create(failed()).unwrap_err(), error);
+    assert_eq!(c.write(&h, failed()).unwrap_err(), as_write);
+    let whole = CopyDescriptor::new(h.clone(), vec![6], vec![1], 4);
+    assert_eq!(c.write_tensor(whole, failed()).unwrap_err(), as_write);
+    let desc = MemoryLayoutDescriptor::new(MemoryLayoutStrategy::Contiguous, vec![2, 3], 4);
+    assert_eq!(c.create_tensors(vec![(desc, failed())]).unwrap_err(), error);
+    // Nothing was written, and the stream stays usable.
+    assert_eq!(c.read_one(h).unwrap().to_elems::<u32>(), vec![7; 6]);
+    c.sync().unwrap();
 }
 
 #[test]

@@ -66,7 +66,8 @@ impl<D: Device> ComputeClient<D> {
         for ((descriptor, data), (range, runs)) in tensors.into_iter().zip(planned) {
             handles.push(descriptor.handle);
             // A lazy read must run here: on the actor it would wait for the actor.
-            writes.extend(copies(range, &runs, data.into_resident()));
+            let data = data.into_resident().map_err(super::lazy_read_failed)?;
+            writes.extend(copies(range, &runs, data));
         }
         if !writes.is_empty() {
             self.enqueue(move |server, stream| {
