@@ -271,6 +271,9 @@ impl<D: Device<Buffer: Sync>, B: Behaviour<D>> Device for Misbehaving<D, B> {
             1
         }
     }
+    fn peer_group(&self) -> u64 {
+        self.inner.peer_group()
+    }
     fn supports_collectives(&self) -> bool {
         B::COLLECTIVES && self.inner.supports_collectives()
     }

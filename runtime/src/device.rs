@@ -66,7 +66,8 @@
 //!   passes changes nothing a device does, only what it reports (the simulator reports a second
 //!   label of one stream as `ContractViolation::StreamLabelledTwice`).
 //! - A device names itself `DeviceId { type_id: TYPE_ID, index: ordinal() }`; the indices
-//!   `0..device_count()` are the devices of its backend this process can open together.
+//!   `0..device_count()` are the devices of its backend this process can open together, and
+//!   only devices of one `peer_group` meet in a communicator.
 //! - A device without collectives returns [`DeviceError::Unsupported`] from every collective
 //!   method and says so in `supports_collectives`.
 //! - `create_communicator` is called once per id, before any collective on it, by every device
@@ -301,6 +302,15 @@ pub trait Device: Send + 'static {
     /// How many devices of this backend this process can open, this one included.
     fn device_count(&self) -> u32 {
         1
+    }
+
+    /// Which devices of this backend this one can meet in a communicator: those with the same
+    /// value. Devices of different groups never share a collective, so a copy between them
+    /// (`ComputeClient::to_client`) goes through the host. By default every device of the
+    /// backend in this process is one group (as CUDA's GPUs are); the simulator's clusters
+    /// are a group each.
+    fn peer_group(&self) -> u64 {
+        0
     }
 
     /// Whether the collective methods below are implemented.

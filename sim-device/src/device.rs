@@ -1238,6 +1238,10 @@ impl Device for SimDevice {
         self.cluster_size()
     }
 
+    fn peer_group(&self) -> u64 {
+        self.cluster_group()
+    }
+
     fn supports_collectives(&self) -> bool {
         true
     }

@@ -145,6 +145,36 @@ fn to_client_copies_between_devices_in_stream_order() {
     }
 }
 
+/// `to_client` between devices of two clusters hung: ordinals 0 and 1 looked like peers, so the
+/// send waited at one hub for a receive posted at the other. Devices of different clusters are
+/// of different peer groups, and the copy goes through the host. The copy runs on a thread of
+/// its own, so that a regression fails after a minute instead of hanging the suite.
+#[test]
+fn to_client_between_two_clusters_copies_through_the_host() {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let one = cluster(SimConfig::new(11), 2);
+        let other = cluster(SimConfig::new(12), 2);
+        let (a, b) = (&one[0], &other[1]);
+        assert_ne!(
+            a.peer_id(),
+            b.peer_id(),
+            "the case that hung: different ordinals"
+        );
+        let data: Vec<u32> = (0..64).collect();
+        let src = a.create(Bytes::from_elems(&data)).unwrap();
+        let copied = a.to_client(src, b, ElemType::U32).unwrap();
+        let read = b.read_one(copied).unwrap().to_elems::<u32>();
+        done.send(read == data).unwrap();
+    });
+    let copied = finished.recv_timeout(std::time::Duration::from_secs(60));
+    assert_eq!(
+        copied,
+        Ok(true),
+        "the copy between clusters hung or was wrong"
+    );
+}
+
 #[test]
 fn to_client_tensor_gathers_a_pitched_tensor() {
     let clients = cluster(SimConfig::new(11), 2);

@@ -39,7 +39,8 @@ fn two_tensors_of_one_packing_bind_to_one_launch() {
     let args = KernelArguments::new()
         .binding(&dst.handle)
         .binding(&src.handle);
-    c.launch(&double(), CubeCount::Static(1, 1, 1), args).unwrap();
+    c.launch(&double(), CubeCount::Static(1, 1, 1), args)
+        .unwrap();
     let read: Vec<Vec<u32>> = c
         .read_tensor(tensors)
         .into_iter()

@@ -24,6 +24,8 @@ pub(super) struct Peers {
     id: DeviceId,
     count: u32,
     collectives: bool,
+    /// The devices this one can meet in a communicator (`Device::peer_group`).
+    group: u64,
 }
 
 impl Peers {
@@ -35,6 +37,7 @@ impl Peers {
             },
             count: device.device_count(),
             collectives: device.supports_collectives(),
+            group: device.peer_group(),
         }
     }
 }
@@ -217,9 +220,9 @@ impl<D: Device> ComputeClient<D> {
     /// Transfer data from one client to another: a new handle on `dst_client`'s device holding
     /// the tensor `src_descriptor` describes, dense row-major.
     ///
-    /// A dense tensor between two different devices with collectives moves by a send on this
-    /// client's stream and a receive on `dst_client`'s stream; otherwise it is read here and
-    /// written there. Either way the copy sees every earlier operation of this stream on the
+    /// A dense tensor between two different devices with collectives, of one peer group (see
+    /// [`Device::peer_group`]), moves by a send on this client's stream and a receive on
+    /// `dst_client`'s stream; otherwise it is read here and written there. Either way the copy sees every earlier operation of this stream on the
     /// source, and later work of `dst_client`'s stream sees the copied bytes. A peer copy's
     /// failure surfaces at either stream's next blocking call.
     ///
@@ -254,10 +257,12 @@ impl<D: Device> ComputeClient<D> {
             }));
         }
         let (src_peer, dst_peer) = (self.peer_id(), dst_client.peer_id());
+        let (src_peers, dst_peers) = (&self.shared.peers, &dst_client.shared.peers);
         let peer_copy = len > 0
             && is_dense(shape, strides)
-            && self.shared.peers.collectives
-            && dst_client.shared.peers.collectives
+            && src_peers.collectives
+            && dst_peers.collectives
+            && src_peers.group == dst_peers.group
             && src_peer != dst_peer;
         if !peer_copy {
             let bytes = block_on(self.read_tensor_async(vec![src_descriptor]))?.remove(0);

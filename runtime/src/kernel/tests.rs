@@ -104,7 +104,11 @@ fn a_workgroup_size_whose_product_overflows_is_refused() {
             }
         );
     }
-    let mut def = KernelBuilder::new("wg", [1, 1, 1]).build().unwrap().def().clone();
+    let mut def = KernelBuilder::new("wg", [1, 1, 1])
+        .build()
+        .unwrap()
+        .def()
+        .clone();
     def.workgroup_size = [1 << 22; 3];
     assert_eq!(def.workgroup_invocations(), u64::MAX);
     assert!(matches!(

@@ -38,6 +38,7 @@
 //! NCCL. On this device, such a wait may also run another stream's completion.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use lockstep::collective::CommunicatorId;
@@ -255,10 +256,25 @@ struct HubState {
 }
 
 /// The rendezvous the devices of one cluster share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Hub {
+    /// Unique in this process: the cluster's peer group (`Device::peer_group`).
+    id: u64,
     state: Mutex<HubState>,
     changed: Condvar,
+}
+
+impl Default for Hub {
+    fn default() -> Self {
+        // Compared for equality only, never hashed into a trace: its order across threads
+        // changes nothing a device does.
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            state: Mutex::default(),
+            changed: Condvar::new(),
+        }
+    }
 }
 
 /// How a device's wait at the hub ended.
@@ -399,6 +415,11 @@ impl SimDevice {
 
     pub(super) fn cluster_size(&self) -> u32 {
         self.cluster.count
+    }
+
+    /// The peer group of the cluster (or world) this device belongs to: its hub's id.
+    pub(super) fn cluster_group(&self) -> u64 {
+        self.cluster.hub.id
     }
 
     pub(super) fn create_sim_communicator(
