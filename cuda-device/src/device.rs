@@ -268,7 +268,8 @@ impl CudaDevice {
             max_allocation_bytes: info.memory_bytes,
             alignment_bytes: 256,
             max_load_width_bytes: 16,
-            max_workgroups: info.max_grid,
+            // What the lowering's indirect launches check counts against, at most.
+            max_workgroups: [0, 1, 2].map(|d| info.max_grid[d].min(crate::lower::MAX_GRID[d])),
             max_shared_memory_bytes: info.max_shared_bytes,
             features: Features {
                 graphs: GraphSupport::Hardware,

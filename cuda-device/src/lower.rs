@@ -50,6 +50,11 @@ use lockstep::kernel::{
 /// The name of the kernel's entry point in the compiled module.
 pub const ENTRY: &str = "lockstep_kernel";
 
+/// The largest grid CUDA launches, per dimension, on every GPU since compute capability 3.0:
+/// the most workgroups a device reports (`DeviceProperties::max_workgroups`). An indirect
+/// launch whose counts exceed it in any dimension does nothing, as WebGPU has it.
+pub const MAX_GRID: [u32; 3] = [2_147_483_647, 65_535, 65_535];
+
 /// Type aliases and helper functions every lowered kernel uses.
 pub const PRELUDE: &str = r#"// Lockstep CUDA prelude: the IR's scalar semantics (lockstep::kernel::semantics).
 typedef unsigned int u32;
@@ -263,8 +268,8 @@ fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)],
 }
 
 /// The entry point: with a static count (`ls_count` null) one block per workgroup; with a
-/// dynamic one a grid-stride loop over the workgroups `ls_count` holds, which synchronises
-/// between workgroups when they share arrays.
+/// dynamic one a grid-stride loop over the workgroups `ls_count` holds (none when a count is
+/// above [`MAX_GRID`]), which synchronises between workgroups when they share arrays.
 fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
     let _ = writeln!(
         src,
@@ -287,6 +292,11 @@ fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
     );
     src.push_str("    return;\n  }\n");
     src.push_str("  const u32 nx = ls_count[0], ny = ls_count[1], nz = ls_count[2];\n");
+    let [max_x, max_y, max_z] = MAX_GRID;
+    let _ = writeln!(
+        src,
+        "  if (nx > {max_x}u || ny > {max_y}u || nz > {max_z}u) return;"
+    );
     src.push_str("  const unsigned long long plane = (unsigned long long)nx * ny;\n");
     src.push_str("  const unsigned long long total = plane * nz;\n");
     src.push_str("  for (unsigned long long w = blockIdx.x; w < total; w += gridDim.x) {\n");

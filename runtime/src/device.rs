@@ -113,7 +113,8 @@ pub enum LaunchCount<'a, B> {
     /// skips a launch with a zero count and never passes one).
     Static([u32; 3]),
     /// Three little-endian `u32` workgroup counts read from device memory when the launch
-    /// executes (indirect dispatch).
+    /// executes (indirect dispatch). Counts with a zero, or above
+    /// [`DeviceProperties::max_workgroups`] in any dimension, make the launch do nothing.
     Dynamic(BufferSlice<'a, B>),
 }
 

@@ -13,7 +13,10 @@ pub enum CubeCount {
     /// Workgroups along x, y and z. A zero in any dimension makes the launch a no-op.
     Static(u32, u32, u32),
     /// Three little-endian `u32` counts read from this handle when the launch executes, so a
-    /// kernel can size the next one without a round trip to the host.
+    /// kernel can size the next one without a round trip to the host. As WebGPU has it for an
+    /// indirect dispatch, counts with a zero, or above the device's
+    /// [`max_workgroups`](crate::DeviceProperties::max_workgroups) in any dimension, make the
+    /// launch do nothing, on every device (a static count above it is refused at the call).
     Dynamic(Handle),
 }
 

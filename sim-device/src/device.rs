@@ -726,7 +726,16 @@ impl SimDevice {
                 .push(DeviceError::ExecutionFault { operation, reason });
             return 0;
         }
-        let Some((count, mut data)) = self.launch_inputs(stream, launch, &operation) else {
+        let Some(count) = self.launch_count(stream, launch, &operation) else {
+            return 0;
+        };
+        // A dynamic count above the device's maximum makes the launch do nothing, as WebGPU
+        // has it for an indirect dispatch (a static one is refused at the call).
+        let maximum = self.properties.max_workgroups;
+        if count.iter().zip(maximum).any(|(&c, max)| c > max) {
+            return 0;
+        }
+        let Some(mut data) = self.launch_bindings(stream, launch, &operation) else {
             return 0;
         };
         let invocations = count.iter().map(|&c| c as u64).product::<u64>()
@@ -752,28 +761,37 @@ impl SimDevice {
         invocations
     }
 
-    /// What a launch reads before it runs: its workgroup count (a dynamic one read from
-    /// memory) and each binding's elements. `None`, after faulting the stream, when any of
-    /// that memory was freed.
-    fn launch_inputs(
+    /// A launch's workgroup count, a dynamic one read from memory. `None`, after faulting the
+    /// stream, when that memory was freed.
+    fn launch_count(
         &mut self,
         stream: u32,
         launch: &LaunchOp,
         operation: &str,
-    ) -> Option<([u32; 3], Vec<BindingData>)> {
-        let count = match &launch.count {
-            Count::Static(dims) => *dims,
+    ) -> Option<[u32; 3]> {
+        match &launch.count {
+            Count::Static(dims) => Some(*dims),
             Count::Dynamic(range) => match self.memory.get_mut(range.buffer, operation) {
                 Ok(alloc) => {
                     let at = range.offset as usize;
-                    [0, 1, 2].map(|i| alloc.read_word(at + 4 * i))
+                    Some([0, 1, 2].map(|i| alloc.read_word(at + 4 * i)))
                 }
                 Err(report) => {
                     self.fault_use_after_free(stream, operation, report);
-                    return None;
+                    None
                 }
             },
-        };
+        }
+    }
+
+    /// Each binding's elements, as a launch reads them before it runs. `None`, after faulting
+    /// the stream, when any of that memory was freed.
+    fn launch_bindings(
+        &mut self,
+        stream: u32,
+        launch: &LaunchOp,
+        operation: &str,
+    ) -> Option<Vec<BindingData>> {
         let mut data = Vec::with_capacity(launch.bindings.len());
         for (index, range) in launch.bindings.iter().enumerate() {
             let elem_bytes = binding_elem_bytes(&launch.kernel, index);
@@ -785,7 +803,7 @@ impl SimDevice {
                 }
             }
         }
-        Some((count, data))
+        Some(data)
     }
 
     /// A launch ran to its end: reports what the sanitizer found (uninitialised loads, the

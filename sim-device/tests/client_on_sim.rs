@@ -320,6 +320,37 @@ fn dynamic_cube_counts_are_read_from_device_memory() {
     assert_eq!(c.read_one(data).unwrap().to_elems::<u32>(), expected);
 }
 
+/// Dynamic counts were never bounded: `u32::MAX` in each dimension ended as `TaskPanicked`
+/// ("capacity overflow") and a count above the maximum a static one is refused for ran. A
+/// count above `max_workgroups` in any dimension makes the launch do nothing, as WebGPU has it.
+#[test]
+fn dynamic_counts_above_the_maximum_launch_nothing() {
+    let c = client(SimConfig::new(14));
+    let max = c.properties().max_workgroups;
+    let data = c.create(Bytes::from_elems(&[0u32; 8])).unwrap();
+    for counts in [
+        [u32::MAX; 3],
+        [max[0] + 1, 1, 1],
+        [1, max[1] + 1, 1],
+        [2, 1, u32::MAX],
+    ] {
+        let count = c.create(Bytes::from_elems(&counts)).unwrap();
+        c.launch(
+            &add_one(),
+            CubeCount::Dynamic(count),
+            KernelArguments::new().binding(&data),
+        )
+        .unwrap();
+    }
+    c.sync().unwrap();
+    assert_eq!(
+        c.read_one(data.clone()).unwrap().to_elems::<u32>(),
+        vec![0; 8]
+    );
+    launch_add_one(&c, &data, 8);
+    assert_eq!(c.read_one(data).unwrap().to_elems::<u32>(), vec![1; 8]);
+}
+
 #[test]
 fn registered_clients_are_loaded_by_index_and_die_with_their_last_client() {
     assert!(ComputeClient::<SimDevice>::load(7).is_none());

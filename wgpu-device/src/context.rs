@@ -272,7 +272,11 @@ fn instance(options: &WgpuOptions) -> Result<(wgpu::Instance, wgpu::Backends), D
     }
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends,
-        flags: wgpu::InstanceFlags::empty().with_env(),
+        // Indirect dispatches whose counts exceed the device's limits are undefined behaviour
+        // unless wgpu validates them (it turns them into no-ops, the runtime's contract for a
+        // dynamic count): on whatever the environment says.
+        flags: wgpu::InstanceFlags::empty().with_env()
+            | wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL,
         memory_budget_thresholds: Default::default(),
         backend_options: Default::default(),
         display: None,

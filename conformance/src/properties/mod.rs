@@ -12,6 +12,7 @@ macro_rules! ensure {
 
 mod collectives;
 mod data;
+mod dynamic_counts;
 mod errors;
 pub mod faults;
 mod graphs;
@@ -139,6 +140,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "workgroup_kernels",
             summary: "a shared-memory reduction, a histogram with shared and global atomics, claims by compare-exchange, while/break/continue loops and the math functions compute the reference (math within the WGSL bounds)",
             check: kernels::workgroup_kernels,
+            applies: everywhere,
+        },
+        Property {
+            name: "dynamic_counts",
+            summary: "a dynamic workgroup count runs exactly the workgroups it holds when the launch executes, and none when a count is zero or above the device's maximum",
+            check: dynamic_counts::dynamic_counts,
             applies: everywhere,
         },
         Property {

@@ -16,6 +16,15 @@ pub(super) fn ids(size: [u32; 3]) -> Vec<[u32; 3]> {
     ids
 }
 
+/// Fills `ids` with the ids of the box of `size` numbered `first..first + len` in [`ids`]'s
+/// order (x fastest), `len` as many as there are, at most `max`.
+pub(super) fn batch_ids(ids: &mut Vec<[u32; 3]>, size: [u32; 3], first: u64, max: usize) {
+    let [x, y, z] = size.map(u64::from);
+    let end = (x * y * z).min(first.saturating_add(max as u64));
+    ids.clear();
+    ids.extend((first..end).map(|i| [i % x, (i / x) % y, i / (x * y)].map(|d| d as u32)));
+}
+
 /// A batch's lanes are its workgroups in order, each one lane per local id, x fastest.
 pub(super) struct Builtins {
     groups: Vec<[u32; 3]>,
@@ -121,6 +130,33 @@ mod tests {
     use lockstep::kernel::Axis;
 
     use super::*;
+
+    #[test]
+    fn batches_of_ids_are_the_boxs_ids_in_order() {
+        let mut batch = Vec::new();
+        for (size, per_batch) in [
+            ([5, 3, 2], 4),
+            ([1, 1, 1], 8),
+            ([7, 1, 3], 7),
+            ([2, 9, 1], 100),
+        ] {
+            let mut made = Vec::new();
+            let mut next = 0;
+            loop {
+                batch_ids(&mut batch, size, next, per_batch);
+                if batch.is_empty() {
+                    break;
+                }
+                assert!(batch.len() <= per_batch);
+                next += batch.len() as u64;
+                made.extend_from_slice(&batch);
+            }
+            assert_eq!(made, ids(size), "{size:?} by {per_batch}");
+        }
+        // The largest launch a device allows is made a batch at a time, never whole.
+        batch_ids(&mut batch, [65_535; 3], 65_535 * 65_535 * 65_534, 3);
+        assert_eq!(batch, vec![[0, 0, 65_534], [1, 0, 65_534], [2, 0, 65_534]]);
+    }
 
     #[test]
     fn global_ids_are_each_workgroups_offset_plus_its_local_ids() {

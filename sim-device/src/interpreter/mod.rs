@@ -296,22 +296,14 @@ fn run_on(
         numbers: (watch && engine == Engine::Batched).then(|| Numbers::new(def)),
         repeated: RepeatedLoads::new(def),
     };
-    let workgroups = builtins::ids(count);
     let group_lanes = def.workgroup_invocations().max(1) as usize;
     let groups_per_batch = (BATCH_LANES / group_lanes).max(1);
     if engine == Engine::Batched {
-        drive(
-            &launch,
-            bindings,
-            &workgroups,
-            groups_per_batch,
-            0,
-            |batch| {
-                let lanes: Vec<u32> = (0..batch.lane_count() as u32).collect();
-                batch.block(&def.body, &lanes);
-                Ok(())
-            },
-        )
+        drive(&launch, bindings, count, groups_per_batch, 0, |batch| {
+            let lanes: Vec<u32> = (0..batch.lane_count() as u32).collect();
+            batch.block(&def.body, &lanes);
+            Ok(())
+        })
     } else {
         let program = Program::new(def);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -320,7 +312,7 @@ fn run_on(
         drive(
             &launch,
             bindings,
-            &workgroups,
+            count,
             groups_per_batch,
             hidden,
             |batch| workgroup::run(batch, &program, &mut scheduler, &mut rng),
@@ -404,12 +396,14 @@ fn own_expr(def: &KernelDef, expr: &Expr) -> bool {
     }
 }
 
-/// Runs `batch` over the launch's `workgroups`, `groups_per_batch` at a time, each batch with
-/// `hidden` slots beyond the kernel's locals; stops at the first batch that traps.
+/// Runs `batch` over the launch's `count` workgroups (x fastest), `groups_per_batch` at a time,
+/// each batch with `hidden` slots beyond the kernel's locals; stops at the first batch that
+/// traps. A batch's workgroup ids are made when it starts, in one buffer reused by the next, so
+/// memory stays one batch's however many workgroups the launch has.
 fn drive(
     launch: &Launch,
     bindings: &mut [BindingData],
-    workgroups: &[[u32; 3]],
+    count: [u32; 3],
     groups_per_batch: usize,
     hidden: usize,
     mut batch: impl FnMut(&mut Batch) -> Result<(), KernelTrap>,
@@ -418,7 +412,9 @@ fn drive(
     let mut violation = None;
     let mut first_invocation = 0;
     let group_lanes = launch.def.workgroup_invocations() as usize;
-    let lanes_max = groups_per_batch.min(workgroups.len()) * group_lanes;
+    let total = count.iter().map(|&c| u64::from(c)).product::<u64>();
+    let groups_max = usize::try_from(total).map_or(groups_per_batch, |t| t.min(groups_per_batch));
+    let lanes_max = groups_max * group_lanes;
     let mut spares = Spares::new(lanes_max);
     let mut lanes = Batch::new(
         launch,
@@ -429,8 +425,12 @@ fn drive(
         hidden,
         lanes_max,
     );
-    for groups in workgroups.chunks(groups_per_batch) {
-        lanes.start(groups, first_invocation);
+    let mut groups = Vec::with_capacity(groups_max);
+    let mut next = 0;
+    while next < total {
+        builtins::batch_ids(&mut groups, count, next, groups_per_batch);
+        next += groups.len() as u64;
+        lanes.start(&groups, first_invocation);
         first_invocation += lanes.lane_count() as u64;
         batch(&mut lanes)?;
         if !launch.guards.checked
