@@ -2,8 +2,8 @@
 //! lowering is unit-tested (insta snapshots) on machines without a GPU.
 //!
 //! The emitted code matches `lockstep::kernel::semantics` bit for bit:
-//! - `i32` arithmetic goes through `u32` (wrapping, no undefined behaviour); division and
-//!   remainder by zero, and `i32::MIN / -1`, yield the left operand; shift amounts are taken
+//! - `i32` arithmetic goes through `u32` (wrapping, no undefined behaviour); division by zero,
+//!   and `i32::MIN / -1`, yield the left operand and their remainder 0; shift amounts are taken
 //!   modulo 32; `f32` to integer casts saturate and map NaN to 0 (`ls_*` helpers in [`PRELUDE`]).
 //! - `f32` literals are emitted as their bit patterns, and NVRTC is told not to contract
 //!   multiply-adds (`--fmad=false`, see `compile.rs`), so every float operation rounds once, as
@@ -68,14 +68,14 @@ __device__ __forceinline__ i32 ls_sub_i32(i32 a, i32 b) { return (i32)((u32)a - 
 __device__ __forceinline__ i32 ls_mul_i32(i32 a, i32 b) { return (i32)((u32)a * (u32)b); }
 __device__ __forceinline__ i32 ls_neg_i32(i32 a) { return (i32)(0u - (u32)a); }
 __device__ __forceinline__ i32 ls_abs_i32(i32 a) { return a < 0 ? ls_neg_i32(a) : a; }
-// Division and remainder by zero, and i32::MIN / -1, yield the left operand.
+// As in WGSL: division by zero, and i32::MIN / -1, yield the left operand; their remainder is 0.
 __device__ __forceinline__ u32 ls_div_u32(u32 a, u32 b) { return b == 0u ? a : a / b; }
-__device__ __forceinline__ u32 ls_rem_u32(u32 a, u32 b) { return b == 0u ? a : a % b; }
+__device__ __forceinline__ u32 ls_rem_u32(u32 a, u32 b) { return b == 0u ? 0u : a % b; }
 __device__ __forceinline__ i32 ls_div_i32(i32 a, i32 b) {
   return (b == 0 || (a == LS_I32_MIN && b == -1)) ? a : a / b;
 }
 __device__ __forceinline__ i32 ls_rem_i32(i32 a, i32 b) {
-  return (b == 0 || (a == LS_I32_MIN && b == -1)) ? a : a % b;
+  return (b == 0 || (a == LS_I32_MIN && b == -1)) ? 0 : a % b;
 }
 __device__ __forceinline__ u32 ls_min_u32(u32 a, u32 b) { return b < a ? b : a; }
 __device__ __forceinline__ u32 ls_max_u32(u32 a, u32 b) { return b > a ? b : a; }

@@ -2,8 +2,8 @@
 //! wgpu emits WGSL, CUDA emits CUDA C).
 //!
 //! Semantics every lowering must honour, so that one kernel computes the same bits everywhere:
-//! - Integer arithmetic wraps. Integer division or remainder by zero yields the left operand
-//!   (WGSL's rule), and so does `i32::MIN / -1`. `abs(i32::MIN)` is `i32::MIN`.
+//! - Integer arithmetic wraps. As in WGSL, integer division by zero yields the left operand,
+//!   and so does `i32::MIN / -1`; the remainder of either is 0. `abs(i32::MIN)` is `i32::MIN`.
 //! - Shift amounts are taken modulo 32.
 //! - A cast from `f32` to an integer saturates and maps NaN to 0 (Rust's `as`).
 //! - Every local variable is declared at kernel entry and starts at zero of its type.
@@ -342,8 +342,8 @@ pub enum BinOp {
     /// Division: truncating for integers, where a zero divisor (and `i32::MIN / -1`) yields the
     /// left operand; IEEE for floats, within the accuracy bound of the module doc.
     Div,
-    /// Remainder with the sign of the left operand (truncated division); a zero divisor yields the
-    /// left operand for integers.
+    /// Remainder with the sign of the left operand (truncated division); for integers, a zero
+    /// divisor (and `i32::MIN % -1`) yields 0, as in WGSL.
     Rem,
     /// The smaller operand; for floats, a NaN operand yields the other one.
     Min,

@@ -48,7 +48,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::Sub => a.wrapping_sub(b),
             BinOp::Mul => a.wrapping_mul(b),
             BinOp::Div => a.checked_div(b).unwrap_or(a),
-            BinOp::Rem => a.checked_rem(b).unwrap_or(a),
+            BinOp::Rem => a.checked_rem(b).unwrap_or(0),
             BinOp::Min => a.min(b),
             BinOp::Max => a.max(b),
             BinOp::BitAnd => a & b,
@@ -63,7 +63,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::Sub => a.wrapping_sub(b),
             BinOp::Mul => a.wrapping_mul(b),
             BinOp::Div => a.checked_div(b).unwrap_or(a),
-            BinOp::Rem => a.checked_rem(b).unwrap_or(a),
+            BinOp::Rem => a.checked_rem(b).unwrap_or(0),
             BinOp::Min => a.min(b),
             BinOp::Max => a.max(b),
             BinOp::BitAnd => a & b,
@@ -259,19 +259,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn integer_division_by_zero_yields_the_dividend() {
-        assert_eq!(
-            binary(BinOp::Div, Scalar::U32(7), Scalar::U32(0)),
-            Scalar::U32(7)
-        );
-        assert_eq!(
-            binary(BinOp::Rem, Scalar::I32(-7), Scalar::I32(0)),
-            Scalar::I32(-7)
-        );
-        assert_eq!(
-            binary(BinOp::Div, Scalar::I32(i32::MIN), Scalar::I32(-1)),
-            Scalar::I32(i32::MIN)
-        );
+    fn integer_division_and_remainder_follow_wgsl_at_zero_and_overflow() {
+        // WGSL: `e1 / e2` is e1 for a zero e2 and for i32::MIN / -1; `e1 % e2` is 0 then.
+        let cases = [
+            (BinOp::Div, Scalar::U32(7), Scalar::U32(0), Scalar::U32(7)),
+            (BinOp::Rem, Scalar::U32(7), Scalar::U32(0), Scalar::U32(0)),
+            (BinOp::Div, Scalar::I32(-7), Scalar::I32(0), Scalar::I32(-7)),
+            (BinOp::Rem, Scalar::I32(-7), Scalar::I32(0), Scalar::I32(0)),
+            (BinOp::Div, Scalar::I32(i32::MIN), Scalar::I32(-1), Scalar::I32(i32::MIN)),
+            (BinOp::Rem, Scalar::I32(i32::MIN), Scalar::I32(-1), Scalar::I32(0)),
+            (BinOp::Rem, Scalar::I32(-7), Scalar::I32(2), Scalar::I32(-1)),
+        ];
+        for (op, a, b, want) in cases {
+            assert_eq!(binary(op, a, b), want, "{op:?} {a:?} {b:?}");
+        }
     }
 
     #[test]

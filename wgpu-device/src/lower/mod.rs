@@ -6,8 +6,9 @@
 //! - Every binding is bound as its whole buffer; where the kernel's slice starts and how many
 //!   elements it has come from the launch's info words ([`InfoLayout`]), so a zero-length
 //!   binding has `Len == 0` although wgpu cannot bind zero bytes, and `arrayLength` is never used.
-//! - Integer division and remainder go through helpers that return the left operand for a zero
-//!   divisor and for `i32::MIN / -1`; shift amounts are masked to 5 bits; float-to-integer casts
+//! - Integer division and remainder go through helpers that give WGSL's results for a zero
+//!   divisor and for `i32::MIN / -1` (the left operand, and a remainder of 0) whatever the
+//!   driver does with `/` and `%` there; shift amounts are masked to 5 bits; float-to-integer casts
 //!   saturate and map NaN to zero; float comparisons, `min` and `max` test for NaN on the bits,
 //!   so a driver that assumes no NaN cannot change the result.
 //! - Expressions are flattened into `let`s in the interpreter's evaluation order, so the first
@@ -1254,13 +1255,13 @@ fn helper_text(helper: Helper) -> &'static str {
             "fn div_u32(a: u32, b: u32) -> u32 {\n    if b == 0u { return a; }\n    return a / b;\n}\n"
         }
         Helper::RemU32 => {
-            "fn rem_u32(a: u32, b: u32) -> u32 {\n    if b == 0u { return a; }\n    return a % b;\n}\n"
+            "fn rem_u32(a: u32, b: u32) -> u32 {\n    if b == 0u { return 0u; }\n    return a % b;\n}\n"
         }
         Helper::DivI32 => {
             "fn div_i32(a: i32, b: i32) -> i32 {\n    if b == 0i || (a == bitcast<i32>(0x80000000u) && b == -1i) { return a; }\n    return a / b;\n}\n"
         }
         Helper::RemI32 => {
-            "fn rem_i32(a: i32, b: i32) -> i32 {\n    if b == 0i || (a == bitcast<i32>(0x80000000u) && b == -1i) { return a; }\n    return a % b;\n}\n"
+            "fn rem_i32(a: i32, b: i32) -> i32 {\n    if b == 0i || (a == bitcast<i32>(0x80000000u) && b == -1i) { return 0i; }\n    return a % b;\n}\n"
         }
         Helper::IsNan => {
             "fn is_nan(x: f32) -> bool {\n    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}\n"
