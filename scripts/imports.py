@@ -48,11 +48,12 @@ LAYERS = [
         "client",
         [
             "registry", "handle", "graph", "layout", "launch", "resource", "client",
-            "app_error",
         ],
     ),
     # Processes: the rendezvous, over the client's errors.
     ("distributed", ["distributed"]),
+    # Every error behind one type, for application code.
+    ("application", ["app_error"]),
 ]
 
 

@@ -4,6 +4,7 @@
 
 use thiserror::Error;
 
+use crate::distributed::{BootstrapError, EnvError};
 use crate::error::{DeviceError, IoError, ServerError};
 use crate::kernel::KernelError;
 use crate::launch::CubeCountError;
@@ -67,6 +68,12 @@ pub enum Error {
     /// A device that cannot be opened (a backend's constructor).
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// A failed rendezvous of a world of processes.
+    #[error(transparent)]
+    Bootstrap(#[from] BootstrapError),
+    /// A variable of the world's environment missing or malformed.
+    #[error(transparent)]
+    Env(#[from] EnvError),
 }
 
 #[cfg(test)]
@@ -99,5 +106,18 @@ mod tests {
         assert_eq!(err.to_string(), failed.to_string());
         let source = err.source().expect("the profile's cause");
         assert_eq!(source.downcast_ref::<ServerError>(), Some(&oom));
+    }
+
+    /// A rendezvous' errors did not convert, so a program that joins a world and then computes
+    /// could not `?` both into one `Error`.
+    #[test]
+    fn the_rendezvous_errors_convert_too() {
+        let missing = EnvError::Missing { name: "RANK" };
+        let err = Error::from(missing.clone());
+        assert_eq!(err.to_string(), missing.to_string());
+        let aborted = BootstrapError::Aborted {
+            reason: "rank 0 gave up".to_owned(),
+        };
+        assert_eq!(Error::from(aborted.clone()), Error::Bootstrap(aborted));
     }
 }
