@@ -277,7 +277,10 @@ impl<S: ActorState> ActorHandle<S> {
     ) -> Result<R, TaskPanicked> {
         match &self.runner {
             Runner::Inline(state) => run_blocking(&mut *hold(state), task),
-            Runner::Thread(shared) => reply::call(spin, task, |call| shared.push(Task::Call(call))),
+            Runner::Thread(shared) => {
+                not_paused_here(shared);
+                reply::call(spin, task, |call| shared.push(Task::Call(call)))
+            }
         }
     }
 
@@ -288,6 +291,7 @@ impl<S: ActorState> ActorHandle<S> {
         let Runner::Thread(shared) = &self.runner else {
             return;
         };
+        not_paused_here(shared);
         let queued = shared.submitted.load(Ordering::Acquire);
         if !spin_until(CALLER_SPIN, || {
             shared.completed.load(Ordering::Acquire) >= queued
@@ -303,12 +307,15 @@ impl<S: ActorState> ActorHandle<S> {
         stream: StreamId,
         task: impl FnOnce() -> R,
     ) -> Result<R, TaskPanicked> {
-        if let Runner::Inline(state) = &self.runner {
-            // Holding the lock keeps every other task out until `task` returns.
-            let _paused = hold(state);
-            return catch_unwind(AssertUnwindSafe(task))
-                .map_err(|payload| TaskPanicked(panic_message(&*payload)));
-        }
+        let shared = match &self.runner {
+            Runner::Inline(state) => {
+                // Holding the lock keeps every other task out until `task` returns.
+                let _paused = hold(state);
+                return catch_unwind(AssertUnwindSafe(task))
+                    .map_err(|payload| TaskPanicked(panic_message(&*payload)));
+            }
+            Runner::Thread(shared) => shared,
+        };
         let (paused_tx, paused_rx) = oneshot::channel::<()>();
         let (resume_tx, resume_rx) = oneshot::channel::<()>();
         self.submit(stream, move |_| {
@@ -319,7 +326,10 @@ impl<S: ActorState> ActorHandle<S> {
         if paused_rx.recv().is_err() {
             return Err(TaskPanicked("the actor never paused".to_owned()));
         }
+        let key = Arc::as_ptr(shared) as usize;
+        let previous = PAUSED.with(|paused| paused.replace(key));
         let result = catch_unwind(AssertUnwindSafe(task));
+        PAUSED.with(|paused| paused.set(previous));
         resume_tx.send(());
         result.map_err(|payload| TaskPanicked(panic_message(&*payload)))
     }
@@ -427,6 +437,21 @@ fn run<S: ActorState>(shared: Arc<Shared<S>>, mut state: S) {
 std::thread_local! {
     /// The inline actor whose state this thread holds (its address), or 0.
     static HOLDING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The threaded actor this thread paused in `exclusive` (its address), or 0.
+    static PAUSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// A call that waits for a threaded actor, made inside an `exclusive` closure that paused that
+/// very actor, would wait for it forever: that panics, naming the mistake, instead (the
+/// closure's panic is `exclusive`'s `TaskPanicked`).
+fn not_paused_here<S>(shared: &Arc<Shared<S>>) {
+    let key = Arc::as_ptr(shared) as usize;
+    assert_ne!(
+        PAUSED.with(std::cell::Cell::get),
+        key,
+        "a client call that waits for the device was made inside `exclusive`, which pauses \
+         the device's actor; it would wait forever: make it before or after `exclusive`"
+    );
 }
 
 /// An inline actor's state, held by this thread until dropped.
@@ -887,6 +912,28 @@ mod tests {
         assert!(message.contains("would wait for itself"), "{message}");
         // The actor is usable afterwards, and the refused task never ran.
         assert_eq!(entries(&actor), vec![]);
+    }
+
+    /// A blocking call inside `exclusive` waited forever for the actor `exclusive` paused.
+    #[test]
+    fn a_blocking_call_from_inside_exclusive_fails_instead_of_waiting_forever() {
+        let actor = spawn();
+        let result = actor.exclusive(S, || {
+            actor.submit(S, |log| log.entries.push((1, 1)));
+            actor.submit_blocking(|log| log.entries.len())
+        });
+        let Err(TaskPanicked(message)) = result else {
+            panic!("a blocking call inside exclusive must fail, got {result:?}");
+        };
+        assert!(message.contains("would wait forever"), "{message}");
+        // The actor resumed; the task queued inside ran, the blocking one never did.
+        assert_eq!(entries(&actor), vec![(1, 1)]);
+        // Another actor may still be waited for inside the closure.
+        let other = spawn();
+        assert_eq!(
+            actor.exclusive(S, || other.submit_blocking(|_| 7)).unwrap(),
+            Ok(7)
+        );
     }
 
     #[test]

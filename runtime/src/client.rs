@@ -951,6 +951,12 @@ impl<D: Device> ComputeClient<D> {
     /// Runs `task` on the calling thread while the device's actor is paused, after every
     /// earlier submission of this thread has been processed.
     ///
+    /// Inside `task`, a call of this device's clients that waits for the device (`sync`, a
+    /// read, a `create` that needs a page; on an [inline](Self::inline) client, any call)
+    /// would wait for the actor `task` paused, forever: it panics instead, naming the mistake,
+    /// and `exclusive` returns that panic as [`ServerError::TaskPanicked`]. Calls that only
+    /// enqueue work (`write`, `launch`) run once `task` returns.
+    ///
     /// # Errors
     /// [`ServerError::TaskPanicked`] if `task` panicked (the actor resumes), and what any
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.

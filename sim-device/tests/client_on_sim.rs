@@ -249,7 +249,14 @@ fn a_panicking_exclusive_task_is_reported_and_the_device_keeps_working() {
     assert!(matches!(err, ServerError::TaskPanicked { ref message, .. } if message == "boom"));
     assert_eq!(c.exclusive(|| 41 + 1).unwrap(), 42);
     let h = c.create(Bytes::from_elems(&[3u32])).unwrap();
-    assert_eq!(c.read_one(h).unwrap().to_elems::<u32>(), vec![3]);
+    assert_eq!(c.read_one(h.clone()).unwrap().to_elems::<u32>(), vec![3]);
+    // A call that waits for the device, inside exclusive, deadlocked: it fails now.
+    let err = c.exclusive(|| c.read_one(h.clone())).unwrap_err();
+    assert!(
+        matches!(&err, ServerError::TaskPanicked { message, .. } if message.contains("would wait forever")),
+        "{err:?}"
+    );
+    c.sync().unwrap();
 }
 
 #[test]

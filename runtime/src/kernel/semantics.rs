@@ -266,8 +266,18 @@ mod tests {
             (BinOp::Rem, Scalar::U32(7), Scalar::U32(0), Scalar::U32(0)),
             (BinOp::Div, Scalar::I32(-7), Scalar::I32(0), Scalar::I32(-7)),
             (BinOp::Rem, Scalar::I32(-7), Scalar::I32(0), Scalar::I32(0)),
-            (BinOp::Div, Scalar::I32(i32::MIN), Scalar::I32(-1), Scalar::I32(i32::MIN)),
-            (BinOp::Rem, Scalar::I32(i32::MIN), Scalar::I32(-1), Scalar::I32(0)),
+            (
+                BinOp::Div,
+                Scalar::I32(i32::MIN),
+                Scalar::I32(-1),
+                Scalar::I32(i32::MIN),
+            ),
+            (
+                BinOp::Rem,
+                Scalar::I32(i32::MIN),
+                Scalar::I32(-1),
+                Scalar::I32(0),
+            ),
             (BinOp::Rem, Scalar::I32(-7), Scalar::I32(2), Scalar::I32(-1)),
         ];
         for (op, a, b, want) in cases {
