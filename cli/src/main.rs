@@ -45,8 +45,8 @@ enum Command {
     Check {
         #[arg(long, value_enum, default_value = "sim")]
         device: DeviceKind,
-        /// Cases per property.
-        #[arg(long, default_value_t = 128)]
+        /// Cases per property (at least one: a run of none would check nothing).
+        #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
         cases: u32,
         /// Seed of the run (default: $LOCKSTEP_SEED, else drawn and printed).
         #[arg(long)]
@@ -58,8 +58,8 @@ enum Command {
     /// Explore random worlds on the simulator: one world and workload per seed, each checked
     /// against a reference model and run twice for determinism.
     Explore {
-        /// How many seeds to explore.
-        #[arg(long, default_value_t = 1000)]
+        /// How many seeds to explore (at least one).
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
         /// First seed (default: $LOCKSTEP_SEED, else drawn and printed).
         #[arg(long)]
@@ -67,9 +67,9 @@ enum Command {
         /// Inject faults (failed transfers and kernels, refused allocations, device loss).
         #[arg(long)]
         faults: bool,
-        /// Seeds explored in parallel.
-        #[arg(long, default_value_t = 1)]
-        jobs: usize,
+        /// Seeds explored in parallel (at least one).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        jobs: u16,
         /// Operations per seed, instead of the drawn 8–48 per host thread (e.g. 1000 for long
         /// workloads).
         #[arg(long)]
@@ -194,7 +194,7 @@ fn main() -> ExitCode {
                 seeds,
                 faults,
                 ops,
-                jobs,
+                jobs: jobs.into(),
                 backstop: Duration::from_secs(120),
             },
             coverage,

@@ -71,3 +71,26 @@ fn replay_writes_a_valid_perfetto_trace() {
     let starts = ids("s");
     assert!(ids("f").iter().all(|id| starts.contains(id)));
 }
+
+/// `check --cases 0` reported every property passed having checked nothing, and
+/// `explore --jobs 0` ran: a count that checks nothing is refused, naming the flag.
+#[test]
+fn counts_that_would_check_nothing_are_refused() {
+    for args in [
+        &["check", "--cases", "0"][..],
+        &["explore", "--jobs", "0"],
+        &["explore", "--seeds", "0"],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .args(args)
+            .output()
+            .expect("the lockstep binary runs");
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let flag = args[1];
+        assert!(
+            stderr.contains(&format!("invalid value '0' for '{flag}")),
+            "{args:?}: {stderr}"
+        );
+    }
+}
