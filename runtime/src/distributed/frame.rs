@@ -20,6 +20,8 @@ pub const MAX_ID_BYTES: usize = MAX_FRAME_BYTES - 15;
 /// The longest refusal text a frame carries; longer text is cut (it is for a person to read).
 const MAX_TEXT_BYTES: usize = MAX_FRAME_BYTES / 2;
 const MAGIC: [u8; 4] = *b"LKRV";
+/// How many of a stranger's first bytes its error quotes.
+pub const STRANGER_BYTES: usize = 16;
 
 const JOIN: u8 = 1;
 const WELCOME: u8 = 2;
@@ -55,8 +57,9 @@ pub enum Message {
 /// Why bytes are not a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Undecodable {
-    /// Not a rendezvous frame at all: no magic, or too short for a header.
-    Stranger,
+    /// Not a rendezvous frame at all: no magic, or too short for a header. Holds the first
+    /// bytes (at most [`STRANGER_BYTES`]), to say what the peer sent.
+    Stranger(Vec<u8>),
     /// A rendezvous frame of another protocol version.
     Version(u16),
     /// A rendezvous frame of this version that does not parse.
@@ -68,9 +71,13 @@ impl Undecodable {
     pub fn into_error(self, peer: &str) -> BootstrapError {
         let peer = peer.to_owned();
         match self {
-            Undecodable::Stranger => BootstrapError::Protocol {
+            Undecodable::Stranger(first) => BootstrapError::Protocol {
                 peer,
-                reason: "not a rendezvous frame".to_owned(),
+                reason: format!(
+                    "not a Lockstep rendezvous: it sent b\"{}\"; is another service at that \
+                     address and port?",
+                    first.escape_ascii()
+                ),
             },
             Undecodable::Version(theirs) => BootstrapError::VersionMismatch {
                 peer,
@@ -118,7 +125,8 @@ impl Message {
     /// malformed.
     pub fn decode(bytes: &[u8]) -> Result<Self, Undecodable> {
         if bytes.len() < 7 || bytes[..4] != MAGIC {
-            return Err(Undecodable::Stranger);
+            let first = &bytes[..bytes.len().min(STRANGER_BYTES)];
+            return Err(Undecodable::Stranger(first.to_vec()));
         }
         let version = u16::from_be_bytes([bytes[4], bytes[5]]);
         if version != PROTOCOL_VERSION {
@@ -410,9 +418,12 @@ mod tests {
     fn strangers_other_versions_and_malformed_frames_are_told_apart() {
         assert_eq!(
             Message::decode(b"GET / HTTP/1.1"),
-            Err(Undecodable::Stranger)
+            Err(Undecodable::Stranger(b"GET / HTTP/1.1".to_vec()))
         );
-        assert_eq!(Message::decode(b"LKRV"), Err(Undecodable::Stranger));
+        assert_eq!(
+            Message::decode(b"LKRV"),
+            Err(Undecodable::Stranger(b"LKRV".to_vec()))
+        );
         assert_eq!(
             Message::decode(b"LKRV\0\x03\x01"),
             Err(Undecodable::Version(3))

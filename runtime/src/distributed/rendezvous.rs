@@ -61,7 +61,7 @@ impl RankZero {
                     reason: format!("expected a join, got {other:?}"),
                 });
             }
-            Err(Undecodable::Stranger) => return Ok(Admission::Stranger),
+            Err(Undecodable::Stranger(_)) => return Ok(Admission::Stranger),
             Err(other) => return Err(other.into_error(peer)),
         };
         if world_size != self.world_size {
@@ -342,7 +342,8 @@ mod tests {
         assert_eq!(joiner.reply(&refusal(&refused)), Err(refused));
         assert_eq!(
             joiner.reply(b"HTTP/1.1 400").unwrap_err().to_string(),
-            "malformed rendezvous message from rank 0 at h:1: not a rendezvous frame"
+            "malformed rendezvous message from rank 0 at h:1: not a Lockstep rendezvous: it sent \
+             b\"HTTP/1.1 400\"; is another service at that address and port?"
         );
     }
 }

@@ -172,7 +172,10 @@ impl Link for TcpLink {
         }
         let len = u32::from_be_bytes(header) as usize;
         if len > MAX_FRAME_BYTES {
-            return Err(over_limit(len));
+            // No rendezvous frame is that long: the peer is not a Lockstep rendezvous (an HTTP
+            // server on MASTER_PORT answers `HTTP`). Its first bytes go on as they came, for
+            // the decoder to call a stranger's and say what they were.
+            return Ok(Received::Frame(header.to_vec()));
         }
         let mut frame = vec![0; len];
         match read_by(&mut self.stream, &mut frame, deadline)? {
@@ -251,6 +254,7 @@ mod tests {
     use std::cell::{Cell, RefCell};
 
     use super::*;
+    use crate::distributed::frame::Message;
 
     /// The share of the timeout each address got, when `answers` (per address: how long it
     /// takes, and whether it then answers) meet [`first_answer`] on a clock that moves only by
@@ -319,5 +323,25 @@ mod tests {
         let error = link.recv(Duration::from_millis(1)).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::TimedOut);
         insta::assert_snapshot!(error, @"a frame cut short: its bytes did not all come within the timeout");
+    }
+
+    /// A rendezvous that reached a server that is not Lockstep's reported "a frame of
+    /// 1213486160 bytes, over the limit" (the length its `HTTP` spells): it says so now.
+    #[test]
+    fn a_peer_that_is_not_a_rendezvous_is_named_a_stranger() {
+        let mut listener = Tcp::default().listen(0).expect("loopback listens");
+        let mut peer = TcpStream::connect((Ipv4Addr::LOCALHOST, listener.port())).unwrap();
+        let mut link = listener
+            .accept(Duration::from_secs(60))
+            .unwrap()
+            .expect("the peer connected");
+        peer.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap();
+        let Received::Frame(bytes) = link.recv(Duration::from_secs(60)).unwrap() else {
+            panic!("the bytes arrived");
+        };
+        let error = Message::decode(&bytes)
+            .unwrap_err()
+            .into_error("rank 0 at 127.0.0.1:1");
+        insta::assert_snapshot!(error, @r#"malformed rendezvous message from rank 0 at 127.0.0.1:1: not a Lockstep rendezvous: it sent b"HTTP"; is another service at that address and port?"#);
     }
 }
