@@ -71,6 +71,8 @@ struct Shared<D: Device> {
     books: Arc<Mutex<Books>>,
     /// What every handle of this client holds.
     owner: Arc<dyn Owner>,
+    /// The knobs the server was started with, for the checks made at the call.
+    options: ServerOptions,
 }
 
 /// What a client's handles hold of it (handle.rs): the actor and the books, not the client's
@@ -267,6 +269,7 @@ impl<D: Device> ComputeClient<D> {
                 properties,
                 peers,
                 books,
+                options,
             }),
             stream: None,
         }
@@ -381,7 +384,7 @@ impl<D: Device> ComputeClient<D> {
     fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
         let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = data.map(Bytes::into_resident).transpose()?;
+        let data = data.map(|data| self.resident(data)).transpose()?;
         let stream = self.stream_id();
         // Served at the call when a page the pools hold has room, if need be once the actor
         // has run what was queued before; else by the actor, which can grow the pools and
@@ -570,7 +573,7 @@ impl<D: Device> ComputeClient<D> {
         }
         // Lazy reads run here, before the data is scattered: a failed one is this call's error.
         let data = data
-            .map(|data| data.into_iter().map(Bytes::into_resident).collect())
+            .map(|data| data.into_iter().map(|d| self.resident(d)).collect())
             .transpose()?;
         let contents = data.map(|data: Vec<Bytes>| match (&placed[..], data) {
             // One dense tensor: its bytes are the allocation's contents as they are.
@@ -626,7 +629,7 @@ impl<D: Device> ComputeClient<D> {
             return Ok(());
         }
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = data.into_resident().map_err(lazy_read_failed)?;
+        let data = self.resident(data).map_err(lazy::lazy_read_failed)?;
         self.enqueue(move |server, stream| server.write(stream, range, data));
         Ok(())
     }
@@ -832,7 +835,8 @@ impl<D: Device> ComputeClient<D> {
     ) -> Result<(), IoError> {
         let _span = call_span!(self, "launch", kernel = kernel.name());
         kernel.validate_for_device(self.properties())?;
-        let ranges = args.checked_ranges(kernel.def(), self.shared.id)?;
+        let by_range = self.shared.options.launch_aliasing_by_range;
+        let ranges = args.checked_ranges(kernel.def(), self.shared.id, by_range)?;
         let max_workgroups = self.shared.properties.max_workgroups;
         let Some(count) = count.checked(kernel.def(), self.shared.id, max_workgroups)? else {
             return Ok(());
@@ -1107,12 +1111,5 @@ impl<D: Device> ComputeClient<D> {
     #[doc(hidden)]
     pub fn allocation_paths(&self) -> AllocationPaths {
         lock(&self.shared.books).paths()
-    }
-}
-
-/// A lazy read that failed when a write read it, as the write's error.
-pub(crate) fn lazy_read_failed(source: ServerError) -> IoError {
-    IoError::LazyReadFailed {
-        source: Box::new(source),
     }
 }

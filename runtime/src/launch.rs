@@ -118,11 +118,14 @@ impl KernelArguments {
     /// bindings and parameters as declared, each parameter of its declared type, and each
     /// binding on `device`, a whole number of its elements, and sharing no byte with another
     /// binding when either is writable (devices may assume bindings do not alias; two views of
-    /// one packed allocation that do not overlap do not alias).
+    /// one packed allocation that do not overlap do not alias). With `by_range` off (a
+    /// self-test's knob, `ServerOptions::launch_aliasing_by_range`), bindings of one allocation
+    /// count as sharing memory, as they once did.
     pub(crate) fn checked_ranges(
         &self,
         def: &KernelDef,
         device: DeviceId,
+        by_range: bool,
     ) -> Result<Vec<BufferRange>, IoError> {
         let invalid = |reason| invalid(def, reason);
         if self.bindings.len() != def.bindings.len() {
@@ -158,8 +161,11 @@ impl KernelArguments {
                 )));
             }
             let aliased = ranges.iter().zip(&def.bindings).position(|(r, d)| {
-                r.overlaps(&range)
-                    && (decl.access == Access::ReadWrite || d.access == Access::ReadWrite)
+                (if by_range {
+                    r.overlaps(&range)
+                } else {
+                    r.buffer == range.buffer
+                }) && (decl.access == Access::ReadWrite || d.access == Access::ReadWrite)
             });
             if let Some(j) = aliased {
                 return Err(invalid(format!(

@@ -30,6 +30,11 @@ pub struct SimConfig {
     /// without them (wgpu without `TIMESTAMP_QUERY`), whose `record_timestamp` is refused with
     /// `Unsupported`, so clients time work on the host.
     pub timestamps: bool,
+    /// A dynamic workgroup count above `max_workgroups` makes its launch do nothing (the
+    /// runtime's contract). Off, the device runs it, as it once did (for `u32::MAX` counts,
+    /// into a `TaskPanicked`). Only the fuzzer's self-test turns this off, to prove the fuzzer
+    /// refinds that bug.
+    pub bound_dynamic_counts: bool,
 }
 
 impl SimConfig {
@@ -47,6 +52,7 @@ impl SimConfig {
             watchdog_ns: u64::MAX,
             half_floats: true,
             timestamps: true,
+            bound_dynamic_counts: true,
         }
     }
 

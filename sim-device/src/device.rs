@@ -732,7 +732,8 @@ impl SimDevice {
         // A dynamic count above the device's maximum makes the launch do nothing, as WebGPU
         // has it for an indirect dispatch (a static one is refused at the call).
         let maximum = self.properties.max_workgroups;
-        if count.iter().zip(maximum).any(|(&c, max)| c > max) {
+        let above = count.iter().zip(maximum).any(|(&c, max)| c > max);
+        if above && self.config.bound_dynamic_counts {
             return 0;
         }
         let Some(mut data) = self.launch_bindings(stream, launch, &operation) else {

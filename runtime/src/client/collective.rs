@@ -262,7 +262,8 @@ impl<D: Device> ComputeClient<D> {
             && is_dense(shape, strides)
             && src_peers.collectives
             && dst_peers.collectives
-            && src_peers.group == dst_peers.group
+            && (src_peers.group == dst_peers.group
+                || !self.shared.options.peer_copies_within_group)
             && src_peer != dst_peer;
         if !peer_copy {
             let bytes = block_on(self.read_tensor_async(vec![src_descriptor]))?.remove(0);

@@ -8,7 +8,7 @@ use super::ComputeClient;
 use crate::block_on::block_on;
 use crate::bytes::Bytes;
 use crate::device::Device;
-use crate::error::ServerError;
+use crate::error::{IoError, ServerError};
 use crate::layout::{CopyDescriptor, num_elems};
 
 impl<D: Device> ComputeClient<D> {
@@ -55,5 +55,26 @@ impl<D: Device> ComputeClient<D> {
         descriptor: CopyDescriptor,
     ) -> impl Future<Output = Result<Bytes, ServerError>> + Send + use<D> {
         std::future::ready(Ok(self.read_lazy(descriptor)))
+    }
+}
+
+/// A lazy read that failed when a write read it, as the write's error.
+pub(super) fn lazy_read_failed(source: ServerError) -> IoError {
+    IoError::LazyReadFailed {
+        source: Box::new(source),
+    }
+}
+
+impl<D: Device> ComputeClient<D> {
+    /// `data` as bytes in host memory, a lazy read run here: the read's failure is the
+    /// caller's error (or, with the fuzzer's self-test knob off, a panic, as it once was).
+    pub(super) fn resident(&self, data: Bytes) -> Result<Bytes, ServerError> {
+        let resident = data.into_resident();
+        if !self.shared.options.lazy_read_errors_returned {
+            return Ok(
+                resident.unwrap_or_else(|err| panic!("lazy read failed at first access: {err}"))
+            );
+        }
+        resident
     }
 }

@@ -66,7 +66,7 @@ impl<D: Device> ComputeClient<D> {
         for ((descriptor, data), (range, runs)) in tensors.into_iter().zip(planned) {
             handles.push(descriptor.handle);
             // A lazy read must run here: on the actor it would wait for the actor.
-            let data = data.into_resident().map_err(super::lazy_read_failed)?;
+            let data = self.resident(data).map_err(super::lazy::lazy_read_failed)?;
             writes.extend(copies(range, &runs, data));
         }
         if !writes.is_empty() {

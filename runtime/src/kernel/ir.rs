@@ -743,11 +743,28 @@ pub struct KernelDef {
     pub body: Vec<Stmt>,
 }
 
+std::thread_local! {
+    /// On this thread, [`KernelDef::workgroup_invocations`] wraps its product (see
+    /// [`plant_wrapping_workgroup_product`]).
+    static WRAPPING_PRODUCT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Self-test hook: on this thread, `workgroup_invocations` wraps the product of the workgroup
+/// sizes, as it once did in release builds, so that validation accepts a size whose product
+/// overflows. Only the fuzzer's self-test turns it on, to prove the fuzzer refinds that bug.
+#[doc(hidden)]
+pub fn plant_wrapping_workgroup_product(on: bool) {
+    WRAPPING_PRODUCT.set(on);
+}
+
 impl KernelDef {
     /// Invocations per workgroup; `u64::MAX` where the product of the three sizes overflows
     /// (validation refuses such a kernel: it is far above
     /// [`MAX_WORKGROUP_INVOCATIONS`](crate::kernel::MAX_WORKGROUP_INVOCATIONS)).
     pub fn workgroup_invocations(&self) -> u64 {
+        if WRAPPING_PRODUCT.get() {
+            return (self.workgroup_size.iter()).fold(1u64, |p, &d| p.wrapping_mul(u64::from(d)));
+        }
         self.workgroup_size
             .iter()
             .fold(1u64, |product, &d| product.saturating_mul(u64::from(d)))

@@ -90,6 +90,19 @@ pub struct ServerOptions {
     /// Off, they are checked only after a task panicked. Only the runtime's self-test turns
     /// this off, to prove that the check after a panic works on its own.
     pub invariant_checks_every_task: bool,
+    /// Refuse two bindings of a launch that share a byte when one is writable. Off, it refuses
+    /// two bindings of one allocation, which shared no byte (views of one packing). Only the
+    /// fuzzer's self-test turns this off, to prove the fuzzer refinds that bug.
+    pub launch_aliasing_by_range: bool,
+    /// Copy between clients through a send and a receive only when their devices are of one
+    /// peer group (`Device::peer_group`). Off, devices of different groups (two simulator
+    /// clusters) are taken for peers and the copy hangs. Only the fuzzer's self-test turns
+    /// this off, to prove the fuzzer refinds that bug.
+    pub peer_copies_within_group: bool,
+    /// Return a failed lazy read's error from a create or write of its bytes. Off, the call
+    /// panics with it. Only the fuzzer's self-test turns this off, to prove the fuzzer refinds
+    /// that bug.
+    pub lazy_read_errors_returned: bool,
 }
 
 impl Default for ServerOptions {
@@ -103,6 +116,9 @@ impl Default for ServerOptions {
             capture_aware_events: true,
             launch_view_offsets: true,
             invariant_checks_every_task: true,
+            launch_aliasing_by_range: true,
+            peer_copies_within_group: true,
+            lazy_read_errors_returned: true,
         }
     }
 }
