@@ -119,6 +119,35 @@ impl Handle {
         }
     }
 
+    /// A handle on `size` bytes at byte `offset` of this one, sharing its memory (which lives
+    /// while either handle does): what a caller that places its own tensors in one allocation
+    /// binds. Views compose: a slice of a slice is a slice of the allocation.
+    ///
+    /// ```
+    /// use lockstep::{Bytes, ComputeClient};
+    /// use lockstep_sim::{SimConfig, SimDevice};
+    ///
+    /// let client = ComputeClient::new(SimDevice::new(SimConfig::new(0)));
+    /// let whole = client.create(Bytes::from_elems(&[1u32, 2, 3, 4]))?;
+    /// let tail = whole.slice(8, 8)?;
+    /// assert_eq!(client.read_one(tail)?.to_elems::<u32>(), vec![3, 4]);
+    /// # Ok::<(), lockstep::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`IoError::OutOfRange`] if the range does not fit in this handle (or overflows):
+    /// `whole.slice(8, 16)` of a 16-byte handle is refused, nothing is viewed.
+    pub fn slice(&self, offset: u64, size: u64) -> Result<Handle, IoError> {
+        if offset.checked_add(size).is_none_or(|end| end > self.size) {
+            return Err(IoError::OutOfRange {
+                offset,
+                len: size,
+                size: self.size,
+            });
+        }
+        Ok(self.view(offset, size))
+    }
+
     /// Size in bytes of the range this handle views.
     pub fn size(&self) -> u64 {
         self.size
