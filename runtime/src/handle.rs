@@ -131,12 +131,15 @@ impl Handle {
     /// let whole = client.create(Bytes::from_elems(&[1u32, 2, 3, 4]))?;
     /// let tail = whole.slice(8, 8)?;
     /// assert_eq!(client.read_one(tail)?.to_elems::<u32>(), vec![3, 4]);
+    /// assert_eq!(
+    ///     whole.slice(8, 16).unwrap_err(),
+    ///     lockstep::IoError::OutOfRange { offset: 8, len: 16, size: 16 }
+    /// );
     /// # Ok::<(), lockstep::Error>(())
     /// ```
     ///
     /// # Errors
-    /// [`IoError::OutOfRange`] if the range does not fit in this handle (or overflows):
-    /// `whole.slice(8, 16)` of a 16-byte handle is refused, nothing is viewed.
+    /// [`IoError::OutOfRange`] if the range does not fit in this handle (or overflows).
     pub fn slice(&self, offset: u64, size: u64) -> Result<Handle, IoError> {
         if offset.checked_add(size).is_none_or(|end| end > self.size) {
             return Err(IoError::OutOfRange {
