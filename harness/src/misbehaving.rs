@@ -274,6 +274,9 @@ impl<D: Device<Buffer: Sync>, B: Behaviour<D>> Device for Misbehaving<D, B> {
     fn peer_group(&self) -> u64 {
         self.inner.peer_group()
     }
+    fn abandon(&mut self, reason: &str) {
+        self.inner.abandon(reason);
+    }
     fn supports_collectives(&self) -> bool {
         B::COLLECTIVES && self.inner.supports_collectives()
     }

@@ -314,6 +314,15 @@ pub trait Device: Send + 'static {
         0
     }
 
+    /// The runtime gave the device up for `reason` (its books broke an invariant, or the device
+    /// itself reported `Lost`): it calls nothing more but `free` and the teardown. A device
+    /// with collectives must not leave a peer waiting for it: the simulator leaves its hub, as
+    /// a lost device does, so a peer's collective fails with `PeerTimeout` instead of hanging.
+    /// By default nothing (CUDA's peers are bounded by their collective timeout).
+    fn abandon(&mut self, reason: &str) {
+        let _ = reason;
+    }
+
     /// Whether the collective methods below are implemented.
     fn supports_collectives(&self) -> bool {
         false

@@ -1265,6 +1265,12 @@ impl Device for SimDevice {
         true
     }
 
+    fn abandon(&mut self, reason: &str) {
+        if self.lost.is_none() {
+            self.lose(format!("abandoned by the runtime: {reason}"));
+        }
+    }
+
     fn create_communicator(
         &mut self,
         id: CommunicatorId,

@@ -260,6 +260,7 @@ impl<D: Device> Server<D> {
         if self.lost.is_none() {
             tracing::error!(%reason, "device lost");
             self.memory().lose(&reason);
+            self.device.abandon(&reason);
             self.lost = Some(reason);
         }
     }
