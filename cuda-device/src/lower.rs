@@ -354,7 +354,8 @@ fn has_load(expr: &Expr) -> bool {
         Expr::Not(e)
         | Expr::Neg(e)
         | Expr::Unary { value: e, .. }
-        | Expr::Cast { value: e, .. } => has_load(e),
+        | Expr::Cast { value: e, .. }
+        | Expr::Bitcast { value: e, .. } => has_load(e),
         Expr::Fma { a, b, c } => has_load(a) || has_load(b) || has_load(c),
         Expr::Select {
             cond,
@@ -643,6 +644,11 @@ impl Lowering<'_> {
                 let v = self.expr(value);
                 cast(from, *to, &v)
             }
+            Expr::Bitcast { to, value } => {
+                let from = self.def.elem_type_of(value).unwrap_or(ElemType::U32);
+                let v = self.expr(value);
+                bitcast(from, *to, &v)
+            }
         }
     }
 
@@ -810,6 +816,24 @@ fn cast(from: ElemType, to: ElemType, v: &str) -> String {
         (ElemType::F16 | ElemType::BF16, _) | (_, ElemType::F16 | ElemType::BF16) => {
             unreachable!("half floats convert through f32 above")
         }
+    }
+}
+
+/// `v`'s bits as `to`, of `from`'s size: CUDA's reinterpreting intrinsics, and for the half
+/// floats (structs of their bits) a struct of the same bits.
+fn bitcast(from: ElemType, to: ElemType, v: &str) -> String {
+    let v = unparen(v);
+    match (from, to) {
+        _ if from == to => v.to_owned(),
+        (ElemType::U32, ElemType::I32) => format!("((i32)({v}))"),
+        (ElemType::I32, ElemType::U32) => format!("((u32)({v}))"),
+        (ElemType::U32, ElemType::F32) => format!("__uint_as_float({v})"),
+        (ElemType::I32, ElemType::F32) => format!("__int_as_float({v})"),
+        (ElemType::F32, ElemType::U32) => format!("__float_as_uint({v})"),
+        (ElemType::F32, ElemType::I32) => format!("__float_as_int({v})"),
+        (ElemType::F16, ElemType::BF16) => format!("bf16{{({v}).bits}}"),
+        (ElemType::BF16, ElemType::F16) => format!("f16{{({v}).bits}}"),
+        _ => unreachable!("validation pairs types of one size: {from} as {to}"),
     }
 }
 

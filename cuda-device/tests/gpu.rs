@@ -282,6 +282,7 @@ fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
     }
     for to in [ElemType::U32, ElemType::I32, ElemType::F32] {
         results.push((out_of(to), x.cast(to)));
+        results.push((out_of(to), x.bitcast(to)));
     }
     if elem != ElemType::U32 {
         results.push((out_of(elem), -x));

@@ -450,3 +450,40 @@ fn same_seed_same_trace_different_seeds_different_interleavings() {
     let distinct: std::collections::BTreeSet<u64> = (0..8).map(run).collect();
     assert!(distinct.len() > 1, "eight seeds gave one interleaving");
 }
+
+/// A bitcast keeps every bit on the simulator, a NaN's payload included, as the reference
+/// semantics say.
+#[test]
+fn bitcasts_keep_every_bit() {
+    let c = client(SimConfig::new(15));
+    let words = [
+        0u32,
+        1,
+        0x8000_0000,
+        u32::MAX,
+        0x7fc0_1234,
+        0x3f80_0000,
+        0xdead_beef,
+    ];
+    let mut k = KernelBuilder::new("bitcasts", [8, 1, 1]);
+    let input = k.binding(ElemType::U32, Access::Read);
+    let as_float = k.binding(ElemType::F32, Access::ReadWrite);
+    let back = k.binding(ElemType::I32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.if_(i.lt(input.len()), |k| {
+        let f = input.load(i).bitcast(ElemType::F32);
+        k.store(as_float, i, f);
+        k.store(back, i, f.bitcast(ElemType::I32));
+    });
+    let kernel = k.build().unwrap();
+    let input = c.create(Bytes::from_elems(&words)).unwrap();
+    let floats = c.create(Bytes::from_elems(&[0u32; 7])).unwrap();
+    let ints = c.create(Bytes::from_elems(&[0u32; 7])).unwrap();
+    let args = KernelArguments::new()
+        .binding(&input)
+        .binding(&floats)
+        .binding(&ints);
+    c.launch(&kernel, CubeCount::Static(1, 1, 1), args).unwrap();
+    assert_eq!(c.read_one(floats).unwrap().to_elems::<u32>(), words);
+    assert_eq!(c.read_one(ints).unwrap().to_elems::<u32>(), words);
+}

@@ -404,6 +404,12 @@ fn operations_match_the_reference_semantics() {
                 to,
                 Box::new(move |l, _| semantics::cast(l, to)),
             ));
+            exprs.push((
+                format!("bitcast to {to}"),
+                Box::new(move |l, _| l.bitcast(to)),
+                to,
+                Box::new(move |l, _| semantics::bitcast(l, to)),
+            ));
         }
         for (name, build, out_elem, reference) in exprs {
             let mut k = KernelBuilder::new(format!("{elem} {name}"), [16, 1, 1]);

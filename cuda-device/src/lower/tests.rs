@@ -44,6 +44,8 @@ fn integer_semantics() -> KernelDef {
     k.store(uints, 3u32, (x % y).max(x >> y));
     k.store(uints, 4u32, floats.load(1u32).cast(ElemType::U32));
     k.store(uints, 5u32, (x ^ y).cast(ElemType::I32).cast(ElemType::U32));
+    k.store(uints, 6u32, floats.load(2u32).bitcast(ElemType::U32));
+    k.store(ints, 8u32, x.bitcast(ElemType::I32));
     k.build().expect("integer_semantics is valid").def().clone()
 }
 

@@ -102,6 +102,7 @@ impl fmt::Display for Expr {
                 if_false,
             } => write!(f, "({cond} ? {if_true} : {if_false})"),
             Expr::Cast { to, value } => write!(f, "{to}({value})"),
+            Expr::Bitcast { to, value } => write!(f, "bitcast<{to}>({value})"),
         }
     }
 }

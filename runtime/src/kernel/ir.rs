@@ -561,6 +561,15 @@ pub enum Expr {
         /// The value converted.
         value: Box<Expr>,
     },
+    /// Reinterprets the bits of `value` as `to`, a type of the same size (`u32`, `i32` and
+    /// `f32` among themselves, `f16` and `bf16` between themselves): every bit kept, a NaN's
+    /// payload included (WGSL's `bitcast`).
+    Bitcast {
+        /// The target type.
+        to: ElemType,
+        /// The value whose bits are taken.
+        value: Box<Expr>,
+    },
 }
 
 impl Expr {
@@ -578,7 +587,8 @@ impl Expr {
             | Expr::Not(e)
             | Expr::Neg(e)
             | Expr::Unary { value: e, .. }
-            | Expr::Cast { value: e, .. } => (Some(e), None, None),
+            | Expr::Cast { value: e, .. }
+            | Expr::Bitcast { value: e, .. } => (Some(e), None, None),
             Expr::Binary { lhs, rhs, .. }
             | Expr::Cmp { lhs, rhs, .. }
             | Expr::Logic { lhs, rhs, .. } => (Some(lhs), Some(rhs), None),
@@ -800,7 +810,7 @@ impl KernelDef {
             | Expr::Unary { value: lhs, .. }
             | Expr::Fma { a: lhs, .. } => self.elem_type_of(lhs),
             Expr::Select { if_true, .. } => self.elem_type_of(if_true),
-            Expr::Cast { to, .. } => Some(*to),
+            Expr::Cast { to, .. } | Expr::Bitcast { to, .. } => Some(*to),
             Expr::Bool(_) | Expr::Cmp { .. } | Expr::Logic { .. } | Expr::Not(_) => None,
         }
     }

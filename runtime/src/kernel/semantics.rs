@@ -248,6 +248,13 @@ pub fn cast(value: Scalar, to: ElemType) -> Scalar {
     }
 }
 
+/// `value`'s bits as `to`, of the same size ([`Expr::Bitcast`](crate::kernel::Expr::Bitcast)).
+#[inline]
+pub fn bitcast(value: Scalar, to: ElemType) -> Scalar {
+    debug_assert_eq!(value.elem_type().size_bytes(), to.size_bytes());
+    Scalar::from_bits(to, value.to_bits())
+}
+
 /// Zero of a type: the initial value of every local.
 #[inline]
 pub fn zero(elem: ElemType) -> Scalar {
@@ -283,6 +290,34 @@ mod tests {
         for (op, a, b, want) in cases {
             assert_eq!(binary(op, a, b), want, "{op:?} {a:?} {b:?}");
         }
+    }
+
+    #[test]
+    fn bitcasts_keep_every_bit() {
+        let nan_with_payload = f32::from_bits(0x7fc0_1234);
+        let cases = [
+            (Scalar::I32(-1), ElemType::U32, Scalar::U32(u32::MAX)),
+            (Scalar::U32(0x3f80_0000), ElemType::F32, Scalar::F32(1.0)),
+            (Scalar::F32(-0.0), ElemType::U32, Scalar::U32(0x8000_0000)),
+            (
+                Scalar::F32(nan_with_payload),
+                ElemType::I32,
+                Scalar::I32(0x7fc0_1234),
+            ),
+        ];
+        for (value, to, want) in cases {
+            assert_eq!(
+                bitcast(value, to).to_bits(),
+                want.to_bits(),
+                "{value:?} as {to}"
+            );
+            assert_eq!(bitcast(value, to).elem_type(), to);
+        }
+        let half = Scalar::from_bits(ElemType::F16, 0x7e01);
+        assert_eq!(
+            bitcast(half, ElemType::BF16),
+            Scalar::from_bits(ElemType::BF16, 0x7e01)
+        );
     }
 
     #[test]

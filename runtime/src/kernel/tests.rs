@@ -90,6 +90,18 @@ fn indices_must_be_u32_and_workgroups_non_empty() {
     ));
 }
 
+#[test]
+fn a_bitcast_takes_a_value_of_its_target_size() {
+    let mut k = KernelBuilder::new("bits", [1, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    k.store(out, 0u32, Value::from(1.5f32).bitcast(ElemType::U32));
+    assert!(k.build().is_ok());
+    let mut k = KernelBuilder::new("bad_bits", [1, 1, 1]);
+    let out = k.binding(ElemType::F16, Access::ReadWrite);
+    k.store(out, 0u32, Value::from(7u32).bitcast(ElemType::F16));
+    assert!(matches!(k.build(), Err(KernelError::TypeMismatch { .. })));
+}
+
 /// A workgroup size whose product overflows `u64` (2^66 wraps to 0) was accepted in release
 /// builds and panicked in debug ones; the simulator then aborted allocating invocation ids.
 #[test]

@@ -62,7 +62,7 @@ fn block(body: &[Stmt], mark: &mut impl FnMut(ElemType)) {
 fn expr(e: &Expr, mark: &mut impl FnMut(ElemType)) {
     match e {
         Expr::Lit(s) => mark(s.elem_type()),
-        Expr::Cast { to, .. } => mark(*to),
+        Expr::Cast { to, .. } | Expr::Bitcast { to, .. } => mark(*to),
         _ => {}
     }
     e.operands().for_each(|o| expr(o, mark));

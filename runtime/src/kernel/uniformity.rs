@@ -83,7 +83,8 @@ impl Analysis {
             | Expr::Not(e)
             | Expr::Neg(e)
             | Expr::Unary { value: e, .. }
-            | Expr::Cast { value: e, .. } => self.is_varying(e),
+            | Expr::Cast { value: e, .. }
+            | Expr::Bitcast { value: e, .. } => self.is_varying(e),
             Expr::Binary { lhs, rhs, .. }
             | Expr::Cmp { lhs, rhs, .. }
             | Expr::Logic { lhs, rhs, .. } => self.is_varying(lhs) || self.is_varying(rhs),

@@ -461,6 +461,18 @@ impl Checker<'_> {
                 }
                 Ty::Elem(*to)
             }
+            Expr::Bitcast { to, value } => {
+                let t = self.ty(value)?;
+                if !matches!(t, Ty::Elem(e) if e.size_bytes() == to.size_bytes()) {
+                    let expected = if to.is_half() {
+                        "f16 or bf16"
+                    } else {
+                        "u32, i32 or f32"
+                    };
+                    return Err(self.mismatch("a bitcast", expected, t));
+                }
+                Ty::Elem(*to)
+            }
         })
     }
 

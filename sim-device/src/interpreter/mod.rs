@@ -383,7 +383,8 @@ fn own_expr(def: &KernelDef, expr: &Expr) -> bool {
         Expr::Not(e)
         | Expr::Neg(e)
         | Expr::Unary { value: e, .. }
-        | Expr::Cast { value: e, .. } => own_expr(def, e),
+        | Expr::Cast { value: e, .. }
+        | Expr::Bitcast { value: e, .. } => own_expr(def, e),
         Expr::Binary { lhs, rhs, .. }
         | Expr::Cmp { lhs, rhs, .. }
         | Expr::Logic { lhs, rhs, .. } => own_expr(def, lhs) && own_expr(def, rhs),

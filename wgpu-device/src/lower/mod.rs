@@ -747,6 +747,13 @@ impl Lowerer<'_> {
                 }
                 Value::runtime(self.cast(from, *to, &v.text))
             }
+            Expr::Bitcast { to, value } => {
+                let v = self.expr(value);
+                if let Some(s) = v.scalar() {
+                    return self.constant(semantics::bitcast(s, *to));
+                }
+                Value::runtime(format!("bitcast<{}>({})", wgsl_type(*to), v.text))
+            }
         }
     }
 
@@ -1218,7 +1225,7 @@ fn has_load(expr: &Expr) -> bool {
             if_true,
             if_false,
         } => has_load(cond) || has_load(if_true) || has_load(if_false),
-        Expr::Cast { value, .. } => has_load(value),
+        Expr::Cast { value, .. } | Expr::Bitcast { value, .. } => has_load(value),
     }
 }
 

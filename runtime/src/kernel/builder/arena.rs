@@ -50,6 +50,7 @@ pub(super) enum Node {
     Fma(Value, Value, Value),
     Select(Value, Value, Value),
     Cast(ElemType, Value),
+    Bitcast(ElemType, Value),
 }
 
 /// Where a value that a kernel may not use came from; see
@@ -235,6 +236,10 @@ impl Arena {
                 if_false: tree(if_false)?,
             },
             Node::Cast(to, value) => Expr::Cast {
+                to,
+                value: tree(value)?,
+            },
+            Node::Bitcast(to, value) => Expr::Bitcast {
                 to,
                 value: tree(value)?,
             },

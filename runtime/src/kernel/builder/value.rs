@@ -164,6 +164,11 @@ impl Value {
     pub fn cast(self, to: ElemType) -> Value {
         Self::node(Node::Cast(to, self), &[self])
     }
+    /// `self`'s bits as `to`, a type of the same size (see
+    /// [`Expr::Bitcast`](crate::kernel::Expr::Bitcast)).
+    pub fn bitcast(self, to: ElemType) -> Value {
+        Self::node(Node::Bitcast(to, self), &[self])
+    }
     /// `if self { if_true } else { if_false }` as an expression; both sides are evaluated.
     pub fn select(self, if_true: impl Into<Value>, if_false: impl Into<Value>) -> Value {
         let (t, f) = (if_true.into(), if_false.into());

@@ -70,6 +70,9 @@ impl Batch<'_, '_> {
                 column::cast(elem, *to, &mut v, lanes);
                 Column::Words(*to, v)
             }
+            // A column holds each value's bits (a half float's 16 in a word): only the type
+            // changes.
+            Expr::Bitcast { to, value } => Column::Words(*to, self.eval(value, lanes).words().1),
         }
     }
 
