@@ -741,6 +741,7 @@ fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
         (ElemType::F32, BinOp::Min) => call("ls_min_f32"),
         (ElemType::F32, BinOp::Max) => call("ls_max_f32"),
         (ElemType::F32, BinOp::Pow) => call("powf"),
+        (ElemType::F32, BinOp::Atan2) => call("atan2f"),
         (ElemType::U32, BinOp::Div) => call("ls_div_u32"),
         (ElemType::U32, BinOp::Rem) => call("ls_rem_u32"),
         (ElemType::U32, BinOp::Min) => call("ls_min_u32"),
@@ -764,6 +765,7 @@ fn binary(op: BinOp, elem: ElemType, l: &str, r: &str) -> String {
         (ElemType::F32, BinOp::Shl | BinOp::Shr) => infix("<<"),
         (ElemType::F16 | ElemType::BF16, _) => unreachable!("half floats compute in f32 above"),
         (ElemType::U32 | ElemType::I32, BinOp::Pow) => call("powf"),
+        (ElemType::U32 | ElemType::I32, BinOp::Atan2) => call("atan2f"),
     }
 }
 
@@ -790,6 +792,15 @@ fn unary(op: UnaryOp, elem: ElemType, v: &str) -> String {
         (UnaryOp::Tanh, _) => "tanhf",
         (UnaryOp::Sin, _) => "sinf",
         (UnaryOp::Cos, _) => "cosf",
+        (UnaryOp::Tan, _) => "tanf",
+        (UnaryOp::Sinh, _) => "sinhf",
+        (UnaryOp::Cosh, _) => "coshf",
+        (UnaryOp::Asin, _) => "asinf",
+        (UnaryOp::Acos, _) => "acosf",
+        (UnaryOp::Atan, _) => "atanf",
+        (UnaryOp::Asinh, _) => "asinhf",
+        (UnaryOp::Acosh, _) => "acoshf",
+        (UnaryOp::Atanh, _) => "atanhf",
     };
     format!("{f}({v})")
 }

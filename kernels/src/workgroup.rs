@@ -263,10 +263,10 @@ pub fn loops_reference(input: &[u32]) -> Vec<u32> {
 }
 
 /// The math functions [`math`] applies, in row order: every unary function, then `pow`
-/// (two input rows), then `fma` (three).
-pub const MATH_INPUT_ROWS: usize = UnaryOp::ALL.len() + 2 + 3;
-/// Output rows of [`math`]: one per unary function, then `pow` and `fma`.
-pub const MATH_OUTPUT_ROWS: usize = UnaryOp::ALL.len() + 2;
+/// (two input rows), `atan2` (two) and `fma` (three).
+pub const MATH_INPUT_ROWS: usize = UnaryOp::ALL.len() + 2 + 2 + 3;
+/// Output rows of [`math`]: one per unary function, then `pow`, `atan2` and `fma`.
+pub const MATH_OUTPUT_ROWS: usize = UnaryOp::ALL.len() + 3;
 
 /// `out[r * n + i]` = function `r` of row `r`'s operands at `i`, for `i < n` (parameter `n`;
 /// `input` holds [`MATH_INPUT_ROWS`] rows of `n`, `out` [`MATH_OUTPUT_ROWS`]).
@@ -284,7 +284,8 @@ pub fn math() -> Kernel {
         }
         let u = UnaryOp::ALL.len();
         k.store(out, at(u), row(u).pow(row(u + 1)));
-        k.store(out, at(u + 1), row(u + 2).fma(row(u + 3), row(u + 4)));
+        k.store(out, at(u + 1), row(u + 2).atan2(row(u + 3)));
+        k.store(out, at(u + 2), row(u + 4).fma(row(u + 5), row(u + 6)));
     });
     kernel(k)
 }
@@ -299,7 +300,8 @@ pub fn math_calls(input: &[f32], n: usize) -> Vec<MathCall> {
         .flat_map(|(r, op)| row(r).iter().map(move |&x| MathCall::Unary(op, x)))
         .collect();
     calls.extend((0..n).map(|i| MathCall::Pow(row(u)[i], row(u + 1)[i])));
-    calls.extend((0..n).map(|i| MathCall::Fma(row(u + 2)[i], row(u + 3)[i], row(u + 4)[i])));
+    calls.extend((0..n).map(|i| MathCall::Atan2(row(u + 2)[i], row(u + 3)[i])));
+    calls.extend((0..n).map(|i| MathCall::Fma(row(u + 4)[i], row(u + 5)[i], row(u + 6)[i])));
     calls
 }
 
@@ -313,9 +315,18 @@ pub fn math_domain(r: usize) -> (f32, f32) {
         Some(UnaryOp::Tanh) => (-9.0, 9.0),
         // The largest f32 below pi: f32 pi itself lies just above it.
         Some(UnaryOp::Sin | UnaryOp::Cos) => (-PI.next_down(), PI.next_down()),
-        // pow's base and exponent, then fma's operands.
+        // Away from cos's zeros, where tan's inherited bound would leave f32's range.
+        Some(UnaryOp::Tan) => (-1.4, 1.4),
+        Some(UnaryOp::Sinh | UnaryOp::Cosh) => (-9.0, 9.0),
+        // At ±1 the inherited bound takes `sqrt` of `1 - x * x`, which may round below 0.
+        Some(UnaryOp::Asin | UnaryOp::Acos) => (-0.999, 0.999),
+        Some(UnaryOp::Atan | UnaryOp::Asinh) => (-1e3, 1e3),
+        Some(UnaryOp::Acosh) => (1.001, 1e3),
+        Some(UnaryOp::Atanh) => (-0.999, 0.999),
+        // pow's base and exponent, atan2's y and x, then fma's operands.
         None if r == UnaryOp::ALL.len() => (1e-3, 100.0),
         None if r == UnaryOp::ALL.len() + 1 => (-4.0, 4.0),
+        None if r == UnaryOp::ALL.len() + 2 || r == UnaryOp::ALL.len() + 3 => (-1e3, 1e3),
         None => (-1e3, 1e3),
     }
 }

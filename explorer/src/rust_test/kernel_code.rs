@@ -138,6 +138,7 @@ fn binary(op: BinOp, a: &str, b: &str) -> (String, bool) {
         BinOp::Min => (format!("{a}.min({b})"), false),
         BinOp::Max => (format!("{a}.max({b})"), false),
         BinOp::Pow => (format!("{a}.pow({b})"), false),
+        BinOp::Atan2 => (format!("{a}.atan2({b})"), false),
     }
 }
 

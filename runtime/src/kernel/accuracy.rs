@@ -19,6 +19,8 @@ pub enum MathCall {
     Pow(f32, f32),
     /// `fma(a, b, c) = a * b + c`.
     Fma(f32, f32, f32),
+    /// `atan2(y, x)`.
+    Atan2(f32, f32),
 }
 
 impl MathCall {
@@ -38,11 +40,21 @@ impl MathCall {
                     UnaryOp::Tanh => libm::tanh(x),
                     UnaryOp::Sin => libm::sin(x),
                     UnaryOp::Cos => libm::cos(x),
+                    UnaryOp::Tan => libm::tan(x),
+                    UnaryOp::Sinh => libm::sinh(x),
+                    UnaryOp::Cosh => libm::cosh(x),
+                    UnaryOp::Asin => libm::asin(x),
+                    UnaryOp::Acos => libm::acos(x),
+                    UnaryOp::Atan => libm::atan(x),
+                    UnaryOp::Asinh => libm::asinh(x),
+                    UnaryOp::Acosh => libm::acosh(x),
+                    UnaryOp::Atanh => libm::atanh(x),
                 }
             }
             MathCall::Pow(x, y) => libm::pow(x as f64, y as f64),
             // The product of two f32s is exact in f64; the sum rounds once, far below f32's ULP.
             MathCall::Fma(a, b, c) => a as f64 * b as f64 + c as f64,
+            MathCall::Atan2(y, x) => libm::atan2(y as f64, x as f64),
         }
     }
 
@@ -61,6 +73,7 @@ impl MathCall {
             MathCall::Fma(a, b, c) => Bound::exact(a as f64)
                 .mul(Bound::exact(b as f64))?
                 .add(Bound::exact(c as f64))?,
+            MathCall::Atan2(y, x) => atan2(Bound::exact(y as f64), Bound::exact(x as f64))?,
         };
         (bound.value.abs() + bound.error <= f32::MAX as f64).then_some(bound.error)
     }
@@ -213,11 +226,115 @@ fn unary(op: UnaryOp, x: f64) -> Option<Bound> {
         UnaryOp::InverseSqrt => (x > 0.0).then(|| inverse_sqrt(x))?,
         UnaryOp::Sqrt if x == 0.0 => Some(Bound::exact(0.0)),
         UnaryOp::Sqrt => (x > 0.0).then(|| Bound::exact(1.0).div(inverse_sqrt(x)?))?,
-        UnaryOp::Tanh => {
-            let (up, down) = (exp(Bound::exact(x))?, exp(Bound::exact(-x))?);
-            up.sub(down)?.half().div(up.add(down)?.half())
+        UnaryOp::Tanh => sinh(x)?.div(cosh(x)?),
+        UnaryOp::Sinh => sinh(x),
+        UnaryOp::Cosh => cosh(x),
+        UnaryOp::Tan => sin_cos(libm::sin(x), x)?.div(sin_cos(libm::cos(x), x)?),
+        UnaryOp::Atan => Bound::exact(libm::atan(x)).plus_ulps(4096.0),
+        UnaryOp::Asin if x.abs() <= 1.0 => atan2(Bound::exact(x), sqrt(one_minus_square(x)?)?),
+        UnaryOp::Acos if x.abs() <= 1.0 => atan2(sqrt(one_minus_square(x)?)?, Bound::exact(x)),
+        UnaryOp::Asin | UnaryOp::Acos => None,
+        UnaryOp::Asinh => {
+            let root = sqrt(square(x)?.add(Bound::exact(1.0))?)?;
+            log(Bound::exact(x).add(root)?)
         }
+        UnaryOp::Acosh if x >= 1.0 => {
+            let root = sqrt(square(x)?.sub(Bound::exact(1.0))?)?;
+            log(Bound::exact(x).add(root)?)
+        }
+        UnaryOp::Acosh => None,
+        UnaryOp::Atanh if x.abs() < 1.0 => {
+            let (one, x) = (Bound::exact(1.0), Bound::exact(x));
+            Some(log(one.add(x)?.div(one.sub(x)?)?)?.half())
+        }
+        UnaryOp::Atanh => None,
     }
+}
+
+/// `sin(x)` or `cos(x)` (`value`) of an exact `x`: absolute error 2^-11 for `x` in [-π, π].
+fn sin_cos(value: f64, x: f64) -> Option<Bound> {
+    (x.abs() <= std::f64::consts::PI).then_some(Bound {
+        value,
+        error: 1.0 / (1u32 << 11) as f64,
+    })
+}
+
+/// `sinh(x)`, inherited from `(exp(x) - exp(-x)) * 0.5`.
+fn sinh(x: f64) -> Option<Bound> {
+    Some(exp(Bound::exact(x))?.sub(exp(Bound::exact(-x))?)?.half())
+}
+
+/// `cosh(x)`, inherited from `(exp(x) + exp(-x)) * 0.5`.
+fn cosh(x: f64) -> Option<Bound> {
+    Some(exp(Bound::exact(x))?.add(exp(Bound::exact(-x))?)?.half())
+}
+
+/// `x * x` of an exact `x`, correctly rounded.
+fn square(x: f64) -> Option<Bound> {
+    Bound::exact(x).mul(Bound::exact(x))
+}
+
+/// `1 - x * x` of an exact `x`.
+fn one_minus_square(x: f64) -> Option<Bound> {
+    Bound::exact(1.0).sub(square(x)?)
+}
+
+/// `sqrt(v)` of a value with an error, inherited from `1.0 / inverseSqrt(v)`: the operand's
+/// error carried through `inverseSqrt` (at the smallest operand it can be), its own 2 ULP,
+/// then the division's. `None` where the operand may reach zero or below (an exact zero is
+/// exact).
+fn sqrt(v: Bound) -> Option<Bound> {
+    if v.value == 0.0 && v.error == 0.0 {
+        return Some(Bound::exact(0.0));
+    }
+    let low = v.value - v.error;
+    if low <= 0.0 {
+        return None;
+    }
+    let value = 1.0 / libm::sqrt(v.value);
+    let inverse = Bound {
+        value,
+        error: 1.0 / libm::sqrt(low) - value,
+    }
+    .plus_ulps(2.0)?;
+    Bound::exact(1.0).div(inverse)
+}
+
+/// `log(v)` of a value with an error: the error carried (largest toward the smaller operand,
+/// `log` being concave) plus the function's own bound, the largest it has over the operand's
+/// range. `None` where the operand may reach zero or below.
+fn log(v: Bound) -> Option<Bound> {
+    let (low, high) = (v.value - v.error, v.value + v.error);
+    if low <= 0.0 {
+        return None;
+    }
+    let own = [low, v.value, high]
+        .into_iter()
+        .map(|at| logarithm(at, libm::log(at)).map(|b| b.error))
+        .try_fold(0.0f64, |worst, e| Some(worst.max(e?)))?;
+    let value = libm::log(v.value);
+    Some(Bound {
+        value,
+        error: value - libm::log(low) + own,
+    })
+}
+
+/// `atan2(y, x)` of values with errors: 4096 ULP at the result, plus how far the angle can
+/// move while the point stays within its operands' errors: `asin(d / r)` for a point at
+/// distance `r` from the origin and a box of half-diagonal `d`. `None` where the box reaches
+/// the origin, or crosses the negative x axis, where the angle jumps from π to -π.
+fn atan2(y: Bound, x: Bound) -> Option<Bound> {
+    let r = libm::hypot(x.value, y.value);
+    let d = libm::hypot(x.error, y.error);
+    let crosses_cut = x.value - x.error < 0.0 && y.value.abs() <= y.error;
+    if d >= r || crosses_cut || (x.value == 0.0 && y.value == 0.0) {
+        return None;
+    }
+    Bound {
+        value: libm::atan2(y.value, x.value),
+        error: libm::asin(d / r),
+    }
+    .plus_ulps(4096.0)
 }
 
 /// `inverseSqrt(x)`, 2 ULP.
@@ -292,6 +409,50 @@ mod tests {
             pow > 1024.0 * 10.0 * 2f64.powi(-21) * 0.69 && pow < 0.1,
             "{pow}"
         );
+    }
+
+    #[test]
+    fn the_inverse_and_hyperbolic_functions_and_atan2_are_bounded_in_their_domains() {
+        use UnaryOp::*;
+        let inside = [
+            (Tan, 1.0),
+            (Sinh, -3.0),
+            (Cosh, 2.0),
+            (Asin, 0.5),
+            (Acos, -0.5),
+            (Atan, 10.0),
+            (Asinh, -5.0),
+            (Acosh, 3.0),
+            (Atanh, 0.25),
+        ];
+        for (op, x) in inside {
+            let call = MathCall::Unary(op, x);
+            let bound = call
+                .max_error()
+                .unwrap_or_else(|| panic!("{op:?}({x}) is bounded"));
+            // A correctly rounded result is accepted; one far off is not.
+            assert!(call.accepts(call.exact() as f32), "{op:?}({x})");
+            assert!(
+                !call.accepts((call.exact() + 2.0 * bound + 1.0) as f32),
+                "{op:?}({x})"
+            );
+        }
+        // atan's and atan2's own bound is 4096 ULP.
+        let atan = MathCall::Unary(Atan, 10.0).max_error().unwrap();
+        assert_eq!(atan, ulps_at(libm::atan(10.0), 4096.0));
+        let atan2 = MathCall::Atan2(1.0, -1.0).max_error().unwrap();
+        assert_eq!(atan2, ulps_at(libm::atan2(1.0, -1.0), 4096.0));
+        // Outside a domain, or where the inherited expression leaves it, nothing is bounded.
+        for (op, x) in [
+            (Asin, 1.5),
+            (Acos, -2.0),
+            (Acosh, 0.5),
+            (Atanh, 1.0),
+            (Tan, 4.0),
+        ] {
+            assert_eq!(MathCall::Unary(op, x).max_error(), None, "{op:?}({x})");
+        }
+        assert_eq!(MathCall::Atan2(0.0, 0.0).max_error(), None);
     }
 
     #[test]

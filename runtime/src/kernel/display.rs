@@ -51,7 +51,7 @@ fn binary_symbol(op: BinOp) -> Option<&'static str> {
         BinOp::BitXor => "^",
         BinOp::Shl => "<<",
         BinOp::Shr => ">>",
-        BinOp::Min | BinOp::Max | BinOp::Pow => return None,
+        BinOp::Min | BinOp::Max | BinOp::Pow | BinOp::Atan2 => return None,
     })
 }
 

@@ -53,6 +53,12 @@
 //! | `pow(x, y)` | inherited from `exp2(y * log2(x))` (x > 0) |
 //! | `tanh(x)` | inherited from `sinh(x) / cosh(x)`, themselves from `(exp(x) ∓ exp(-x)) * 0.5` |
 //! | `sin(x)`, `cos(x)` | absolute error ≤ 2⁻¹¹ for x in [-π, π]; unbounded outside |
+//! | `tan(x)` | inherited from `sin(x) / cos(x)` |
+//! | `sinh(x)`, `cosh(x)` | inherited from `(exp(x) ∓ exp(-x)) * 0.5` |
+//! | `atan(x)`, `atan2(y, x)` | 4096 ULP (`atan2(0, 0)` unbounded) |
+//! | `asin(x)`, `acos(x)` | inherited from `atan2(x, sqrt(1 - x * x))`, `atan2(sqrt(1 - x * x), x)` |
+//! | `asinh(x)`, `acosh(x)` | inherited from `log(x ± sqrt(x * x ± 1))` |
+//! | `atanh(x)` | inherited from `log((1 + x) / (1 - x)) * 0.5` |
 //! | `fma(a, b, c)` | inherited from `a * b + c`: fused or not (one rounding or two) |
 //! | `x / y` | 2.5 ULP for \|y\| in [2⁻¹²⁶, 2¹²⁶] |
 //!
@@ -361,6 +367,9 @@ pub enum BinOp {
     Shr,
     /// Floats only: `lhs` to the power `rhs` (see the accuracy table in the module doc).
     Pow,
+    /// Floats only: the angle of the point (`rhs`, `lhs`), WGSL's `atan2(y = lhs, x = rhs)`,
+    /// in radians in [-π, π] (see the accuracy table in the module doc).
+    Atan2,
 }
 
 /// A function of one operand. `Abs` takes any numeric type; the others take floats and are
@@ -387,11 +396,29 @@ pub enum UnaryOp {
     Sin,
     /// Cosine (radians).
     Cos,
+    /// The tangent, in radians.
+    Tan,
+    /// The hyperbolic sine.
+    Sinh,
+    /// The hyperbolic cosine.
+    Cosh,
+    /// The arcsine, in radians.
+    Asin,
+    /// The arccosine, in radians.
+    Acos,
+    /// The arctangent, in radians.
+    Atan,
+    /// The inverse hyperbolic sine.
+    Asinh,
+    /// The inverse hyperbolic cosine.
+    Acosh,
+    /// The inverse hyperbolic tangent.
+    Atanh,
 }
 
 impl UnaryOp {
     /// Every unary function, in declaration order (for tests and generators that cover them all).
-    pub const ALL: [UnaryOp; 10] = [
+    pub const ALL: [UnaryOp; 19] = [
         UnaryOp::Abs,
         UnaryOp::Floor,
         UnaryOp::Ceil,
@@ -402,6 +429,15 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
     ];
 
     /// The function's name, as WGSL spells it.
@@ -417,6 +453,15 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::Tan => "tan",
+            UnaryOp::Sinh => "sinh",
+            UnaryOp::Cosh => "cosh",
+            UnaryOp::Asin => "asin",
+            UnaryOp::Acos => "acos",
+            UnaryOp::Atan => "atan",
+            UnaryOp::Asinh => "asinh",
+            UnaryOp::Acosh => "acosh",
+            UnaryOp::Atanh => "atanh",
         }
     }
 }

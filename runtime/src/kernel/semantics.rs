@@ -56,7 +56,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::BitXor => a ^ b,
             BinOp::Shl => a.wrapping_shl(b),
             BinOp::Shr => a.wrapping_shr(b),
-            BinOp::Pow => panic!("validated kernels apply Pow to f32 only"),
+            BinOp::Pow | BinOp::Atan2 => panic!("validated kernels apply {op:?} to floats only"),
         }),
         (I32(a), I32(b)) => I32(match op {
             BinOp::Add => a.wrapping_add(b),
@@ -71,7 +71,7 @@ pub fn binary(op: BinOp, lhs: Scalar, rhs: Scalar) -> Scalar {
             BinOp::BitXor => a ^ b,
             BinOp::Shl => a.wrapping_shl(b as u32),
             BinOp::Shr => a.wrapping_shr(b as u32),
-            BinOp::Pow => panic!("validated kernels apply Pow to f32 only"),
+            BinOp::Pow | BinOp::Atan2 => panic!("validated kernels apply {op:?} to floats only"),
         }),
         (F32(a), F32(b)) => F32(float_binary(op, a, b)),
         (F16(_), F16(_)) | (BF16(_), BF16(_)) => {
@@ -99,6 +99,7 @@ fn float_binary(op: BinOp, a: f32, b: f32) -> f32 {
         BinOp::Min => a.min(b),
         BinOp::Max => a.max(b),
         BinOp::Pow => libm::pow(a as f64, b as f64) as f32,
+        BinOp::Atan2 => libm::atan2(a as f64, b as f64) as f32,
         BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor | BinOp::Shl | BinOp::Shr => {
             panic!("validated kernels apply {op:?} to integers only")
         }
@@ -179,6 +180,15 @@ fn float_unary(op: UnaryOp, v: f32) -> f32 {
         UnaryOp::Tanh => libm::tanh(x) as f32,
         UnaryOp::Sin => libm::sin(x) as f32,
         UnaryOp::Cos => libm::cos(x) as f32,
+        UnaryOp::Tan => libm::tan(x) as f32,
+        UnaryOp::Sinh => libm::sinh(x) as f32,
+        UnaryOp::Cosh => libm::cosh(x) as f32,
+        UnaryOp::Asin => libm::asin(x) as f32,
+        UnaryOp::Acos => libm::acos(x) as f32,
+        UnaryOp::Atan => libm::atan(x) as f32,
+        UnaryOp::Asinh => libm::asinh(x) as f32,
+        UnaryOp::Acosh => libm::acosh(x) as f32,
+        UnaryOp::Atanh => libm::atanh(x) as f32,
     }
 }
 

@@ -511,6 +511,9 @@ impl Checker<'_> {
         if op == BinOp::Pow {
             self.float_only("pow", lt)?;
         }
+        if op == BinOp::Atan2 {
+            self.float_only("atan2", lt)?;
+        }
         Ok(lt)
     }
 

@@ -196,7 +196,8 @@ pub(crate) fn binary(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: &[u32], la
         semantics::binary(OP, Scalar::from_bits(ELEM, a), Scalar::from_bits(ELEM, b)).to_bits()
     });
         BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max,
-        BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shl, BinOp::Shr, BinOp::Pow))
+        BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shl, BinOp::Shr, BinOp::Pow,
+        BinOp::Atan2))
 }
 
 /// `op` on the lanes of `lhs`, a column of `elem`, and `rhs`, the same bits on every lane (a
@@ -218,7 +219,8 @@ pub(super) fn binary_by(op: BinOp, elem: ElemType, lhs: &mut [u32], rhs: u32, la
         semantics::binary(OP, Scalar::from_bits(ELEM, a), b).to_bits()
     });
         BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Rem, BinOp::Min, BinOp::Max,
-        BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shl, BinOp::Shr, BinOp::Pow))
+        BinOp::BitAnd, BinOp::BitOr, BinOp::BitXor, BinOp::Shl, BinOp::Shr, BinOp::Pow,
+        BinOp::Atan2))
 }
 
 /// `op` on the lanes of `lhs` and `rhs`, columns of `elem`, into `lhs` as booleans.

@@ -360,6 +360,13 @@ fn math_inputs(op: UnaryOp) -> Vec<f32> {
             let below_pi = std::f32::consts::PI.next_down();
             spread(-below_pi, below_pi)
         }
+        UnaryOp::Tan => spread(-1.4, 1.4),
+        UnaryOp::Sinh | UnaryOp::Cosh => spread(-9.0, 9.0),
+        // At ±1 the inherited bound takes `sqrt` of `1 - x * x`, which may round below 0.
+        UnaryOp::Asin | UnaryOp::Acos => spread(-0.999, 0.999),
+        UnaryOp::Atan | UnaryOp::Asinh => spread(-1e3, 1e3),
+        UnaryOp::Acosh => spread(1.001, 1e3),
+        UnaryOp::Atanh => spread(-0.999, 0.999),
     }
 }
 

@@ -852,6 +852,7 @@ impl Lowerer<'_> {
             (BinOp::Min, _) => format!("min({l}, {r})"),
             (BinOp::Max, _) => format!("max({l}, {r})"),
             (BinOp::Pow, _) => call("pow"),
+            (BinOp::Atan2, _) => call("atan2"),
             (BinOp::BitAnd, _) => infix("&"),
             (BinOp::BitOr, _) => infix("|"),
             (BinOp::BitXor, _) => infix("^"),

@@ -146,6 +146,10 @@ impl Value {
     pub fn pow(self, rhs: impl Into<Value>) -> Value {
         self.binary(BinOp::Pow, rhs)
     }
+    /// The angle of the point (`x`, `self`) in radians, WGSL's `atan2(self, x)` (`f32`).
+    pub fn atan2(self, x: impl Into<Value>) -> Value {
+        self.binary(BinOp::Atan2, x)
+    }
     /// `self * b + c` (`f32`), rounded once or twice.
     pub fn fma(self, b: impl Into<Value>, c: impl Into<Value>) -> Value {
         let (b, c) = (b.into(), c.into());
@@ -207,7 +211,25 @@ unary_fns!(
     /// The sine, in radians (`f32`).
     sin Sin,
     /// The cosine, in radians (`f32`).
-    cos Cos
+    cos Cos,
+    /// The tangent, in radians (`f32`).
+    tan Tan,
+    /// The hyperbolic sine (`f32`).
+    sinh Sinh,
+    /// The hyperbolic cosine (`f32`).
+    cosh Cosh,
+    /// The arcsine, in radians (`f32`).
+    asin Asin,
+    /// The arccosine, in radians (`f32`).
+    acos Acos,
+    /// The arctangent, in radians (`f32`).
+    atan Atan,
+    /// The inverse hyperbolic sine (`f32`).
+    asinh Asinh,
+    /// The inverse hyperbolic cosine (`f32`).
+    acosh Acosh,
+    /// The inverse hyperbolic tangent (`f32`).
+    atanh Atanh
 );
 
 /// `value op rhs` for a value, and `literal op value` for the literal types in `$lit`.
