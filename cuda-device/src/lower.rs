@@ -43,7 +43,7 @@
 use std::fmt::Write as _;
 
 use lockstep::kernel::{
-    Access, Array, AtomicOp, BinOp, Builtin, CmpOp, ElemType, Expr, FaultRecord, KernelDef,
+    Access, Array, AtomicOp, BinOp, BitFn, Builtin, CmpOp, ElemType, Expr, FaultRecord, KernelDef,
     LogicOp, Scalar, Stmt, UnaryOp, VarId,
 };
 
@@ -77,6 +77,17 @@ __device__ __forceinline__ i32 ls_div_i32(i32 a, i32 b) {
 __device__ __forceinline__ i32 ls_rem_i32(i32 a, i32 b) {
   return (b == 0 || (a == LS_I32_MIN && b == -1)) ? 0 : a % b;
 }
+// WGSL's bit functions, on u32 bits (an i32 operand is converted there and back).
+__device__ __forceinline__ u32 ls_count_one_bits(u32 x) { return (u32)__popc(x); }
+__device__ __forceinline__ u32 ls_count_leading_zeros(u32 x) { return (u32)__clz(x); }
+__device__ __forceinline__ u32 ls_count_trailing_zeros(u32 x) { return x == 0u ? 32u : (u32)(__ffs(x) - 1); }
+__device__ __forceinline__ u32 ls_first_trailing_bit(u32 x) { return x == 0u ? 0xffffffffu : (u32)(__ffs(x) - 1); }
+__device__ __forceinline__ u32 ls_first_leading_bit_u32(u32 x) { return x == 0u ? 0xffffffffu : 31u - (u32)__clz(x); }
+__device__ __forceinline__ u32 ls_first_leading_bit_i32(u32 x) {
+  const u32 m = (x & 0x80000000u) != 0u ? ~x : x;
+  return m == 0u ? 0xffffffffu : 31u - (u32)__clz(m);
+}
+__device__ __forceinline__ u32 ls_reverse_bits(u32 x) { return __brev(x); }
 __device__ __forceinline__ u32 ls_min_u32(u32 a, u32 b) { return b < a ? b : a; }
 __device__ __forceinline__ u32 ls_max_u32(u32 a, u32 b) { return b > a ? b : a; }
 __device__ __forceinline__ i32 ls_min_i32(i32 a, i32 b) { return b < a ? b : a; }
@@ -355,7 +366,8 @@ fn has_load(expr: &Expr) -> bool {
         | Expr::Neg(e)
         | Expr::Unary { value: e, .. }
         | Expr::Cast { value: e, .. }
-        | Expr::Bitcast { value: e, .. } => has_load(e),
+        | Expr::Bitcast { value: e, .. }
+        | Expr::Bits { value: e, .. } => has_load(e),
         Expr::Fma { a, b, c } => has_load(a) || has_load(b) || has_load(c),
         Expr::Select {
             cond,
@@ -649,6 +661,11 @@ impl Lowering<'_> {
                 let v = self.expr(value);
                 bitcast(from, *to, &v)
             }
+            Expr::Bits { op, value } => {
+                let elem = self.def.elem_type_of(value).unwrap_or(ElemType::U32);
+                let v = self.expr(value);
+                bits(*op, elem, &v)
+            }
         }
     }
 
@@ -827,6 +844,26 @@ fn cast(from: ElemType, to: ElemType, v: &str) -> String {
         (ElemType::F16 | ElemType::BF16, _) | (_, ElemType::F16 | ElemType::BF16) => {
             unreachable!("half floats convert through f32 above")
         }
+    }
+}
+
+/// `op` of the bits of `v`, an integer of type `elem`: the prelude's `ls_*` helpers, which
+/// write out WGSL's results for zero and for negative `i32`s.
+fn bits(op: BitFn, elem: ElemType, v: &str) -> String {
+    let name = match op {
+        BitFn::CountOneBits => "ls_count_one_bits",
+        BitFn::CountLeadingZeros => "ls_count_leading_zeros",
+        BitFn::CountTrailingZeros => "ls_count_trailing_zeros",
+        BitFn::FirstTrailingBit => "ls_first_trailing_bit",
+        BitFn::FirstLeadingBit if elem == ElemType::I32 => "ls_first_leading_bit_i32",
+        BitFn::FirstLeadingBit => "ls_first_leading_bit_u32",
+        BitFn::ReverseBits => "ls_reverse_bits",
+    };
+    // Computed on the u32 bits, converted back to the operand's type.
+    let call = format!("{name}((u32)({}))", unparen(v));
+    match elem {
+        ElemType::I32 => format!("((i32){call})"),
+        _ => call,
     }
 }
 

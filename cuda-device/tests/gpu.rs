@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelChecks,
-    Scalar, Value,
+    Access, Axis, BinOp, BitFn, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder,
+    KernelChecks, Scalar, Value,
 };
 use lockstep::{
     Bytes, ComputeClient, CubeCount, Device, DeviceError, Kernel, KernelArguments, ServerError,
@@ -286,6 +286,11 @@ fn semantics_kernel(elem: ElemType, pairs: u32) -> (Kernel, [u32; 3]) {
     }
     if elem != ElemType::U32 {
         results.push((out_of(elem), -x));
+    }
+    if elem != ElemType::F32 {
+        for op in BitFn::ALL {
+            results.push((out_of(elem), x.bits(op)));
+        }
     }
     let body: Vec<(u32, usize, Value)> = results
         .into_iter()

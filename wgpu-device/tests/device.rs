@@ -5,8 +5,8 @@
 
 use lockstep::device::{BufferSlice, LaunchCount};
 use lockstep::kernel::{
-    Access, Axis, BinOp, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder, KernelChecks,
-    KernelDef, Scalar, Value, semantics,
+    Access, Axis, BinOp, BitFn, CmpOp, CompileOptions, ElemType, FaultRecord, KernelBuilder,
+    KernelChecks, KernelDef, Scalar, Value, semantics,
 };
 use lockstep::{Device, DeviceError};
 use lockstep_harness::requirement::{Need, cannot_run};
@@ -396,6 +396,16 @@ fn operations_match_the_reference_semantics() {
                 ElemType::U32,
                 Box::new(move |l, r| Scalar::U32(semantics::compare(op, l, r) as u32)),
             ));
+        }
+        if *elem != ElemType::F32 {
+            for op in BitFn::ALL {
+                exprs.push((
+                    op.name().to_owned(),
+                    Box::new(move |l, _| l.bits(op)),
+                    *elem,
+                    Box::new(move |l, _| semantics::bits(op, l)),
+                ));
+            }
         }
         for to in [ElemType::U32, ElemType::I32, ElemType::F32] {
             exprs.push((

@@ -3,7 +3,7 @@
 
 use std::io::Write as _;
 
-use lockstep::kernel::{Access, Axis, ElemType, KernelBuilder, KernelDef};
+use lockstep::kernel::{Access, Axis, BitFn, ElemType, KernelBuilder, KernelDef};
 use lockstep_kernels::elementwise::{KernelKind, overrun};
 use lockstep_kernels::formula::{SAMPLE_KERNELS, sample_kernels};
 
@@ -46,6 +46,8 @@ fn integer_semantics() -> KernelDef {
     k.store(uints, 5u32, (x ^ y).cast(ElemType::I32).cast(ElemType::U32));
     k.store(uints, 6u32, floats.load(2u32).bitcast(ElemType::U32));
     k.store(ints, 8u32, x.bitcast(ElemType::I32));
+    k.store(ints, 9u32, a.bits(BitFn::FirstLeadingBit));
+    k.store(uints, 7u32, y.bits(BitFn::CountTrailingZeros));
     k.build().expect("integer_semantics is valid").def().clone()
 }
 

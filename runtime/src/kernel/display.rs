@@ -103,6 +103,7 @@ impl fmt::Display for Expr {
             } => write!(f, "({cond} ? {if_true} : {if_false})"),
             Expr::Cast { to, value } => write!(f, "{to}({value})"),
             Expr::Bitcast { to, value } => write!(f, "bitcast<{to}>({value})"),
+            Expr::Bits { op, value } => write!(f, "{}({value})", op.name()),
         }
     }
 }

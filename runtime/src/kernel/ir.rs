@@ -34,7 +34,10 @@
 //!   that `f32` rounds lie beyond `f16`'s range).
 //! - The transcendental functions are bounded as the table below states, in units of the
 //!   half type's ULP (WGSL's bounds for `f16`); a device may compute them in `f32` and round.
-//! - A NaN result is a NaN, but its sign and payload bits may differ across devices.
+//! - A NaN result is a NaN, but its sign and payload bits may differ across devices (a NaN an
+//!   operation computes: loads, stores and `Bitcast` keep every bit).
+//! - The bit functions ([`BitFn`]) are WGSL's, exact: `countLeadingZeros(0)` and
+//!   `countTrailingZeros(0)` are 32, `firstTrailingBit(0)` and `firstLeadingBit(0)` all ones.
 //!
 //! # Floating-point accuracy
 //!
@@ -466,6 +469,49 @@ impl UnaryOp {
     }
 }
 
+/// A function of the bits of one integer (`u32` or `i32`), of the operand's type, exact on
+/// every device (WGSL's bit functions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BitFn {
+    /// How many bits are 1.
+    CountOneBits,
+    /// How many zero bits lie above the highest 1 (32 for zero).
+    CountLeadingZeros,
+    /// How many zero bits lie below the lowest 1 (32 for zero).
+    CountTrailingZeros,
+    /// The index of the lowest 1 bit; all ones (`-1` for `i32`) for zero.
+    FirstTrailingBit,
+    /// For `u32`, the index of the highest 1 bit (all ones for zero); for `i32`, of the highest
+    /// bit that differs from the sign bit (`-1` for `0` and `-1`).
+    FirstLeadingBit,
+    /// The 32 bits in reverse order.
+    ReverseBits,
+}
+
+impl BitFn {
+    /// Every bit function, in declaration order.
+    pub const ALL: [BitFn; 6] = [
+        BitFn::CountOneBits,
+        BitFn::CountLeadingZeros,
+        BitFn::CountTrailingZeros,
+        BitFn::FirstTrailingBit,
+        BitFn::FirstLeadingBit,
+        BitFn::ReverseBits,
+    ];
+
+    /// The function's name, as WGSL spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BitFn::CountOneBits => "countOneBits",
+            BitFn::CountLeadingZeros => "countLeadingZeros",
+            BitFn::CountTrailingZeros => "countTrailingZeros",
+            BitFn::FirstTrailingBit => "firstTrailingBit",
+            BitFn::FirstLeadingBit => "firstLeadingBit",
+            BitFn::ReverseBits => "reverseBits",
+        }
+    }
+}
+
 /// A read-modify-write an atomic statement applies; see the memory model in the module doc.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AtomicOp {
@@ -615,6 +661,13 @@ pub enum Expr {
         /// The value whose bits are taken.
         value: Box<Expr>,
     },
+    /// A function of an integer's bits (`u32` or `i32`), of the operand's type.
+    Bits {
+        /// The function.
+        op: BitFn,
+        /// The integer.
+        value: Box<Expr>,
+    },
 }
 
 impl Expr {
@@ -633,7 +686,8 @@ impl Expr {
             | Expr::Neg(e)
             | Expr::Unary { value: e, .. }
             | Expr::Cast { value: e, .. }
-            | Expr::Bitcast { value: e, .. } => (Some(e), None, None),
+            | Expr::Bitcast { value: e, .. }
+            | Expr::Bits { value: e, .. } => (Some(e), None, None),
             Expr::Binary { lhs, rhs, .. }
             | Expr::Cmp { lhs, rhs, .. }
             | Expr::Logic { lhs, rhs, .. } => (Some(lhs), Some(rhs), None),
@@ -853,6 +907,7 @@ impl KernelDef {
             Expr::Binary { lhs, .. }
             | Expr::Neg(lhs)
             | Expr::Unary { value: lhs, .. }
+            | Expr::Bits { value: lhs, .. }
             | Expr::Fma { a: lhs, .. } => self.elem_type_of(lhs),
             Expr::Select { if_true, .. } => self.elem_type_of(if_true),
             Expr::Cast { to, .. } | Expr::Bitcast { to, .. } => Some(*to),

@@ -10,7 +10,7 @@
 
 use half::{bf16, f16};
 
-use super::ir::{AtomicOp, BinOp, CmpOp, ElemType, Scalar, UnaryOp};
+use super::ir::{AtomicOp, BinOp, BitFn, CmpOp, ElemType, Scalar, UnaryOp};
 
 /// A half float's exact `f32` value, or `None` for the other types.
 #[inline]
@@ -265,6 +265,42 @@ pub fn bitcast(value: Scalar, to: ElemType) -> Scalar {
     Scalar::from_bits(to, value.to_bits())
 }
 
+/// `op` of an integer's bits ([`BitFn`]): WGSL's definitions, exact.
+///
+/// # Panics
+/// If `value` is not a `u32` or `i32`: the validator rejects such kernels.
+#[inline]
+pub fn bits(op: BitFn, value: Scalar) -> Scalar {
+    let (bits, signed) = match value {
+        Scalar::U32(v) => (v, false),
+        Scalar::I32(v) => (v as u32, true),
+        other => panic!("validated kernels apply {op:?} to integers only, got {other:?}"),
+    };
+    let none = u32::MAX;
+    let result = match op {
+        BitFn::CountOneBits => bits.count_ones(),
+        BitFn::CountLeadingZeros => bits.leading_zeros(),
+        BitFn::CountTrailingZeros => bits.trailing_zeros(),
+        BitFn::FirstTrailingBit if bits == 0 => none,
+        BitFn::FirstTrailingBit => bits.trailing_zeros(),
+        // For i32, the highest bit that differs from the sign: that of `!x` when negative.
+        BitFn::FirstLeadingBit => {
+            let magnitude = if signed && (bits as i32) < 0 {
+                !bits
+            } else {
+                bits
+            };
+            if magnitude == 0 {
+                none
+            } else {
+                31 - magnitude.leading_zeros()
+            }
+        }
+        BitFn::ReverseBits => bits.reverse_bits(),
+    };
+    Scalar::from_bits(value.elem_type(), result)
+}
+
 /// Zero of a type: the initial value of every local.
 #[inline]
 pub fn zero(elem: ElemType) -> Scalar {
@@ -328,6 +364,34 @@ mod tests {
             bitcast(half, ElemType::BF16),
             Scalar::from_bits(ElemType::BF16, 0x7e01)
         );
+    }
+
+    #[test]
+    fn bit_functions_follow_wgsl_at_zero_and_for_negative_integers() {
+        use BitFn::*;
+        let u = |op, v| bits(op, Scalar::U32(v)).to_bits();
+        let i = |op, v: i32| bits(op, Scalar::I32(v)).to_bits() as i32;
+        assert_eq!([u(CountOneBits, 0xf0f0), u(CountOneBits, 0)], [8, 0]);
+        assert_eq!([u(CountLeadingZeros, 1), u(CountLeadingZeros, 0)], [31, 32]);
+        assert_eq!(
+            [u(CountTrailingZeros, 8), u(CountTrailingZeros, 0)],
+            [3, 32]
+        );
+        assert_eq!(
+            [u(FirstTrailingBit, 12), u(FirstTrailingBit, 0)],
+            [2, u32::MAX]
+        );
+        assert_eq!(i(FirstTrailingBit, 0), -1);
+        assert_eq!(
+            [u(FirstLeadingBit, 0x8000_0000), u(FirstLeadingBit, 0)],
+            [31, u32::MAX]
+        );
+        // i32: the highest bit that differs from the sign bit.
+        assert_eq!([i(FirstLeadingBit, 5), i(FirstLeadingBit, -5)], [2, 2]);
+        assert_eq!([i(FirstLeadingBit, 0), i(FirstLeadingBit, -1)], [-1, -1]);
+        assert_eq!(i(FirstLeadingBit, i32::MIN), 30);
+        assert_eq!(u(ReverseBits, 1), 0x8000_0000);
+        assert_eq!(bits(CountOneBits, Scalar::I32(-1)), Scalar::I32(32));
     }
 
     #[test]

@@ -84,7 +84,8 @@ impl Analysis {
             | Expr::Neg(e)
             | Expr::Unary { value: e, .. }
             | Expr::Cast { value: e, .. }
-            | Expr::Bitcast { value: e, .. } => self.is_varying(e),
+            | Expr::Bitcast { value: e, .. }
+            | Expr::Bits { value: e, .. } => self.is_varying(e),
             Expr::Binary { lhs, rhs, .. }
             | Expr::Cmp { lhs, rhs, .. }
             | Expr::Logic { lhs, rhs, .. } => self.is_varying(lhs) || self.is_varying(rhs),

@@ -461,6 +461,13 @@ impl Checker<'_> {
                 }
                 Ty::Elem(*to)
             }
+            Expr::Bits { op, value } => {
+                let t = self.ty(value)?;
+                if !matches!(t, Ty::Elem(ElemType::U32 | ElemType::I32)) {
+                    return Err(self.mismatch(op.name(), "u32 or i32", t));
+                }
+                t
+            }
             Expr::Bitcast { to, value } => {
                 let t = self.ty(value)?;
                 if !matches!(t, Ty::Elem(e) if e.size_bytes() == to.size_bytes()) {

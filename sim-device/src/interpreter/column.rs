@@ -6,7 +6,7 @@
 //! slices, which the compiler vectorises. Results are those of `semantics` on each lane. (The
 //! simulator's all-reduce folds its ranks' inputs with [`binary`] too.)
 
-use lockstep::kernel::{BinOp, CmpOp, ElemType, Scalar, UnaryOp, semantics};
+use lockstep::kernel::{BinOp, BitFn, CmpOp, ElemType, Scalar, UnaryOp, semantics};
 
 /// One expression's value on every lane of a batch: scalars as the bits of their type (the IR
 /// is typed, so a column has one), booleans as 1 (true) or 0. Inactive lanes hold leftovers.
@@ -244,6 +244,13 @@ pub(super) fn compare_by(op: CmpOp, elem: ElemType, lhs: &mut [u32], rhs: u32, l
 pub(super) fn unary(op: UnaryOp, elem: ElemType, value: &mut [u32], lanes: &[u32]) {
     with_elem!(elem, ELEM => update(lanes, value, |v| {
         semantics::unary(op, Scalar::from_bits(ELEM, v)).to_bits()
+    }))
+}
+
+/// `op` of the bits of the lanes of `value`, a column of integers of `elem`, in place.
+pub(super) fn bits(op: BitFn, elem: ElemType, value: &mut [u32], lanes: &[u32]) {
+    with_elem!(elem, ELEM => update(lanes, value, |v| {
+        semantics::bits(op, Scalar::from_bits(ELEM, v)).to_bits()
     }))
 }
 

@@ -384,7 +384,8 @@ fn own_expr(def: &KernelDef, expr: &Expr) -> bool {
         | Expr::Neg(e)
         | Expr::Unary { value: e, .. }
         | Expr::Cast { value: e, .. }
-        | Expr::Bitcast { value: e, .. } => own_expr(def, e),
+        | Expr::Bitcast { value: e, .. }
+        | Expr::Bits { value: e, .. } => own_expr(def, e),
         Expr::Binary { lhs, rhs, .. }
         | Expr::Cmp { lhs, rhs, .. }
         | Expr::Logic { lhs, rhs, .. } => own_expr(def, lhs) && own_expr(def, rhs),

@@ -754,6 +754,13 @@ impl Lowerer<'_> {
                 }
                 Value::runtime(format!("bitcast<{}>({})", wgsl_type(*to), v.text))
             }
+            Expr::Bits { op, value } => {
+                let v = self.expr(value);
+                if let Some(s) = v.scalar() {
+                    return self.constant(semantics::bits(*op, s));
+                }
+                Value::runtime(format!("{}({})", op.name(), v.text))
+            }
         }
     }
 
@@ -1226,7 +1233,9 @@ fn has_load(expr: &Expr) -> bool {
             if_true,
             if_false,
         } => has_load(cond) || has_load(if_true) || has_load(if_false),
-        Expr::Cast { value, .. } | Expr::Bitcast { value, .. } => has_load(value),
+        Expr::Cast { value, .. } | Expr::Bitcast { value, .. } | Expr::Bits { value, .. } => {
+            has_load(value)
+        }
     }
 }
 

@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
 use super::value::{Repr, Value};
-use crate::kernel::ir::{Array, BinOp, BindingId, CmpOp, ElemType, Expr, LogicOp, UnaryOp, VarId};
+use crate::kernel::ir::{
+    Array, BinOp, BindingId, BitFn, CmpOp, ElemType, Expr, LogicOp, UnaryOp, VarId,
+};
 
 /// Identifies one builder for the life of the process. Nominally `pub` (in a private module,
 /// so unnameable outside it) because the sealed [`KernelArray`](super::KernelArray) trait's
@@ -51,6 +53,7 @@ pub(super) enum Node {
     Select(Value, Value, Value),
     Cast(ElemType, Value),
     Bitcast(ElemType, Value),
+    Bits(BitFn, Value),
 }
 
 /// Where a value that a kernel may not use came from; see
@@ -241,6 +244,10 @@ impl Arena {
             },
             Node::Bitcast(to, value) => Expr::Bitcast {
                 to,
+                value: tree(value)?,
+            },
+            Node::Bits(op, value) => Expr::Bits {
+                op,
                 value: tree(value)?,
             },
         })

@@ -4,7 +4,7 @@ use std::marker::PhantomData;
 use std::ops;
 
 use super::arena::{BuilderId, Node, record};
-use crate::kernel::ir::{Array, BinOp, Builtin, CmpOp, ElemType, LogicOp, Scalar, UnaryOp};
+use crate::kernel::ir::{Array, BinOp, BitFn, Builtin, CmpOp, ElemType, LogicOp, Scalar, UnaryOp};
 
 /// An expression of a kernel under construction: a `Copy` handle, so a value is used as often
 /// as the maths uses it, with no `.clone()`.
@@ -172,6 +172,10 @@ impl Value {
     /// [`Expr::Bitcast`](crate::kernel::Expr::Bitcast)).
     pub fn bitcast(self, to: ElemType) -> Value {
         Self::node(Node::Bitcast(to, self), &[self])
+    }
+    /// `op` of `self`'s bits (`u32` or `i32`; see [`BitFn`](crate::kernel::BitFn)).
+    pub fn bits(self, op: BitFn) -> Value {
+        Self::node(Node::Bits(op, self), &[self])
     }
     /// `if self { if_true } else { if_false }` as an expression; both sides are evaluated.
     pub fn select(self, if_true: impl Into<Value>, if_false: impl Into<Value>) -> Value {

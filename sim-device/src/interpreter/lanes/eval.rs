@@ -73,6 +73,11 @@ impl Batch<'_, '_> {
             // A column holds each value's bits (a half float's 16 in a word): only the type
             // changes.
             Expr::Bitcast { to, value } => Column::Words(*to, self.eval(value, lanes).words().1),
+            Expr::Bits { op, value } => {
+                let (elem, mut v) = self.eval(value, lanes).words();
+                column::bits(*op, elem, &mut v, lanes);
+                Column::Words(elem, v)
+            }
         }
     }
 
