@@ -58,7 +58,7 @@ pub enum Message {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Undecodable {
     /// Not a rendezvous frame at all: no magic, or too short for a header. Holds the first
-    /// bytes (at most [`STRANGER_BYTES`]), to say what the peer sent.
+    /// bytes (at most 16, `STRANGER_BYTES`), to say what the peer sent.
     Stranger(Vec<u8>),
     /// A rendezvous frame of another protocol version.
     Version(u16),
