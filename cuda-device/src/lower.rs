@@ -146,6 +146,9 @@ LS_ATOMIC(ls_atomic_add, atomicAdd)
 LS_ATOMIC(ls_atomic_min, atomicMin)
 LS_ATOMIC(ls_atomic_max, atomicMax)
 LS_ATOMIC(ls_atomic_exch, atomicExch)
+LS_ATOMIC(ls_atomic_and, atomicAnd)
+LS_ATOMIC(ls_atomic_or, atomicOr)
+LS_ATOMIC(ls_atomic_xor, atomicXor)
 template <typename T>
 __device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, u32* record, u32 kernel, u32 binding) {
   if (i < n) return atomicCAS(&b[i], expected, v);
@@ -556,6 +559,9 @@ impl Lowering<'_> {
             AtomicOp::Min => ("atomicMin", "ls_atomic_min"),
             AtomicOp::Max => ("atomicMax", "ls_atomic_max"),
             AtomicOp::Exchange => ("atomicExch", "ls_atomic_exch"),
+            AtomicOp::And => ("atomicAnd", "ls_atomic_and"),
+            AtomicOp::Or => ("atomicOr", "ls_atomic_or"),
+            AtomicOp::Xor => ("atomicXor", "ls_atomic_xor"),
         };
         let call = self.atomic_call(helpers, array, &[&index, &value]);
         match old {
@@ -802,6 +808,9 @@ fn unary(op: UnaryOp, elem: ElemType, v: &str) -> String {
         (UnaryOp::Abs, ElemType::F16 | ElemType::BF16) => "ls_abs_half",
         (UnaryOp::Floor, _) => "floorf",
         (UnaryOp::Ceil, _) => "ceilf",
+        (UnaryOp::Trunc, _) => "truncf",
+        // rintf rounds to nearest even in the default rounding mode, as WGSL's round does.
+        (UnaryOp::Round, _) => "rintf",
         (UnaryOp::Sqrt, _) => "sqrtf",
         (UnaryOp::InverseSqrt, _) => "rsqrtf",
         (UnaryOp::Exp, _) => "expf",

@@ -9,7 +9,7 @@ use std::f32::consts::PI;
 
 use lockstep::Kernel;
 use lockstep::kernel::accuracy::MathCall;
-use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, UnaryOp};
+use lockstep::kernel::{Access, AtomicOp, Axis, ElemType, KernelBuilder, UnaryOp, Value};
 
 /// Invocations per workgroup of the reduction and the histogram.
 pub const REDUCE_WORKGROUP: u32 = 64;
@@ -71,13 +71,16 @@ pub fn reduce_sum_reference(input: &[u32], total: u32) -> (Vec<u32>, u32) {
 }
 
 /// A histogram of `input % BINS` counted in shared memory, then added to `bins` with global
-/// atomics; `extremes[0]` and `[1]` take the atomic min and max of `input` as `i32`.
-/// Bindings: `input` (read), `bins`, `extremes` (`i32`).
+/// atomics; `extremes[0]` and `[1]` take the atomic min and max of `input` as `i32`; `bits[0]`
+/// gets bit `x % 32` of every `x` set (atomic or), `bits[1]` cleared (atomic and), and
+/// `bits[2]` the exclusive or of every `x` (atomic xor).
+/// Bindings: `input` (read), `bins`, `extremes` (`i32`), `bits` (three words).
 pub fn histogram() -> Kernel {
     let mut k = KernelBuilder::new("histogram", [REDUCE_WORKGROUP, 1, 1]);
     let input = k.binding(ElemType::U32, Access::Read);
     let bins = k.binding(ElemType::U32, Access::ReadWrite);
     let extremes = k.binding(ElemType::I32, Access::ReadWrite);
+    let bits = k.binding(ElemType::U32, Access::ReadWrite);
     let local = k.shared(ElemType::U32, BINS);
     let (i, lid) = (k.global_id(Axis::X), k.local_id(Axis::X));
     k.if_(lid.lt(BINS), |k| k.store(local, lid, 0u32));
@@ -88,18 +91,32 @@ pub fn histogram() -> Kernel {
         let signed = x.get().cast(ElemType::I32);
         k.atomic(AtomicOp::Min, extremes, 0u32, signed);
         k.atomic(AtomicOp::Max, extremes, 1u32, signed);
+        let bit = Value::from(1u32) << (x.get() % 32u32);
+        k.if_(bits.len().ge(3u32), |k| {
+            k.atomic(AtomicOp::Or, bits, 0u32, bit);
+            k.atomic(AtomicOp::And, bits, 1u32, bit ^ u32::MAX);
+            k.atomic(AtomicOp::Xor, bits, 2u32, x.get());
+        });
     });
     k.workgroup_barrier();
     k.if_(lid.lt(BINS), |k| k.atomic_add(bins, lid, local.load(lid)));
     kernel(k)
 }
 
-/// The reference of [`histogram`] from `bins` and `extremes` as they were.
-pub fn histogram_reference(input: &[u32], bins: &mut [u32], extremes: &mut [i32; 2]) {
+/// The reference of [`histogram`] from `bins`, `extremes` and `bits` as they were.
+pub fn histogram_reference(
+    input: &[u32],
+    bins: &mut [u32],
+    extremes: &mut [i32; 2],
+    bits: &mut [u32; 3],
+) {
     for &x in input {
         bins[(x % BINS) as usize] += 1;
         extremes[0] = extremes[0].min(x as i32);
         extremes[1] = extremes[1].max(x as i32);
+        bits[0] |= 1 << (x % 32);
+        bits[1] &= !(1 << (x % 32));
+        bits[2] ^= x;
     }
 }
 
@@ -309,7 +326,9 @@ pub fn math_calls(input: &[f32], n: usize) -> Vec<MathCall> {
 /// bound is finite: `lo + (hi - lo) * u` for `u` in [0, 1].
 pub fn math_domain(r: usize) -> (f32, f32) {
     match UnaryOp::ALL.get(r) {
-        Some(UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil) => (-1e4, 1e4),
+        Some(UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Round) => {
+            (-1e4, 1e4)
+        }
         Some(UnaryOp::Sqrt | UnaryOp::InverseSqrt | UnaryOp::Log) => (1e-6, 1e6),
         Some(UnaryOp::Exp) => (-80.0, 80.0),
         Some(UnaryOp::Tanh) => (-9.0, 9.0),
@@ -343,7 +362,16 @@ mod tests {
         assert_eq!(total, 5 + (0..70).sum::<u32>());
         let mut bins = vec![0; BINS as usize];
         let mut extremes = [i32::MAX, i32::MIN];
-        histogram_reference(&[3, 19, u32::MAX], &mut bins, &mut extremes);
+        let mut bits = [0, u32::MAX, 5];
+        histogram_reference(&[3, 19, u32::MAX], &mut bins, &mut extremes, &mut bits);
+        assert_eq!(
+            bits,
+            [
+                1 << 3 | 1 << 19 | 1 << 31,
+                !(1 << 3 | 1 << 19 | 1 << 31),
+                5 ^ 3 ^ 19 ^ u32::MAX
+            ]
+        );
         assert_eq!((bins[3], bins[15]), (2, 1));
         assert_eq!(extremes, [-1, 19]);
         // x = 6: 8 Collatz steps; 1 + 2 + 4 + 5 = 12; 3 * 3 > 6.

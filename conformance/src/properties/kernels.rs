@@ -107,23 +107,29 @@ fn histogram<D: Device>(c: &ComputeClient<D>, values: &[u32]) -> Result<(), Stri
     let input = create(c, values)?;
     let mut want_bins: Vec<u32> = (0..wk::BINS).collect();
     let mut want_extremes = [i32::MAX, i32::MIN];
+    let mut want_bits = [0, u32::MAX, 0x5a5a_5a5a];
     let bins = create(c, &want_bins)?;
     let extremes = create(c, &want_extremes)?;
+    let bits = create(c, &want_bits)?;
     let groups = workgroups(values.len(), wk::REDUCE_WORKGROUP);
     launch(
         c,
         &wk::histogram(),
         groups,
-        &[&input, &bins, &extremes],
+        &[&input, &bins, &extremes, &bits],
         &[],
     )?;
-    wk::histogram_reference(values, &mut want_bins, &mut want_extremes);
-    let got = (read::<D, u32>(c, &bins)?, read::<D, i32>(c, &extremes)?);
+    wk::histogram_reference(values, &mut want_bins, &mut want_extremes, &mut want_bits);
+    let got = (
+        read::<D, u32>(c, &bins)?,
+        read::<D, i32>(c, &extremes)?,
+        read::<D, u32>(c, &bits)?,
+    );
+    let want = (want_bins, want_extremes.to_vec(), want_bits.to_vec());
     ensure!(
-        got == (want_bins.clone(), want_extremes.to_vec()),
-        "histogram of {} values: {got:?}, reference {:?}",
-        values.len(),
-        (want_bins, want_extremes)
+        got == want,
+        "histogram of {} values: {got:?}, reference {want:?}",
+        values.len()
     );
     Ok(())
 }

@@ -33,6 +33,8 @@ impl MathCall {
                     UnaryOp::Abs => x.abs(),
                     UnaryOp::Floor => x.floor(),
                     UnaryOp::Ceil => x.ceil(),
+                    UnaryOp::Trunc => x.trunc(),
+                    UnaryOp::Round => x.round_ties_even(),
                     UnaryOp::Sqrt => libm::sqrt(x),
                     UnaryOp::InverseSqrt => 1.0 / libm::sqrt(x),
                     UnaryOp::Exp => libm::exp(x),
@@ -216,7 +218,9 @@ fn log2(x: f64) -> Option<Bound> {
 
 fn unary(op: UnaryOp, x: f64) -> Option<Bound> {
     match op {
-        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil => Some(Bound::exact(0.0)),
+        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Round => {
+            Some(Bound::exact(0.0))
+        }
         UnaryOp::Sin | UnaryOp::Cos => (x.abs() <= std::f64::consts::PI).then_some(Bound {
             value: 0.0,
             error: 1.0 / (1u32 << 11) as f64,

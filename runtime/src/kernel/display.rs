@@ -143,6 +143,9 @@ impl fmt::Display for Head<'_> {
                     AtomicOp::Min => "atomic_min",
                     AtomicOp::Max => "atomic_max",
                     AtomicOp::Exchange => "atomic_exchange",
+                    AtomicOp::And => "atomic_and",
+                    AtomicOp::Or => "atomic_or",
+                    AtomicOp::Xor => "atomic_xor",
                 };
                 write!(f, "{name}({}[{index}], {value})", ArrayName(*array))
             }

@@ -399,6 +399,10 @@ pub enum UnaryOp {
     Sin,
     /// Cosine (radians).
     Cos,
+    /// The integer part, toward zero (exact).
+    Trunc,
+    /// The nearest integer, halves to even (exact; WGSL's `round`).
+    Round,
     /// The tangent, in radians.
     Tan,
     /// The hyperbolic sine.
@@ -421,7 +425,7 @@ pub enum UnaryOp {
 
 impl UnaryOp {
     /// Every unary function, in declaration order (for tests and generators that cover them all).
-    pub const ALL: [UnaryOp; 19] = [
+    pub const ALL: [UnaryOp; 21] = [
         UnaryOp::Abs,
         UnaryOp::Floor,
         UnaryOp::Ceil,
@@ -432,6 +436,8 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Sin,
         UnaryOp::Cos,
+        UnaryOp::Trunc,
+        UnaryOp::Round,
         UnaryOp::Tan,
         UnaryOp::Sinh,
         UnaryOp::Cosh,
@@ -456,6 +462,8 @@ impl UnaryOp {
             UnaryOp::Tanh => "tanh",
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
+            UnaryOp::Trunc => "trunc",
+            UnaryOp::Round => "round",
             UnaryOp::Tan => "tan",
             UnaryOp::Sinh => "sinh",
             UnaryOp::Cosh => "cosh",
@@ -523,6 +531,12 @@ pub enum AtomicOp {
     Max,
     /// Stores the operand.
     Exchange,
+    /// Stores the bitwise and of the old value and the operand.
+    And,
+    /// Stores the bitwise or of the old value and the operand.
+    Or,
+    /// Stores the bitwise exclusive or of the old value and the operand.
+    Xor,
 }
 
 impl AtomicOp {
@@ -533,6 +547,9 @@ impl AtomicOp {
             AtomicOp::Min => "min",
             AtomicOp::Max => "max",
             AtomicOp::Exchange => "exchange",
+            AtomicOp::And => "and",
+            AtomicOp::Or => "or",
+            AtomicOp::Xor => "xor",
         }
     }
 }

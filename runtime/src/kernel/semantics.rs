@@ -173,6 +173,8 @@ fn float_unary(op: UnaryOp, v: f32) -> f32 {
         UnaryOp::Abs => v.abs(),
         UnaryOp::Floor => v.floor(),
         UnaryOp::Ceil => v.ceil(),
+        UnaryOp::Trunc => v.trunc(),
+        UnaryOp::Round => v.round_ties_even(),
         UnaryOp::Sqrt => v.sqrt(),
         UnaryOp::InverseSqrt => (1.0 / libm::sqrt(x)) as f32,
         UnaryOp::Exp => libm::exp(x) as f32,
@@ -224,6 +226,9 @@ pub fn atomic(op: AtomicOp, old: Scalar, operand: Scalar) -> Scalar {
         AtomicOp::Min => binary(BinOp::Min, old, operand),
         AtomicOp::Max => binary(BinOp::Max, old, operand),
         AtomicOp::Exchange => operand,
+        AtomicOp::And => binary(BinOp::BitAnd, old, operand),
+        AtomicOp::Or => binary(BinOp::BitOr, old, operand),
+        AtomicOp::Xor => binary(BinOp::BitXor, old, operand),
     }
 }
 
@@ -392,6 +397,20 @@ mod tests {
         assert_eq!(i(FirstLeadingBit, i32::MIN), 30);
         assert_eq!(u(ReverseBits, 1), 0x8000_0000);
         assert_eq!(bits(CountOneBits, Scalar::I32(-1)), Scalar::I32(32));
+    }
+
+    #[test]
+    fn trunc_goes_toward_zero_and_round_takes_halves_to_even() {
+        let f = |op, v: f32| unary(op, Scalar::F32(v));
+        assert_eq!(f(UnaryOp::Trunc, -2.7), Scalar::F32(-2.0));
+        assert_eq!(f(UnaryOp::Trunc, 2.7), Scalar::F32(2.0));
+        for (v, want) in [(2.5, 2.0), (3.5, 4.0), (-2.5, -2.0), (0.5, 0.0), (1.4999, 1.0)] {
+            assert_eq!(f(UnaryOp::Round, v), Scalar::F32(want), "round({v})");
+        }
+        let atomic = |op, old: u32, v: u32| super::atomic(op, Scalar::U32(old), Scalar::U32(v));
+        assert_eq!(atomic(AtomicOp::And, 0b1100, 0b1010), Scalar::U32(0b1000));
+        assert_eq!(atomic(AtomicOp::Or, 0b1100, 0b1010), Scalar::U32(0b1110));
+        assert_eq!(atomic(AtomicOp::Xor, 0b1100, 0b1010), Scalar::U32(0b0110));
     }
 
     #[test]

@@ -352,7 +352,9 @@ fn math_inputs(op: UnaryOp) -> Vec<f32> {
         (0..64).map(|i| lo + (hi - lo) * i as f32 / 63.0).collect()
     };
     match op {
-        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil => spread(-9.5, 9.5),
+        UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Round => {
+            spread(-9.5, 9.5)
+        }
         UnaryOp::Sqrt | UnaryOp::InverseSqrt | UnaryOp::Log => spread(1e-3, 1e4),
         UnaryOp::Exp => spread(-80.0, 80.0),
         UnaryOp::Tanh => spread(-9.0, 9.0),

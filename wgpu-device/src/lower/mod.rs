@@ -253,6 +253,9 @@ impl AccessKind {
             AccessKind::Atomic(AtomicOp::Min) => "atomic_min",
             AccessKind::Atomic(AtomicOp::Max) => "atomic_max",
             AccessKind::Atomic(AtomicOp::Exchange) => "atomic_exchange",
+            AccessKind::Atomic(AtomicOp::And) => "atomic_and",
+            AccessKind::Atomic(AtomicOp::Or) => "atomic_or",
+            AccessKind::Atomic(AtomicOp::Xor) => "atomic_xor",
             AccessKind::CompareExchange => "compare_exchange",
         }
     }
@@ -1167,6 +1170,9 @@ fn access_parts(slot: &Slot, kind: AccessKind, name: &str) -> (String, String) {
                 AtomicOp::Min => "atomicMin",
                 AtomicOp::Max => "atomicMax",
                 AtomicOp::Exchange => "atomicExchange",
+                AtomicOp::And => "atomicAnd",
+                AtomicOp::Or => "atomicOr",
+                AtomicOp::Xor => "atomicXor",
             };
             let old = format!("{f}(&{place}, {})", slot.as_stored("v"));
             (

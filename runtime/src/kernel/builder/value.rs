@@ -216,6 +216,10 @@ unary_fns!(
     sin Sin,
     /// The cosine, in radians (`f32`).
     cos Cos,
+    /// The integer part, toward zero (`f32`).
+    trunc Trunc,
+    /// The nearest integer, halves to even (`f32`).
+    round Round,
     /// The tangent, in radians (`f32`).
     tan Tan,
     /// The hyperbolic sine (`f32`).
