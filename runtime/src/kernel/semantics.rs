@@ -404,7 +404,13 @@ mod tests {
         let f = |op, v: f32| unary(op, Scalar::F32(v));
         assert_eq!(f(UnaryOp::Trunc, -2.7), Scalar::F32(-2.0));
         assert_eq!(f(UnaryOp::Trunc, 2.7), Scalar::F32(2.0));
-        for (v, want) in [(2.5, 2.0), (3.5, 4.0), (-2.5, -2.0), (0.5, 0.0), (1.4999, 1.0)] {
+        for (v, want) in [
+            (2.5, 2.0),
+            (3.5, 4.0),
+            (-2.5, -2.0),
+            (0.5, 0.0),
+            (1.4999, 1.0),
+        ] {
             assert_eq!(f(UnaryOp::Round, v), Scalar::F32(want), "round({v})");
         }
         let atomic = |op, old: u32, v: u32| super::atomic(op, Scalar::U32(old), Scalar::U32(v));
