@@ -1,11 +1,16 @@
-//! The read/write paths under arbitrary input: the logic of the `fuzz/` targets, kept here so
-//! that `cargo test` replays the checked-in corpus on stable.
+//! The logic of the `fuzz/` targets, kept here so that `cargo test` replays the checked-in
+//! corpora on stable.
 //!
-//! Every call must return the right bytes or a typed error that the reference model predicts:
-//! never a panic, never a hang, never a wrong byte. Sizes reach the classes where allocation
-//! goes wrong ([`Size`]): empty, one byte, slice and page boundaries ±1, and sizes whose
-//! rounding overflows. The client runs inline ([`ComputeClient::inline`]): one input is a few
-//! dozen calls, and an actor thread per input cost more than the calls.
+//! - `io` ([`run`], this module): the read/write paths under arbitrary input. Every call must
+//!   return the right bytes or a typed error that the reference model predicts: never a panic,
+//!   never a hang, never a wrong byte. Sizes reach the classes where allocation goes wrong
+//!   ([`Size`]): empty, one byte, slice and page boundaries ±1, and sizes whose rounding
+//!   overflows.
+//! - `api` ([`api::run`]): every public client call and the kernel builder, on simulated
+//!   clusters, each call checked by an oracle; see [`api`].
+//!
+//! Clients run inline ([`ComputeClient::inline`]): one input is a few dozen calls, and an
+//! actor thread per input cost more than the calls.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -14,6 +19,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use lockstep::{ComputeClient, Handle, ServerOptions, StreamId};
 use lockstep_sim::{SimConfig, SimDevice};
 
+pub mod api;
 mod calls;
 mod model;
 
@@ -57,7 +63,7 @@ impl Size {
 }
 
 /// Where a write starts in a buffer of `size` bytes: mostly inside it, so that writes land.
-#[derive(Arbitrary, Debug)]
+#[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum Offset {
     /// `n % (size + 1)`: inside the buffer, or exactly at its end.
     Within(u32),
@@ -68,7 +74,7 @@ pub enum Offset {
 }
 
 impl Offset {
-    fn bytes(&self, size: usize) -> u64 {
+    pub(crate) fn bytes(&self, size: usize) -> u64 {
         match *self {
             Offset::Within(n) => n as u64 % (size as u64 + 1),
             Offset::Past(n) => size as u64 + 1 + n as u64,
@@ -78,7 +84,7 @@ impl Offset {
 }
 
 /// A write's length, given the `room` left between its offset and the buffer's end.
-#[derive(Arbitrary, Debug)]
+#[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum Len {
     /// `n % (room + 1)`: fits (an empty write included).
     Fits(u16),
@@ -87,7 +93,7 @@ pub enum Len {
 }
 
 impl Len {
-    fn bytes(&self, room: usize) -> usize {
+    pub(crate) fn bytes(&self, room: usize) -> usize {
         match *self {
             Len::Fits(n) => n as usize % (room + 1),
             Len::Over(n) => room + 1 + n as usize % 64,
@@ -96,7 +102,7 @@ impl Len {
 }
 
 /// The element strides of a tensor read.
-#[derive(Arbitrary, Debug)]
+#[derive(Arbitrary, Debug, Clone)]
 pub enum Strides {
     /// Row-major over the shape, as a dense tensor lies: the read mostly fits.
     Contiguous,
@@ -107,7 +113,7 @@ pub enum Strides {
 }
 
 impl Strides {
-    fn elements(&self, shape: &[usize]) -> Vec<usize> {
+    pub(crate) fn elements(&self, shape: &[usize]) -> Vec<usize> {
         match self {
             Strides::Contiguous => lockstep::contiguous_strides(shape),
             Strides::Small(strides) => strides.iter().take(4).map(|&x| x as usize % 4).collect(),
@@ -255,7 +261,8 @@ fn dims(drawn: &[u8], rank: usize) -> Vec<usize> {
     drawn.iter().take(rank).map(|&d| d as usize % 9).collect()
 }
 
-fn fill(len: usize, fill: u8) -> Vec<u8> {
+/// `len` bytes counting up from `fill` (wrapping).
+pub(crate) fn fill(len: usize, fill: u8) -> Vec<u8> {
     (0..len).map(|i| fill.wrapping_add(i as u8)).collect()
 }
 

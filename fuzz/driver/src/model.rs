@@ -4,9 +4,19 @@
 /// What the model knows of a buffer's bytes: byte `i` is `values[i]` where `known[i]` is
 /// 0xFF, and never written where it is 0. Compared eight bytes at a time: reads are checked
 /// after every operation, and a byte-wise comparison was a quarter of the fuzzer's time.
+#[derive(Clone)]
 pub(super) struct Known {
     values: Vec<u8>,
     known: Vec<u8>,
+}
+
+/// A summary: the bytes are compared by [`check`](Known::check), which names the first that
+/// differs.
+impl std::fmt::Debug for Known {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let known = self.known.iter().filter(|&&k| k != 0).count();
+        write!(f, "Known({} bytes, {known} known)", self.len())
+    }
 }
 
 impl Known {
@@ -29,6 +39,25 @@ impl Known {
     pub(super) fn write(&mut self, offset: usize, data: &[u8]) {
         self.values[offset..offset + data.len()].copy_from_slice(data);
         self.known[offset..offset + data.len()].fill(0xFF);
+    }
+
+    /// Forgets bytes `offset..offset + len`: the program changed them in a way the model does not
+    /// follow (a kernel's stores, a write a capture may have dropped).
+    pub(super) fn forget(&mut self, offset: usize, len: usize) {
+        self.known[offset..offset + len].fill(0);
+    }
+
+    /// Forgets every byte (see [`forget`](Self::forget)).
+    pub(super) fn forget_all(&mut self) {
+        self.known.fill(0);
+    }
+
+    /// Copies `other` to `offset`, what it knows and what it does not (a copy of a buffer the
+    /// model knows only in part).
+    pub(super) fn copy_from(&mut self, offset: usize, other: &Known) {
+        let end = offset + other.len();
+        self.values[offset..end].copy_from_slice(&other.values);
+        self.known[offset..end].copy_from_slice(&other.known);
     }
 
     /// The elements `shape` and `strides` select (row-major), dense.
