@@ -616,3 +616,32 @@ fn point_to_point_copies_refuse_a_bad_peer_at_once() {
     ));
     c.sync().unwrap();
 }
+
+/// A peer copy into a stream that captures a graph: the receive is no launch, so it was refused
+/// inside the window while the send went out, and the next copy between the two devices paired
+/// its receive with that first send, silently giving the first copy's bytes. A copy is refused
+/// at the call while either stream captures, and the next copy carries its own bytes.
+#[test]
+fn a_peer_copy_is_refused_while_either_stream_captures() {
+    let clients = cluster(SimConfig::new(80), 2);
+    let (a, b) = (&clients[0], &clients[1]);
+    let first = a.create(Bytes::from_elems(&[1u32; 4])).unwrap();
+    for capturing in [b, a] {
+        capturing.graph_prepare().unwrap();
+        capturing.start_capture().unwrap();
+        let refused = a.to_client(first.clone(), b, ElemType::U32).unwrap_err();
+        assert_eq!(
+            refused,
+            ServerError::Capture(CaptureError::Refused {
+                operation: "to_client",
+                stream: capturing.stream_id(),
+            })
+        );
+        let _graph = capturing.stop_capture().unwrap();
+    }
+    let second = a.create(Bytes::from_elems(&[2u32; 4])).unwrap();
+    let copied = a.to_client(second, b, ElemType::U32).unwrap();
+    assert_eq!(b.read_one(copied).unwrap().to_elems::<u32>(), vec![2; 4]);
+    a.sync().unwrap();
+    b.sync().unwrap();
+}

@@ -233,8 +233,10 @@ impl<D: Device> ComputeClient<D> {
     /// ([`CollectiveError::Mismatch`]) for a size that is not a whole number of `elem`s. For the
     /// read-then-write path, the read's errors ([`read_tensor_async`](Self::read_tensor_async))
     /// and `dst_client`'s [`create`](Self::create)'s; for the peer path,
-    /// [`ServerError::OutOfMemory`] from `dst_client`, and failures of the send or the receive
-    /// at either stream's next blocking call.
+    /// [`ServerError::OutOfMemory`] from `dst_client`,
+    /// [`CaptureError::Refused`](crate::CaptureError::Refused) at once while either stream
+    /// captures a graph, and failures of the send or the receive at either stream's next
+    /// blocking call.
     pub fn to_client_tensor(
         &self,
         src_descriptor: CopyDescriptor,
@@ -268,6 +270,11 @@ impl<D: Device> ComputeClient<D> {
         if !peer_copy {
             let bytes = block_on(self.read_tensor_async(vec![src_descriptor]))?.remove(0);
             return dst_client.create(bytes);
+        }
+        // Both halves or neither: a half refused inside a capture window (it is no launch)
+        // would leave the other waiting, or pair the next copy's receive with this send.
+        for client in [self, dst_client] {
+            client.call(|server, stream| server.refuse_in_capture(stream, "to_client"))?;
         }
         let devices = vec![src_peer, dst_peer];
         self.ensure_init_collective(devices.clone())?;

@@ -916,7 +916,7 @@ impl<D: Device> Server<D> {
     // ---- graphs ----------------------------------------------------------------------------
 
     /// Refuses `operation` at once if `stream` is capturing.
-    fn refuse_in_capture(
+    pub(crate) fn refuse_in_capture(
         &mut self,
         stream: StreamId,
         operation: &'static str,
