@@ -27,7 +27,8 @@
 //! `empty_tensor(s)`, `create_tensors(_from_slices)`, `write`, `write_at`, `write_tensor(s)`,
 //! `read`, `read_one`, `read_one_unchecked`, `read_async`, `read_tensor(_async)`,
 //! `read_one_tensor_async`, `read_one_unchecked_tensor`, `read_lazy(_async)` with
-//! `Bytes::materialize` and lazy bytes given to `create`, `write_at` and `write_tensor`,
+//! `Bytes::materialize` and lazy bytes given to `create`, `create_tensor`, `write_at` and
+//! `write_tensor`,
 //! `launch` (static and `CubeCount::Dynamic` counts, inside `dry_run` or not), `compile`,
 //! `graph_prepare`, `start_capture`, `stop_capture`, `Graph::replay` and its drop, `flush`,
 //! `sync`, `sync_all`, `sync_collective`, `exclusive`, `memory_usage`, `memory_report`,
@@ -48,10 +49,11 @@
 //! - `plant_defect` and `allocation_paths` are hidden self-test hooks, not API.
 //! - A call inside an `exclusive` closure panics by contract (the closure paused the actor),
 //!   and libFuzzer aborts at any panic, caught or not: the closures compute without calls.
-//! - A collective or a peer copy whose part is refused on one device while its peers enqueue
-//!   theirs (a capturing stream refuses it) leaves the peers waiting, as NCCL would: the
-//!   simulator documents that wait as undecidable, so collectives are drawn only on streams
-//!   that do not capture, and a peer copy only from a source stream that does not.
+//! - An all-reduce or a `send_to`/`receive_from` pair whose part is refused on one device
+//!   while its peers enqueue theirs (a capturing stream refuses it) leaves the peers waiting,
+//!   as NCCL would: the simulator documents that wait as undecidable (each half could come
+//!   from another process), so these are drawn only on streams that do not capture.
+//!   `to_client`, which holds both ends, is drawn on any stream: it is refused at the call.
 //! - Unchecked kernels (`KernelChecks::unchecked`) are `unsafe` and promise in-range accesses,
 //!   which drawn kernels do not keep; launches are checked, the default.
 //!

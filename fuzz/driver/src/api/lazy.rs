@@ -52,7 +52,12 @@ pub(super) fn lazy(
             let read = bytes.materialize();
             check_tensor(state, &source.expected, read.as_ref().map(|b| *b))
         }
-        LazyUse::Create { dev, into } => create(world, &source, bytes, world.device(dev), into),
+        LazyUse::Create { dev, into } => {
+            create(world, &source, bytes, (world.device(dev), into), false)
+        }
+        LazyUse::CreateTensor { into } => {
+            create(world, &source, bytes, (source.device, into), true)
+        }
         LazyUse::Write { into, at } => {
             let Some(target) = world.slot(into) else {
                 return Ok(());
@@ -84,16 +89,24 @@ impl Source {
     }
 }
 
-/// `create` of the lazy bytes on `target`: a new buffer holding what the read gave, or the
-/// read's error.
+/// `create` of the lazy bytes on `target` (or `create_tensor` of them as one row of bytes,
+/// which may pad the row with zeros): a new buffer holding what the read gave, or the read's
+/// error.
 fn create(
     world: &mut World,
     source: &Source,
     bytes: Bytes,
-    target: usize,
-    into: u8,
+    (target, into): (usize, u8),
+    tensor: bool,
 ) -> Result<(), String> {
-    let result = world.client(target, source.stream).create(bytes);
+    let c = world.client(target, source.stream);
+    let result = if tensor {
+        let len = bytes.len();
+        c.create_tensor(bytes, &[len], 1)
+            .map(|layout| layout.memory)
+    } else {
+        c.create(bytes)
+    };
     let handle = match result {
         Ok(handle) => handle,
         Err(ServerError::OutOfMemory(_)) => {
@@ -104,11 +117,18 @@ fn create(
     let Some(model) = source.model(world).cloned() else {
         return Err("a create of a lazy read that must fail succeeded".into());
     };
-    let known = if maybe_wrote(world, target, source.stream) {
-        Known::unwritten(model.len())
-    } else {
-        model
-    };
+    let size = handle.size() as usize;
+    if size < model.len() {
+        return Err(format!(
+            "a create of {} lazy bytes holds {size}",
+            model.len()
+        ));
+    }
+    let mut known = Known::written(vec![0; size]);
+    known.copy_from(0, &model);
+    if maybe_wrote(world, target, source.stream) {
+        known = Known::unwritten(size);
+    }
     world.fill_slot(into, target, handle, known);
     Ok(())
 }

@@ -88,6 +88,8 @@ pub(super) enum LazyUse {
     Write { into: u8, at: Offset },
     /// `write_tensor` into slot `into`, dense.
     WriteTensor { into: u8 },
+    /// `create_tensor` of the bytes as a 1-D tensor of bytes, into slot `into`.
+    CreateTensor { into: u8 },
 }
 
 /// A call that names a handle of another device, refused with `WrongDevice`.

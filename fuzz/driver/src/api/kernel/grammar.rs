@@ -77,6 +77,8 @@ pub(in crate::api) enum Stmt {
     Break,
     Continue,
     Barrier,
+    /// `local = value` with a value another builder made: `build` must refuse it.
+    Foreign,
 }
 
 /// An array: a binding or a shared array, picked modulo their count.

@@ -222,6 +222,14 @@ impl Lower {
                     k.continue_();
                 }
             }
+            Stmt::Foreign => {
+                let mut other = KernelBuilder::new("other", [1, 1, 1]);
+                let value = other.param(ElemType::U32) + 1u32;
+                drop(other);
+                self.fault("a value of another builder");
+                let guard = k.var(ElemType::U32, 0u32);
+                k.assign(guard, value);
+            }
             Stmt::Barrier => {
                 if at.divergent {
                     self.fault("a barrier under id-dependent control flow");
