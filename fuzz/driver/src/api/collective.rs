@@ -5,7 +5,9 @@
 
 use arbitrary::Arbitrary;
 use lockstep::kernel::ElemType;
-use lockstep::{CollectiveError, CopyDescriptor, Device, DeviceId, ReduceOperation, ServerError};
+use lockstep::{
+    CaptureError, CollectiveError, CopyDescriptor, Device, DeviceId, ReduceOperation, ServerError,
+};
 use lockstep_sim::SimDevice;
 
 use super::data::{allocated, create_on, expected_tensor};

@@ -214,9 +214,14 @@ fn check_build(
         Err(KernelError::InvalidWorkgroupSize { size: got, .. }) if !size_ok && got == size => {
             Ok(None)
         }
-        Err(err) if !size_ok => Err(format!("size {size:?} refused with {err:?}")),
+        // With several faults, any of them may be the one named.
+        Err(err) if !size_ok && verdict.faults.is_empty() => {
+            Err(format!("size {size:?} refused with {err:?}"))
+        }
         Err(KernelError::EmptySharedArray { .. }) if !shared_ok => Ok(None),
-        Err(err) if !shared_ok => Err(format!("an empty shared array refused with {err:?}")),
+        Err(err) if !shared_ok && verdict.faults.is_empty() => {
+            Err(format!("an empty shared array refused with {err:?}"))
+        }
         Err(err) if verdict.faults.is_empty() && !verdict.unsure => {
             Err(format!("build refused a valid kernel: {err}"))
         }
