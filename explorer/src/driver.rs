@@ -20,7 +20,7 @@ mod edge;
 mod last_read;
 mod reach;
 
-use calls::{blocking, drop_graph, graph_prepare, release, release_tensors, usage};
+use calls::{blocking, drop_graph, graph_prepare, release, release_tensors, sync_all, usage};
 pub(super) use edge::{misaligned_write, write_misaligned};
 
 use super::Devices;
@@ -199,7 +199,9 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         | Action::DropGraph
         | Action::ReadLazy { .. }
         | Action::Cleanup
-        | Action::Usage => InCapture::AsUsual,
+        | Action::Usage
+        // Refused while any stream captures, this one or another: judged by the call itself.
+        | Action::SyncAll => InCapture::AsUsual,
         Action::Create { .. }
         | Action::EmptyThenFill { .. }
         | Action::CreateTensors { .. }
@@ -868,6 +870,7 @@ impl<D: Device> Run<'_, D> {
             }
             Action::Flush => blocking(state, client, false),
             Action::Sync => blocking(state, client, true),
+            Action::SyncAll => sync_all(state, client),
             &Action::Overrun { slot, past_end } => self.overrun(state, client, slot, past_end),
             Action::BeginCapture { launches } => self.begin_capture(state, client, s, launches),
             Action::EndCapture => self.end_capture(state),

@@ -11,7 +11,7 @@
 //! model while it depends on a window that is still unresolved is judged once that window is:
 //! a failure if it turns out clean.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::ops::Deref;
 
@@ -88,11 +88,21 @@ struct StreamModel {
     /// Windows below this one are resolved: clean unless in `spoiled`.
     resolved_below: u64,
     spoiled: BTreeSet<u64>,
-    /// The checked-kernel fault the stream's next blocking call must return (fault-free worlds).
-    expected_fault: Option<ServerError>,
+    /// The checked-kernel faults the stream's next blocking calls must return, oldest first
+    /// (fault-free worlds). The stream's fault record keeps the first fault since it was last
+    /// read, so a new fault joins the last one here unless `sealed`.
+    expected_faults: VecDeque<ServerError>,
+    /// The fault record was read since the last expected fault: the runtime queued that fault,
+    /// and the next one is a failure of its own.
+    sealed: bool,
 }
 
 impl StreamModel {
+    /// A blocking call of the stream, or a `sync_all`, read its fault record.
+    fn record_read(&mut self) {
+        self.sealed = true;
+    }
+
     /// A failure surfaced: any unresolved window may hold the operation that failed.
     fn spoil_unresolved(&mut self) {
         self.spoiled.extend(self.resolved_below..=self.window);
@@ -294,12 +304,16 @@ impl Model {
 
     /// Expects the next blocking call on `s` to return `fault` (the first since the last one).
     pub fn expect_fault(&mut self, s: StreamId, fault: ServerError) {
-        self.stream(s).expected_fault.get_or_insert(fault);
+        let stream = self.stream(s);
+        if stream.expected_faults.is_empty() || stream.sealed {
+            stream.expected_faults.push_back(fault);
+            stream.sealed = false;
+        }
     }
 
     /// The checked-kernel fault the next blocking call on `s` must return, if one is expected.
     pub fn expected_fault(&self, s: StreamId) -> Option<&ServerError> {
-        self.streams.get(&s)?.expected_fault.as_ref()
+        self.streams.get(&s)?.expected_faults.front()
     }
 
     /// Whether `s` may be in an error state now.
@@ -308,7 +322,7 @@ impl Model {
             || self
                 .streams
                 .get(&s)
-                .is_some_and(|m| m.expected_fault.is_some())
+                .is_some_and(|m| !m.expected_faults.is_empty())
     }
 
     /// Judges the result of `call`, a blocking call on `s`. `waited` says whether the call
@@ -322,13 +336,16 @@ impl Model {
         waited: bool,
     ) -> Result<(), Violation> {
         let stream = self.streams.entry(s).or_default();
+        if waited {
+            stream.record_read();
+        }
         let verdict = match result {
             Ok(()) if self.lost => Err(Violation::new(
                 Check::SucceededAfterLoss(call),
                 "the device was lost, yet a blocking call succeeded",
             )),
             Ok(()) if !waited => Ok(()),
-            Ok(()) => match stream.expected_fault.take() {
+            Ok(()) => match stream.expected_faults.pop_front() {
                 Some(expected) => Err(Violation::new(
                     Check::KernelFaultMissing(call),
                     format!("expected {expected}, the call succeeded"),
@@ -342,6 +359,44 @@ impl Model {
             Err(err) => self.failed(s, call, err),
         };
         verdict.map_err(|violation| violation.on(s))
+    }
+
+    /// Judges what `sync_all`, called on `calling`, returned. It read every stream's fault
+    /// record and waited for every stream: `Ok` proves every stream's windows clean; an error
+    /// of stream `t` proves clean the streams before `t` in id order (theirs would have come
+    /// first) and leaves the others' failures queued for their next blocking calls.
+    pub fn sync_all(
+        &mut self,
+        calling: StreamId,
+        result: Result<(), &ServerError>,
+    ) -> Result<(), Violation> {
+        let failed = match result {
+            Ok(()) if self.lost => {
+                let what = "the device was lost, yet sync_all succeeded";
+                let violation = Violation::new(Check::SucceededAfterLoss(Method::SyncAll), what);
+                return Err(violation.on(calling));
+            }
+            Ok(()) => None,
+            Err(err) => Some((err.stream().unwrap_or(calling), err)),
+        };
+        self.streams.values_mut().for_each(StreamModel::record_read);
+        let clean: Vec<StreamId> = (self.streams.keys().copied())
+            .filter(|&t| failed.is_none_or(|(s, _)| t < s))
+            .collect();
+        for t in clean {
+            let stream = self.stream(t);
+            if let Some(expected) = stream.expected_faults.pop_front() {
+                let what =
+                    format!("expected {expected} on {t} first, sync_all returned {result:?}");
+                return Err(Violation::new(Check::KernelFaultMissing(Method::SyncAll), what).on(t));
+            }
+            stream.window += 1;
+            stream.resolved_below = stream.window;
+        }
+        match failed {
+            Some((s, err)) => self.failed(s, Method::SyncAll, err).map_err(|v| v.on(s)),
+            None => Ok(()),
+        }
     }
 
     fn failed(&mut self, s: StreamId, call: Method, err: &ServerError) -> Result<(), Violation> {
@@ -373,7 +428,7 @@ impl Model {
             stream.spoil_unresolved();
             return Ok(());
         }
-        match stream.expected_fault.take() {
+        match stream.expected_faults.pop_front() {
             Some(expected) if &expected == err => {
                 self.kernel_faults += 1;
                 stream.window += 1;
@@ -463,7 +518,7 @@ impl Model {
         match self
             .streams
             .iter()
-            .find_map(|(s, m)| m.expected_fault.as_ref().map(|f| (s, f)))
+            .find_map(|(s, m)| m.expected_faults.front().map(|f| (s, f)))
         {
             Some((&s, f)) if !self.lost => Err(Violation::new(
                 Check::KernelFaultNeverSurfaced,

@@ -232,6 +232,7 @@ fn length(action: &mut Action) -> Option<&mut usize> {
         | Action::ReleaseTensors { .. }
         | Action::Flush
         | Action::Sync
+        | Action::SyncAll
         | Action::Overrun { .. }
         | Action::BeginCapture { .. }
         | Action::EndCapture

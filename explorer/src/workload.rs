@@ -97,6 +97,8 @@ pub enum Action {
     },
     Flush,
     Sync,
+    /// `sync_all`: one wait for every stream of the device.
+    SyncAll,
     /// A checked kernel that stores out of range: a `KernelFault` (fault-free worlds only).
     Overrun {
         slot: usize,
@@ -186,6 +188,7 @@ impl Action {
             Action::ReleaseTensors { .. } => ActionKind::ReleaseTensors,
             Action::Flush => ActionKind::Flush,
             Action::Sync => ActionKind::Sync,
+            Action::SyncAll => ActionKind::SyncAll,
             Action::Overrun { .. } => ActionKind::Overrun,
             Action::BeginCapture { .. } => ActionKind::BeginCapture,
             Action::EndCapture => ActionKind::EndCapture,
@@ -225,6 +228,7 @@ pub enum ActionKind {
     ReleaseTensors,
     Flush,
     Sync,
+    SyncAll,
     Overrun,
     BeginCapture,
     EndCapture,
@@ -438,6 +442,7 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
     }),
     (3, Needs::Nothing, |_, _, _, _| Action::Flush),
     (5, Needs::Nothing, |_, _, _, _| Action::Sync),
+    (2, Needs::Nothing, |_, _, _, _| Action::SyncAll),
     (3, Needs::NoFaults, |_, rng, slot, _| Action::Overrun {
         slot,
         past_end: rng.random_range(0..8),

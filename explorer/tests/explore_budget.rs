@@ -4,13 +4,29 @@
 use lockstep::MemoryPoolsConfig;
 use lockstep_explore::{Simulator, World, run_drawn};
 
+/// Seeds scanned for budgeted worlds without a pool list.
+const SEEDS: u64 = 48;
+
 #[test]
-fn a_budgeted_world_reaches_its_budget_and_passes() {
-    let world = World::draw(0, false).with_ops(Some(400));
-    assert_eq!(world.budget_bytes, Some(16 << 20));
-    // No pool list is installed, so no pool cap refuses: the refusal is the budget's.
-    assert!(!matches!(world.pools, Some(MemoryPoolsConfig::Pools(_))));
-    let report = run_drawn(&Simulator, &world);
-    assert_eq!(report.failure, None);
-    assert_eq!(report.execution.capped_refusals, 1);
+fn budgeted_worlds_reach_their_budget_and_pass() {
+    let mut budgeted = 0;
+    let mut refused = 0;
+    for seed in 0..SEEDS {
+        let world = World::draw(seed, false).with_ops(Some(400));
+        // Without a pool list no pool cap refuses: a refusal is the budget's.
+        if world.budget_bytes.is_none() || matches!(world.pools, Some(MemoryPoolsConfig::Pools(_)))
+        {
+            continue;
+        }
+        let report = run_drawn(&Simulator, &world);
+        assert_eq!(report.failure, None, "seed {seed}");
+        budgeted += 1;
+        refused += report.execution.capped_refusals;
+    }
+    assert!(budgeted >= 3, "{budgeted} budgeted worlds in {SEEDS} seeds");
+    assert!(
+        refused >= 1,
+        "no budgeted world of {budgeted} reached its budget"
+    );
+    println!("{budgeted} budgeted worlds, {refused} allocations refused by the budget");
 }

@@ -12,8 +12,10 @@ use lockstep_explore::{ExploreFailure, Opener, run_seed};
 use lockstep_harness::misbehaving::{Behaviour, Misbehaving};
 use lockstep_sim::SimDevice;
 
-/// Seeds each misbehaviour gets; every one is caught well inside it (see the printed counts).
-const BUDGET: u64 = 64;
+/// Seeds each misbehaviour gets; every one is caught inside it (see the printed counts). The
+/// rarest, a swallowed error, is caught by about 7 seeds in 300 (seed 153 is the first since
+/// `sync_all` joined the workloads, seed 18 before: the draws moved, the rate did not).
+const BUDGET: u64 = 256;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Misbehaviour {
@@ -308,3 +310,4 @@ fn explores_from_lockstep_seed() {
         );
     }
 }
+

@@ -105,6 +105,7 @@ fn waits(method: Method) -> bool {
     matches!(
         method,
         Method::Sync
+            | Method::SyncAll
             | Method::ReadOne
             | Method::ReadAsync
             | Method::ReadTensorAsync

@@ -57,6 +57,8 @@ pub enum Method {
     Flush,
     /// [`ComputeClient::sync`](lockstep::ComputeClient::sync).
     Sync,
+    /// [`ComputeClient::sync_all`](lockstep::ComputeClient::sync_all).
+    SyncAll,
     /// [`ComputeClient::memory_usage`](lockstep::ComputeClient::memory_usage).
     MemoryUsage,
     /// [`ComputeClient::memory_report`](lockstep::ComputeClient::memory_report).
@@ -77,7 +79,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in declaration order.
-    pub const ALL: [Method; 30] = [
+    pub const ALL: [Method; 31] = [
         Method::Create,
         Method::Empty,
         Method::CreateTensors,
@@ -101,6 +103,7 @@ impl Method {
         Method::DropHandle,
         Method::Flush,
         Method::Sync,
+        Method::SyncAll,
         Method::MemoryUsage,
         Method::MemoryReport,
         Method::MemoryCleanup,
@@ -136,6 +139,7 @@ impl Method {
             Method::DropHandle => "Handle drop",
             Method::Flush => "flush",
             Method::Sync => "sync",
+            Method::SyncAll => "sync_all",
             Method::MemoryUsage => "memory_usage",
             Method::MemoryReport => "memory_report",
             Method::MemoryCleanup => "memory_cleanup",
@@ -435,6 +439,7 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
         | Method::DropGraph
         | Method::Flush
         | Method::Sync
+        | Method::SyncAll
         | Method::MemoryUsage
         | Method::MemoryReport
         | Method::MemoryCleanup
@@ -567,10 +572,6 @@ pub const NOT_CALLED: &[(&str, &str)] = &[
     (
         "write_tensor, write_tensors",
         "enqueue write_at's server write once per run of consecutive elements, in one task, whose cells write_at covers; the tensor_writes property checks where the runs land",
-    ),
-    (
-        "sync_all",
-        "not driven yet: the model would resolve every stream's windows at one call; sim-device/tests/streams.rs checks its order and exactly-once",
     ),
     (
         "exclusive",

@@ -237,6 +237,24 @@ pub(super) fn blocking<D: Device>(
         .blocking(s, method, result.as_ref().map(|_| ()), sync)
 }
 
+/// `sync_all`: refused at once while any stream captures (the explorer opens one capture at a
+/// time), else one wait for every stream, judged by the model.
+pub(super) fn sync_all<D: Device>(
+    state: &mut State<D>,
+    client: &ComputeClient<D>,
+) -> Result<(), Violation> {
+    let s = client.stream_id();
+    state.hit(Method::SyncAll, s, Arg::Any, &[]);
+    let result = client.sync_all();
+    match state.captures.open.as_ref().map(|open| open.stream) {
+        Some(capturing) => {
+            let expected = refusal("sync_all", capturing);
+            expect_refusal(state, (Method::SyncAll, "sync_all"), result, expected)
+        }
+        None => state.model.sync_all(s, result.as_ref().map(|_| ())),
+    }
+}
+
 /// Drops the buffer in `slot`, if any.
 pub(super) fn release<D: Device>(state: &mut State<D>, slot: usize) {
     if let Some((_, buf)) = state.slots[slot].take() {

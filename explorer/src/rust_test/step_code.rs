@@ -5,10 +5,10 @@ use lockstep::{ReduceOperation, StreamId};
 
 use super::{
     FIRST_OWN_STREAM, Group, Printer, Slot, Unprintable, bytes, error_code, kernel_code,
-    model_refuses, vec_of,
+    model_refuses, refusal_code, vec_of,
 };
 use crate::coverage::Method;
-use crate::driver::{InCapture, OversizedRequest, in_capture};
+use crate::driver::{InCapture, OversizedRequest, in_capture, refusal};
 use crate::workload::{Action, LaunchSpec, On, Step, data, tensor_strategy, view_target};
 use lockstep_kernels::formula::Formula;
 
@@ -98,6 +98,7 @@ impl Printer<'_> {
                     .line(format!("assert_eq!({c}.sync(), {expected});"));
                 self.blocking(s, Method::Sync, true)?;
             }
+            Action::SyncAll => self.sync_all(&c, s)?,
             Action::Overrun { slot, past_end } => self.overrun(&c, s, *slot, *past_end),
             Action::BeginCapture { launches } => self.begin_capture(&c, s, launches),
             Action::EndCapture => self.end_capture(),
@@ -275,6 +276,27 @@ impl Printer<'_> {
             Some(fault) => Ok(format!("Err({})", error_code(&mut self.code, &fault)?)),
             None => Ok("Ok(())".to_owned()),
         }
+    }
+
+    /// `sync_all` on client `c` of stream `s`: refused while a capture is open, else the
+    /// expected fault of the first stream, in id order, that has one.
+    fn sync_all(&mut self, c: &str, s: StreamId) -> Result<(), Unprintable> {
+        if let Some(open) = &self.captures.open {
+            let expected = refusal_code(&mut self.code, &refusal("sync_all", open.stream));
+            self.code
+                .line(format!("assert_eq!({c}.sync_all().err(), {expected});"));
+            return Ok(());
+        }
+        let streams = self.model.streams();
+        let first = (streams.iter()).find_map(|&t| self.model.expected_fault(t).cloned());
+        let expected = match &first {
+            Some(fault) => format!("Err({})", error_code(&mut self.code, fault)?),
+            None => "Ok(())".to_owned(),
+        };
+        self.code
+            .line(format!("assert_eq!({c}.sync_all(), {expected});"));
+        let result = first.as_ref().map_or(Ok(()), Err);
+        self.model.sync_all(s, result).map_err(model_refuses)
     }
 
     /// Tells the model that `call`, a blocking call on `s`, returned what it expected.
