@@ -310,4 +310,3 @@ fn explores_from_lockstep_seed() {
         );
     }
 }
-
