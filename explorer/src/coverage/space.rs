@@ -575,7 +575,7 @@ pub const NOT_CALLED: &[(&str, &str)] = &[
     ),
     (
         "exclusive",
-        "pauses the actor thread; the explorer's clients are served inline, with no actor thread (loom models and concurrent_submitters cover it)",
+        "pauses the actor thread; the explorer's clients are served inline, with no actor thread (sim-device/tests/client_on_sim.rs and lost_device.rs call it)",
     ),
     (
         "allocation_mode, memory_persistent_allocation",
