@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Runs cubecl's suite on Lockstep's simulator (tests/suite.rs) and holds it to expected.toml.
+
+Fails when a test outside the list fails, when a listed test passes (take it off the list),
+when the list names a test the suite does not have, and when a passing test launched a kernel
+that was refused without the list saying it tests a refusal. Counts apart the tests that pass
+without launching a kernel (the launch log, `LOCKSTEP_CUBECL_LAUNCH_LOG`, names each launch's
+test): those return early because a feature is not declared, unless the list says they test
+the server without a kernel.
+
+Usage: python3 cubecl-lockstep/check_suite.py [-- extra libtest arguments]
+Cargo's target directory is CARGO_TARGET_DIR, else cubecl-lockstep/target.
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PREFIX = "cubecl::"
+RESULT = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", re.MULTILINE)
+
+
+def run_suite(log_path, extra):
+    env = dict(os.environ, LOCKSTEP_CUBECL_LAUNCH_LOG=log_path)
+    env.setdefault("CARGO_TARGET_DIR", os.path.join(HERE, "target"))
+    command = ["cargo", "test", "--manifest-path", os.path.join(HERE, "Cargo.toml"), "--test", "suite", "--", *extra]
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return done.stdout, time.monotonic() - started
+
+
+def read_log(path):
+    """Per test that launched a kernel, its launches as (stream, kernel); the launches whose
+    kernel did not compile, likewise."""
+    launched, refused = collections.defaultdict(set), set()
+    with open(path) as log:
+        for line in log:
+            fields = line.rstrip("\n").split("\t")
+            if fields[0] == "launched" and len(fields) == 4:
+                launched[fields[1].removeprefix(PREFIX)].add((fields[2], fields[3]))
+            elif fields[0] == "refused" and len(fields) == 3:
+                refused.add((fields[1], fields[2]))
+    return launched, refused
+
+
+def classify(results, expected, launched, refused):
+    """The counts and every disagreement with the list."""
+    failures, no_kernel, refusals = (expected.get(k, {}) for k in ("failures", "no-kernel", "refusals"))
+    problems, counts, skipped = [], collections.Counter(), []
+    for name in sorted(set(failures) | set(no_kernel) | set(refusals)):
+        if name not in results:
+            problems.append(f"expected.toml names {name}, which the suite does not have")
+    for name, outcome in sorted(results.items()):
+        if outcome == "ignored":
+            counts["ignored"] += 1
+        elif outcome == "FAILED" and name in failures:
+            counts["failures: " + failures[name].split(":")[0]] += 1
+        elif outcome == "FAILED":
+            problems.append(f"{name} failed, and expected.toml does not list it")
+        elif name in failures:
+            problems.append(f"{name} passed, but expected.toml lists it as failing: take it off the list")
+        elif name not in launched and name not in no_kernel:
+            counts["skipped (undeclared feature)"] += 1
+            skipped.append(name)
+        elif launched.get(name, set()) & refused and name not in refusals:
+            kernels = sorted(kernel for _, kernel in launched[name] & refused)
+            problems.append(f"{name} passed although a kernel it launched was refused: {kernels}")
+        else:
+            counts["passed"] += 1
+    return counts, problems, skipped
+
+
+def main():
+    extra = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []
+    with open(os.path.join(HERE, "expected.toml"), "rb") as f:
+        expected = tomllib.load(f)
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = os.path.join(tmp, "launches.log")
+        open(log_path, "w").close()
+        output, seconds = run_suite(log_path, extra)
+        launched, refused = read_log(log_path)
+    results = {m.group(1).removeprefix(PREFIX): m.group(2) for m in RESULT.finditer(output)}
+    if not results:
+        print(output)
+        sys.exit("check_suite: the suite did not run (no test results above)")
+    counts, problems, skipped = classify(results, expected, launched, refused)
+    if "--verbose" in sys.argv or problems:
+        print("skipped (no kernel launched, not listed as testing the server alone):")
+        print("".join(f"  {name}\n" for name in skipped), end="")
+    failures = sum(n for k, n in counts.items() if k.startswith("failures"))
+    print(f"cubecl suite on the Lockstep simulator, {seconds:.1f} s (cargo included):")
+    print(f"  {counts['passed']} passed / {counts['skipped (undeclared feature)']} skipped (undeclared feature)"
+          f" / {failures} expected failures / {len(results)} total ({counts['ignored']} ignored)")
+    for key in sorted(k for k in counts if k.startswith("failures")):
+        print(f"    {key.removeprefix('failures: ')}: {counts[key]}")
+    if problems:
+        print("\n".join(["", "check_suite: the run disagrees with expected.toml:"] + [f"  {p}" for p in problems]))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+//! WGSL, as cubecl-wgpu's `WgslCompiler` emits it and naga parses it, translated into a
+//! Lockstep [`KernelDef`].
+//!
+//! The translation is exact or refused: every construct below either maps to IR whose
+//! semantics are WGSL's bit for bit (or, for transcendental functions, within WGSL's accuracy
+//! bounds, as Lockstep's IR states), or is an [`Unsupported`] naming it.
+//!
+//! - **Values** are lanes (`types::Value`): a vector becomes one expression per lane, so
+//!   `array<vec4<f32>>` is an `f32` binding whose element `i*4 + k` is lane `k` of line `i`.
+//! - **Evaluation order** follows naga's `Emit` statements: an expression that reads memory
+//!   the kernel writes (a local, a workgroup array, a written storage buffer, an atomic), or
+//!   that is used more than once, is computed into fresh locals where naga emits it
+//!   (`materialize.rs`); every other expression is pure and inlined where it is used.
+//! - **Booleans** held across statements live in `u32` locals (1 for true).
+//! - **Bindings** (`bindings.rs`): storage buffer `@binding(k)` is launch resource `k`,
+//!   read-only unless the kernel stores to it; the info struct is one read-only `u32` binding
+//!   of the info words (plus an `f32` view of the same words when it holds `f32` scalars).
+
+mod bindings;
+mod error;
+mod expr;
+mod materialize;
+mod math;
+mod ops;
+mod place;
+mod stmt;
+mod types;
+
+use std::collections::HashMap;
+
+use lockstep::kernel::{ElemType, Expr, KernelDef, VarId};
+use naga::valid::FunctionInfo;
+use naga::{Expression, Function, Handle, LocalVariable, Module, ShaderStage};
+
+pub use bindings::{BindingSource, LaunchPlan};
+pub use error::{Construct, Translation, Unsupported};
+
+use bindings::Globals;
+use types::{ScalarTy, Value};
+
+/// A translated kernel: its definition and what each of its bindings takes at launch.
+#[derive(Clone, Debug)]
+pub struct Translated {
+    /// The kernel, not yet validated.
+    pub def: KernelDef,
+    /// Where each binding of `def` comes from.
+    pub plan: LaunchPlan,
+}
+
+/// Translates the one compute entry point of `module` (validated, with `info` its analysis).
+///
+/// # Errors
+/// [`Unsupported`] naming the first construct the translator cannot run exactly.
+pub fn translate(module: &Module, info: &naga::valid::ModuleInfo) -> Translation<Translated> {
+    let [entry] = module.entry_points.as_slice() else {
+        return Err(Unsupported {
+            kernel: "?".to_owned(),
+            construct: Construct::Statement("entry points".to_owned()),
+            detail: format!("{} entry points, one expected", module.entry_points.len()),
+        });
+    };
+    let mut translator = Translator::new(module, &entry.function, info.get_entry_point(0));
+    translator.kernel = entry.name.clone();
+    translator.workgroup_size = entry.workgroup_size;
+    if entry.stage != ShaderStage::Compute {
+        return Err(translator.refuse(
+            Construct::Statement(format!("{:?} entry point", entry.stage)),
+            "only compute kernels run on Lockstep",
+        ));
+    }
+    translator.run()
+}
+
+/// The translation of one entry point: what has been declared so far and how each naga
+/// handle maps onto it.
+pub(crate) struct Translator<'a> {
+    kernel: String,
+    module: &'a Module,
+    function: &'a Function,
+    info: &'a FunctionInfo,
+    workgroup_size: [u32; 3],
+    def: KernelDef,
+    globals: Globals,
+    /// Each local variable's lanes.
+    locals: HashMap<Handle<LocalVariable>, Vec<VarId>>,
+    /// Each materialized expression's locals, reused when naga emits it again (a loop's
+    /// continuing block is translated at every `continue`).
+    slots: HashMap<Handle<Expression>, Vec<VarId>>,
+    /// What a materialized expression reads as, once its statement ran.
+    materialized: HashMap<Handle<Expression>, Value>,
+}
+
+impl<'a> Translator<'a> {
+    fn new(module: &'a Module, function: &'a Function, info: &'a FunctionInfo) -> Self {
+        Self {
+            kernel: String::new(),
+            module,
+            function,
+            info,
+            workgroup_size: [1; 3],
+            def: KernelDef {
+                name: String::new(),
+                workgroup_size: [1; 3],
+                bindings: Vec::new(),
+                params: Vec::new(),
+                locals: Vec::new(),
+                shared: Vec::new(),
+                body: Vec::new(),
+            },
+            globals: Globals::default(),
+            locals: HashMap::new(),
+            slots: HashMap::new(),
+            materialized: HashMap::new(),
+        }
+    }
+
+    fn run(mut self) -> Translation<Translated> {
+        let plan = self.declare_globals()?;
+        let mut body = self.declare_locals()?;
+        self.top_block(&self.function.body, &mut body)?;
+        self.def.name = self.kernel.clone();
+        self.def.workgroup_size = self.workgroup_size;
+        self.def.body = body;
+        Ok(Translated {
+            def: self.def,
+            plan,
+        })
+    }
+
+    /// An [`Unsupported`] for this kernel.
+    pub(crate) fn refuse(&self, construct: Construct, detail: impl Into<String>) -> Unsupported {
+        Unsupported {
+            kernel: self.kernel.clone(),
+            construct,
+            detail: detail.into(),
+        }
+    }
+
+    /// A fresh local of `elem`, zero at entry.
+    pub(crate) fn fresh_local(&mut self, elem: ElemType) -> VarId {
+        self.def.locals.push(elem);
+        VarId(self.def.locals.len() as u32 - 1)
+    }
+
+    /// Declares every local variable (one Lockstep local per lane) and returns the
+    /// assignments of those with a constant initializer, which run first.
+    fn declare_locals(&mut self) -> Translation<Vec<lockstep::kernel::Stmt>> {
+        let mut init = Vec::new();
+        for (handle, local) in self.function.local_variables.iter() {
+            let inner = &self.module.types[local.ty].inner;
+            if let naga::TypeInner::Array { .. } = inner {
+                return Err(self.refuse(
+                    Construct::Type("local array".to_owned()),
+                    "Lockstep's IR has no per-invocation arrays yet",
+                ));
+            }
+            let (ty, lanes) = self.value_ty(inner)?;
+            let vars: Vec<VarId> = (0..lanes).map(|_| self.fresh_local(ty.stored())).collect();
+            if let Some(value) = local.init {
+                let value = self.value(value)?;
+                init.extend(place::assign(&vars, &value));
+            }
+            self.locals.insert(handle, vars);
+        }
+        Ok(init)
+    }
+
+    /// How a local holding a lane of `ty` reads back.
+    pub(crate) fn read_local(ty: ScalarTy, var: VarId) -> Expr {
+        ops::from_stored(ty, Expr::Var(var))
+    }
+}
+
+#[cfg(test)]
+mod tests;

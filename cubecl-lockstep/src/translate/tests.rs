@@ -1,0 +1,177 @@
+//! The translator on WGSL written here: each construct it translates runs on the simulator
+//! and is compared with WGSL's rules; each it refuses is refused by name.
+
+use lockstep::{Bytes, ComputeClient, CubeCount, Handle, Kernel, KernelArguments, ServerOptions};
+use lockstep_sim::{SimConfig, SimDevice};
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+use super::{BindingSource, Construct, Translated, Translation, translate};
+
+fn translated(wgsl: &str) -> Translation<Translated> {
+    let module = naga::front::wgsl::parse_str(wgsl).unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).expect("valid WGSL");
+    translate(&module, &info)
+}
+
+/// Runs `wgsl`'s kernel over `workgroups` workgroups with `buffers` as its bindings (each a
+/// `u32` array, resource k at `@binding(k)`); returns the buffers afterwards.
+fn run(wgsl: &str, buffers: &[Vec<u32>], workgroups: u32) -> Vec<Vec<u32>> {
+    let translated = translated(wgsl).expect("translates");
+    let kernel = Kernel::new(translated.def).expect("a valid Lockstep kernel");
+    let client = ComputeClient::inline(SimDevice::new(SimConfig::new(7)), ServerOptions::default());
+    let handles: Vec<Handle> = buffers.iter().map(|b| client.create(Bytes::from_elems(b)).unwrap()).collect();
+    let mut args = KernelArguments::new();
+    for source in &translated.plan.bindings {
+        let BindingSource::Resource(k) = *source else { panic!("these kernels take no info words") };
+        args = args.binding(&handles[k]);
+    }
+    client.launch(&kernel, CubeCount::Static(workgroups, 1, 1), args).unwrap();
+    handles.into_iter().map(|h| client.read_one(h).unwrap().to_elems::<u32>()).collect()
+}
+
+fn refused(wgsl: &str) -> Construct {
+    translated(wgsl).expect_err("the translator refuses it").construct
+}
+
+fn bits(values: &[i32]) -> Vec<u32> {
+    values.iter().map(|&v| v as u32).collect()
+}
+
+#[test]
+fn integer_division_and_remainder_follow_wgsl() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> a: array<i32>;
+        @group(0) @binding(1) var<storage, read> b: array<i32>;
+        @group(0) @binding(2) var<storage, read_write> out: array<i32>;
+        @compute @workgroup_size(4)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            out[2u * i] = a[i] / b[i];
+            out[2u * i + 1u] = a[i] % b[i];
+        }";
+    let a = bits(&[7, 7, i32::MIN, -7]);
+    let b = bits(&[2, 0, -1, 2]);
+    let out = &run(wgsl, &[a, b, vec![0; 8]], 1)[2];
+    let expected = [3, 1, 7, 0, i32::MIN, 0, -3, -1];
+    assert_eq!(out, &bits(&expected), "x / 0 = x, x % 0 = 0, MIN / -1 = MIN, MIN % -1 = 0");
+}
+
+#[test]
+fn vectors_are_scalarised_lane_by_lane() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> v: array<vec4<u32>>;
+        @group(0) @binding(1) var<storage, read_write> out: array<vec4<u32>>;
+        @group(0) @binding(2) var<storage, read_write> dots: array<u32>;
+        @compute @workgroup_size(2)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            let x = v[i];
+            out[i] = x * 2u + vec4<u32>(1u, 2u, 3u, 4u).wzyx;
+            dots[i] = dot(x, x) + x[i + 1u];
+        }";
+    let v = vec![1, 2, 3, 4, 5, 6, 7, 8];
+    let result = run(wgsl, &[v, vec![0; 8], vec![0; 2]], 1);
+    assert_eq!(result[1], vec![6, 7, 8, 9, 14, 15, 16, 17]);
+    assert_eq!(result[2], vec![30 + 2, 174 + 7]);
+}
+
+#[test]
+fn loops_run_their_continuing_block_at_every_continue() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1)
+        fn main() {
+            var sum = 0u;
+            var i = 0u;
+            loop {
+                if i % 2u == 1u { continue; }
+                sum += i;
+                continuing {
+                    i += 1u;
+                    break if i >= 10u;
+                }
+            }
+            out[0] = sum;
+            out[1] = i;
+        }";
+    assert_eq!(run(wgsl, &[vec![0; 2]], 1)[0], vec![20, 10]);
+}
+
+#[test]
+fn switches_are_if_chains_with_the_default_last() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(5)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            var r = 0u;
+            switch i {
+                case 0u, 3u: { r = 10u; }
+                default: { r = 99u; }
+                case 1u: { r = 11u; }
+            }
+            out[i] = r;
+        }";
+    assert_eq!(run(wgsl, &[vec![0; 5]], 1)[0], vec![10, 11, 99, 10, 99]);
+}
+
+#[test]
+fn booleans_live_in_u32_locals_and_convert_as_wgsl_says() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> x: array<f32>;
+        @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(4)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            var flag: bool;
+            if x[i] > 1.0 { flag = true; }
+            out[3u * i] = select(5u, 6u, flag);
+            out[3u * i + 1u] = u32(bool(x[i]));
+            out[3u * i + 2u] = u32(x[i]);
+        }";
+    let x: Vec<u32> = [2.5f32, -0.0, f32::NAN, -3.0].iter().map(|f| f.to_bits()).collect();
+    let out = &run(wgsl, &[x, vec![0; 12]], 1)[1];
+    assert_eq!(out, &vec![6, 1, 2, 5, 0, 0, 5, 1, 0, 5, 1, 0], "u32(-3.0) saturates to 0");
+}
+
+#[test]
+fn atomics_and_uniform_loads_of_shared_memory() {
+    let wgsl = "
+        var<workgroup> total: atomic<u32>;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(64)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            atomicAdd(&total, i + 1u);
+            atomicSub(&total, 1u);
+            workgroupBarrier();
+            let seen = workgroupUniformLoad(&total);
+            if seen > 0u { workgroupBarrier(); }
+            out[i] = seen;
+        }";
+    assert_eq!(run(wgsl, &[vec![0; 64]], 1)[0], vec![64 * 65 / 2 - 64; 64]);
+}
+
+#[test]
+fn what_the_ir_cannot_express_is_refused_by_name() {
+    let float_rem = "
+        @group(0) @binding(0) var<storage, read_write> out: array<f32>;
+        @compute @workgroup_size(1) fn main() { out[0] = out[1] % out[2]; }";
+    assert_eq!(refused(float_rem), Construct::Semantics("f32 %".to_owned()));
+    let bitcast = "
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1) fn main() { out[0] = bitcast<u32>(f32(out[1])); }";
+    assert!(matches!(refused(bitcast), Construct::Bitcast { .. }));
+    let early_return = "
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1) fn main() { if out[0] == 0u { return; } out[0] = 1u; }";
+    assert_eq!(refused(early_return), Construct::Statement("early Return".to_owned()));
+    let local_array = "
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1) fn main() { var a: array<u32, 2>; a[out[0]] = 1u; out[1] = a[0]; }";
+    assert_eq!(refused(local_array), Construct::Type("local array".to_owned()));
+    let private = "
+        var<private> p: u32;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1) fn main() { p = 1u; out[0] = p; }";
+    assert!(matches!(refused(private), Construct::Global(_)));
+    let trig = "
+        @group(0) @binding(0) var<storage, read_write> out: array<f32>;
+        @compute @workgroup_size(1) fn main() { out[0] = tan(out[1]); }";
+    assert_eq!(refused(trig), Construct::Math("Tan".to_owned()));
+}
