@@ -56,12 +56,17 @@ impl Books {
     /// The failure claiming any byte of `regions`, and the allocation it was found on: what
     /// makes a launch reading them skip.
     pub fn claim(&self, regions: &[Region]) -> Option<(FailureId, ManagedMemoryId)> {
-        regions.iter().find_map(|r| self.failure_of(r).map(|f| (f, r.memory)))
+        regions
+            .iter()
+            .find_map(|r| self.failure_of(r).map(|f| (f, r.memory)))
     }
 
     /// The failure claiming any byte of `region`: a taint, or its allocation's failure.
     fn failure_of(&self, region: &Region) -> Option<FailureId> {
-        let taint = self.taints.get(&region.memory).and_then(|t| t.failure(&region.bytes));
+        let taint = self
+            .taints
+            .get(&region.memory)
+            .and_then(|t| t.failure(&region.bytes));
         taint.or_else(|| self.graph.unallocated_failure(region.memory))
     }
 

@@ -12,11 +12,17 @@ fn memory(value: usize) -> ManagedMemoryId {
 }
 
 fn whole(value: usize) -> Region {
-    Region { memory: memory(value), bytes: 0..16 }
+    Region {
+        memory: memory(value),
+        bytes: 0..16,
+    }
 }
 
 fn error(reason: &str) -> ServerError {
-    ServerError::Generic { reason: reason.to_owned(), backtrace: BackTrace::capture() }
+    ServerError::Generic {
+        reason: reason.to_owned(),
+        backtrace: BackTrace::capture(),
+    }
 }
 
 /// The report a read of `regions` gets, as text (`Ok` as `None`).
@@ -31,8 +37,15 @@ fn a_refused_launch_claims_its_outputs_and_nothing_else() {
     let mut books = Books::default();
     books.refused(&[whole(1)], error("refused-on-purpose"));
     let text = report(&books, &[whole(1)]).expect("the output carries the failure");
-    assert!(text.contains("refused-on-purpose") && text.contains("failure #"), "{text}");
-    assert_eq!(report(&books, &[whole(2)]), None, "an untouched buffer reads");
+    assert!(
+        text.contains("refused-on-purpose") && text.contains("failure #"),
+        "{text}"
+    );
+    assert_eq!(
+        report(&books, &[whole(2)]),
+        None,
+        "an untouched buffer reads"
+    );
 }
 
 #[test]
@@ -56,19 +69,45 @@ fn a_host_write_or_an_accepted_launch_ends_the_claim_on_what_it_writes() {
 fn a_partial_write_ends_the_claim_on_its_bytes_only() {
     let mut books = Books::default();
     books.refused(&[whole(1)], error("stale"));
-    books.written(&Region { memory: memory(1), bytes: 0..8 });
-    assert_eq!(report(&books, &[Region { memory: memory(1), bytes: 0..8 }]), None);
-    assert!(report(&books, &[Region { memory: memory(1), bytes: 8..16 }]).is_some());
+    books.written(&Region {
+        memory: memory(1),
+        bytes: 0..8,
+    });
+    assert_eq!(
+        report(
+            &books,
+            &[Region {
+                memory: memory(1),
+                bytes: 0..8
+            }]
+        ),
+        None
+    );
+    assert!(
+        report(
+            &books,
+            &[Region {
+                memory: memory(1),
+                bytes: 8..16
+            }]
+        )
+        .is_some()
+    );
 }
 
 #[test]
 fn a_skipped_launch_passes_the_failure_on_and_names_the_hop() {
     let mut books = Books::default();
     books.refused(&[whole(1)], error("root-cause"));
-    let claim = books.claim(&[whole(1)]).expect("the input carries the failure");
+    let claim = books
+        .claim(&[whole(1)])
+        .expect("the input carries the failure");
     books.skipped(KernelId::new::<Copy>(), claim, &[whole(2)]);
     let text = report(&books, &[whole(2)]).expect("the skipped launch's output carries it");
-    assert!(text.contains("root-cause") && text.matches("skipped `").count() == 1, "{text}");
+    assert!(
+        text.contains("root-cause") && text.matches("skipped `").count() == 1,
+        "{text}"
+    );
 }
 
 #[test]
@@ -101,8 +140,14 @@ fn memory_never_allocated_reports_why() {
     let handle = ManagedMemoryHandle::new();
     let id = handle.descriptor().id;
     books.unallocated(&handle, error("out of memory: 1 TiB"));
-    let region = Region { memory: id, bytes: 0..4 };
-    assert!(books.claim(std::slice::from_ref(&region)).is_some(), "a launch reading it skips");
+    let region = Region {
+        memory: id,
+        bytes: 0..4,
+    };
+    assert!(
+        books.claim(std::slice::from_ref(&region)).is_some(),
+        "a launch reading it skips"
+    );
     let text = report(&books, &[region]).expect("its read fails");
     assert!(text.contains("1 TiB"), "{text}");
 }
