@@ -6,9 +6,9 @@
 //! declaration says only what the translator can serve or refuses by name:
 //! - address type `u32`; every usage of `u32`, `i32`, `f32` (and `Flex32`, `Index`, `bool`);
 //! - the 8-bit floats `E4M3`, `E5M2`, `UE8M0` for conversion only, packed four to a `u32`
-//!   word, as cubecl-wgpu declares them (their kernels need a bitcast, refused until the IR
-//!   has one);
-//! - atomics on `u32` and `i32`: load, store, exchange and add;
+//!   word, as cubecl-wgpu declares them;
+//! - every atomic on `u32` and `i32` (load, store, exchange, compare-exchange, add, sub, min,
+//!   max, and, or, xor), none on floats (the IR's atomics are on integers);
 //! - no planes, matrix units, tensor memory accelerator, clusters or memory reinterpretation;
 //! - limits from Lockstep's properties (shared memory, workgroup counts, allocation size,
 //!   alignment, memory), 1024 invocations per workgroup, vectors of up to 4 lanes;
@@ -43,8 +43,7 @@ pub fn cubecl_properties(properties: &DeviceProperties) -> CubeclProperties {
         declared.register_type_usage(ElemType::Float(kind), TypeUsage::Conversion);
     }
     for elem in [ElemType::UInt(UIntKind::U32), ElemType::Int(IntKind::I32)] {
-        let usage = AtomicUsage::LoadStore | AtomicUsage::Exchange | AtomicUsage::Add;
-        declared.register_atomic_type_usage(Type::atomic(elem), usage);
+        declared.register_atomic_type_usage(Type::atomic(elem), AtomicUsage::all());
     }
     declared
 }

@@ -61,12 +61,12 @@ fn only_32_bit_types_are_declared_for_arithmetic() {
 }
 
 #[test]
-fn integer_atomics_add_and_exchange_only() {
+fn every_integer_atomic_and_no_float_atomic() {
     let declared = cubecl_properties(&simulator());
     let atomic = |elem| declared.atomic_type_usage(Type::atomic(elem));
-    let usage = atomic(ElemType::UInt(UIntKind::U32));
-    assert!(usage.contains(AtomicUsage::Add) && usage.contains(AtomicUsage::Exchange));
-    assert!(!usage.contains(AtomicUsage::MinMax) && !usage.contains(AtomicUsage::CompareExchange));
+    for elem in [ElemType::UInt(UIntKind::U32), ElemType::Int(IntKind::I32)] {
+        assert_eq!(atomic(elem), AtomicUsage::all(), "{elem:?}");
+    }
     assert!(atomic(ElemType::Float(FloatKind::F32)).is_empty());
 }
 

@@ -134,11 +134,22 @@ impl Translator<'_> {
             return Err(self.refuse(Construct::Type(type_name(inner)), "a buffer is an array"));
         };
         match self.module.types[*base].inner {
-            TypeInner::Atomic(scalar) => Ok((self.scalar_ty(scalar)?, 1, true)),
+            TypeInner::Atomic(scalar) => Ok((self.atomic_ty(scalar)?, 1, true)),
             ref element => {
                 let (ty, lanes) = self.value_ty(element)?;
                 Ok((ty, lanes, false))
             }
+        }
+    }
+
+    /// The scalar type of an atomic: `u32` or `i32`, the IR's atomic types.
+    fn atomic_ty(&self, scalar: naga::Scalar) -> Translation<ScalarTy> {
+        match self.scalar_ty(scalar)? {
+            ty @ ScalarTy::Elem(ElemType::U32 | ElemType::I32) => Ok(ty),
+            _ => Err(self.refuse(
+                Construct::Type(type_name(&TypeInner::Atomic(scalar))),
+                "Lockstep's IR has atomics on u32 and i32",
+            )),
         }
     }
 
@@ -152,7 +163,7 @@ impl Translator<'_> {
                 let (ty, lanes, atomic) = self.array_element(inner)?;
                 ((ty, lanes, atomic), len.get(), false)
             }
-            TypeInner::Atomic(scalar) => ((self.scalar_ty(scalar)?, 1, true), 1, true),
+            TypeInner::Atomic(scalar) => ((self.atomic_ty(scalar)?, 1, true), 1, true),
             ref value => {
                 let (ty, lanes) = self.value_ty(value)?;
                 ((ty, lanes, false), 1, true)

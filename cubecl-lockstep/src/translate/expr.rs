@@ -65,6 +65,9 @@ impl Translator<'_> {
                 self.load(&place)?.ok_or_else(|| self.unmaterialized(h))
             }
             Expression::AccessIndex { base, index } => {
+                if let Some(member) = self.members.get(&base).and_then(|m| m.get(index as usize)) {
+                    return Ok(member.clone());
+                }
                 let base = self.lanes_of(base)?;
                 Ok(Value::scalar(base.ty, base.lane(index as usize)))
             }

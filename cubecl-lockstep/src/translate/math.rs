@@ -1,13 +1,14 @@
 //! WGSL's built-in math functions over whole values (lanes), as Lockstep IR.
 //!
-//! Exact where the IR is exact (`abs`, `min`, `max`, `floor`, `ceil`, integer `clamp`), and
-//! within WGSL's own bounds where WGSL defines a function by a formula (`dot` and `length`
-//! from sums of products, `normalize` as `x / length(x)`, `degrees`, `radians`; the IR's
-//! transcendental functions are bounded as WGSL states). Float `clamp` is
-//! `min(max(e, low), high)`, one of the two results WGSL allows. Every other function is
-//! refused by name.
+//! Exact where the IR is exact (`abs`, `min`, `max`, `floor`, `ceil`, `trunc`, `round`,
+//! integer `clamp`, and the integer bit functions, which are the IR's `BitFn`s), and within
+//! WGSL's own bounds where WGSL defines a function by a formula (`dot` and `length` from sums
+//! of products, `normalize` as `x / length(x)`, `degrees`, `radians`; the IR's transcendental
+//! functions, the inverse and hyperbolic ones and `atan2` included, are bounded as WGSL
+//! states). Float `clamp` is `min(max(e, low), high)`, one of the two results WGSL allows.
+//! Every other function is refused by name.
 
-use lockstep::kernel::{BinOp, ElemType, Expr, Scalar, UnaryOp};
+use lockstep::kernel::{BinOp, BitFn, ElemType, Expr, Scalar, UnaryOp};
 use naga::MathFunction as F;
 
 use super::error::Construct;
@@ -37,8 +38,15 @@ fn un(op: UnaryOp, value: Expr) -> Expr {
 pub fn math(fun: F, args: &[Value]) -> Result<Value, Refusal> {
     let ty = args[0].ty;
     let float = ty == ScalarTy::Elem(ElemType::F32);
+    let integer = matches!(ty, ScalarTy::Elem(ElemType::U32 | ElemType::I32));
     let unary = |op| lanewise(args, |l| un(op, l[0].clone()));
     let binary = |op| lanewise(args, |l| bin(op, l[0].clone(), l[1].clone()));
+    let bits = |op| {
+        lanewise(args, |l| Expr::Bits {
+            op,
+            value: b(l[0].clone()),
+        })
+    };
     Ok(match fun {
         F::Abs if ty != ScalarTy::Bool => unary(UnaryOp::Abs),
         F::Min if ty != ScalarTy::Bool => binary(BinOp::Min),
@@ -59,7 +67,26 @@ pub fn math(fun: F, args: &[Value]) -> Result<Value, Refusal> {
         F::Tanh if float => unary(UnaryOp::Tanh),
         F::Sin if float => unary(UnaryOp::Sin),
         F::Cos if float => unary(UnaryOp::Cos),
+        F::Tan if float => unary(UnaryOp::Tan),
+        F::Sinh if float => unary(UnaryOp::Sinh),
+        F::Cosh if float => unary(UnaryOp::Cosh),
+        F::Asin if float => unary(UnaryOp::Asin),
+        F::Acos if float => unary(UnaryOp::Acos),
+        F::Atan if float => unary(UnaryOp::Atan),
+        F::Asinh if float => unary(UnaryOp::Asinh),
+        F::Acosh if float => unary(UnaryOp::Acosh),
+        F::Atanh if float => unary(UnaryOp::Atanh),
+        F::Trunc if float => unary(UnaryOp::Trunc),
+        F::Round if float => unary(UnaryOp::Round),
         F::Pow if float => binary(BinOp::Pow),
+        // WGSL's `atan2(y, x)` and the IR's `Atan2` both take `y` first.
+        F::Atan2 if float => binary(BinOp::Atan2),
+        F::CountOneBits if integer => bits(BitFn::CountOneBits),
+        F::CountLeadingZeros if integer => bits(BitFn::CountLeadingZeros),
+        F::CountTrailingZeros if integer => bits(BitFn::CountTrailingZeros),
+        F::FirstTrailingBit if integer => bits(BitFn::FirstTrailingBit),
+        F::FirstLeadingBit if integer => bits(BitFn::FirstLeadingBit),
+        F::ReverseBits if integer => bits(BitFn::ReverseBits),
         F::Fma if float => lanewise(args, |l| Expr::Fma {
             a: b(l[0].clone()),
             b: b(l[1].clone()),

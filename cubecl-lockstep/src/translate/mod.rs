@@ -88,6 +88,8 @@ pub(crate) struct Translator<'a> {
     slots: HashMap<Handle<Expression>, Vec<VarId>>,
     /// What a materialized expression reads as, once its statement ran.
     materialized: HashMap<Handle<Expression>, Value>,
+    /// What each member of a materialized struct reads as (a compare-exchange's result).
+    members: HashMap<Handle<Expression>, Vec<Value>>,
 }
 
 impl<'a> Translator<'a> {
@@ -111,6 +113,7 @@ impl<'a> Translator<'a> {
             locals: HashMap::new(),
             slots: HashMap::new(),
             materialized: HashMap::new(),
+            members: HashMap::new(),
         }
     }
 

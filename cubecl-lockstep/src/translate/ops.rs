@@ -9,11 +9,13 @@
 //! - `f32` to an integer truncates and saturates; WGSL leaves NaN's result unspecified and
 //!   the IR gives 0, one of the values WGSL allows;
 //! - integer to `f32` rounds to nearest even, one of the two roundings WGSL allows;
-//! - `i32` ↔ `u32` conversions and bitcasts keep the bits (the IR's integer `Cast`);
+//! - `i32` ↔ `u32` conversions keep the bits (the IR's integer `Cast`);
+//! - `bitcast<T>(x)` among `u32`, `i32` and `f32` keeps every bit, a NaN's payload included
+//!   (the IR's `Bitcast`);
 //! - `bool(x)` is `x != 0` (for floats `-0.0` is false and NaN true), `u32(b)` is 1 or 0.
 //!
 //! Refused: float `%` (WGSL's `x - y * trunc(x / y)` rounds differently from the IR's `Rem`,
-//! C's `fmod`) and bitcasts between floats and integers (the IR has no bitcast yet).
+//! C's `fmod`) and bitcasts from or to `bool` (not WGSL).
 
 use lockstep::kernel::{BinOp, CmpOp, ElemType, Expr, LogicOp, Scalar};
 use naga::{BinaryOperator, ScalarKind, UnaryOperator};
@@ -255,22 +257,25 @@ fn convert_lane(from: ScalarTy, to: ScalarTy, value: Expr) -> Expr {
     }
 }
 
+/// `bitcast<to>(value)`: the IR's `Bitcast` among the 32-bit types.
 fn bitcast(from: ScalarTy, to: ScalarTy, value: Expr) -> Result<Expr, Refusal> {
+    const WORDS: [ElemType; 3] = [ElemType::U32, ElemType::I32, ElemType::F32];
     match (from, to) {
         (a, b) if a == b => Ok(value),
-        (
-            ScalarTy::Elem(ElemType::U32 | ElemType::I32),
-            ScalarTy::Elem(to @ (ElemType::U32 | ElemType::I32)),
-        ) => Ok(Expr::Cast {
-            to,
-            value: b(value),
-        }),
+        (ScalarTy::Elem(from), ScalarTy::Elem(to))
+            if WORDS.contains(&from) && WORDS.contains(&to) =>
+        {
+            Ok(Expr::Bitcast {
+                to,
+                value: b(value),
+            })
+        }
         _ => Err((
             Construct::Bitcast {
                 from: ty_name(from),
                 to: ty_name(to),
             },
-            "Lockstep's IR has no bitcast between floats and integers yet",
+            "a bitcast reinterprets a number's bits as a number of the same size",
         )),
     }
 }

@@ -5,15 +5,17 @@
 //! - `switch` is a chain of `if`s on the selector; a case may end with `break` (dropped), a
 //!   `break` elsewhere in a case is refused.
 //! - `workgroupUniformLoad(p)` is a barrier, the load, a barrier (naga's definition).
-//! - `atomicSub(p, v)` is an atomic add of `0 - v` (the same bits for `u32` and `i32`).
+//! - `atomicSub(p, v)` is an atomic add of `0 - v` (the same bits for `u32` and `i32`);
+//!   `atomicCompareExchangeWeak` is the IR's strong compare-exchange.
 //! - A `return` with nothing after it in the kernel is dropped; any other is refused.
 
-use lockstep::kernel::{AtomicOp, BinOp, CmpOp, Expr, LogicOp, Stmt};
+use lockstep::kernel::{AtomicOp, BinOp, CmpOp, ElemType, Expr, LogicOp, Stmt};
 use naga::{AtomicFunction, Barrier, Block, Expression, Handle, Statement, SwitchValue};
 
 use super::Translator;
 use super::bindings::ArrayOf;
 use super::error::{Construct, Translation};
+use super::ops;
 use super::place::Place;
 use super::types::{ScalarTy, Value};
 
@@ -318,17 +320,20 @@ impl<'a> Translator<'a> {
             ));
         };
         let operand = self.value(value)?.lane(0);
-        let (op, operand) = match fun {
+        let (op, operand) = match *fun {
             AtomicFunction::Add => (AtomicOp::Add, operand),
             AtomicFunction::Subtract => (AtomicOp::Add, negated(of.ty, operand)),
             AtomicFunction::Min => (AtomicOp::Min, operand),
             AtomicFunction::Max => (AtomicOp::Max, operand),
+            AtomicFunction::And => (AtomicOp::And, operand),
+            AtomicFunction::InclusiveOr => (AtomicOp::Or, operand),
+            AtomicFunction::ExclusiveOr => (AtomicOp::Xor, operand),
             AtomicFunction::Exchange { compare: None } => (AtomicOp::Exchange, operand),
-            other => {
-                return Err(self.refuse(
-                    Construct::Statement(format!("Atomic {other:?}")),
-                    "Lockstep's IR has no such atomic",
-                ));
+            AtomicFunction::Exchange {
+                compare: Some(expected),
+            } => {
+                let expected = self.value(expected)?.lane(0);
+                return self.compare_exchange(of, first, expected, operand, result, out);
             }
         };
         let old = result.map(|r| {
@@ -343,6 +348,60 @@ impl<'a> Translator<'a> {
             value: operand,
             old,
         });
+        Ok(())
+    }
+}
+
+impl Translator<'_> {
+    /// `atomicCompareExchangeWeak(p, expected, value)` as the IR's strong compare-exchange
+    /// (a weak one may fail spuriously; never failing is one of its behaviours). Its result
+    /// struct is recorded member by member: `old_value`, and `exchanged` as `old ==
+    /// expected`, computed into a local right after the exchange.
+    fn compare_exchange(
+        &mut self,
+        of: ArrayOf,
+        index: Expr,
+        expected: Expr,
+        value: Expr,
+        result: Option<Handle<Expression>>,
+        out: &mut Vec<Stmt>,
+    ) -> Translation<()> {
+        // The same two locals at every translation of this statement (see `slots_of`).
+        let slots = match result.and_then(|r| self.slots.get(&r)) {
+            Some(slots) => slots.clone(),
+            None => vec![
+                self.fresh_local(of.ty.stored()),
+                self.fresh_local(ElemType::U32),
+            ],
+        };
+        let (old, exchanged) = (slots[0], slots[1]);
+        out.push(Stmt::CompareExchange {
+            array: of.array,
+            index,
+            expected: expected.clone(),
+            value,
+            old,
+        });
+        let swapped = Expr::Cmp {
+            op: CmpOp::Eq,
+            lhs: Box::new(Expr::Var(old)),
+            rhs: Box::new(expected),
+        };
+        out.push(Stmt::Assign {
+            var: exchanged,
+            value: ops::to_stored(ScalarTy::Bool, swapped),
+        });
+        if let Some(r) = result {
+            self.slots.insert(r, slots);
+            let members = vec![
+                Value::scalar(of.ty, Translator::read_local(of.ty, old)),
+                Value::scalar(
+                    ScalarTy::Bool,
+                    Translator::read_local(ScalarTy::Bool, exchanged),
+                ),
+            ];
+            self.members.insert(r, members);
+        }
         Ok(())
     }
 }

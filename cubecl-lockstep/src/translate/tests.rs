@@ -8,8 +8,11 @@ use naga::valid::{Capabilities, ValidationFlags, Validator};
 use super::{BindingSource, Construct, Translated, Translation, translate};
 
 fn translated(wgsl: &str) -> Translation<Translated> {
-    let module = naga::front::wgsl::parse_str(wgsl).unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
-    let info = Validator::new(ValidationFlags::all(), Capabilities::all()).validate(&module).expect("valid WGSL");
+    let module =
+        naga::front::wgsl::parse_str(wgsl).unwrap_or_else(|e| panic!("{}", e.emit_to_string(wgsl)));
+    let info = Validator::new(ValidationFlags::all(), Capabilities::all())
+        .validate(&module)
+        .expect("valid WGSL");
     translate(&module, &info)
 }
 
@@ -19,18 +22,30 @@ fn run(wgsl: &str, buffers: &[Vec<u32>], workgroups: u32) -> Vec<Vec<u32>> {
     let translated = translated(wgsl).expect("translates");
     let kernel = Kernel::new(translated.def).expect("a valid Lockstep kernel");
     let client = ComputeClient::inline(SimDevice::new(SimConfig::new(7)), ServerOptions::default());
-    let handles: Vec<Handle> = buffers.iter().map(|b| client.create(Bytes::from_elems(b)).unwrap()).collect();
+    let handles: Vec<Handle> = buffers
+        .iter()
+        .map(|b| client.create(Bytes::from_elems(b)).unwrap())
+        .collect();
     let mut args = KernelArguments::new();
     for source in &translated.plan.bindings {
-        let BindingSource::Resource(k) = *source else { panic!("these kernels take no info words") };
+        let BindingSource::Resource(k) = *source else {
+            panic!("these kernels take no info words")
+        };
         args = args.binding(&handles[k]);
     }
-    client.launch(&kernel, CubeCount::Static(workgroups, 1, 1), args).unwrap();
-    handles.into_iter().map(|h| client.read_one(h).unwrap().to_elems::<u32>()).collect()
+    client
+        .launch(&kernel, CubeCount::Static(workgroups, 1, 1), args)
+        .unwrap();
+    handles
+        .into_iter()
+        .map(|h| client.read_one(h).unwrap().to_elems::<u32>())
+        .collect()
 }
 
 fn refused(wgsl: &str) -> Construct {
-    translated(wgsl).expect_err("the translator refuses it").construct
+    translated(wgsl)
+        .expect_err("the translator refuses it")
+        .construct
 }
 
 fn bits(values: &[i32]) -> Vec<u32> {
@@ -52,7 +67,11 @@ fn integer_division_and_remainder_follow_wgsl() {
     let b = bits(&[2, 0, -1, 2]);
     let out = &run(wgsl, &[a, b, vec![0; 8]], 1)[2];
     let expected = [3, 1, 7, 0, i32::MIN, 0, -3, -1];
-    assert_eq!(out, &bits(&expected), "x / 0 = x, x % 0 = 0, MIN / -1 = MIN, MIN % -1 = 0");
+    assert_eq!(
+        out,
+        &bits(&expected),
+        "x / 0 = x, x % 0 = 0, MIN / -1 = MIN, MIN % -1 = 0"
+    );
 }
 
 #[test]
@@ -125,9 +144,16 @@ fn booleans_live_in_u32_locals_and_convert_as_wgsl_says() {
             out[3u * i + 1u] = u32(bool(x[i]));
             out[3u * i + 2u] = u32(x[i]);
         }";
-    let x: Vec<u32> = [2.5f32, -0.0, f32::NAN, -3.0].iter().map(|f| f.to_bits()).collect();
+    let x: Vec<u32> = [2.5f32, -0.0, f32::NAN, -3.0]
+        .iter()
+        .map(|f| f.to_bits())
+        .collect();
     let out = &run(wgsl, &[x, vec![0; 12]], 1)[1];
-    assert_eq!(out, &vec![6, 1, 2, 5, 0, 0, 5, 1, 0, 5, 1, 0], "u32(-3.0) saturates to 0");
+    assert_eq!(
+        out,
+        &vec![6, 1, 2, 5, 0, 0, 5, 1, 0, 5, 1, 0],
+        "u32(-3.0) saturates to 0"
+    );
 }
 
 #[test]
@@ -153,25 +179,184 @@ fn what_the_ir_cannot_express_is_refused_by_name() {
         @group(0) @binding(0) var<storage, read_write> out: array<f32>;
         @compute @workgroup_size(1) fn main() { out[0] = out[1] % out[2]; }";
     assert_eq!(refused(float_rem), Construct::Semantics("f32 %".to_owned()));
-    let bitcast = "
-        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
-        @compute @workgroup_size(1) fn main() { out[0] = bitcast<u32>(f32(out[1])); }";
-    assert!(matches!(refused(bitcast), Construct::Bitcast { .. }));
     let early_return = "
         @group(0) @binding(0) var<storage, read_write> out: array<u32>;
         @compute @workgroup_size(1) fn main() { if out[0] == 0u { return; } out[0] = 1u; }";
-    assert_eq!(refused(early_return), Construct::Statement("early Return".to_owned()));
+    assert_eq!(
+        refused(early_return),
+        Construct::Statement("early Return".to_owned())
+    );
     let local_array = "
         @group(0) @binding(0) var<storage, read_write> out: array<u32>;
         @compute @workgroup_size(1) fn main() { var a: array<u32, 2>; a[out[0]] = 1u; out[1] = a[0]; }";
-    assert_eq!(refused(local_array), Construct::Type("local array".to_owned()));
+    assert_eq!(
+        refused(local_array),
+        Construct::Type("local array".to_owned())
+    );
     let private = "
         var<private> p: u32;
         @group(0) @binding(0) var<storage, read_write> out: array<u32>;
         @compute @workgroup_size(1) fn main() { p = 1u; out[0] = p; }";
     assert!(matches!(refused(private), Construct::Global(_)));
-    let trig = "
+    let exp2 = "
         @group(0) @binding(0) var<storage, read_write> out: array<f32>;
-        @compute @workgroup_size(1) fn main() { out[0] = tan(out[1]); }";
-    assert_eq!(refused(trig), Construct::Math("Tan".to_owned()));
+        @compute @workgroup_size(1) fn main() { out[0] = exp2(out[1]); }";
+    assert_eq!(refused(exp2), Construct::Math("Exp2".to_owned()));
+    let float_atomic = "
+        @group(0) @binding(0) var<storage, read_write> out: array<atomic<f32>>;
+        @compute @workgroup_size(1) fn main() { atomicStore(&out[0], 1.0); }";
+    assert_eq!(
+        refused(float_atomic),
+        Construct::Type("atomic<Float32>".to_owned())
+    );
+}
+
+#[test]
+fn bitcasts_keep_every_bit_of_floats_and_integers() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> x: array<u32>;
+        @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(4)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            let f = bitcast<f32>(x[i]);
+            out[3u * i] = bitcast<u32>(f);
+            out[3u * i + 1u] = bitcast<u32>(bitcast<i32>(f) >> 31u);
+            out[3u * i + 2u] = bitcast<vec2<u32>>(vec2<f32>(f, f * 2.0)).y;
+        }";
+    let nan_payload = 0x7fc0_1234;
+    let x = vec![
+        1.5f32.to_bits(),
+        (-0.0f32).to_bits(),
+        nan_payload,
+        f32::INFINITY.to_bits(),
+    ];
+    let out = &run(wgsl, &[x.clone(), vec![0; 12]], 1)[1];
+    for (i, &word) in x.iter().enumerate() {
+        let f = f32::from_bits(word);
+        assert_eq!(
+            out[3 * i],
+            word,
+            "a round trip keeps every bit, a NaN's payload included"
+        );
+        assert_eq!(
+            out[3 * i + 1],
+            ((word as i32) >> 31) as u32,
+            "the sign of {word:#x}"
+        );
+        if !f.is_nan() {
+            assert_eq!(
+                out[3 * i + 2],
+                (f * 2.0).to_bits(),
+                "a vector's bitcast is its lanes'"
+            );
+        }
+    }
+}
+
+#[test]
+fn integer_bit_functions_are_wgsls() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> x: array<i32>;
+        @group(0) @binding(1) var<storage, read_write> out: array<i32>;
+        @compute @workgroup_size(4)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            let v = x[i];
+            out[6u * i] = countOneBits(v);
+            out[6u * i + 1u] = countLeadingZeros(v);
+            out[6u * i + 2u] = countTrailingZeros(v);
+            out[6u * i + 3u] = firstTrailingBit(v);
+            out[6u * i + 4u] = firstLeadingBit(v);
+            out[6u * i + 5u] = bitcast<i32>(reverseBits(bitcast<u32>(v)));
+        }";
+    let x = [0, -1, 12, i32::MIN];
+    let out = &run(wgsl, &[bits(&x), vec![0; 24]], 1)[1];
+    #[rustfmt::skip]
+    let expected = [
+        0, 32, 32, -1, -1, 0,
+        32, 0, 0, 0, -1, -1,
+        2, 28, 2, 2, 3, 0x3000_0000,
+        1, 0, 31, 31, 30, 1,
+    ];
+    assert_eq!(out, &bits(&expected));
+}
+
+#[test]
+fn trunc_round_and_the_inverse_and_hyperbolic_functions() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> x: array<f32>;
+        @group(0) @binding(1) var<storage, read_write> out: array<f32>;
+        @compute @workgroup_size(4)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            let v = x[i];
+            out[12u * i] = trunc(v);
+            out[12u * i + 1u] = round(v);
+            out[12u * i + 2u] = tan(v);
+            out[12u * i + 3u] = sinh(v);
+            out[12u * i + 4u] = cosh(v);
+            out[12u * i + 5u] = asin(v / 4.0);
+            out[12u * i + 6u] = acos(v / 4.0);
+            out[12u * i + 7u] = atan(v);
+            out[12u * i + 8u] = asinh(v);
+            out[12u * i + 9u] = acosh(abs(v) + 1.0);
+            out[12u * i + 10u] = atanh(v / 4.0);
+            out[12u * i + 11u] = atan2(v, 0.5);
+        }";
+    let x = [2.5f32, -2.5, 0.75, -1.25];
+    let input: Vec<u32> = x.iter().map(|f| f.to_bits()).collect();
+    let out = &run(wgsl, &[input, vec![0; 48]], 1)[1];
+    let out: Vec<f32> = out.iter().map(|&w| f32::from_bits(w)).collect();
+    for (i, &v) in x.iter().enumerate() {
+        let exact = [v.trunc(), v.round_ties_even()];
+        assert_eq!(
+            &out[12 * i..12 * i + 2],
+            &exact,
+            "trunc and round of {v} are exact"
+        );
+        let host = [
+            v.tan(),
+            v.sinh(),
+            v.cosh(),
+            (v / 4.0).asin(),
+            (v / 4.0).acos(),
+            v.atan(),
+            v.asinh(),
+            (v.abs() + 1.0).acosh(),
+            (v / 4.0).atanh(),
+            v.atan2(0.5),
+        ];
+        for (k, (&got, want)) in out[12 * i + 2..12 * i + 12].iter().zip(host).enumerate() {
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "function {k} of {v}: {got} against {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bitwise_and_compare_exchange_atomics() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read_write> flags: array<atomic<u32>>;
+        @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(32)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            atomicOr(&flags[0], 1u << i);
+            atomicAnd(&flags[1], ~(1u << i));
+            atomicXor(&flags[2], 1u << (i % 4u));
+            let won = atomicCompareExchangeWeak(&flags[3], 0u, i + 1u);
+            out[2u * i] = won.old_value;
+            out[2u * i + 1u] = u32(won.exchanged);
+        }";
+    let result = run(wgsl, &[vec![0, u32::MAX, 0, 0], vec![0; 64]], 1);
+    let winner = result[0][3];
+    assert_eq!(&result[0][..3], &[u32::MAX, 0, 0]);
+    assert!((1..=32).contains(&winner));
+    for (i, pair) in result[1].chunks(2).enumerate() {
+        let won = i as u32 + 1 == winner;
+        let expected = if won { [0, 1] } else { [winner, 0] };
+        assert_eq!(
+            pair, &expected,
+            "invocation {i}: one exchange wins, the others see its value"
+        );
+    }
 }
