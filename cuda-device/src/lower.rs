@@ -21,7 +21,13 @@
 //!   simulator does with `half`; `-x` and `abs` flip or clear the sign bit. `bf16` needs
 //!   `cvt.rn.bf16.f32`, sm_80 or later.
 //! - Shared arrays are `__shared__` arrays declared in the body; `workgroup_barrier` is
-//!   `__syncthreads()`, which orders shared and global memory within the block. Atomics are
+//!   `__syncthreads()`, which orders shared and global memory within the block. `return` ends
+//!   the workgroup's body; in a kernel that also has barriers
+//!   ([`KernelDef::returns_before_barriers`]) a thread that returned must count as arrived at
+//!   the barriers the others reach (and must not start the next workgroup of an indirect
+//!   launch early), so there every barrier is `__syncthreads_or(1)` and a thread that returns
+//!   (or reaches the end of the body) first waits in `while (__syncthreads_or(0))` until a
+//!   barrier no running thread reached: every thread executes as many barriers. Atomics are
 //!   CUDA's (`atomicAdd`, `atomicMin`, `atomicMax`, `atomicExch`, `atomicCAS`), returning the
 //!   previous value.
 //! - Operands are evaluated left to right, logical operators short-circuit, and both sides of a
@@ -204,12 +210,16 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
     let mut lowering = Lowering {
         def,
         checked,
+        gathers: def.returns_before_barriers(),
         out: String::new(),
         indent: 1,
         temps: 0,
     };
     for stmt in &def.body {
         lowering.stmt(stmt);
+    }
+    if lowering.gathers {
+        lowering.line(GATHER);
     }
     let params = kernel_params(def, checked);
     let mut src = String::new();
@@ -324,6 +334,10 @@ fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
     src.push_str("  }\n}\n");
 }
 
+/// Where a thread that ended waits for the others of its block, arriving at their barriers
+/// (see the module doc).
+const GATHER: &str = "while (__syncthreads_or(0)) {}";
+
 fn c_type(elem: ElemType) -> &'static str {
     match elem {
         ElemType::U32 => "u32",
@@ -404,6 +418,8 @@ fn unparen(s: &str) -> &str {
 struct Lowering<'a> {
     def: &'a KernelDef,
     checked: bool,
+    /// Whether the kernel returns early and has barriers: see the module doc.
+    gathers: bool,
     out: String,
     indent: usize,
     temps: u32,
@@ -507,7 +523,14 @@ impl Lowering<'_> {
             }
             Stmt::Break => self.line("break;"),
             Stmt::Continue => self.line("continue;"),
+            Stmt::Barrier if self.gathers => self.line("(void)__syncthreads_or(1);"),
             Stmt::Barrier => self.line("__syncthreads();"),
+            Stmt::Return => {
+                if self.gathers {
+                    self.line(GATHER);
+                }
+                self.line("return;");
+            }
             Stmt::If {
                 cond,
                 then_body,

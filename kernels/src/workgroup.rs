@@ -1,9 +1,10 @@
 //! Kernels that use what invocations share and what only GPUs compute: shared arrays,
-//! barriers, atomics on global and shared memory, `while` loops with `break` and `continue`,
-//! and the math functions. Each comes with its host reference; all guard their accesses and
-//! are race-free (see the memory model in `lockstep::kernel`), so every device must compute
-//! the reference: exactly, or within the IR's stated accuracy for the math functions, or, where
-//! atomics race for a word, one of the outcomes the reference accepts.
+//! barriers (passed by invocations that returned early), atomics on global and shared memory,
+//! `while` loops with `break` and `continue`, and the math functions. Each comes with its host
+//! reference; all guard their accesses and are race-free (see the memory model in
+//! `lockstep::kernel`), so every device must compute the reference: exactly, or within the IR's
+//! stated accuracy for the math functions, or, where atomics race for a word, one of the
+//! outcomes the reference accepts.
 
 use std::f32::consts::PI;
 
@@ -28,8 +29,9 @@ pub fn all() -> [Kernel; 5] {
 }
 
 /// `partials[w]` = the wrapping sum of `input`'s workgroup `w` (of [`REDUCE_WORKGROUP`]
-/// elements), by a tree through shared memory with a barrier per level; lane 0 then adds it to
-/// `total[0]` atomically. Bindings: `input` (read), `partials`, `total`.
+/// elements), by a tree through shared memory with a barrier per level, which the lanes no
+/// later level reads have left by an early `return` (they count as arrived at it); lane 0 then
+/// adds the sum to `total[0]` atomically. Bindings: `input` (read), `partials`, `total`.
 pub fn reduce_sum() -> Kernel {
     let mut k = KernelBuilder::new("reduce_sum", [REDUCE_WORKGROUP, 1, 1]);
     let input = k.binding(ElemType::U32, Access::Read);
@@ -43,6 +45,7 @@ pub fn reduce_sum() -> Kernel {
     k.workgroup_barrier();
     let stride = k.var(ElemType::U32, REDUCE_WORKGROUP / 2);
     k.while_(stride.get().gt(0u32), |k| {
+        k.if_(lid.ge(stride.get() * 2u32), |k| k.return_());
         k.if_(lid.lt(stride.get()), |k| {
             let sum = tree.load(lid) + tree.load(lid + stride.get());
             k.store(tree, lid, sum);

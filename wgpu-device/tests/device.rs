@@ -524,3 +524,73 @@ fn an_adapter_name_matching_nothing_is_unavailable_and_lists_the_adapters_found(
         Err(other) => panic!("expected Unavailable, got {other}"),
     }
 }
+
+/// Runs `def` (unchecked: no fault record) over `groups` workgroups with `words` as its one
+/// binding, and returns the binding afterwards.
+fn run_words(dev: &mut WgpuDevice, def: &KernelDef, groups: u32, words: &[u32]) -> Vec<u32> {
+    let s = dev.create_stream().unwrap();
+    let kernel = dev.compile(def, self_guarded()).unwrap();
+    let len = words.len() as u64 * 4;
+    let buf = dev.allocate(len).unwrap();
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    dev.write(s, &buf, 0, &bytes).unwrap();
+    let bindings = [BufferSlice {
+        buffer: &buf,
+        offset: 0,
+        len,
+    }];
+    dev.launch(
+        s,
+        &kernel,
+        LaunchCount::Static([groups, 1, 1]),
+        &bindings,
+        &[],
+    )
+    .unwrap();
+    read(dev, s, &buf, 0, len)
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The IR's rule for `return`, on the adapter: an invocation that returned counts as arrived at
+/// the barriers the others reach (lowered in uniform control flow, `lower/mirror.rs`).
+#[test]
+fn early_returns_pass_later_barriers() {
+    let Some(mut dev) = device("early_returns_pass_later_barriers") else {
+        return;
+    };
+    // A tree reduction whose idle lanes return at each level (the simulator's semantics).
+    let mut k = KernelBuilder::new("tree", [64, 1, 1]);
+    let data = k.binding(ElemType::U32, Access::ReadWrite);
+    let tree = k.shared(ElemType::U32, 64);
+    let lid = k.local_id(Axis::X);
+    let base = k.workgroup_id(Axis::X) * 64u32;
+    k.store(tree, lid, data.load(base + lid));
+    k.workgroup_barrier();
+    let stride = k.var(ElemType::U32, 32u32);
+    k.while_(stride.get().gt(0u32), |k| {
+        k.if_(lid.ge(stride.get() * 2u32), |k| k.return_());
+        k.if_(lid.lt(stride.get()), |k| {
+            k.store(tree, lid, tree.load(lid) + tree.load(lid + stride.get()));
+        });
+        k.workgroup_barrier();
+        k.assign(stride, stride.get() >> 1u32);
+    });
+    k.store(data, base + lid, tree.load(lid) + 1000u32);
+    let def = k.build().unwrap().def().clone();
+    let words: Vec<u32> = (0..128).collect();
+    let out = run_words(&mut dev, &def, 2, &words);
+    for w in 0..2u32 {
+        let at = (w * 64) as usize;
+        let sum: u32 = (w * 64..w * 64 + 64).sum();
+        // Lane 1 holds the odd lanes' sum (it adds lane 3's at the level of stride 2).
+        let odd: u32 = (w * 64..w * 64 + 64).filter(|i| i % 2 == 1).sum();
+        assert_eq!(out[at..at + 2], [sum + 1000, odd + 1000], "workgroup {w}");
+        assert_eq!(
+            out[at + 2..at + 64],
+            words[at + 2..at + 64],
+            "returned lanes store nothing"
+        );
+    }
+}

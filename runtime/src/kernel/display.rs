@@ -169,6 +169,7 @@ impl fmt::Display for Head<'_> {
             Stmt::Break => f.write_str("break"),
             Stmt::Continue => f.write_str("continue"),
             Stmt::Barrier => f.write_str("workgroup_barrier"),
+            Stmt::Return => f.write_str("return"),
         }
     }
 }
@@ -219,6 +220,7 @@ mod tests {
         let x = out.load(k.global_id(Axis::X)).rsqrt().fma(-1.5f32, 2.0f32);
         k.store(out, k.global_id(Axis::X), x);
         k.atomic_add(tile, 1u32, 7u32);
+        k.if_(lid.equals(0u32), |k| k.return_());
         let kernel = k.build().unwrap();
         let lines: Vec<String> = statements(&kernel.def().body)
             .iter()
@@ -235,6 +237,8 @@ mod tests {
                 "v0 = (v0 - 1u)",
                 "b0[global_id.x] = fma(inverse_sqrt(b0[global_id.x]), -1.5f, 2.0f)",
                 "atomic_add(s0[1u], 7u)",
+                "if (local_id.x == 0u)",
+                "return",
             ]
         );
     }

@@ -89,7 +89,10 @@
 //!   invocation of the same workgroup makes after it. It must be reached in uniform control
 //!   flow: by every invocation of the workgroup, the same number of times. The validator
 //!   rejects a barrier whose control flow depends on the invocation id; one that diverges on
-//!   data is reported by the simulator.
+//!   data is reported by the simulator. An invocation that ended early (`Stmt::Return`)
+//!   counts as arrived at every barrier the others reach after it, so a `return` under any
+//!   condition leaves later barriers uniform among the invocations still running (CUDA's rule
+//!   for exited threads); one that reached the end of the kernel does not.
 //! - Nothing orders the invocations of different workgroups of one launch; launches are
 //!   ordered by the stream rules (see `Device`).
 //! - Atomics (`add`, `min`, `max`, `exchange`, `compare_exchange`, on `u32` and `i32`) are
@@ -844,6 +847,9 @@ pub enum Stmt {
     Continue,
     /// `workgroup_barrier`: see the memory model in the module doc.
     Barrier,
+    /// Ends the invocation here (WGSL's `return` in an entry point); it counts as arrived at
+    /// every later barrier of its workgroup (see the memory model in the module doc).
+    Return,
 }
 
 /// A complete kernel. Write one with [`KernelBuilder`](crate::kernel::KernelBuilder), whose

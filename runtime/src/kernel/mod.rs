@@ -179,6 +179,16 @@ impl KernelDef {
             .expect("writing into a hasher cannot fail");
         hasher.0
     }
+
+    /// Whether an invocation may end early while others of its workgroup still reach barriers:
+    /// the kernel has both a [`Stmt::Return`] and a [`Stmt::Barrier`]. Lowerings then keep an
+    /// ended invocation arriving at the barriers the others reach (the IR's rule), which a GPU
+    /// barrier does not promise for invocations that left the kernel.
+    pub fn returns_before_barriers(&self) -> bool {
+        let all = display::statements(&self.body);
+        all.iter().any(|s| matches!(s, Stmt::Return))
+            && all.iter().any(|s| matches!(s, Stmt::Barrier))
+    }
 }
 
 /// 64-bit FNV-1a, used where a hash must not depend on the process (compile caches, traces).

@@ -515,6 +515,26 @@ fn barriers_in_uniform_control_flow_are_accepted() {
 }
 
 #[test]
+fn a_return_under_any_condition_leaves_later_barriers_uniform() {
+    // Invocations that returned count as arrived at the barriers the others reach, in a loop
+    // as after it, and `return` is allowed outside loops.
+    let kernel = divergence(|k| {
+        let lid = k.local_id(Axis::X);
+        k.if_(lid.gt(3u32), |k| k.return_());
+        k.workgroup_barrier();
+        k.for_range(ElemType::U32, 0u32, 4u32, |k, i| {
+            k.if_(i.equals(lid), |k| k.return_());
+            k.workgroup_barrier();
+        });
+    })
+    .expect("a valid kernel");
+    assert_eq!(
+        crate::kernel::display::statements(&kernel.def().body)[1],
+        &Stmt::Return
+    );
+}
+
+#[test]
 fn a_half_float_kernel_is_refused_on_a_device_without_the_feature_naming_it() {
     use half::{bf16, f16};
     let mut k = KernelBuilder::new("halves", [1, 1, 1]);

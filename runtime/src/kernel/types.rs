@@ -54,7 +54,7 @@ fn block(body: &[Stmt], mark: &mut impl FnMut(ElemType)) {
                 expr(start, mark);
                 expr(end, mark);
             }
-            Stmt::Break | Stmt::Continue | Stmt::Barrier => {}
+            Stmt::Break | Stmt::Continue | Stmt::Barrier | Stmt::Return => {}
         }
     }
 }

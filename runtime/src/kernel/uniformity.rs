@@ -151,7 +151,9 @@ impl Analysis {
                 }
             }
             Stmt::CompareExchange { old, .. } => self.mark(*old),
-            Stmt::Store { .. } | Stmt::Break | Stmt::Continue => {}
+            // A `return` makes no later barrier divergent: an invocation that returned counts
+            // as arrived at them (the memory model in `ir.rs`).
+            Stmt::Store { .. } | Stmt::Break | Stmt::Continue | Stmt::Return => {}
             Stmt::If {
                 cond,
                 then_body,

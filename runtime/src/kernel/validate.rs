@@ -605,7 +605,7 @@ impl Checker<'_> {
                     "continue"
                 },
             }),
-            Stmt::Break | Stmt::Continue | Stmt::Barrier => Ok(()),
+            Stmt::Break | Stmt::Continue | Stmt::Barrier | Stmt::Return => Ok(()),
         }
     }
 

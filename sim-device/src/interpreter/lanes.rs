@@ -228,7 +228,8 @@ impl<'a, 'l> Batch<'a, 'l> {
             | Stmt::While { .. }
             | Stmt::Break
             | Stmt::Continue
-            | Stmt::Barrier => panic!("{stmt:?} is control flow, which each engine runs itself"),
+            | Stmt::Barrier
+            | Stmt::Return => panic!("{stmt:?} is control flow, which each engine runs itself"),
         }
     }
 

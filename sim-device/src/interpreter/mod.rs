@@ -8,9 +8,9 @@
 //!   (the explorer's, where the simulator spends most of its time) a batch of whole
 //!   workgroups at a time (up to [`BATCH_LANES`] lanes), walking the tree;
 //! - the workgroup engine (`workgroup.rs`) runs every other kernel (shared arrays, barriers,
-//!   atomics, `while`, `break`, `continue`) a batch of whole workgroups at a time too, each
-//!   lane with a program counter over the flattened kernel (`program.rs`), so lanes wait at
-//!   barriers.
+//!   atomics, `while`, `break`, `continue`, `return`) a batch of whole workgroups at a time
+//!   too, each lane with a program counter over the flattened kernel (`program.rs`), so lanes
+//!   wait at barriers.
 //!
 //! **Invariant:** both engines run each lane's statements in program order and apply the
 //! stores and atomics of one instruction in lane order (local ids x fastest). The batched
@@ -366,7 +366,7 @@ fn own_indices(def: &KernelDef, body: &[Stmt]) -> bool {
             start, end, body, ..
         } => own_expr(def, start) && own_expr(def, end) && own_indices(def, body),
         Stmt::While { cond, body } => own_expr(def, cond) && own_indices(def, body),
-        Stmt::Break | Stmt::Continue | Stmt::Barrier => true,
+        Stmt::Break | Stmt::Continue | Stmt::Barrier | Stmt::Return => true,
     })
 }
 

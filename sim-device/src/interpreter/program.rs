@@ -65,6 +65,8 @@ pub(super) enum Inst<'k> {
     },
     /// A `workgroup_barrier`.
     Barrier,
+    /// An early `return`: the lane ends and counts as arrived at every later barrier.
+    Return,
     /// The end of the kernel.
     End,
 }
@@ -179,6 +181,7 @@ impl<'k> Flattener<'k> {
                 }
             }
             Stmt::Barrier => self.push(Inst::Barrier, n),
+            Stmt::Return => self.push(Inst::Return, n),
             Stmt::Assign { .. }
             | Stmt::Store { .. }
             | Stmt::Atomic { .. }

@@ -93,7 +93,8 @@ fn operands(stmt: &Stmt) -> Vec<&Expr> {
         | Stmt::While { .. }
         | Stmt::Break
         | Stmt::Continue
-        | Stmt::Barrier => Vec::new(),
+        | Stmt::Barrier
+        | Stmt::Return => Vec::new(),
     }
 }
 

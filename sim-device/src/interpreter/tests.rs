@@ -498,6 +498,61 @@ fn each_workgroup_of_a_batch_is_judged_alone_and_the_lowest_divergent_one_report
     assert_eq!(words(&data[0]), [0, 0, 0, 0, 11, 12, 13, 10, 0, 0, 0, 0]);
 }
 
+/// Invocations whose local id is odd return at once; the others exchange words through shared
+/// memory across a barrier, which passes without the returned ones (they count as arrived).
+fn half_return() -> KernelDef {
+    let mut k = KernelBuilder::new("half_return", [8, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let s = k.shared(ElemType::U32, 8);
+    let lid = k.local_id(Axis::X);
+    k.if_((lid % 2u32).equals(1u32), |k| k.return_());
+    k.store(s, lid, lid + 100u32);
+    k.workgroup_barrier();
+    k.store(out, k.global_id(Axis::X), s.load((lid + 2u32) % 8u32));
+    k.build().unwrap().def().clone()
+}
+
+#[test]
+fn an_invocation_that_returned_counts_as_arrived_at_later_barriers() {
+    let def = half_return();
+    for seed in 0..8 {
+        let mut data = vec![binding(vec![0; 16]), record()];
+        let outcome = launch_seeded(&def, 2, &mut data, seed);
+        assert_eq!(outcome.divergent_barrier, None, "seed {seed}");
+        assert!(outcome.races.is_empty() && outcome.unwritten_shared.is_empty());
+        let expected = [102, 0, 104, 0, 106, 0, 100, 0];
+        let both: Vec<u32> = expected.iter().chain(&expected).copied().collect();
+        assert_eq!(
+            words(&data[0]),
+            both,
+            "seed {seed}: returned invocations store nothing"
+        );
+    }
+}
+
+#[test]
+fn a_read_of_a_word_a_returned_invocation_never_wrote_is_reported() {
+    // Invocation 1 returns before storing its shared word, which invocation 7 then reads.
+    let mut k = KernelBuilder::new("skipped", [8, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let s = k.shared(ElemType::U32, 8);
+    let lid = k.local_id(Axis::X);
+    k.if_(lid.equals(1u32), |k| k.return_());
+    k.store(s, lid, lid);
+    k.workgroup_barrier();
+    k.store(out, lid, s.load((lid + 2u32) % 8u32));
+    let def = k.build().unwrap().def().clone();
+    let mut data = vec![binding(vec![0; 8]), record()];
+    let outcome = launch(&def, 1, &mut data);
+    assert_eq!(outcome.divergent_barrier, None);
+    assert_eq!(
+        findings(&def, 1, &outcome),
+        vec![
+            "read of unwritten shared memory: invocation 7 (workgroup [0, 0, 0], local [7, 0, 0]) read shared array 0 index 1 at statement 5 `b0[local_id.x] = s0[((local_id.x + 2u) % 8u)]`, which no invocation of its workgroup had written"
+        ]
+    );
+}
+
 #[test]
 fn a_launch_of_more_workgroups_than_a_batch_holds_reduces_each_exactly() {
     // 40 workgroups of 64 lanes: three batches of up to 1024 lanes.

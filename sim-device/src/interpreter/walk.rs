@@ -9,8 +9,8 @@ use super::column;
 use super::lanes::Batch;
 
 /// Whether the batched engine runs `body`: it has no statement that makes one invocation's
-/// result depend on another's progress (barriers, atomics, shared arrays live elsewhere) and
-/// no loop it cannot bound (`while`).
+/// result depend on another's progress (barriers, atomics, shared arrays live elsewhere), no
+/// loop it cannot bound (`while`) and no early `return`.
 pub(super) fn runs(body: &[Stmt]) -> bool {
     body.iter().all(|stmt| match stmt {
         Stmt::Assign { .. } | Stmt::Store { .. } => true,
@@ -25,7 +25,8 @@ pub(super) fn runs(body: &[Stmt]) -> bool {
         | Stmt::While { .. }
         | Stmt::Break
         | Stmt::Continue
-        | Stmt::Barrier => false,
+        | Stmt::Barrier
+        | Stmt::Return => false,
     })
 }
 

@@ -11,8 +11,9 @@
 //! group again. A barrier holds its lanes until no lane of the batch can run: every live lane
 //! then waits at a barrier or has finished. In a workgroup whose lanes all wait at one barrier
 //! they pass it together, and the batch's epoch advances; a workgroup whose lanes wait at
-//! different barriers, or some of whose lanes finished, reached a barrier in divergent control
-//! flow, which is reported, and its lanes pass the barriers they wait at. (The epoch counts
+//! different barriers, or some of whose lanes reached the end of the kernel, reached a barrier
+//! in divergent control flow, which is reported, and its lanes pass the barriers they wait at.
+//! A lane that returned early is no longer live: the barriers pass without it. (The epoch counts
 //! the barriers every workgroup with a lane still running has passed: at a release, each such
 //! workgroup passes one barrier, or is reported as divergent.)
 
@@ -215,6 +216,9 @@ pub(super) fn run(
                 scheduler.finished.extend_from_slice(&group);
                 scheduler.recycle(group);
             }
+            // A lane that returned waits nowhere: the barriers the others reach later pass
+            // without it, and it is not a lane that finished while others wait.
+            Inst::Return => scheduler.recycle(group),
             inst => scheduler.step(batch, inst, pc, group),
         }
     }
@@ -282,8 +286,10 @@ impl Scheduler {
                 }
                 self.join(false, *test, lanes);
             }
-            Inst::Barrier | Inst::End => {
-                unreachable!("the scheduler holds lanes at barriers and at the end")
+            Inst::Barrier | Inst::Return | Inst::End => {
+                unreachable!(
+                    "the scheduler holds lanes at barriers and ends them at returns and the end"
+                )
             }
         }
     }

@@ -31,6 +31,12 @@
 //!   refuses such kernels before lowering (`Features::bf16` is false).
 //! - `workgroup_barrier` is `storageBarrier(); workgroupBarrier();`: the IR's barrier orders
 //!   global memory too, as CUDA's `__syncthreads` does.
+//! - `return` is `return;`, except in a kernel that also has barriers
+//!   ([`KernelDef::returns_before_barriers`]): there an invocation that returned must count as
+//!   arrived at the barriers the others reach, and WGSL (lavapipe) loses invocations that wait
+//!   at a barrier some others never reach, so such a kernel is lowered in uniform control
+//!   flow (`mirror.rs`): an invocation that returned stays, skips every effect, and takes
+//!   every decision a barrier depends on with the running ones.
 //! - `while` is a `loop` that breaks when its condition (evaluated at the top of every
 //!   iteration, loads first) is false; a `for`'s counter advances in a `continuing` block, so
 //!   `continue` advances it.
@@ -169,6 +175,8 @@ pub fn lower(def: &KernelDef, checked: bool, aliases: &[u32]) -> Lowered {
         atomics,
         used: BTreeSet::new(),
         helpers: BTreeSet::new(),
+        mirror: def.returns_before_barriers(),
+        loops: Vec::new(),
         body: String::new(),
         indent: 1,
         temps: 0,
@@ -230,7 +238,8 @@ fn collect_atomics(body: &[Stmt], out: &mut BTreeSet<(Array, AtomicOp)>) {
             | Stmt::Store { .. }
             | Stmt::Break
             | Stmt::Continue
-            | Stmt::Barrier => {}
+            | Stmt::Barrier
+            | Stmt::Return => {}
         }
     }
 }
@@ -377,6 +386,12 @@ struct Lowerer<'a> {
     atomics: BTreeSet<(Array, AtomicOp)>,
     used: BTreeSet<(Array, AccessKind)>,
     helpers: BTreeSet<Helper>,
+    /// Whether the kernel returns early and has barriers, lowered in uniform control flow
+    /// (`mirror.rs`).
+    mirror: bool,
+    /// The loops around the statement being lowered, innermost last: whether each is a
+    /// mirrored loop (see `mirror.rs`).
+    loops: Vec<bool>,
     body: String,
     indent: usize,
     temps: u32,
@@ -549,6 +564,15 @@ impl Lowerer<'_> {
     }
 
     fn stmt(&mut self, stmt: &Stmt) {
+        if self.mirror {
+            self.mirrored(stmt);
+        } else {
+            self.plain(stmt);
+        }
+    }
+
+    /// `stmt` as it runs for every invocation (in a mirrored kernel: for a running one).
+    fn plain(&mut self, stmt: &Stmt) {
         match stmt {
             Stmt::Assign { var, value } => {
                 let value = self.expr(value);
@@ -598,7 +622,7 @@ impl Lowerer<'_> {
                 self.indent += 1;
                 let cond = self.expr(cond);
                 self.line(&format!("if !{} {{ break; }}", paren(&cond.text)));
-                self.block(body);
+                self.loop_body(false, body);
                 self.indent -= 1;
                 self.line("}");
             }
@@ -608,6 +632,8 @@ impl Lowerer<'_> {
                 self.line("storageBarrier();");
                 self.line("workgroupBarrier();");
             }
+            Stmt::Return if self.mirror => self.returned(),
+            Stmt::Return => self.line("return;"),
             Stmt::If {
                 cond,
                 then_body,
@@ -653,7 +679,7 @@ impl Lowerer<'_> {
         self.indent += 1;
         self.line(&format!("if !({i} < {e}) {{ break; }}"));
         self.line(&format!("v{} = {i};", var.0));
-        self.block(body);
+        self.loop_body(false, body);
         self.line("continuing {");
         self.line(&format!("    {i} = {i} + {one};"));
         self.line("}");
@@ -975,7 +1001,7 @@ impl Lowerer<'_> {
     }
 
     /// One storage binding per group of arrays, the `info` binding after them, the workgroup
-    /// arrays, and the opaque zero when a literal needs it.
+    /// arrays and the vote's flags, and the opaque zero when a literal needs it.
     fn declarations(&self, out: &mut String) {
         let groups = self.groups();
         for (slot, group) in groups.iter().enumerate() {
@@ -1008,6 +1034,9 @@ impl Lowerer<'_> {
             };
             let _ = writeln!(out, "var<workgroup> s{s}: array<{element}, {}>;", decl.len);
         }
+        if self.mirror {
+            out.push_str(mirror::VOTE_VARS);
+        }
         if self.helpers.contains(&Helper::OpaqueZero) {
             out.push_str(
                 "// Zero that WGSL constant evaluation cannot see (non-finite literals).\nvar<private> opaque_zero: u32;\n",
@@ -1024,6 +1053,10 @@ impl Lowerer<'_> {
                 out.push_str(text);
                 out.push('\n');
             }
+        }
+        if self.mirror {
+            out.push_str(mirror::VOTE_FN);
+            out.push('\n');
         }
         if self.checked && !self.used.is_empty() {
             out.push_str(&self.fault_fn());
@@ -1045,6 +1078,9 @@ impl Lowerer<'_> {
         for (i, &elem) in self.def.locals.iter().enumerate() {
             let zero = literal(semantics::zero(elem), &mut BTreeSet::new());
             let _ = writeln!(out, "    var v{i}: {} = {zero};", wgsl_type(elem));
+        }
+        if self.mirror {
+            out.push_str("    var ls_done: bool = false;\n");
         }
         out.push_str(&self.body);
         out.push_str("}\n");
@@ -1311,6 +1347,8 @@ fn helper_text(helper: Helper) -> &'static str {
         Helper::OpaqueZero => "",
     }
 }
+
+mod mirror;
 
 #[cfg(test)]
 mod tests;

@@ -333,6 +333,12 @@ impl KernelBuilder {
         self.push(Stmt::Continue);
     }
 
+    /// Ends the invocation (WGSL's `return`); it counts as arrived at every later barrier of
+    /// its workgroup.
+    pub fn return_(&mut self) {
+        self.push(Stmt::Return);
+    }
+
     /// `if cond { then_body }`.
     pub fn if_(&mut self, cond: impl Into<Value>, then_body: impl FnOnce(&mut Self)) {
         self.if_else(cond, then_body, |_| {});
