@@ -20,9 +20,10 @@
 //!   operation above and rounds once to the type with PTX's `cvt.rn` (to nearest even), as the
 //!   simulator does with `half`; `-x` and `abs` flip or clear the sign bit. `bf16` needs
 //!   `cvt.rn.bf16.f32`, sm_80 or later.
-//! - Shared arrays are `__shared__` arrays declared in the body; `workgroup_barrier` is
-//!   `__syncthreads()`, which orders shared and global memory within the block. `return` ends
-//!   the workgroup's body; in a kernel that also has barriers
+//! - Shared arrays are `__shared__` arrays declared in the body, local arrays zero-initialised
+//!   C arrays beside the locals; `workgroup_barrier` is `__syncthreads()`, which orders shared
+//!   and global memory within the block. `return` ends the workgroup's body; in a kernel that
+//!   also has barriers
 //!   ([`KernelDef::returns_before_barriers`]) a thread that returned must count as arrived at
 //!   the barriers the others reach (and must not start the next workgroup of an indirect
 //!   launch early), so there every barrier is `__syncthreads_or(1)` and a thread that returns
@@ -263,7 +264,8 @@ fn kernel_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
 }
 
 /// `ls_body`: one workgroup's work, given the kernel's parameters and the workgroup's id and the
-/// grid's size, with the shared arrays and the zeroed locals, then the lowered `body`.
+/// grid's size, with the shared arrays, the zeroed local arrays and locals, then the lowered
+/// `body`.
 fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)], body: &str) {
     let grid = [
         "ls_wg_x", "ls_wg_y", "ls_wg_z", "ls_nwg_x", "ls_nwg_y", "ls_nwg_z",
@@ -282,6 +284,9 @@ fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)],
             c_type(decl.elem),
             decl.len
         );
+    }
+    for (l, decl) in def.local_arrays.iter().enumerate() {
+        let _ = writeln!(src, "  {} l{l}[{}] = {{}};", c_type(decl.elem), decl.len);
     }
     for (v, &elem) in def.locals.iter().enumerate() {
         let zero = if elem.is_half() { "{}" } else { "0" };
@@ -447,6 +452,10 @@ impl Lowering<'_> {
             Array::Shared(s) => {
                 let len = self.def.shared[s.0 as usize].len;
                 (format!("s{}", s.0), format!("{len}u"), word)
+            }
+            Array::Local(l) => {
+                let len = self.def.local_arrays[l.0 as usize].len;
+                (format!("l{}", l.0), format!("{len}u"), word)
             }
         }
     }

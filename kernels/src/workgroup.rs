@@ -1,9 +1,9 @@
 //! Kernels that use what invocations share and what only GPUs compute: shared arrays,
 //! barriers (passed by invocations that returned early), atomics on global and shared memory,
-//! `while` loops with `break` and `continue`, and the math functions. Each comes with its host
-//! reference; all guard their accesses and are race-free (see the memory model in
-//! `lockstep::kernel`), so every device must compute the reference: exactly, or within the IR's
-//! stated accuracy for the math functions, or, where atomics race for a word, one of the
+//! `while` loops with `break` and `continue`, local arrays, and the math functions. Each comes
+//! with its host reference; all guard their accesses and are race-free (see the memory model
+//! in `lockstep::kernel`), so every device must compute the reference: exactly, or within the
+//! IR's stated accuracy for the math functions, or, where atomics race for a word, one of the
 //! outcomes the reference accepts.
 
 use std::f32::consts::PI;
@@ -222,8 +222,9 @@ pub fn check_claims(keys: &[u32], out: &Claims) -> Result<(), String> {
 
 /// Per invocation `i < len(input)`, with `x = input[i] % 1000 + 1`: `out[3i]` = the Collatz
 /// steps from `x` to 1 (a `while` left by `break`, at most 500); `out[3i + 1]` = the sum of
-/// `j < x % 64` that are not multiples of 3 (a `for` with `continue`); `out[3i + 2]` = the
-/// smallest `r` with `r * r > x` (a `while` whose inner `for` a `break` leaves).
+/// `j < x % 64` that are not multiples of 3 (a `for` with `continue`, summing into four
+/// buckets of a local array by `j % 4`); `out[3i + 2]` = the smallest `r` with `r * r > x` (a
+/// `while` whose inner `for` a `break` leaves).
 pub fn loops() -> Kernel {
     let mut k = KernelBuilder::new("loops", [WORKGROUP, 1, 1]);
     let input = k.binding(ElemType::U32, Access::Read);
@@ -239,11 +240,14 @@ pub fn loops() -> Kernel {
             k.assign(n, odd.select(n.get() * 3u32 + 1u32, n.get() / 2u32));
             k.assign(steps, steps.get() + 1u32);
         });
-        let sum = k.var(ElemType::U32, 0u32);
+        let buckets = k.local_array(ElemType::U32, 4);
         k.for_range(ElemType::U32, 0u32, x.get() % 64u32, |k, j| {
             k.if_((j % 3u32).equals(0u32), |k| k.continue_());
-            k.assign(sum, sum.get() + j);
+            let bucket = j % buckets.len();
+            k.store(buckets, bucket, buckets.load(bucket) + j);
         });
+        let sum = k.var(ElemType::U32, buckets.load(0u32) + buckets.load(1u32));
+        k.assign(sum, sum.get() + buckets.load(2u32) + buckets.load(3u32));
         let root = k.var(ElemType::U32, 0u32);
         let found = k.var(ElemType::U32, 0u32);
         k.while_(found.get().equals(0u32), |k| {

@@ -63,10 +63,10 @@ impl Translator<'_> {
         }
     }
 
-    /// Whether a statement of the kernel may write `array` (every shared array may).
+    /// Whether a statement of the kernel may write `array` (every shared and local array may).
     fn writable(&self, array: Array) -> bool {
         match array {
-            Array::Shared(_) => true,
+            Array::Shared(_) | Array::Local(_) => true,
             Array::Binding(b) => self.def.bindings[b.0 as usize].access == Access::ReadWrite,
         }
     }

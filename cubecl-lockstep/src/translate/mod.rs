@@ -107,6 +107,7 @@ impl<'a> Translator<'a> {
                 params: Vec::new(),
                 locals: Vec::new(),
                 shared: Vec::new(),
+                local_arrays: Vec::new(),
                 body: Vec::new(),
             },
             globals: Globals::default(),

@@ -2,8 +2,8 @@
 //! expression in full, a statement by its head (`if cond`, not its branches), and statements
 //! numbered in program order.
 //!
-//! Names: `b1` is binding 1, `s0` shared array 0, `v3` local 3, `p0` parameter 0; literals carry
-//! their type (`7u`, `-3i`, `1.5f`).
+//! Names: `b1` is binding 1, `s0` shared array 0, `l2` local array 2, `v3` local 3, `p0`
+//! parameter 0; literals carry their type (`7u`, `-3i`, `1.5f`).
 
 use std::fmt;
 
@@ -31,6 +31,7 @@ impl fmt::Display for ArrayName {
         match self.0 {
             Array::Binding(b) => write!(f, "b{}", b.0),
             Array::Shared(s) => write!(f, "s{}", s.0),
+            Array::Local(l) => write!(f, "l{}", l.0),
         }
     }
 }

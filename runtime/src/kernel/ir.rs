@@ -6,8 +6,9 @@
 //!   and so does `i32::MIN / -1`; the remainder of either is 0. `abs(i32::MIN)` is `i32::MIN`.
 //! - Shift amounts are taken modulo 32.
 //! - A cast from `f32` to an integer saturates and maps NaN to 0 (Rust's `as`).
-//! - Every local variable is declared at kernel entry and starts at zero of its type.
-//! - Indices into bindings and shared arrays are `u32` element indices. In checked mode an
+//! - Every local variable and every element of a local array is declared at kernel entry and
+//!   starts at zero of its type.
+//! - Indices into bindings, shared and local arrays are `u32` element indices. In checked mode an
 //!   out-of-range access does not touch memory: a load yields zero, a store or atomic is
 //!   skipped (an atomic's old value reads as zero), and the first violation of the
 //!   invocation's stream is written to the fault record (see [`FaultRecord`]).
@@ -81,7 +82,8 @@
 //! # Memory model
 //!
 //! A launch runs workgroups of invocations. Memory is the bindings (global, shared by every
-//! invocation of the launch) and the workgroup-shared arrays (one copy per workgroup).
+//! invocation of the launch), the workgroup-shared arrays (one copy per workgroup) and the
+//! local arrays (one copy per invocation, which only it accesses: they take part in no race).
 //! - Each invocation performs its own accesses in program order.
 //! - `workgroup_barrier` is a control and memory barrier: no invocation of a workgroup passes
 //!   it before every invocation of that workgroup has reached it, and every access (shared or
@@ -285,13 +287,31 @@ pub struct SharedDecl {
     pub len: u32,
 }
 
-/// An array a kernel indexes: one of its bindings or one of its shared arrays.
+/// Index of a per-invocation array in [`KernelDef::local_arrays`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LocalArrayId(pub u32);
+
+/// A per-invocation array: `len` elements of `elem`, one copy per invocation, every element
+/// zero at kernel entry (as WGSL's function-scope arrays). No other invocation can reach it,
+/// so it takes no atomics and cannot race.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LocalArrayDecl {
+    /// Type of every element.
+    pub elem: ElemType,
+    /// Number of elements, 1 to [`MAX_LOCAL_ARRAY_LEN`](crate::kernel::MAX_LOCAL_ARRAY_LEN),
+    /// fixed when the kernel is built.
+    pub len: u32,
+}
+
+/// An array a kernel indexes: one of its bindings, shared arrays or local arrays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Array {
     /// A buffer passed at launch.
     Binding(BindingId),
     /// A workgroup-shared array declared by the kernel.
     Shared(SharedId),
+    /// A per-invocation array declared by the kernel.
+    Local(LocalArrayId),
 }
 
 impl fmt::Display for Array {
@@ -299,6 +319,7 @@ impl fmt::Display for Array {
         match self {
             Array::Binding(b) => write!(f, "binding {}", b.0),
             Array::Shared(s) => write!(f, "shared array {}", s.0),
+            Array::Local(l) => write!(f, "local array {}", l.0),
         }
     }
 }
@@ -774,17 +795,18 @@ pub enum Stmt {
         /// The new value.
         value: Expr,
     },
-    /// `array[index] = value`; the array must be writable (`Access::ReadWrite` or shared).
+    /// `array[index] = value`; the array must be writable (`Access::ReadWrite`, shared or
+    /// local).
     Store {
-        /// The binding or shared array written.
+        /// The binding, shared or local array written.
         array: Array,
         /// Element index (`u32`); out of range in checked mode, the store is skipped.
         index: Expr,
         /// The value stored, of the array's element type.
         value: Expr,
     },
-    /// `array[index] = op(array[index], value)`, atomically, on a `u32` or `i32` array; the
-    /// previous value goes to `old` when given.
+    /// `array[index] = op(array[index], value)`, atomically, on a `u32` or `i32` binding or
+    /// shared array; the previous value goes to `old` when given.
     Atomic {
         /// The read-modify-write applied.
         op: AtomicOp,
@@ -799,7 +821,8 @@ pub enum Stmt {
         old: Option<VarId>,
     },
     /// Atomically: `old = array[index]; if old == expected { array[index] = value }`, on a
-    /// `u32` or `i32` array (a strong compare-and-swap: it never fails spuriously).
+    /// `u32` or `i32` binding or shared array (a strong compare-and-swap: it never fails
+    /// spuriously).
     CompareExchange {
         /// The `u32` or `i32` array updated.
         array: Array,
@@ -871,6 +894,8 @@ pub struct KernelDef {
     pub locals: Vec<ElemType>,
     /// Workgroup-shared arrays.
     pub shared: Vec<SharedDecl>,
+    /// Per-invocation arrays ([`Array::Local`]).
+    pub local_arrays: Vec<LocalArrayDecl>,
     /// The statements each invocation runs.
     pub body: Vec<Stmt>,
 }
@@ -915,6 +940,7 @@ impl KernelDef {
         match array {
             Array::Binding(b) => self.bindings.get(b.0 as usize).map(|d| d.elem),
             Array::Shared(s) => self.shared.get(s.0 as usize).map(|d| d.elem),
+            Array::Local(l) => self.local_arrays.get(l.0 as usize).map(|d| d.elem),
         }
     }
 

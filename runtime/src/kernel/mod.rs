@@ -16,11 +16,15 @@ mod uniformity;
 mod validate;
 mod validated;
 
-pub use builder::{Binding, ForeignOrigin, KernelArray, KernelBuilder, Shared, Value, Var};
+pub use builder::{
+    Binding, ForeignOrigin, KernelArray, KernelBuilder, LocalArray, Shared, Value, Var,
+};
 pub use ir::*;
 pub use types::{used as types_used, uses_half};
 pub use uniformity::DivergenceCause;
-pub use validate::{KernelError, MAX_WORKGROUP_INVOCATIONS, validate, validate_for_device};
+pub use validate::{
+    KernelError, MAX_LOCAL_ARRAY_LEN, MAX_WORKGROUP_INVOCATIONS, validate, validate_for_device,
+};
 pub use validated::Kernel;
 
 /// How a device must compile a kernel.
@@ -108,8 +112,9 @@ impl Default for KernelChecks {
 /// array of [`FaultRecord::WORDS`] elements. The first out-of-range access of any invocation
 /// sets `[FLAG] = 1` and fills the other words; later violations leave the record unchanged
 /// (first fault wins, written with a compare-and-swap on `FLAG` on real devices). The runtime
-/// reads and clears it at `flush`/`sync`. `[BINDING]` names the array: a binding's number, or
-/// [`FaultRecord::SHARED_ARRAY`] plus a shared array's number.
+/// reads and clears it at `flush`/`sync`. `[BINDING]` names the array: a binding's number,
+/// [`FaultRecord::SHARED_ARRAY`] plus a shared array's number, or
+/// [`FaultRecord::LOCAL_ARRAY`] plus a local array's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaultRecord {
     /// The [`CompileOptions::kernel_id`] of the kernel that faulted.
@@ -135,12 +140,15 @@ impl FaultRecord {
     pub const INDEX: usize = 3;
     /// Added to a shared array's number in `[BINDING]`; binding numbers stay below it.
     pub const SHARED_ARRAY: u32 = 1 << 31;
+    /// Added to a local array's number in `[BINDING]`; binding numbers stay below it.
+    pub const LOCAL_ARRAY: u32 = 1 << 30;
 
     /// What `[BINDING]` holds for a fault in `array`.
     pub const fn array_word(array: Array) -> u32 {
         match array {
             Array::Binding(b) => b.0,
             Array::Shared(s) => Self::SHARED_ARRAY | s.0,
+            Array::Local(l) => Self::LOCAL_ARRAY | l.0,
         }
     }
 
@@ -148,6 +156,8 @@ impl FaultRecord {
     pub const fn array_of_word(word: u32) -> Array {
         if word & Self::SHARED_ARRAY != 0 {
             Array::Shared(SharedId(word & !Self::SHARED_ARRAY))
+        } else if word & Self::LOCAL_ARRAY != 0 {
+            Array::Local(LocalArrayId(word & !Self::LOCAL_ARRAY))
         } else {
             Array::Binding(BindingId(word))
         }

@@ -335,6 +335,55 @@ fn shared_arrays_are_indexed_by_u32_declared_and_not_empty() {
 }
 
 #[test]
+fn local_arrays_are_declared_bounded_and_take_no_atomics() {
+    let mut k = KernelBuilder::new("local", [1, 1, 1]);
+    let out = k.binding(ElemType::F32, Access::ReadWrite);
+    let a = k.local_array(ElemType::F32, 3);
+    k.store(a, 2u32, 1.5f32);
+    k.store(out, 0u32, a.load(2u32) + a.load(0u32));
+    let kernel = k.build().expect("valid");
+    assert_eq!(
+        kernel.def().elem_of(Array::Local(LocalArrayId(0))),
+        Some(ElemType::F32)
+    );
+
+    let mut k = KernelBuilder::new("unknown", [1, 1, 1]);
+    k.store(Array::Local(LocalArrayId(1)), 0u32, 1u32);
+    assert_eq!(
+        k.build().unwrap_err(),
+        KernelError::UnknownLocalArray {
+            kernel: "unknown".into(),
+            array: 1,
+            declared: 0
+        }
+    );
+    for len in [0, MAX_LOCAL_ARRAY_LEN + 1] {
+        let mut k = KernelBuilder::new("length", [1, 1, 1]);
+        k.local_array(ElemType::U32, len);
+        assert_eq!(
+            k.build().unwrap_err(),
+            KernelError::LocalArrayLength {
+                kernel: "length".into(),
+                array: 0,
+                len
+            }
+        );
+    }
+    let mut k = KernelBuilder::new("atomic", [1, 1, 1]);
+    let a = k.local_array(ElemType::U32, 2);
+    k.atomic_add(a, 0u32, 1u32);
+    assert_eq!(
+        k.build().unwrap_err().to_string(),
+        "kernel `atomic`: atomic add on local array 0, a per-invocation array"
+    );
+    let local = Array::Local(LocalArrayId(3));
+    assert_eq!(
+        FaultRecord::array_of_word(FaultRecord::array_word(local)),
+        local
+    );
+}
+
+#[test]
 fn math_takes_floats_and_abs_takes_every_number() {
     let mut k = KernelBuilder::new("math", [1, 1, 1]);
     let f = k.binding(ElemType::F32, Access::ReadWrite);

@@ -4,13 +4,14 @@ use super::display::statements;
 use super::ir::{ElemType, Expr, KernelDef, Stmt};
 use crate::properties::Features;
 
-/// Every element type `def` uses (in its bindings, parameters, locals, shared arrays, literals
-/// and casts), each once, in [`ElemType::ALL`] order.
+/// Every element type `def` uses (in its bindings, parameters, locals, shared and local arrays,
+/// literals and casts), each once, in [`ElemType::ALL`] order.
 pub fn used(def: &KernelDef) -> Vec<ElemType> {
     let mut seen = [false; ElemType::ALL.len()];
     let mut mark = |elem: ElemType| seen[position(elem)] = true;
     def.bindings.iter().for_each(|b| mark(b.elem));
     def.shared.iter().for_each(|s| mark(s.elem));
+    def.local_arrays.iter().for_each(|l| mark(l.elem));
     def.params.iter().chain(&def.locals).for_each(|&e| mark(e));
     block(&def.body, &mut mark);
     ElemType::ALL

@@ -4,7 +4,8 @@ use thiserror::Error;
 
 use super::builder::ForeignOrigin;
 use super::ir::{
-    Access, Array, BinOp, BindingId, ElemType, Expr, KernelDef, SharedId, Stmt, Ty, UnaryOp, VarId,
+    Access, Array, BinOp, BindingId, ElemType, Expr, KernelDef, LocalArrayId, SharedId, Stmt, Ty,
+    UnaryOp, VarId,
 };
 use super::types;
 use super::uniformity::{self, DivergenceCause};
@@ -84,6 +85,38 @@ pub enum KernelError {
         kernel: String,
         /// The empty shared array.
         shared: u32,
+    },
+    /// A [`LocalArrayId`](super::LocalArrayId) past the declared local arrays.
+    #[error("kernel `{kernel}`: local array {array} is not declared ({declared} local arrays)")]
+    UnknownLocalArray {
+        /// The kernel's name.
+        kernel: String,
+        /// The local array referenced.
+        array: u32,
+        /// Number of local arrays declared.
+        declared: usize,
+    },
+    /// A local array of no elements, or of more than [`MAX_LOCAL_ARRAY_LEN`].
+    #[error(
+        "kernel `{kernel}`: local array {array} has {len} elements; a local array holds 1 to {MAX_LOCAL_ARRAY_LEN}"
+    )]
+    LocalArrayLength {
+        /// The kernel's name.
+        kernel: String,
+        /// The local array.
+        array: u32,
+        /// Its declared length.
+        len: u32,
+    },
+    /// An atomic on a local array, which no other invocation can reach: use a load and a store.
+    #[error("kernel `{kernel}`: atomic {operation} on {array}, a per-invocation array")]
+    AtomicOnLocalArray {
+        /// The kernel's name.
+        kernel: String,
+        /// The atomic, for the message.
+        operation: &'static str,
+        /// The local array the atomic targets.
+        array: Array,
     },
     /// An atomic on a float array: atomics take `u32` or `i32` arrays only.
     #[error(
@@ -202,6 +235,10 @@ thread_local! {
 /// Largest number of invocations per workgroup that every device accepts.
 pub const MAX_WORKGROUP_INVOCATIONS: u64 = 1024;
 
+/// Most elements of one local array: 16 KiB of 32-bit words per invocation, far below what a
+/// GPU's local memory holds, and what the simulator holds per lane of a batch.
+pub const MAX_LOCAL_ARRAY_LEN: u32 = 4096;
+
 /// Checks types, references, access modes, loops and barriers of a whole kernel: everything
 /// that does not depend on the device.
 pub fn validate(def: &KernelDef) -> Result<(), KernelError> {
@@ -218,6 +255,14 @@ pub fn validate(def: &KernelDef) -> Result<(), KernelError> {
         return Err(KernelError::EmptySharedArray {
             kernel: def.name.clone(),
             shared: shared as u32,
+        });
+    }
+    let too_long = |len| len == 0 || len > MAX_LOCAL_ARRAY_LEN;
+    if let Some(array) = def.local_arrays.iter().position(|l| too_long(l.len)) {
+        return Err(KernelError::LocalArrayLength {
+            kernel: def.name.clone(),
+            array: array as u32,
+            len: def.local_arrays[array].len,
         });
     }
     checker.block(&def.body, 0)?;
@@ -319,7 +364,20 @@ impl Checker<'_> {
         match array {
             Array::Binding(id) => Ok(self.binding(id)?.elem),
             Array::Shared(id) => self.shared(id),
+            Array::Local(id) => self.local_array(id),
         }
+    }
+
+    fn local_array(&self, id: LocalArrayId) -> Result<ElemType, KernelError> {
+        self.def
+            .local_arrays
+            .get(id.0 as usize)
+            .map(|l| l.elem)
+            .ok_or_else(|| KernelError::UnknownLocalArray {
+                kernel: self.kernel(),
+                array: id.0,
+                declared: self.def.local_arrays.len(),
+            })
     }
 
     fn shared(&self, id: SharedId) -> Result<ElemType, KernelError> {
@@ -334,8 +392,8 @@ impl Checker<'_> {
             })
     }
 
-    /// The element type of `array`, which `operation` writes: a read-write binding or a
-    /// shared array.
+    /// The element type of `array`, which `operation` writes: a read-write binding, a shared
+    /// or a local array.
     fn writable(&self, array: Array, operation: &'static str) -> Result<ElemType, KernelError> {
         let Array::Binding(id) = array else {
             return self.array(array);
@@ -358,6 +416,13 @@ impl Checker<'_> {
         operation: &'static str,
     ) -> Result<ElemType, KernelError> {
         let elem = self.writable(array, operation)?;
+        if let Array::Local(_) = array {
+            return Err(KernelError::AtomicOnLocalArray {
+                kernel: self.kernel(),
+                operation,
+                array,
+            });
+        }
         if elem.is_float() {
             return Err(KernelError::AtomicOnFloat {
                 kernel: self.kernel(),

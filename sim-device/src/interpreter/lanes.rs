@@ -36,6 +36,10 @@ pub(super) struct Batch<'a, 'l> {
     /// batch is at `w * len + i`. Always watched by the race check, so every access to them
     /// takes the per-lane paths, which place each lane's words.
     shared: Vec<BindingData>,
+    /// Per local array of the kernel, a copy for each lane the batch can hold: word `i` of lane
+    /// `l` is at `l * len + i`. Zero at the start of every batch, written by nothing else, and
+    /// never watched (no other invocation reaches them); accesses take the per-lane paths.
+    local_arrays: Vec<BindingData>,
     /// Invocations per workgroup (at least 1).
     group_lanes: u32,
     pub outcome: &'l mut LaunchOutcome,
@@ -95,10 +99,20 @@ impl<'a, 'l> Batch<'a, 'l> {
                 data
             })
             .collect();
+        // Zero is written data: a local array starts at zero, as a local variable does.
+        let local_arrays = def
+            .local_arrays
+            .iter()
+            .map(|l| {
+                let words = l.len as usize * lanes_max;
+                BindingData::new(vec![0; words], vec![true; words])
+            })
+            .collect();
         Batch {
             launch,
             bindings,
             shared,
+            local_arrays,
             group_lanes,
             outcome,
             violation,
@@ -116,8 +130,8 @@ impl<'a, 'l> Batch<'a, 'l> {
     }
 
     /// Makes this the batch of `groups` (whole workgroups, no more lanes than the batch was
-    /// made for), whose lane 0 is invocation `first_invocation`: locals zero, fresh shared
-    /// arrays, no lane trapped. The buffers of the previous batch are reused.
+    /// made for), whose lane 0 is invocation `first_invocation`: locals and local arrays zero,
+    /// fresh shared arrays, no lane trapped. The buffers of the previous batch are reused.
     pub fn start(&mut self, groups: &[[u32; 3]], first_invocation: u64) {
         self.builtins.start(groups);
         let lanes = self.lane_count();
@@ -128,6 +142,10 @@ impl<'a, 'l> Batch<'a, 'l> {
         );
         for shared in &mut self.shared {
             shared.forget();
+        }
+        for local in &mut self.local_arrays {
+            let words = local.words.len() / self.trapped.len() * lanes;
+            local.words[..words].fill(0);
         }
         // Zero of every type is all-zero bits.
         for local in &mut self.locals {

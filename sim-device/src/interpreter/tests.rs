@@ -110,6 +110,75 @@ fn an_unchecked_trap_names_the_lowest_invocations_first_violation() {
     }
 }
 
+/// Per invocation `i`: a local array of 4, zero at entry, `a[k] += i + k` twice through a
+/// dynamic index (`(i + k) % 4`), then `out[i] = a[0] * 1000 + a[1] * 100 + a[2] * 10 + a[3]`;
+/// invocation 5 also stores at index `4 + i` (out of range).
+fn local_array_kernel() -> KernelDef {
+    let mut k = KernelBuilder::new("locals", [4, 1, 1]);
+    let out = k.binding(ElemType::U32, Access::ReadWrite);
+    let a = k.local_array(ElemType::U32, 4);
+    let i = k.global_id(Axis::X);
+    k.for_range(ElemType::U32, 0u32, 2u32, |k, _| {
+        k.for_range(ElemType::U32, 0u32, i % 4u32, |k, j| {
+            let at = (i + j) % a.len();
+            k.store(a, at, a.load(at) + j + 1u32);
+        });
+    });
+    k.if_(i.equals(5u32), |k| k.store(a, a.len() + i, 1u32));
+    let digits = a.load(0u32) * 1000u32 + a.load(1u32) * 100u32 + a.load(2u32) * 10u32;
+    k.store(out, i, digits + a.load(3u32));
+    k.build().unwrap().def().clone()
+}
+
+/// What [`local_array_kernel`] stores for invocation `i`.
+fn local_array_reference(i: u32) -> u32 {
+    let mut a = [0u32; 4];
+    for _ in 0..2 {
+        for j in 0..i % 4 {
+            a[((i + j) % 4) as usize] += j + 1;
+        }
+    }
+    a[0] * 1000 + a[1] * 100 + a[2] * 10 + a[3]
+}
+
+#[test]
+fn local_arrays_are_per_invocation_zero_at_entry_and_checked() {
+    let def = local_array_kernel();
+    let options = Guards {
+        checked: true,
+        kernel_id: 3,
+    };
+    // 300 workgroups of 4: two batches, the second reusing the first's arrays.
+    let expected: Vec<u32> = (0..1200).map(local_array_reference).collect();
+    for engine in ENGINES {
+        let mut data = vec![binding(vec![0; 1200]), record()];
+        let outcome = run_on(engine, 0, &def, options, [300, 1, 1], &mut data, &[]).unwrap();
+        assert_eq!(data[0].words, expected, "{engine:?}");
+        let word = FaultRecord::array_word(Array::Local(lockstep::kernel::LocalArrayId(0)));
+        assert_eq!(data[1].words, vec![1, 3, word, 9], "{engine:?}");
+        assert!(outcome.races.is_empty() && outcome.uninitialized_loads.is_empty());
+    }
+    let trap = run_on(
+        Engine::Batched,
+        0,
+        &def,
+        Guards {
+            checked: false,
+            kernel_id: 0,
+        },
+        [2, 1, 1],
+        &mut [binding(vec![0; 8])],
+        &[],
+    );
+    assert_eq!(
+        trap.unwrap_err(),
+        KernelTrap::OutOfBounds {
+            array: Array::Local(lockstep::kernel::LocalArrayId(0)),
+            index: 9
+        }
+    );
+}
+
 #[test]
 fn loops_keep_each_lanes_trip_count_and_guards_short_circuit() {
     // out[i] = sum of 0..i, and a load guarded by `i < len(src) &&` never runs past src.

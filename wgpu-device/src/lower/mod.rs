@@ -21,7 +21,8 @@
 //!   every access to them goes through `atomicLoad`/`atomicStore`/`atomic*`. WGSL's
 //!   compare-exchange may fail spuriously; the IR's never does, so it loops until it either
 //!   exchanges or sees another value.
-//! - Shared arrays are `var<workgroup>` arrays of their declared length.
+//! - Shared arrays are `var<workgroup>` arrays of their declared length; local arrays are
+//!   `var<private>` arrays (per invocation, zero at its start).
 //! - `f16` is WGSL's `f16` (`enable f16;`, the device's `SHADER_F16`); its arithmetic is
 //!   WGSL's, correctly rounded, which is the IR's (computed in `f32`, rounded once: the same
 //!   result). A conversion from an integer goes through `f32` as the IR's does. Bindings of
@@ -275,6 +276,7 @@ fn helper_name(kind: AccessKind, array: Array) -> String {
     match array {
         Array::Binding(b) => format!("{}_b{}", kind.prefix(), b.0),
         Array::Shared(s) => format!("{}_s{}", kind.prefix(), s.0),
+        Array::Local(l) => format!("{}_l{}", kind.prefix(), l.0),
     }
 }
 
@@ -282,7 +284,8 @@ fn helper_name(kind: AccessKind, array: Array) -> String {
 struct Slot {
     /// The WGSL variable.
     var: String,
-    /// Where the array starts in it (a binding's info word); shared arrays start at 0.
+    /// Where the array starts in it (a binding's info word); shared and local arrays start at
+    /// 0.
     offset: Option<String>,
     /// The array's length in elements, as a WGSL expression.
     len: String,
@@ -1001,7 +1004,8 @@ impl Lowerer<'_> {
     }
 
     /// One storage binding per group of arrays, the `info` binding after them, the workgroup
-    /// arrays and the vote's flags, and the opaque zero when a literal needs it.
+    /// arrays and the vote's flags, the local arrays, and the opaque zero when a literal needs
+    /// it.
     fn declarations(&self, out: &mut String) {
         let groups = self.groups();
         for (slot, group) in groups.iter().enumerate() {
@@ -1036,6 +1040,11 @@ impl Lowerer<'_> {
         }
         if self.mirror {
             out.push_str(mirror::VOTE_VARS);
+        }
+        // `private` variables are per invocation and zero at its start, as local arrays are.
+        for (l, decl) in self.def.local_arrays.iter().enumerate() {
+            let ty = wgsl_type(decl.elem);
+            let _ = writeln!(out, "var<private> l{l}: array<{ty}, {}>;", decl.len);
         }
         if self.helpers.contains(&Helper::OpaqueZero) {
             out.push_str(
@@ -1141,6 +1150,17 @@ fn report_fault(binding: u32, index: u32) {{
                     elem: decl.elem,
                     stored: decl.elem,
                     atomic: self.is_atomic(array),
+                }
+            }
+            Array::Local(l) => {
+                let decl = self.def.local_arrays[l.0 as usize];
+                Slot {
+                    var: format!("l{}", l.0),
+                    offset: None,
+                    len: format!("{}u", decl.len),
+                    elem: decl.elem,
+                    stored: decl.elem,
+                    atomic: false,
                 }
             }
         }

@@ -1,9 +1,9 @@
-//! What a [`KernelBuilder`](super::KernelBuilder) declares: bindings, shared arrays and local
-//! variables, each a `Copy` handle that remembers its builder.
+//! What a [`KernelBuilder`](super::KernelBuilder) declares: bindings, shared arrays, local
+//! arrays and local variables, each a `Copy` handle that remembers its builder.
 
 use super::arena::{BuilderId, Node};
 use super::value::Value;
-use crate::kernel::ir::{Array, BindingId, SharedId, VarId};
+use crate::kernel::ir::{Array, BindingId, LocalArrayId, SharedId, VarId};
 
 /// A binding declared on a [`KernelBuilder`](super::KernelBuilder).
 #[derive(Clone, Copy, Debug)]
@@ -46,6 +46,27 @@ impl Shared {
     }
 }
 
+/// A per-invocation array declared on a [`KernelBuilder`](super::KernelBuilder).
+#[derive(Clone, Copy, Debug)]
+pub struct LocalArray {
+    /// Index of the array in the kernel's local-array declarations.
+    pub id: LocalArrayId,
+    pub(super) len: u32,
+    pub(super) owner: BuilderId,
+}
+
+impl LocalArray {
+    /// Reads element `index` (`u32`) of this invocation's copy.
+    pub fn load(self, index: impl Into<Value>) -> Value {
+        Value::load(self.owner, Array::Local(self.id), index.into())
+    }
+
+    /// Number of elements: a `u32` literal.
+    pub fn len(self) -> Value {
+        Value::from(self.len)
+    }
+}
+
 /// A local variable declared on a [`KernelBuilder`](super::KernelBuilder).
 #[derive(Clone, Copy, Debug)]
 pub struct Var {
@@ -67,12 +88,14 @@ impl From<Var> for Value {
     }
 }
 
-/// An array that a builder's stores and atomics write: a [`Binding`] or a [`Shared`] array
-/// of that builder, or an [`Array`] by number (checked only when the kernel is validated).
+/// An array that a builder's stores and atomics write: a [`Binding`], a [`Shared`] or a
+/// [`LocalArray`] of that builder, or an [`Array`] by number (checked only when the kernel is
+/// validated).
 pub trait KernelArray: sealed::Sealed + Copy {}
 
 impl KernelArray for Binding {}
 impl KernelArray for Shared {}
+impl KernelArray for LocalArray {}
 impl KernelArray for Array {}
 
 pub(super) mod sealed {
@@ -96,6 +119,12 @@ pub(super) mod sealed {
         }
     }
 
+    impl Sealed for LocalArray {
+        fn array(self) -> (Array, Option<BuilderId>) {
+            (Array::Local(self.id), Some(self.owner))
+        }
+    }
+
     impl Sealed for Array {
         fn array(self) -> (Array, Option<BuilderId>) {
             (self, None)
@@ -112,5 +141,11 @@ impl From<Binding> for Array {
 impl From<Shared> for Array {
     fn from(s: Shared) -> Self {
         Array::Shared(s.id)
+    }
+}
+
+impl From<LocalArray> for Array {
+    fn from(l: LocalArray) -> Self {
+        Array::Local(l.id)
     }
 }

@@ -31,8 +31,8 @@
 //!
 //! # Misuse is reported, not panicked on
 //!
-//! A value, [`Var`], [`Binding`] or [`Shared`] array used in the kernel of another builder, or
-//! after its builder was built or dropped, makes `build` fail with
+//! A value, [`Var`], [`Binding`], [`Shared`] or [`LocalArray`] used in the kernel of another
+//! builder, or after its builder was built or dropped, makes `build` fail with
 //! [`KernelError::ForeignValue`], naming where it came from ([`ForeignOrigin`]). Several
 //! builders may be open on one thread at once (a kernel built while building another): each
 //! value carries its builder, so they do not mix. The one value with no builder of its own is
@@ -51,13 +51,13 @@ mod value;
 
 pub use arena::ForeignOrigin;
 use arena::Registration;
-pub use handles::{Binding, KernelArray, Shared, Var};
+pub use handles::{Binding, KernelArray, LocalArray, Shared, Var};
 pub use value::Value;
 
 use super::Kernel;
 use super::ir::{
     Access, Array, AtomicOp, Axis, BindingDecl, BindingId, Builtin, ElemType, Expr, KernelDef,
-    SharedDecl, SharedId, Stmt, VarId,
+    LocalArrayDecl, LocalArrayId, SharedDecl, SharedId, Stmt, VarId,
 };
 use super::validate::KernelError;
 use arena::Node;
@@ -88,6 +88,7 @@ impl KernelBuilder {
                 params: Vec::new(),
                 locals: Vec::new(),
                 shared: Vec::new(),
+                local_arrays: Vec::new(),
                 body: Vec::new(),
             },
             blocks: vec![Vec::new()],
@@ -117,6 +118,16 @@ impl KernelBuilder {
         self.def.shared.push(SharedDecl { elem, len });
         Shared {
             id: SharedId(self.def.shared.len() as u32 - 1),
+            len,
+            owner: self.registration.id(),
+        }
+    }
+
+    /// Declares a per-invocation array of `len` elements, each zero at kernel entry.
+    pub fn local_array(&mut self, elem: ElemType, len: u32) -> LocalArray {
+        self.def.local_arrays.push(LocalArrayDecl { elem, len });
+        LocalArray {
+            id: LocalArrayId(self.def.local_arrays.len() as u32 - 1),
             len,
             owner: self.registration.id(),
         }

@@ -14,7 +14,7 @@ impl Batch<'_, '_> {
     /// yields zero, whose bits are zero in every type.
     pub(super) fn gather(&mut self, array: Array, at: &mut [u32], lanes: &[u32]) {
         let len = self.len(array);
-        if self.watched(array) {
+        if self.per_lane(array) {
             column::each!(lanes, |l| {
                 at[l] = self.load_word(l as u32, array, at[l], len)
             });
@@ -48,7 +48,7 @@ impl Batch<'_, '_> {
     /// `value[l]` into `array[at[l]]` on every lane of `lanes`, in lane order.
     pub(super) fn scatter(&mut self, array: Array, at: &[u32], value: &[u32], lanes: &[u32]) {
         let len = self.len(array);
-        if self.watched(array) {
+        if self.per_lane(array) {
             column::each!(lanes, |l| {
                 let (lane, i) = (l as u32, at[l]);
                 if self.in_bounds(lane, array, i, len) {
@@ -94,6 +94,7 @@ impl Batch<'_, '_> {
         match array {
             Array::Binding(b) => &self.bindings[b.0 as usize],
             Array::Shared(s) => &self.shared[s.0 as usize],
+            Array::Local(l) => &self.local_arrays[l.0 as usize],
         }
     }
 
@@ -101,6 +102,7 @@ impl Batch<'_, '_> {
         match array {
             Array::Binding(b) => &mut self.bindings[b.0 as usize],
             Array::Shared(s) => &mut self.shared[s.0 as usize],
+            Array::Local(l) => &mut self.local_arrays[l.0 as usize],
         }
     }
 
@@ -133,7 +135,8 @@ impl Batch<'_, '_> {
     }
 
     /// Where `lane`'s `array[index]` (in range) lies in the batch's words of `array`: a
-    /// shared array has a copy per workgroup of the batch (see [`Batch::shared`]).
+    /// shared array has a copy per workgroup of the batch (see [`Batch::shared`]), a local
+    /// array one per lane.
     #[inline]
     fn word_of(&self, lane: u32, array: Array, index: u32) -> usize {
         match array {
@@ -141,6 +144,10 @@ impl Batch<'_, '_> {
             Array::Shared(s) => {
                 let len = self.launch.def.shared[s.0 as usize].len as usize;
                 (lane / self.group_lanes) as usize * len + index as usize
+            }
+            Array::Local(l) => {
+                let len = self.launch.def.local_arrays[l.0 as usize].len as usize;
+                lane as usize * len + index as usize
             }
         }
     }
@@ -180,7 +187,8 @@ impl Batch<'_, '_> {
             Array::Binding(b) if !outcome.uninitialized_loads.contains(&b) => {
                 outcome.uninitialized_loads.push(b);
             }
-            Array::Binding(_) => {}
+            // Every word of a local array holds data: it starts at zero.
+            Array::Binding(_) | Array::Local(_) => {}
             Array::Shared(_) => match outcome
                 .unwritten_shared
                 .iter_mut()
@@ -198,12 +206,19 @@ impl Batch<'_, '_> {
         match array {
             Array::Binding(b) => self.bindings[b.0 as usize].words.len() as u32,
             Array::Shared(s) => self.launch.def.shared[s.0 as usize].len,
+            Array::Local(l) => self.launch.def.local_arrays[l.0 as usize].len,
         }
     }
 
     /// Whether the race check watches `array` (checked once per statement, not per lane).
     pub(super) fn watched(&self, array: Array) -> bool {
         self.data(array).log.is_some()
+    }
+
+    /// Whether each lane's access to `array` takes its own path: the race check watches the
+    /// array, or the array has a copy per lane (a local array).
+    fn per_lane(&self, array: Array) -> bool {
+        matches!(array, Array::Local(_)) || self.watched(array)
     }
 
     /// Shows `lane`'s access to `array[index]` to the race check, if it watches the array.
