@@ -27,8 +27,8 @@ pub struct LaunchPlan {
     pub bindings: Vec<BindingSource>,
 }
 
-/// An array the kernel indexes (a storage buffer or workgroup array), by element: each
-/// element is `lanes` lanes of `ty`, stored one after another.
+/// An array the kernel indexes (a storage buffer, a workgroup array or a function-scope
+/// array), by element: each element is `lanes` lanes of `ty`, stored one after another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArrayOf {
     pub array: Array,

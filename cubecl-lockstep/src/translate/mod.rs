@@ -28,14 +28,14 @@ mod types;
 
 use std::collections::HashMap;
 
-use lockstep::kernel::{ElemType, Expr, KernelDef, VarId};
+use lockstep::kernel::{Array, ElemType, Expr, KernelDef, LocalArrayDecl, LocalArrayId, VarId};
 use naga::valid::FunctionInfo;
 use naga::{Expression, Function, Handle, LocalVariable, Module, ShaderStage};
 
 pub use bindings::{BindingSource, LaunchPlan};
 pub use error::{Construct, Translation, Unsupported};
 
-use bindings::Globals;
+use bindings::{ArrayOf, Globals};
 use types::{ScalarTy, Value};
 
 /// A translated kernel: its definition and what each of its bindings takes at launch.
@@ -83,6 +83,8 @@ pub(crate) struct Translator<'a> {
     globals: Globals,
     /// Each local variable's lanes.
     locals: HashMap<Handle<LocalVariable>, Vec<VarId>>,
+    /// Each function-scope array, as a Lockstep local array.
+    local_arrays: HashMap<Handle<LocalVariable>, ArrayOf>,
     /// Each materialized expression's locals, reused when naga emits it again (a loop's
     /// continuing block is translated at every `continue`).
     slots: HashMap<Handle<Expression>, Vec<VarId>>,
@@ -112,6 +114,7 @@ impl<'a> Translator<'a> {
             },
             globals: Globals::default(),
             locals: HashMap::new(),
+            local_arrays: HashMap::new(),
             slots: HashMap::new(),
             materialized: HashMap::new(),
             members: HashMap::new(),
@@ -146,17 +149,16 @@ impl<'a> Translator<'a> {
         VarId(self.def.locals.len() as u32 - 1)
     }
 
-    /// Declares every local variable (one Lockstep local per lane) and returns the
-    /// assignments of those with a constant initializer, which run first.
+    /// Declares every local variable (one Lockstep local per lane, a local array for an array)
+    /// and returns the assignments of those with a constant initializer, which run first.
     fn declare_locals(&mut self) -> Translation<Vec<lockstep::kernel::Stmt>> {
         let mut init = Vec::new();
         for (handle, local) in self.function.local_variables.iter() {
             let inner = &self.module.types[local.ty].inner;
-            if let naga::TypeInner::Array { .. } = inner {
-                return Err(self.refuse(
-                    Construct::Type("local array".to_owned()),
-                    "Lockstep's IR has no per-invocation arrays yet",
-                ));
+            if let naga::TypeInner::Array { base, size, .. } = *inner {
+                let of = self.local_array(base, size, local.init)?;
+                self.local_arrays.insert(handle, of);
+                continue;
             }
             let (ty, lanes) = self.value_ty(inner)?;
             let vars: Vec<VarId> = (0..lanes).map(|_| self.fresh_local(ty.stored())).collect();
@@ -167,6 +169,50 @@ impl<'a> Translator<'a> {
             self.locals.insert(handle, vars);
         }
         Ok(init)
+    }
+
+    /// A function-scope `array<T, N>` of scalars or vectors as a Lockstep local array (zero at
+    /// entry, as WGSL's is); an initializer other than zero is refused.
+    fn local_array(
+        &mut self,
+        base: Handle<naga::Type>,
+        size: naga::ArraySize,
+        init: Option<Handle<Expression>>,
+    ) -> Translation<ArrayOf> {
+        let naga::ArraySize::Constant(len) = size else {
+            return Err(self.refuse(
+                Construct::Type("runtime-sized local array".to_owned()),
+                "a function-scope array has a constant length",
+            ));
+        };
+        if init.is_some_and(|i| !matches!(self.function.expressions[i], Expression::ZeroValue(_))) {
+            return Err(self.refuse(
+                Construct::Expression("local array initializer".to_owned()),
+                "a local array starts at zero; other initial values are not translated",
+            ));
+        }
+        let (ty, lanes) = self.value_ty(&self.module.types[base].inner)?;
+        let len = u64::from(len.get()) * lanes as u64;
+        let len = u32::try_from(len)
+            .ok()
+            .filter(|&len| len <= lockstep::kernel::MAX_LOCAL_ARRAY_LEN)
+            .ok_or_else(|| {
+                self.refuse(
+                    Construct::Type(format!("local array of {len} elements")),
+                    "longer than Lockstep's local arrays",
+                )
+            })?;
+        self.def.local_arrays.push(LocalArrayDecl {
+            elem: ty.stored(),
+            len,
+        });
+        let id = LocalArrayId(self.def.local_arrays.len() as u32 - 1);
+        Ok(ArrayOf {
+            array: Array::Local(id),
+            ty,
+            lanes,
+            atomic: false,
+        })
     }
 
     /// How a local holding a lane of `ty` reads back.

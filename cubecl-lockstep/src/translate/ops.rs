@@ -193,11 +193,11 @@ pub fn from_stored(ty: ScalarTy, stored: Expr) -> Expr {
     }
 }
 
-/// A lane of an element of `stored` type read as `ty`: booleans from `u32`, and `i32` from
-/// `u32` words (the info buffer's signed scalars), which keeps the bits.
+/// A lane of an element of `stored` type read as `ty`: booleans from `u32`, and another
+/// 32-bit type from `u32` words (the info buffer's signed scalars) by their bits.
 pub fn reinterpret_load(stored: ElemType, ty: ScalarTy, lane: Expr) -> Expr {
     match ty {
-        ScalarTy::Elem(elem) if elem != stored => Expr::Cast {
+        ScalarTy::Elem(elem) if elem != stored => Expr::Bitcast {
             to: elem,
             value: b(lane),
         },

@@ -65,6 +65,9 @@ impl Translator<'_> {
                 },
                 GlobalPlace::Info => Place::Info,
             }),
+            Expression::LocalVariable(local) if self.local_arrays.contains_key(&local) => {
+                Ok(Place::Array(self.local_arrays[&local]))
+            }
             Expression::LocalVariable(local) => {
                 let ty = self
                     .value_ty(&self.module.types[self.function.local_variables[local].ty].inner)?
@@ -109,10 +112,11 @@ impl Translator<'_> {
                 Ok(Place::InfoMember { word, ty })
             }
             (Place::InfoMember { word, ty }, index) => {
-                let (binding, elem) = self.info_view(ty);
+                // Read as the member's type from the view's words (`load` reinterprets them).
+                let binding = self.info_view(ty);
                 let of = ArrayOf {
                     array: Array::Binding(binding),
-                    ty: ScalarTy::Elem(elem),
+                    ty,
                     lanes: 1,
                     atomic: false,
                 };
@@ -142,17 +146,15 @@ impl Translator<'_> {
         }
     }
 
-    /// The binding the info words are read through as `ty`, and its element type: `f32`
-    /// members through the `f32` view, the others through the `u32` words.
-    fn info_view(&self, ty: ScalarTy) -> (lockstep::kernel::BindingId, ElemType) {
+    /// The binding the info words are read through as `ty`: `f32` members through the `f32`
+    /// view, the others through the `u32` words.
+    fn info_view(&self, ty: ScalarTy) -> lockstep::kernel::BindingId {
         match (ty, self.globals.info_floats) {
-            (ScalarTy::Elem(ElemType::F32), Some(floats)) => (floats, ElemType::F32),
-            _ => (
-                self.globals
-                    .info_words
-                    .expect("an info member implies the info binding"),
-                ElemType::U32,
-            ),
+            (ScalarTy::Elem(ElemType::F32), Some(floats)) => floats,
+            _ => self
+                .globals
+                .info_words
+                .expect("an info member implies the info binding"),
         }
     }
 

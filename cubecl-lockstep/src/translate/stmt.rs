@@ -7,7 +7,10 @@
 //! - `workgroupUniformLoad(p)` is a barrier, the load, a barrier (naga's definition).
 //! - `atomicSub(p, v)` is an atomic add of `0 - v` (the same bits for `u32` and `i32`);
 //!   `atomicCompareExchangeWeak` is the IR's strong compare-exchange.
-//! - A `return` with nothing after it in the kernel is dropped; any other is refused.
+//! - A `return` with nothing after it in the kernel is dropped; any other is the IR's `Return`.
+//!   (A barrier after a `return` that only some invocations take is a uniformity error in
+//!   WGSL, which naga does not check; the IR gives it the meaning CUDA does: an invocation that
+//!   returned counts as arrived.)
 
 use lockstep::kernel::{AtomicOp, BinOp, CmpOp, ElemType, Expr, LogicOp, Stmt};
 use naga::{AtomicFunction, Barrier, Block, Expression, Handle, Statement, SwitchValue};
@@ -116,9 +119,13 @@ impl<'a> Translator<'a> {
                 value,
                 result,
             } => self.atomic(pointer, fun, value, result, out),
-            Statement::Return { .. } => Err(self.refuse(
-                Construct::Statement("early Return".to_owned()),
-                "Lockstep's IR has no return statement yet",
+            Statement::Return { value: None } => {
+                out.push(Stmt::Return);
+                Ok(())
+            }
+            Statement::Return { value: Some(_) } => Err(self.refuse(
+                Construct::Statement("Return with a value".to_owned()),
+                "an entry point returns nothing",
             )),
             ref other => Err(self.refuse(
                 Construct::Statement(statement_name(other)),

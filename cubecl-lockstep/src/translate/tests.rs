@@ -179,19 +179,13 @@ fn what_the_ir_cannot_express_is_refused_by_name() {
         @group(0) @binding(0) var<storage, read_write> out: array<f32>;
         @compute @workgroup_size(1) fn main() { out[0] = out[1] % out[2]; }";
     assert_eq!(refused(float_rem), Construct::Semantics("f32 %".to_owned()));
-    let early_return = "
+    let array_init = "
         @group(0) @binding(0) var<storage, read_write> out: array<u32>;
-        @compute @workgroup_size(1) fn main() { if out[0] == 0u { return; } out[0] = 1u; }";
+        @compute @workgroup_size(1)
+        fn main() { var a = array<u32, 2>(1u, 2u); a[out[0]] = 1u; out[1] = a[0]; }";
     assert_eq!(
-        refused(early_return),
-        Construct::Statement("early Return".to_owned())
-    );
-    let local_array = "
-        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
-        @compute @workgroup_size(1) fn main() { var a: array<u32, 2>; a[out[0]] = 1u; out[1] = a[0]; }";
-    assert_eq!(
-        refused(local_array),
-        Construct::Type("local array".to_owned())
+        refused(array_init),
+        Construct::Expression("local array initializer".to_owned())
     );
     let private = "
         var<private> p: u32;
@@ -359,4 +353,47 @@ fn bitwise_and_compare_exchange_atomics() {
             "invocation {i}: one exchange wins, the others see its value"
         );
     }
+}
+
+#[test]
+fn function_arrays_are_local_arrays_zero_at_entry() {
+    let wgsl = "
+        @group(0) @binding(0) var<storage, read> x: array<u32>;
+        @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(4)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            var a: array<vec2<u32>, 3>;
+            var flags: array<bool, 2>;
+            a[x[i] % 3u].y = i + 10u;
+            flags[i & 1u] = true;
+            out[4u * i] = a[0].y;
+            out[4u * i + 1u] = a[1].y + a[2].x;
+            out[4u * i + 2u] = a[2].y;
+            out[4u * i + 3u] = u32(flags[0]) + 2u * u32(flags[1]);
+        }";
+    let out = &run(wgsl, &[vec![0, 1, 2, 4], vec![0; 16]], 1)[1];
+    assert_eq!(
+        out,
+        &vec![10, 0, 0, 1, 0, 11, 0, 2, 0, 0, 12, 1, 0, 13, 0, 2]
+    );
+}
+
+#[test]
+fn an_early_return_ends_the_invocation_and_later_barriers_pass_without_it() {
+    let wgsl = "
+        var<workgroup> tile: array<u32, 8>;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(8)
+        fn main(@builtin(local_invocation_index) i: u32) {
+            switch i % 3u {
+                case 0u: { tile[i] = i; }
+                default: { return; }
+            }
+            workgroupBarrier();
+            out[i] = tile[(i + 3u) % 9u] + 100u;
+        }";
+    assert_eq!(
+        run(wgsl, &[vec![0; 8]], 1)[0],
+        vec![103, 0, 0, 106, 0, 0, 100, 0]
+    );
 }
