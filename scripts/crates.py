@@ -4,10 +4,12 @@
     python3 scripts/crates.py     # exits 1 naming each dependency that climbs
 
 Normal, dev and build dependencies all count: a device crate's tests may not use the suite
-above it. `ALLOWED` lists the exceptions the map names, each with its reason.
+above it. `ALLOWED` lists the exceptions the map names, each with its reason. The packages
+outside the workspace that depend on its crates (`OUTSIDE`) are checked the same way.
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,10 +20,13 @@ LAYERS = [
     ["lockstep-kernels"],
     ["lockstep-harness"],
     ["lockstep-sim", "lockstep-wgpu", "lockstep-cuda"],
-    ["lockstep-conformance", "lockstep-fuzzing", "lockstep-launch"],
+    ["lockstep-conformance", "lockstep-fuzzing", "lockstep-launch", "lockstep-cubecl"],
     ["lockstep-explore"],
     ["lockstep-cli", "lockstep-bench"],
 ]
+
+# Manifests outside the workspace (each with its own lock file) whose packages are checked too.
+OUTSIDE = ["cubecl-lockstep/Cargo.toml"]
 
 ALLOWED = {
     # The runtime's doc examples need a device; the simulator is the one every machine has.
@@ -29,11 +34,18 @@ ALLOWED = {
 }
 
 
+def packages(manifest=None):
+    command = ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"]
+    if manifest:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        command += ["--manifest-path", os.path.join(root, manifest)]
+    return json.loads(subprocess.check_output(command, text=True))["packages"]
+
+
 def main():
-    metadata = json.loads(subprocess.check_output(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"], text=True))
     row = {name: i for i, names in enumerate(LAYERS) for name in names}
-    members = {p["name"]: p for p in metadata["packages"]}
+    found = packages() + [p for manifest in OUTSIDE for p in packages(manifest)]
+    members = {p["name"]: p for p in found}
     problems = [f"{name} is in no row of LAYERS" for name in members if name not in row]
     edges = set()
     for name, package in members.items():
@@ -47,7 +59,8 @@ def main():
         if row[b] > row[a] or (row[b] == row[a] and any(
                 (b, a, k) in edges for k in ("normal", "dev", "build"))):
             problems.append(f"{a} depends ({kind}) on {b}, which is not below it")
-    print(f"crates.py: {len(members)} workspace crates, {len(edges)} dependencies between them, "
+    print(f"crates.py: {len(members)} crates ({len(OUTSIDE)} outside the workspace), "
+          f"{len(edges)} dependencies between them, "
           f"{len(problems)} problems")
     for problem in problems:
         print(f"  {problem}")
