@@ -22,13 +22,13 @@
 //!   `cvt.rn.bf16.f32`, sm_80 or later.
 //! - Shared arrays are `__shared__` arrays declared in the body, local arrays zero-initialised
 //!   C arrays beside the locals; `workgroup_barrier` is `__syncthreads()`, which orders shared
-//!   and global memory within the block. `return` ends the workgroup's body; in a kernel that
-//!   also has barriers
-//!   ([`KernelDef::returns_before_barriers`]) a thread that returned must count as arrived at
-//!   the barriers the others reach (and must not start the next workgroup of an indirect
-//!   launch early), so there every barrier is `__syncthreads_or(1)` and a thread that returns
-//!   (or reaches the end of the body) first waits in `while (__syncthreads_or(0))` until a
-//!   barrier no running thread reached: every thread executes as many barriers. Atomics are
+//!   and global memory within the block. `return` ends the workgroup's body, except in a kernel
+//!   that also has barriers ([`KernelDef::returns_before_barriers`]): a thread that returned
+//!   must count as arrived at the barriers the others reach, but `__syncthreads` must be
+//!   reached by every thread of a warp (`bar.sync` is aligned), and a thread that left the body
+//!   would start an indirect launch's next workgroup early. Such a kernel is lowered in uniform
+//!   control flow (`lower/mirror.rs`): a thread that returned stays, skips every effect and
+//!   votes (`__syncthreads_or`) with the others on each decision a barrier depends on. Atomics are
 //!   CUDA's (`atomicAdd`, `atomicMin`, `atomicMax`, `atomicExch`, `atomicCAS`), returning the
 //!   previous value.
 //! - Operands are evaluated left to right, logical operators short-circuit, and both sides of a
@@ -211,16 +211,14 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
     let mut lowering = Lowering {
         def,
         checked,
-        gathers: def.returns_before_barriers(),
+        mirror: def.returns_before_barriers(),
+        loops: Vec::new(),
         out: String::new(),
         indent: 1,
         temps: 0,
     };
     for stmt in &def.body {
         lowering.stmt(stmt);
-    }
-    if lowering.gathers {
-        lowering.line(GATHER);
     }
     let params = kernel_params(def, checked);
     let mut src = String::new();
@@ -292,6 +290,9 @@ fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)],
         let zero = if elem.is_half() { "{}" } else { "0" };
         let _ = writeln!(src, "  {} v{v} = {zero};", c_type(elem));
     }
+    if def.returns_before_barriers() {
+        src.push_str("  bool ls_done = false;\n");
+    }
     src.push_str(body);
     src.push_str("}\n\n");
 }
@@ -338,10 +339,6 @@ fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
     }
     src.push_str("  }\n}\n");
 }
-
-/// Where a thread that ended waits for the others of its block, arriving at their barriers
-/// (see the module doc).
-const GATHER: &str = "while (__syncthreads_or(0)) {}";
 
 fn c_type(elem: ElemType) -> &'static str {
     match elem {
@@ -423,8 +420,12 @@ fn unparen(s: &str) -> &str {
 struct Lowering<'a> {
     def: &'a KernelDef,
     checked: bool,
-    /// Whether the kernel returns early and has barriers: see the module doc.
-    gathers: bool,
+    /// Whether the kernel returns early and has barriers, lowered in uniform control flow
+    /// (`lower/mirror.rs`).
+    mirror: bool,
+    /// The loops around the statement being lowered, innermost last: whether each is a
+    /// mirrored loop (see `lower/mirror.rs`).
+    loops: Vec<bool>,
     out: String,
     indent: usize,
     temps: u32,
@@ -490,6 +491,15 @@ impl Lowering<'_> {
     }
 
     fn stmt(&mut self, stmt: &Stmt) {
+        if self.mirror {
+            self.mirrored(stmt);
+        } else {
+            self.plain(stmt);
+        }
+    }
+
+    /// `stmt` as it runs for every thread (in a mirrored kernel: for a running one).
+    fn plain(&mut self, stmt: &Stmt) {
         match stmt {
             Stmt::Assign { var, value } => {
                 let value = self.expr(value);
@@ -527,19 +537,14 @@ impl Lowering<'_> {
                 let cond = self.expr(cond);
                 self.line(&format!("if (!({})) break;", unparen(&cond)));
                 self.indent -= 1;
-                self.block(body);
+                self.loop_body(false, body);
                 self.line("}");
             }
             Stmt::Break => self.line("break;"),
             Stmt::Continue => self.line("continue;"),
-            Stmt::Barrier if self.gathers => self.line("(void)__syncthreads_or(1);"),
             Stmt::Barrier => self.line("__syncthreads();"),
-            Stmt::Return => {
-                if self.gathers {
-                    self.line(GATHER);
-                }
-                self.line("return;");
-            }
+            Stmt::Return if self.mirror => self.returned(),
+            Stmt::Return => self.line("return;"),
             Stmt::If {
                 cond,
                 then_body,
@@ -619,7 +624,7 @@ impl Lowering<'_> {
         self.indent += 1;
         self.line(&format!("v{} = {i};", var.0));
         self.indent -= 1;
-        self.block(body);
+        self.loop_body(false, body);
         self.line("}");
         self.indent -= 1;
         self.line("}");
@@ -925,6 +930,8 @@ fn bitcast(from: ElemType, to: ElemType, v: &str) -> String {
         _ => unreachable!("validation pairs types of one size: {from} as {to}"),
     }
 }
+
+mod mirror;
 
 #[cfg(test)]
 mod tests;
