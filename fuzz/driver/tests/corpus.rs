@@ -1,6 +1,7 @@
 //! Replays the checked-in fuzz corpora on stable: every input the fuzzer kept must still pass.
-//! Each corpus comes from `cargo fuzz run -s none <target>` with a small `-max_len` and `cargo
-//! fuzz cmin` (README): short inputs keep this replay to seconds in a debug build.
+//! Each corpus comes from `cargo fuzz run -s none <target>` with a small `-max_len`, minimised
+//! (README: `cargo fuzz cmin` for io; for api, the inputs that cover every edge an hour's run
+//! reached, `-set_cover_merge=1 -use_counters=0`): this replay takes seconds in a debug build.
 
 use std::path::PathBuf;
 
