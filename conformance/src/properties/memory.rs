@@ -1,9 +1,9 @@
-//! Memory: packed and pitched tensors, pool installation and reports.
+//! Memory: packed and pitched tensors, pool installation and reports, the device budget.
 
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError, MemoryLayout,
-    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, PoolKind, PoolLayout,
-    StreamId,
+    Bytes, ComputeClient, CopyDescriptor, Device, Handle, InstallMemoryPoolsError,
+    MemoryBudgetError, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy,
+    MemoryPoolsConfig, OutOfMemoryReason, PoolKind, PoolLayout, ServerError, StreamId,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -282,4 +282,93 @@ fn sliced(report: &lockstep::MemoryReport) -> Vec<(Option<u64>, Option<u64>)> {
         .filter(|p| p.kind == PoolKind::Sliced)
         .map(|p| (p.page_bytes, p.max_slice_bytes))
         .collect()
+}
+
+/// A budget bounds what every pool of the device reserves: an allocation that would pass it is
+/// refused as `OutOfMemoryReason::Budget` naming it (one larger than the budget always is); a
+/// budget below what the pools hold after cleanup is refused and the budget stays; once every
+/// handle is gone, the first request that fitted fits again; without a budget, all fit.
+pub(super) fn memory_budget<F: DeviceFactory>(
+    factory: &F,
+    config: RunConfig,
+) -> Result<(), Failure> {
+    let strategy = (1u64..=48, vec(1u64..=(20 << 20), 1..=8), any::<u64>());
+    run_cases(
+        config,
+        "memory_budget",
+        strategy,
+        |(budget_mib, sizes, seed)| {
+            let session = factory.open(seed);
+            let c = &session.client;
+            let budget = budget_mib << 20;
+            let baseline = c.memory_usage().map_err(|e| e.to_string())?;
+            let reserved = |c: &ComputeClient<F::Device>| -> Result<u64, String> {
+                Ok(c.memory_report()
+                    .map_err(|e| e.to_string())?
+                    .device_bytes_reserved)
+            };
+            if reserved(c)? > budget {
+                return Ok(()); // The runtime's own pages already pass it; nothing to draw.
+            }
+            c.set_memory_budget(Some(budget))
+                .map_err(|e| format!("set_memory_budget: {e}"))?;
+            let mut live = Vec::new();
+            let mut first_fit = None;
+            for &size in &sizes {
+                match c.empty(size as usize) {
+                    Ok(handle) => {
+                        ensure!(
+                            size <= budget,
+                            "{size} bytes allocated under a budget of {budget}"
+                        );
+                        first_fit.get_or_insert(size);
+                        live.push(handle);
+                    }
+                    Err(ServerError::OutOfMemory(oom)) => match oom.reason {
+                        OutOfMemoryReason::Budget { budget_bytes, .. } => ensure!(
+                            budget_bytes == budget,
+                            "a refusal names a budget of {budget_bytes}, not {budget}"
+                        ),
+                        other => return Err(format!("{size} bytes refused for {other}")),
+                    },
+                    Err(e) => return Err(format!("empty({size}) under a budget: {e}")),
+                }
+                let now = reserved(c)?;
+                ensure!(
+                    now <= budget,
+                    "{now} bytes reserved under a budget of {budget}"
+                );
+            }
+            let held = reserved(c)?;
+            if held > 0 {
+                match c.set_memory_budget(Some(held - 1)) {
+                    Err(MemoryBudgetError::BelowReserved { budget_bytes, .. }) => {
+                        ensure!(
+                            budget_bytes == held - 1,
+                            "BelowReserved names {budget_bytes}"
+                        )
+                    }
+                    other => {
+                        return Err(format!("a budget below {held} reserved bytes: {other:?}"));
+                    }
+                }
+                let report = c.memory_report().map_err(|e| e.to_string())?;
+                ensure!(
+                    report.budget_bytes == Some(budget),
+                    "a refused budget changed it"
+                );
+            }
+            drop(live);
+            expect_baseline(c, baseline)?;
+            if let Some(size) = first_fit {
+                c.empty(size as usize)
+                    .map_err(|e| format!("{size} bytes no longer fit: {e}"))?;
+            }
+            c.set_memory_budget(None)
+                .map_err(|e| format!("removing the budget: {e}"))?;
+            let all: Result<Vec<_>, _> = sizes.iter().map(|&size| c.empty(size as usize)).collect();
+            all.map_err(|e| format!("without a budget: {e}"))?;
+            Ok(())
+        },
+    )
 }

@@ -125,6 +125,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             applies: everywhere,
         },
         Property {
+            name: "memory_budget",
+            summary: "a budget bounds what the pools reserve: allocations past it are refused naming it, a budget below the reserve is refused, freed memory fits again",
+            check: memory::memory_budget,
+            applies: everywhere,
+        },
+        Property {
             name: "stream_ordering",
             summary: "random multi-stream programs read exactly what a sequential reference model holds",
             check: ordering::stream_ordering,
