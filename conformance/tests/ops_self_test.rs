@@ -43,6 +43,7 @@ fn findings(
                 operation: op,
                 finding,
                 detail,
+                ..
             } if *op == operation => Some((*finding, detail.clone())),
             _ => None,
         })

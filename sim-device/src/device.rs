@@ -831,6 +831,9 @@ impl SimDevice {
                 operation: operation.to_owned(),
                 finding: finding.kind,
                 detail: finding.detail,
+                op: self
+                    .executing
+                    .expect("a launch completes while it executes"),
             });
         }
         for (index, (range, binding)) in launch.bindings.iter().zip(data).enumerate() {

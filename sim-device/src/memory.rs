@@ -62,6 +62,11 @@ pub enum SanitizerReport {
         finding: KernelFinding,
         /// The invocations, array, index and statements involved, for a person to read.
         detail: String,
+        /// The launch's enqueue number on its device ([`InjectedFault::op`]'s numbering), so
+        /// that a caller can tell which of its launches the finding is about.
+        ///
+        /// [`InjectedFault::op`]: crate::InjectedFault::op
+        op: u64,
     },
 }
 
@@ -125,6 +130,7 @@ impl std::fmt::Display for SanitizerReport {
                 operation,
                 finding,
                 detail,
+                ..
             } => write!(f, "{operation}: {finding}: {detail}"),
         }
     }

@@ -47,6 +47,7 @@ fn run_rotate(seed: u64, barrier: bool) -> (Vec<u32>, Vec<(KernelFinding, String
                 operation,
                 finding,
                 detail,
+                ..
             } => {
                 assert_eq!(operation, "launch of `rotate`");
                 (*finding, detail.clone())

@@ -4,7 +4,7 @@
 mod access;
 mod eval;
 
-use lockstep::kernel::{Array, ElemType, KernelDef, Scalar, Stmt, VarId, semantics};
+use lockstep::kernel::{Array, AtomicOp, ElemType, KernelDef, Scalar, Stmt, VarId, semantics};
 
 use super::builtins::Builtins;
 use super::column::{self, Spares};
@@ -213,7 +213,9 @@ impl<'a, 'l> Batch<'a, 'l> {
             } => {
                 let at = self.eval(index, lanes).indices();
                 let (elem, operand) = self.eval(value, lanes).words();
-                self.read_modify_write(*array, &at, *old, lanes, |l, prev| {
+                // An exchange whose old value is dropped is an atomic store: it reads nothing.
+                let reads = old.is_some() || *op != AtomicOp::Exchange;
+                self.read_modify_write(*array, &at, (*old, reads), lanes, |l, prev| {
                     let new = semantics::atomic(
                         *op,
                         Scalar::from_bits(elem, prev),
@@ -234,7 +236,7 @@ impl<'a, 'l> Batch<'a, 'l> {
                 let at = self.eval(index, lanes).indices();
                 let (_, expected) = self.eval(expected, lanes).words();
                 let (_, value) = self.eval(value, lanes).words();
-                self.read_modify_write(*array, &at, Some(*old), lanes, |l, prev| {
+                self.read_modify_write(*array, &at, (Some(*old), true), lanes, |l, prev| {
                     (prev == expected[l]).then_some(value[l])
                 });
                 self.spares.give(at);
@@ -253,11 +255,13 @@ impl<'a, 'l> Batch<'a, 'l> {
 
     /// An atomic on every lane, in lane order: `new(lane, previous)` is the word's new value
     /// (`None` leaves it), and the previous value goes to `old` (zero when out of range).
+    /// `reads` says whether the atomic reads the word (all but a plain store do): a read of an
+    /// unwritten word is reported, and a non-reading atomic's `new` is given zero.
     fn read_modify_write(
         &mut self,
         array: Array,
         at: &[u32],
-        old: Option<VarId>,
+        (old, reads): (Option<VarId>, bool),
         lanes: &[u32],
         new: impl Fn(usize, u32) -> Option<u32>,
     ) {
@@ -268,7 +272,11 @@ impl<'a, 'l> Batch<'a, 'l> {
             let i = at[l as usize];
             if self.in_bounds(l, array, i, len) {
                 self.watch(l, array, i, AccessKind::Atomic);
-                let prev = self.peek_word(l, array, i);
+                let prev = if reads {
+                    self.peek_word(l, array, i)
+                } else {
+                    0
+                };
                 if let Some(word) = new(l as usize, prev) {
                     self.store_word(l, array, i, word);
                 }

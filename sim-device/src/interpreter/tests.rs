@@ -329,6 +329,45 @@ fn the_seed_interleaves_a_workgroup_so_order_dependent_results_differ() {
 }
 
 #[test]
+fn an_atomic_store_reads_nothing_but_an_exchange_that_keeps_the_old_value_does() {
+    // Invocation 0 stores into a fresh shared word by an exchange whose old value it drops
+    // (how a WGSL `atomicStore` is translated), a barrier, then everyone reads: nothing was
+    // read unwritten. Keeping the old value reads the word, and it was never written.
+    let kernel = |keep_old: bool| {
+        let mut k = KernelBuilder::new("publish", [4, 1, 1]);
+        let out = k.binding(ElemType::U32, Access::ReadWrite);
+        let word = k.shared(ElemType::U32, 1);
+        let lid = k.local_id(Axis::X);
+        k.if_(lid.equals(0u32), |k| {
+            if keep_old {
+                let old = k.fetch_atomic(AtomicOp::Exchange, word, 0u32, 3u32);
+                k.store(out, 4u32, old.get());
+            } else {
+                k.atomic(AtomicOp::Exchange, word, 0u32, 3u32);
+            }
+        });
+        k.workgroup_barrier();
+        k.store(out, lid, word.load(0u32));
+        k.build().unwrap().def().clone()
+    };
+    let store = kernel(false);
+    let mut data = vec![binding(vec![0; 5]), record()];
+    let outcome = launch(&store, 1, &mut data);
+    assert_eq!(words(&data[0])[..4], [3, 3, 3, 3]);
+    assert_eq!(findings(&store, 1, &outcome), Vec::<String>::new());
+
+    let exchange = kernel(true);
+    let mut data = vec![binding(vec![0; 5]), record()];
+    let outcome = launch(&exchange, 1, &mut data);
+    assert_eq!(
+        outcome.unwritten_shared.len(),
+        1,
+        "{:?}",
+        findings(&exchange, 1, &outcome)
+    );
+}
+
+#[test]
 fn shared_atomics_count_per_workgroup() {
     // Each workgroup: a shared counter zeroed by invocation 0, a barrier, every invocation
     // takes a ticket and adds its local id, a barrier, invocation 0 publishes.
