@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs cubecl's suite on Lockstep's simulator (tests/suite.rs) and holds it to expected.toml.
+"""Runs cubecl's suite on a Lockstep device (tests/suite.rs on the simulator, suite_wgpu.rs,
+suite_cuda.rs) and holds it to expected.toml.
 
 Fails when a test outside the list fails, when a listed test passes (take it off the list),
 when the list names a test the suite does not have, and when a passing test launched a kernel
@@ -8,9 +9,17 @@ without launching a kernel (the launch log, `LOCKSTEP_CUBECL_LAUNCH_LOG`, names 
 test): those return early because a feature is not declared, unless the list says they test
 the server without a kernel.
 
-Usage: python3 cubecl-lockstep/check_suite.py [-- extra libtest arguments]
-Cargo's target directory is CARGO_TARGET_DIR, else cubecl-lockstep/target.
+Prints what the simulator's kernel sanitizer found (races, barriers in divergent control flow,
+reads of unwritten shared memory), by test: reported only, unless `--findings fail`, which
+makes each finding fail its launch (and so its test).
+
+Usage: python3 cubecl-lockstep/check_suite.py [--device sim|wgpu|cuda] [--binary PATH]
+           [--findings report|fail] [--verbose] [-- extra libtest arguments]
+`--binary` runs a suite binary built elsewhere (the GPU host has no cargo). Cargo's target
+directory is CARGO_TARGET_DIR, else cubecl-lockstep/target.
 """
+
+import argparse
 
 import collections
 import os
@@ -26,10 +35,18 @@ PREFIX = "cubecl::"
 RESULT = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)", re.MULTILINE)
 
 
-def run_suite(log_path, extra):
-    env = dict(os.environ, LOCKSTEP_CUBECL_LAUNCH_LOG=log_path)
+# Per device: the suite's test target and the features it needs.
+DEVICES = {"sim": ("suite", []), "wgpu": ("suite_wgpu", ["--features", "wgpu"]), "cuda": ("suite_cuda", ["--features", "cuda"])}
+
+
+def run_suite(args, log_path):
+    env = dict(os.environ, LOCKSTEP_CUBECL_LAUNCH_LOG=log_path, LOCKSTEP_CUBECL_FINDINGS=args.findings)
     env.setdefault("CARGO_TARGET_DIR", os.path.join(HERE, "target"))
-    command = ["cargo", "test", "--manifest-path", os.path.join(HERE, "Cargo.toml"), "--test", "suite", "--", *extra]
+    target, features = DEVICES[args.device]
+    if args.binary:
+        command = [args.binary, *args.extra]
+    else:
+        command = ["cargo", "test", "--manifest-path", os.path.join(HERE, "Cargo.toml"), *features, "--test", target, "--", *args.extra]
     started = time.monotonic()
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return done.stdout, time.monotonic() - started
@@ -37,8 +54,8 @@ def run_suite(log_path, extra):
 
 def read_log(path):
     """Per test that launched a kernel, its launches as (stream, kernel); the launches whose
-    kernel did not compile, likewise."""
-    launched, refused = collections.defaultdict(set), set()
+    kernel did not compile, likewise; the sanitizer's findings as (stream, kernel, kind)."""
+    launched, refused, findings = collections.defaultdict(set), set(), collections.Counter()
     with open(path) as log:
         for line in log:
             fields = line.rstrip("\n").split("\t")
@@ -46,7 +63,19 @@ def read_log(path):
                 launched[fields[1].removeprefix(PREFIX)].add((fields[2], fields[3]))
             elif fields[0] == "refused" and len(fields) == 3:
                 refused.add((fields[1], fields[2]))
-    return launched, refused
+            elif fields[0] == "finding" and len(fields) == 5:
+                findings[(fields[1], fields[2], fields[3])] += 1
+    return launched, refused, findings
+
+
+def findings_by_test(launched, findings):
+    """Each finding's test (the one that launched its kernel on its stream), as lines."""
+    owner = {launch: test for test, launches in launched.items() for launch in launches}
+    lines = []
+    for (stream, kernel, kind), times in sorted(findings.items()):
+        test = owner.get((stream, kernel), f"(stream {stream})")
+        lines.append(f"  {test}: {kind} in `{kernel}` ({times} reports)")
+    return sorted(lines)
 
 
 def classify(results, expected, launched, refused):
@@ -80,25 +109,39 @@ def classify(results, expected, launched, refused):
     return counts, problems, skipped
 
 
+def parse_args():
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=sorted(DEVICES), default="sim")
+    parser.add_argument("--binary", help="a suite binary built elsewhere, run instead of cargo")
+    parser.add_argument("--findings", choices=["report", "fail"], default="report")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    args.extra = extra
+    return args
+
+
 def main():
-    extra = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else []
+    args = parse_args()
     with open(os.path.join(HERE, "expected.toml"), "rb") as f:
         expected = tomllib.load(f)
     with tempfile.TemporaryDirectory() as tmp:
         log_path = os.path.join(tmp, "launches.log")
         open(log_path, "w").close()
-        output, seconds = run_suite(log_path, extra)
-        launched, refused = read_log(log_path)
+        output, seconds = run_suite(args, log_path)
+        launched, refused, findings = read_log(log_path)
     results = {m.group(1).removeprefix(PREFIX): m.group(2) for m in RESULT.finditer(output)}
     if not results:
         print(output)
         sys.exit("check_suite: the suite did not run (no test results above)")
     counts, problems, skipped = classify(results, expected, launched, refused)
-    if "--verbose" in sys.argv or problems:
+    if args.verbose or problems:
         print("skipped (no kernel launched, not listed as testing the server alone):")
         print("".join(f"  {name}\n" for name in skipped), end="")
     failures = sum(n for k, n in counts.items() if k.startswith("failures"))
-    print(f"cubecl suite on the Lockstep simulator, {seconds:.1f} s (cargo included):")
+    print(f"cubecl suite on Lockstep's {args.device} device, {seconds:.1f} s (cargo included unless --binary):")
     passed = ("passed running kernels", "passed, its kernels refused as it tests", "passed without a kernel")
     print(f"  {sum(counts[k] for k in passed)} passed / {counts['skipped (undeclared feature)']} skipped (undeclared feature)"
           f" / {failures} expected failures / {len(results)} total ({counts['ignored']} ignored)")
@@ -106,6 +149,11 @@ def main():
         print(f"    {key}: {counts[key]}")
     for key in sorted(k for k in counts if k.startswith("failures")):
         print(f"    listed, {key.removeprefix('failures: ')}: {counts[key]}")
+    if args.device == "sim":
+        found = findings_by_test(launched, findings)
+        how = "each failed its launch" if args.findings == "fail" else "reported only; --findings fail fails them"
+        print(f"  kernel sanitizer findings ({how}): {len(found)}")
+        print("".join(f"  {line}\n" for line in found), end="")
     if problems:
         print("\n".join(["", "check_suite: the run disagrees with expected.toml:"] + [f"  {p}" for p in problems]))
         sys.exit(1)

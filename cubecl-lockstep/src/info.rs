@@ -8,9 +8,7 @@
 
 use std::collections::HashMap;
 
-use lockstep::{Bytes, Handle, ServerError};
-
-use crate::streams::Client;
+use lockstep::{Bytes, ComputeClient, Device, Handle, ServerError};
 
 /// Distinct info buffers kept at most; beyond, the cache starts over (the buffers live on
 /// while launches hold them).
@@ -24,7 +22,11 @@ pub struct InfoBuffers {
 
 impl InfoBuffers {
     /// The buffer holding `words`, created on `client`'s stream if no launch made it yet.
-    pub fn get(&mut self, client: &Client, words: &[u64]) -> Result<Handle, ServerError> {
+    pub fn get<D: Device>(
+        &mut self,
+        client: &ComputeClient<D>,
+        words: &[u64],
+    ) -> Result<Handle, ServerError> {
         if let Some(handle) = self.by_words.get(words) {
             return Ok(handle.clone());
         }

@@ -4,6 +4,9 @@
 //! limit, a validation failure) `refused\t<stream>\t<kernel>`, `<stream>` being cubecl's
 //! stream id, which ties a refusal to the launch (kernel names repeat across tests).
 //!
+//! A kernel sanitizer finding (`findings`) appends
+//! `finding\t<stream>\t<kernel>\t<kind>\t<detail>`.
+//!
 //! libtest runs each test on a thread named after it, and cubecl tells launch observers on
 //! the issuing thread, so the log says which tests launched a kernel: a passing test that
 //! launched none returned before running anything, which is how a test skips when a feature
@@ -16,6 +19,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use cubecl_environment::stream::StreamId;
 use cubecl_runtime::logging::{LaunchObservation, LaunchObserver};
+
+use crate::findings::Found;
 
 /// The variable naming the launch log.
 pub const LAUNCH_LOG_ENV: &str = "LOCKSTEP_CUBECL_LAUNCH_LOG";
@@ -74,5 +79,18 @@ pub fn install() {
 pub fn refused(stream: StreamId, kernel: &str) {
     if let Some(Some((log, _))) = LOG.get() {
         log.append(&format!("refused\t{}\t{kernel}\n", stream.value));
+    }
+}
+
+/// Logs a kernel sanitizer finding, if the log is installed.
+pub fn finding(found: &Found) {
+    if let Some(Some((log, _))) = LOG.get() {
+        log.append(&format!(
+            "finding\t{}\t{}\t{}\t{}\n",
+            found.stream.value,
+            found.kernel,
+            found.kind,
+            found.detail.replace(['\t', '\n'], " ")
+        ));
     }
 }

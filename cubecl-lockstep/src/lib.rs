@@ -28,8 +28,10 @@
 
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod books;
 pub mod compile;
+pub mod findings;
 pub mod info;
 pub mod launch_log;
 pub mod memory;
@@ -40,5 +42,10 @@ pub mod server;
 pub mod streams;
 pub mod translate;
 
+#[cfg(feature = "cuda")]
+pub use backend::Cuda;
+#[cfg(feature = "wgpu")]
+pub use backend::Wgpu;
+pub use backend::{Backend, Simulator};
 pub use runtime::{LockstepDevice, LockstepRuntime};
 pub use server::LockstepServer;

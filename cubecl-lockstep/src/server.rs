@@ -38,26 +38,28 @@ use cubecl_runtime::storage::{ComputeStorage, ManagedResource};
 use cubecl_server::allocator::ContiguousMemoryLayoutPolicy;
 use cubecl_server::storage::BytesStorage;
 use lockstep::{ComputeClient, ServerOptions};
-use lockstep_sim::{SimConfig, SimDevice};
 
+use crate::backend::{Backend, Simulator};
 use crate::books::Books;
 use crate::compile::KernelCache;
+use crate::findings::{Findings, Mode};
 use crate::info::InfoBuffers;
+use crate::launch_log;
 use crate::memory::MemoryTable;
 use crate::properties::cubecl_properties;
 use crate::runtime::LockstepRuntime;
 use crate::streams::Streams;
-use crate::{launch_log, seed};
 
-/// cubecl's server for one simulated Lockstep device.
+/// cubecl's server for one Lockstep device of backend `B`.
 #[derive(Debug)]
-pub struct LockstepServer {
+pub struct LockstepServer<B: Backend = Simulator> {
     utilities: Arc<ServerUtilities>,
-    streams: Streams,
+    streams: Streams<B::Device>,
     memory: MemoryTable,
     books: Books,
     kernels: KernelCache,
     info: InfoBuffers,
+    findings: Findings,
     /// Why the device was lost, once it was: every later call fails with it.
     lost: Option<String>,
     /// Open profiling windows: their start, by token.
@@ -65,10 +67,15 @@ pub struct LockstepServer {
     next_profile: u64,
 }
 
-impl DeviceService for LockstepServer {
+impl<B: Backend> DeviceService for LockstepServer<B> {
+    /// # Panics
+    /// When the backend has no such device (no adapter, no driver): the message says why.
     fn init(device_id: DeviceId) -> Self {
         launch_log::install();
-        let device = SimDevice::new(SimConfig::new(seed::for_device(device_id.index_id)));
+        let device = B::open(device_id.index_id).unwrap_or_else(|error| {
+            panic!("lockstep-cubecl: device {device_id} cannot be opened: {error}")
+        });
+        let findings = Findings::new(B::probe(&device), Mode::from_env());
         let client = ComputeClient::inline(device, ServerOptions::default());
         let declared = cubecl_properties(client.properties());
         let layout =
@@ -77,7 +84,7 @@ impl DeviceService for LockstepServer {
             ServiceId::of::<Self>(device_id),
             "lockstep",
             declared,
-            LockstepRuntime::target_properties(),
+            LockstepRuntime::<B>::target_properties(),
             Arc::new(ServerLogger::default()),
             layout,
         );
@@ -88,6 +95,7 @@ impl DeviceService for LockstepServer {
             books: Books::default(),
             kernels: KernelCache::default(),
             info: InfoBuffers::default(),
+            findings,
             lost: None,
             profiles: HashMap::new(),
             next_profile: 0,
@@ -99,7 +107,7 @@ impl DeviceService for LockstepServer {
     }
 }
 
-impl Server for LockstepServer {
+impl<B: Backend> Server for LockstepServer<B> {
     fn initialize_memory(
         &mut self,
         memory: ManagedMemoryHandle,
@@ -214,11 +222,11 @@ impl Server for LockstepServer {
     }
 }
 
-impl ServerCommunication for LockstepServer {}
+impl<B: Backend> ServerCommunication for LockstepServer<B> {}
 
 /// cubecl's native resources are for interop with a backend's own API; Lockstep hands none
 /// out, so the storage type only names one.
-impl ServerStorage for LockstepServer {
+impl<B: Backend> ServerStorage for LockstepServer<B> {
     type Storage = BytesStorage;
 
     fn get_resource(

@@ -10,25 +10,21 @@ use std::collections::BTreeMap;
 use cubecl_environment::stream::StreamId as CubeclStream;
 use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
 use cubecl_server::stream::stream_index;
-use lockstep::{ComputeClient, StreamId};
-use lockstep_sim::SimDevice;
+use lockstep::{ComputeClient, Device, StreamId};
 
 use crate::books::StreamKey;
 
-/// The Lockstep client the adapter drives.
-pub type Client = ComputeClient<SimDevice>;
-
 /// The Lockstep streams in use, each with its pinned client.
 #[derive(Debug)]
-pub struct Streams {
-    device: Client,
+pub struct Streams<D: Device> {
+    device: ComputeClient<D>,
     max_streams: usize,
-    pinned: BTreeMap<StreamKey, Client>,
+    pinned: BTreeMap<StreamKey, ComputeClient<D>>,
 }
 
-impl Streams {
+impl<D: Device> Streams<D> {
     /// Streams of `device`, folded as cubecl's configuration says.
-    pub fn new(device: Client) -> Self {
+    pub fn new(device: ComputeClient<D>) -> Self {
         let max_streams = CubeClRuntimeConfig::get().streaming.max_streams.max(1) as usize;
         Self {
             device,
@@ -43,7 +39,7 @@ impl Streams {
     }
 
     /// The client pinned to stream `key`.
-    pub fn client(&mut self, key: StreamKey) -> &Client {
+    pub fn client(&mut self, key: StreamKey) -> &ComputeClient<D> {
         let device = &self.device;
         self.pinned.entry(key).or_insert_with(|| {
             let mut client = device.clone();
@@ -53,7 +49,7 @@ impl Streams {
     }
 
     /// The device's client, for what is not per stream (properties, memory usage).
-    pub fn device(&self) -> &Client {
+    pub fn device(&self) -> &ComputeClient<D> {
         &self.device
     }
 }

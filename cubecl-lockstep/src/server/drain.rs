@@ -6,14 +6,18 @@ use cubecl_runtime::memory_management::ManagedMemoryHandle;
 use cubecl_runtime::server::{BufferBinding, ServerError};
 
 use super::LockstepServer;
+use super::errors;
+use crate::backend::Backend;
 use crate::books::StreamKey;
+use crate::findings::Mode;
+use crate::launch_log;
 use crate::memory::region;
 
 /// Syncs of one stream a drain makes at most: each returns one failure (oldest first), and a
 /// stream holds one per failed operation of its window.
 const SYNCS_PER_DRAIN: usize = 64;
 
-impl LockstepServer {
+impl<B: Backend> LockstepServer<B> {
     /// Drops the memory no cubecl handle holds any more, with its claims.
     pub(super) fn sweep(&mut self) {
         for freed in self.memory.sweep() {
@@ -26,10 +30,23 @@ impl LockstepServer {
     /// only when the device is lost.
     pub(super) fn drain_all(&mut self) -> Result<(), ServerError> {
         self.ensure_alive()?;
-        for key in self.books.open_windows() {
+        let drained = self.books.open_windows();
+        for &key in &drained {
             self.drain(key);
         }
+        self.report_findings(&drained);
         self.ensure_alive()
+    }
+
+    /// Logs what the kernel sanitizer found since the last drain; in `fail` mode, the
+    /// launch's outputs carry it (`findings`).
+    fn report_findings(&mut self, drained: &[StreamKey]) {
+        for found in self.findings.collect(drained) {
+            launch_log::finding(&found);
+            if self.findings.mode() == Mode::Fail {
+                self.books.refused(&found.written, errors::finding(&found));
+            }
+        }
     }
 
     fn drain(&mut self, key: StreamKey) {

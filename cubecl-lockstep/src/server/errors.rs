@@ -5,6 +5,8 @@ use cubecl_runtime::poison::DevicePoison;
 use cubecl_runtime::server::{LaunchError, ServerError};
 
 use super::LockstepServer;
+use crate::backend::Backend;
+use crate::findings::{FINDINGS_ENV, Found};
 
 /// cubecl's error for a Lockstep failure: out of memory as cubecl's launch error (its message
 /// names the bytes asked for), a lost device as a poisoned one, the rest by its message.
@@ -26,6 +28,17 @@ pub fn refused(error: impl std::fmt::Display) -> ServerError {
     generic(format!("Lockstep refused the call: {error}"))
 }
 
+/// cubecl's error for a kernel sanitizer finding, in `LOCKSTEP_CUBECL_FINDINGS=fail` mode.
+pub fn finding(found: &Found) -> ServerError {
+    ServerError::Launch(LaunchError::Unknown {
+        reason: format!(
+            "Lockstep's kernel sanitizer found a {} in `{}` ({FINDINGS_ENV}=fail): {}",
+            found.kind, found.kernel, found.detail
+        ),
+        backtrace: BackTrace::capture(),
+    })
+}
+
 fn generic(reason: String) -> ServerError {
     ServerError::Generic {
         reason,
@@ -33,7 +46,7 @@ fn generic(reason: String) -> ServerError {
     }
 }
 
-impl LockstepServer {
+impl<B: Backend> LockstepServer<B> {
     /// `Err` once the device is lost.
     pub(super) fn ensure_alive(&self) -> Result<(), ServerError> {
         match &self.lost {

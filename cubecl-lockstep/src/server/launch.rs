@@ -11,13 +11,14 @@ use lockstep::{CubeCount as LockstepCount, Handle, KernelArguments as LockstepAr
 
 use super::LockstepServer;
 use super::errors::refused;
+use crate::backend::Backend;
 use crate::books::{Region, StreamKey};
 use crate::compile::{Compiled, Target};
 use crate::launch_log;
 use crate::memory::region;
 use crate::translate::BindingSource;
 
-impl LockstepServer {
+impl<B: Backend> LockstepServer<B> {
     /// cubecl's launch: failures land on the outputs, never returned.
     pub(super) fn launch_now(
         &mut self,
@@ -59,7 +60,14 @@ impl LockstepServer {
             return;
         }
         let key = self.streams.key(stream);
-        match self.enqueue(&compiled, &count, args, key, &written) {
+        let before = self.findings.enqueued();
+        let enqueued = self.enqueue(&compiled, &count, args, key, &written);
+        if let (Some(start), Some(end)) = (before, self.findings.enqueued()) {
+            let name = kernel.name();
+            self.findings
+                .launched(start..end, key, stream, name, &written);
+        }
+        match enqueued {
             Ok(true) => self.books.accepted(key, written),
             Ok(false) => {}
             Err(error) => self.books.refused(&written, error),

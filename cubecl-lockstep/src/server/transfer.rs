@@ -7,6 +7,7 @@ use lockstep::{Handle, block_on, contiguous_strides};
 
 use super::LockstepServer;
 use super::errors::refused;
+use crate::backend::Backend;
 use crate::books::StreamKey;
 use crate::memory::region;
 
@@ -38,7 +39,7 @@ impl Tensor {
     }
 }
 
-impl LockstepServer {
+impl<B: Backend> LockstepServer<B> {
     /// A read after every stream's work was drained onto the books: the claim check of every
     /// descriptor first (a claimed buffer fails the whole read, naming each failure once),
     /// then the bytes.
