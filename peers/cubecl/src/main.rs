@@ -14,7 +14,10 @@
 //! `scripts/gpu/peers_table.py` merges with Lockstep's and PyTorch's into one table.
 //!
 //! Run on the GPU host: `cubecl-peer cuda` or `cubecl-peer wgpu` (built by
-//! `scripts/gpu/h200.sh`; outside the workspace, CI never builds it).
+//! `scripts/gpu/h200.sh`; outside the workspace, CI never builds it). `cubecl-peer lockstep`
+//! measures cubecl kernels through Lockstep's CUDA device beside cubecl-cuda (`vs_lockstep`).
+
+mod vs_lockstep;
 
 use std::time::Instant;
 
@@ -237,8 +240,10 @@ fn main() {
             let client = cubecl::Device::vulkan(kind).expect("a Vulkan GPU").client();
             ("cubecl-wgpu", measure(&client, false))
         }
+        "lockstep" => return vs_lockstep::on_cuda(),
+        "lockstep-smoke" => return vs_lockstep::smoke(),
         other => {
-            eprintln!("usage: cubecl-peer cuda|wgpu (got {other:?})");
+            eprintln!("usage: cubecl-peer cuda|wgpu|lockstep|lockstep-smoke (got {other:?})");
             std::process::exit(2);
         }
     };
