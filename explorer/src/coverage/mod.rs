@@ -31,6 +31,7 @@
 //! argument sizes) into a fixed counter array, with or without `--coverage`; a seed's draw never
 //! depends on another seed's coverage, so `lockstep replay --seed S` reproduces any run.
 
+pub mod numbers;
 mod report;
 pub mod space;
 
@@ -38,6 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use lockstep::StreamId;
 
+pub use numbers::Number;
 pub use report::Report;
 pub use space::{Arg, Cell, Method, Relation, Space, StreamState};
 
@@ -48,6 +50,8 @@ pub struct Hits {
     counts: Vec<u64>,
     /// Cells recorded that the space does not list: a gap in its definition.
     outside: BTreeSet<Cell>,
+    /// Hits of the numbers' cells, indexed like [`numbers::cells`]; empty until the first.
+    numbers: Vec<u64>,
 }
 
 impl Hits {
@@ -67,6 +71,14 @@ impl Hits {
         }
     }
 
+    /// Counts one value of `number` in its class.
+    pub fn number(&mut self, number: Number, value: u64) {
+        if self.numbers.is_empty() {
+            self.numbers = vec![0; Number::ALL.len() * crate::boundary::Class::ALL.len()];
+        }
+        self.numbers[numbers::index(number, number.class(value))] += 1;
+    }
+
     /// Adds `other`'s hits to these.
     pub fn merge(&mut self, other: &Hits) {
         if self.counts.is_empty() {
@@ -75,12 +87,23 @@ impl Hits {
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
             *mine += theirs;
         }
+        if self.numbers.is_empty() {
+            self.numbers = vec![0; other.numbers.len()];
+        }
+        for (mine, theirs) in self.numbers.iter_mut().zip(&other.numbers) {
+            *mine += theirs;
+        }
         self.outside.extend(&other.outside);
     }
 
     /// Hits of cell `index` of [`Space::cells`].
     pub fn count(&self, index: usize) -> u64 {
         self.counts.get(index).copied().unwrap_or(0)
+    }
+
+    /// Hits of cell `index` of [`numbers::cells`].
+    pub fn number_count(&self, index: usize) -> u64 {
+        self.numbers.get(index).copied().unwrap_or(0)
     }
 
     /// Cells recorded outside the space.
