@@ -14,13 +14,17 @@
 //! method. A call on a lost device is one cell per method: every call then fails with
 //! `DeviceLost`. On a prepared stream or one holding a failure, relations are not told apart:
 //! the server orders a buffer's accesses by its history and by captures alone. Unreachable cells are declared with their reason ([`space::EXCLUDED`]), and
-//! so is every public method the explorer never calls ([`space::NOT_CALLED`]).
+//! so is every public method the explorer never calls ([`space::NOT_CALLED`]). The numbers a
+//! call takes (lengths, offsets, shapes…) have a table of their own ([`numbers`]): which
+//! boundary class ([`Class`](crate::boundary::Class)) each value fell in, with its unreachable
+//! cells declared ([`numbers::NUMBERS_EXCLUDED`]).
 //!
 //! **How the explorer reaches it.** Stream states: `BeginCapture` keeps a capture open across
 //! other threads' turns, `Prepare` leaves a stream prepared, `Overrun` (fault-free worlds) makes
 //! a failure pending until the stream's next blocking call, and `--faults` worlds lose the
 //! device. Argument classes: buffer sizes are drawn at the world's pool edges
 //! (`World::size_edges_bytes`) one time in eight; `Oversized` draws overflowing sizes;
+//! numbers are boundary values one time in four ([`Bounds`](crate::boundary::Bounds));
 //! `LaunchView` and `ReadTensors` use packed groups; `Edge` makes the calls no other action
 //! makes (empty buffers and writes, misaligned writes, a peer's handle given to this device).
 //! Relations: eight streams at most shared by up to four threads, captures and graphs over the
