@@ -24,14 +24,14 @@ use calls::{blocking, drop_graph, graph_prepare, release, release_tensors, sync_
 pub(super) use edge::{misaligned_write, write_misaligned};
 
 use super::Devices;
-use super::coverage::{Arg, Hits, Method, Recorder, StreamState};
+use super::coverage::{Arg, Hits, Method, Number, Recorder, StreamState};
 use super::failure::{
     Check, ErrorKind, ExploreFailure, Operation, ReportKind, Side, Stage, Violation,
 };
 use super::model::{Model, ReadOf};
 use super::workload::{
-    Action, Drawn, Fills, LaunchSpec, On, SLOTS, Step, TENSOR_SLOTS, Workload, tensor_strategy,
-    view_target,
+    Action, Drawn, Fills, LaunchSpec, MAX_ELEMS, On, SLOTS, Step, TENSOR_SLOTS, Workload,
+    tensor_strategy, view_target,
 };
 use super::world::World;
 use lockstep_kernels::elementwise::overrun;
@@ -115,8 +115,8 @@ impl Captures {
 pub(super) enum InCapture<'a> {
     /// A launch, recorded into the graph instead of run.
     Recorded(&'a LaunchSpec),
-    /// A `write_at` of one zero element at the start of `slot`: enqueued, and refused late, by
-    /// `stop_capture` failing with `WriteInCapture`.
+    /// A `write_at` of one zero element at the start of `slot` (unless it has none): enqueued,
+    /// and refused late, by `stop_capture` failing with `WriteInCapture`.
     WrittenInWindow { slot: usize },
     /// A call refused at once with `CaptureError::Refused`.
     Refused(Refused),
@@ -845,7 +845,8 @@ impl<D: Device> Run<'_, D> {
                 offset,
                 len,
                 fill,
-            } => self.write_at(state, client, slot, offset, len, fill),
+                clip,
+            } => self.write_at(state, client, slot, (offset, len), fill, clip),
             Action::Launch(spec) => self.launch(state, client, s, spec, true).map(drop),
             &Action::Read { slot } => self.read(state, client, slot),
             &Action::ReadPair { a, b } => self.read_pair(state, client, a, b),
@@ -915,38 +916,74 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// `write_at` of `len` elements at element `offset`, both clipped to the slot's buffer.
+    /// `write_at` of `len` elements at element `offset`, both clipped to the slot's buffer if
+    /// `clip` (a buffer of no elements takes a write of none), else as drawn: a range past the
+    /// buffer's end, or whose end overflows `u64`, must be refused as out of range.
+    #[allow(clippy::too_many_arguments)]
     fn write_at(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
         slot: usize,
-        offset: usize,
-        len: usize,
+        (offset, len): (usize, usize),
         fill: u64,
+        clip: bool,
     ) -> Result<(), Violation> {
         let Some((handle, buf)) = &state.slots[slot] else {
             return Ok(());
         };
-        let n = state.model.len(*buf);
-        let offset = offset % n;
-        let values = self.fills.data(fill, len.min(n - offset));
         let (handle, buf) = (handle.clone(), *buf);
-        let arg = if values.len() == 1 {
-            Arg::One
-        } else {
-            Arg::Ordinary
-        };
+        let n = state.model.len(buf);
         let s = client.stream_id();
-        state.hit(Method::WriteAt, s, arg, &[buf]);
-        client
-            .write_at(&handle, (offset * 4) as u64, Bytes::from_elems(&values))
-            .map_err(|e| Violation::refused(Method::WriteAt, Side::Explored, "write_at", e))?;
-        state.model.write(s, buf, offset, &values);
-        Ok(())
+        let (offset, len) = match clip {
+            true => clipped(offset, len, n),
+            false => {
+                state.number(Number::WriteOffset, offset as u64);
+                state.number(Number::WriteLen, len as u64);
+                (offset, len)
+            }
+        };
+        let values = self.fills.data(fill, len);
+        let range = write_range(offset, len, n);
+        let arg = match (&range, values.len()) {
+            (Err(_), _) => Arg::OutOfRange,
+            (Ok(_), 0) => Arg::Empty,
+            (Ok(_), 1) => Arg::One,
+            (Ok(_), _) => Arg::Ordinary,
+        };
+        let on = if matches!(arg, Arg::Empty | Arg::OutOfRange) {
+            &[][..]
+        } else {
+            &[buf][..]
+        };
+        state.hit(Method::WriteAt, s, arg, on);
+        let result = client.write_at(&handle, offset as u64 * 4, Bytes::from_elems(&values));
+        match (range, result) {
+            (Ok(_), Ok(())) => {
+                if !values.is_empty() {
+                    state.model.write(s, buf, offset, &values);
+                }
+                Ok(())
+            }
+            (Err(expected), Err(got)) if got == expected => Ok(()),
+            (Ok(_), Err(e)) => Err(Violation::refused(
+                Method::WriteAt,
+                Side::Explored,
+                "write_at",
+                e,
+            )),
+            (Err(expected), got) => Err(Violation::new(
+                Check::WrongRefusal {
+                    call: Method::WriteAt,
+                    got: got.as_ref().err().map(|_| ErrorKind::Io),
+                },
+                format!("write_at past the end: expected {expected:?}, got {got:?}"),
+            )),
+        }
     }
 
-    /// `create_tensors` of `shapes`, packed into one allocation, into tensor slot `slot`.
+    /// `create_tensors` of `shapes`, packed into one allocation, into tensor slot `slot`; a
+    /// group with a shape too large for its data to be made is refused ([`tensors_refusal`]).
     fn create_tensors(
         &self,
         state: &mut State<D>,
@@ -955,14 +992,23 @@ impl<D: Device> Run<'_, D> {
         shapes: &[Vec<usize>],
         fill: u64,
     ) -> Result<(), Violation> {
+        state.number(Number::TensorCount, shapes.len() as u64);
+        for shape in shapes {
+            state.number(Number::TensorRank, shape.len() as u64);
+            for &dim in shape {
+                state.number(Number::TensorDim, dim as u64);
+            }
+        }
+        let refusal = tensors_refusal(shapes);
         let tensors: Vec<(Vec<usize>, Drawn)> = shapes
             .iter()
             .enumerate()
             .map(|(i, shape)| {
+                // A shape whose data cannot be made is given none: it is refused.
+                let len = tensor_elems(shape).unwrap_or(0);
                 (
                     shape.clone(),
-                    self.fills
-                        .data(fill.wrapping_add(i as u64), shape.iter().product()),
+                    self.fills.data(fill.wrapping_add(i as u64), len),
                 )
             })
             .collect();
@@ -977,8 +1023,30 @@ impl<D: Device> Run<'_, D> {
             })
             .collect();
         let s = client.stream_id();
-        state.hit(Method::CreateTensors, s, Arg::Ordinary, &[]);
-        match client.create_tensors(request) {
+        let arg = match (&refusal, shapes.len()) {
+            (Some(_), _) => Arg::Overflowing,
+            (None, 0) => Arg::Empty,
+            (None, _) => Arg::Ordinary,
+        };
+        state.hit(Method::CreateTensors, s, arg, &[]);
+        let result = client.create_tensors(request);
+        if let Some(expected) = refusal {
+            return match result {
+                Err(ServerError::Io(got)) if expected.matches(&got) => Ok(()),
+                Err(ServerError::DeviceLost { .. }) => {
+                    state.model.lost = true;
+                    Ok(())
+                }
+                other => Err(Violation::new(
+                    Check::WrongRefusal {
+                        call: Method::CreateTensors,
+                        got: ErrorKind::of_result(&other.map(drop)),
+                    },
+                    format!("create_tensors of shapes {shapes:?}: expected {expected:?}"),
+                )),
+            };
+        }
+        match result {
             Ok(layouts) => {
                 allocated(state, Method::CreateTensors)?;
                 let group = layouts
@@ -1009,10 +1077,10 @@ impl<D: Device> Run<'_, D> {
         };
         let descriptors = descriptors(group);
         let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
-        let arg = if bufs.len() > 1 {
-            Arg::View
-        } else {
-            Arg::Ordinary
+        let arg = match bufs.len() {
+            0 => Arg::Empty,
+            1 => Arg::Ordinary,
+            _ => Arg::View,
         };
         let s = client.stream_id();
         state.hit(Method::ReadTensorAsync, s, arg, &bufs);
@@ -1036,6 +1104,7 @@ impl<D: Device> Run<'_, D> {
         let Some((handle, buf)) = state.in_slot(slot) else {
             return Ok(());
         };
+        state.number(Number::OverrunPastEnd, past_end.into());
         state.hit(Method::Launch, client.stream_id(), Arg::Ordinary, &[buf]);
         let args = KernelArguments::new()
             .binding(&handle)
@@ -1077,6 +1146,9 @@ impl<D: Device> Run<'_, D> {
         let Some(i) = view_target(&dims, index) else {
             return Ok(());
         };
+        if state.model.len(*src_buf) == 0 {
+            return Ok(());
+        }
         let (layout, shape, dst_buf) = &group[i];
         if layout.strides != contiguous_strides(shape) {
             return Err(Violation::new(
@@ -1107,10 +1179,30 @@ impl<D: Device> Run<'_, D> {
             return Ok(());
         };
         let peer = &self.peers[peer];
-        state.hit(Method::ToClient, client.stream_id(), Arg::Ordinary, &[buf]);
-        let copy = client
-            .to_client(handle, peer, ElemType::U32)
-            .map_err(|e| Violation::refused(Method::ToClient, Side::Explored, "to_client", e))?;
+        let s = client.stream_id();
+        state.hit(Method::ToClient, s, Arg::Ordinary, &[buf]);
+        let copied = client.to_client(handle, peer, ElemType::U32);
+        // A copy of no bytes takes the read-then-write path (a peer copy moves some bytes):
+        // the read waits for the stream and returns its pending failure.
+        if state.model.len(buf) == 0 {
+            let result = copied.as_ref().map(drop);
+            state
+                .model
+                .blocking(s, Method::ToClient, result, true)
+                .map_err(|why| why.context("to_client of no bytes"))?;
+        }
+        let copy = match copied {
+            Ok(copy) => copy,
+            Err(_) if state.model.len(buf) == 0 => return Ok(()),
+            Err(e) => {
+                return Err(Violation::refused(
+                    Method::ToClient,
+                    Side::Explored,
+                    "to_client",
+                    e,
+                ));
+            }
+        };
         let read = peer.read_one(copy).map_err(|e| {
             let what = format!("read on peer {}", peer.peer_id());
             Violation::refused(Method::ReadOne, Side::Peer, what, e)
@@ -1128,6 +1220,7 @@ impl<D: Device> Run<'_, D> {
         len: usize,
         fill: u64,
     ) -> Result<(), Violation> {
+        state.number(Number::ToClientLen, len as u64);
         let values = self.fills.data(fill, len);
         let peer = &self.peers[peer];
         let src = peer
@@ -1179,6 +1272,11 @@ impl<D: Device> Run<'_, D> {
         else {
             return Ok(None);
         };
+        // A formula gathers from its source: one of no elements is never launched on (the
+        // model has nothing to gather; the checked kernel would fault).
+        if state.model.len(src_buf) == 0 {
+            return Ok(None);
+        }
         if spec.dst == spec.src {
             state.hit(Method::Launch, s, Arg::Aliased, &[]);
             let args = KernelArguments::new()
@@ -1403,6 +1501,8 @@ impl<D: Device> Run<'_, D> {
                 })
             }
             InCapture::WrittenInWindow { slot: i } => match slot(state, i) {
+                // A buffer of no elements takes no element.
+                Some((_, buf)) if state.model.len(buf) == 0 => Ok(()),
                 Some((handle, buf)) => {
                     state.hit(Method::WriteAt, s, Arg::One, &[buf]);
                     client
@@ -1505,6 +1605,7 @@ impl<D: Device> Run<'_, D> {
         } else {
             Method::Empty
         };
+        state.number(Number::OversizedBelow, below as u64);
         state.hit(method, client.stream_id(), Arg::Overflowing, &[]);
         let result = match OversizedRequest::of(tensors, below) {
             OversizedRequest::Tensors(sizes) => {
@@ -1527,6 +1628,79 @@ impl<D: Device> Run<'_, D> {
             )),
             Err(err) => self.refused(state, (method, err), true),
         }
+    }
+}
+
+/// The elements of a tensor of `shape` whose data the driver makes: `None` when its size in
+/// bytes overflows or it is too large for host data ([`MAX_ELEMS`]).
+pub(super) fn tensor_elems(shape: &[usize]) -> Option<usize> {
+    let elems = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
+    (elems <= MAX_ELEMS).then_some(elems)
+}
+
+/// How `create_tensors` must refuse a group of `shapes` of `u32`s, checked in the runtime's
+/// order: a shape whose size in bytes overflows first, then data that is not its shape's size
+/// (the driver gives none to a shape too large for host data).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum TensorsRefusal {
+    /// `IoError::InvalidLayout`, for the shape's size.
+    Layout,
+    /// `IoError::SizeMismatch` of tensor data: the shape's bytes, none given.
+    Size { expected: u64 },
+}
+
+impl TensorsRefusal {
+    /// Whether `got` is this refusal.
+    pub fn matches(&self, got: &IoError) -> bool {
+        match (self, got) {
+            (TensorsRefusal::Layout, IoError::InvalidLayout { .. }) => true,
+            (TensorsRefusal::Size { expected }, IoError::SizeMismatch { .. }) => {
+                *got == IoError::SizeMismatch {
+                    what: "tensor data",
+                    expected: *expected,
+                    actual: 0,
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How `create_tensors` of `shapes` must be refused, if it must.
+pub(super) fn tensors_refusal(shapes: &[Vec<usize>]) -> Option<TensorsRefusal> {
+    let bytes = |shape: &Vec<usize>| {
+        shape
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+            .and_then(|elems| elems.checked_mul(4))
+    };
+    if shapes.iter().any(|shape| bytes(shape).is_none()) {
+        return Some(TensorsRefusal::Layout);
+    }
+    let too_large = shapes.iter().find(|shape| tensor_elems(shape).is_none())?;
+    let expected = bytes(too_large).expect("checked above") as u64;
+    Some(TensorsRefusal::Size { expected })
+}
+
+/// A clipped write's element offset and length in a buffer of `n` elements: the offset modulo
+/// the buffer, the length up to its end (none in a buffer of none).
+pub(super) fn clipped(offset: usize, len: usize, n: usize) -> (usize, usize) {
+    match n {
+        0 => (0, 0),
+        n => (offset % n, len.min(n - offset % n)),
+    }
+}
+
+/// What `write_at` of `len` elements at element `offset` of a buffer of `n` elements must
+/// return: `Ok` with the range's byte end, or the refusal of a range past the end (whose end
+/// may overflow `u64`).
+pub(super) fn write_range(offset: usize, len: usize, n: usize) -> Result<u64, IoError> {
+    let (offset, len, size) = (offset as u64 * 4, len as u64 * 4, n as u64 * 4);
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(end),
+        _ => Err(IoError::OutOfRange { offset, len, size }),
     }
 }
 

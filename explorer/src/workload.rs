@@ -11,6 +11,7 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::boundary::Bounds;
 use super::world::World;
 use lockstep_kernels::ops::decode::splitmix64;
 
@@ -20,6 +21,22 @@ pub const SLOTS: usize = 6;
 pub const TENSOR_SLOTS: usize = 2;
 /// Most `u32` elements of a buffer (up to 256 KiB: small, medium and exclusive pool sizes).
 pub const MAX_ELEMS: usize = 1 << 16;
+/// Most elements of a buffer the workload draws: one past [`MAX_ELEMS`], where the size one
+/// element above the largest pool edge drawn (256 KiB) falls. Longer `empty`s are sizes no
+/// device serves.
+pub const MAX_LEN: usize = MAX_ELEMS + 1;
+/// Most elements of one `write_at`.
+pub const MAX_WRITE_ELEMS: usize = 256;
+/// Most tensors of one `create_tensors`.
+pub const MAX_TENSORS: usize = 3;
+/// The largest dimension of a tensor, but for dimensions drawn to overflow.
+pub const MAX_TENSOR_DIM: usize = 24;
+/// Dimensions past [`MAX_TENSOR_DIM`]: with another of them, or times the element size, their
+/// product overflows `usize`; alone, a tensor far larger than any device (`2^32` elements).
+pub const OVERFLOWING_DIMS: [u64; 3] = [1 << 32, u64::MAX / 4 + 1, u64::MAX];
+/// Element offsets of a `write_at` whose byte range `offset * 4 + len * 4` overflows `u64`
+/// (the first with any length, the second past 8 elements).
+pub const OVERFLOWING_OFFSETS: [u64; 2] = [u64::MAX / 4, u64::MAX / 4 - 8];
 
 /// Which stream an action runs on: a pinned one (`StreamId(i)`), or the calling thread's own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,12 +69,14 @@ pub enum Action {
         len: usize,
         fill: u64,
     },
-    /// `write_at` of `len` elements at element `offset` (both clipped to the buffer).
+    /// `write_at` of `len` elements at element `offset`: both clipped to the buffer if
+    /// `clip`, else passed as drawn (boundary values), refused where they pass its end.
     Write {
         slot: usize,
         offset: usize,
         len: usize,
         fill: u64,
+        clip: bool,
     },
     Launch(LaunchSpec),
     /// `read_one`.
@@ -69,7 +88,8 @@ pub enum Action {
         a: usize,
         b: usize,
     },
-    /// `create_tensors` of 1–3 shapes, packed into one allocation.
+    /// `create_tensors` of 0–3 shapes of rank 0–3, packed into one allocation; refused when a
+    /// shape's size overflows (see [`OVERFLOWING_DIMS`]).
     CreateTensors {
         slot: usize,
         shapes: Vec<Vec<usize>>,
@@ -302,6 +322,7 @@ impl Workload {
     /// Draws the workload of `world`, from its seed: the same world gives the same workload.
     pub fn draw(world: &World) -> Workload {
         let mut rng = ChaCha8Rng::seed_from_u64(world.seed.rotate_left(17) ^ 0xa5a5);
+        let mut bounds = Bounds::new(world.seed);
         // Swarm testing: each seed leaves out half of the actions, so that combinations
         // another action would interrupt (a pending failure until the next sync, a live graph
         // until DropGraph) get room in some seeds.
@@ -309,7 +330,7 @@ impl Workload {
         let threads: Vec<Vec<Step>> = (0..world.threads)
             .map(|_| {
                 (0..world.ops_per_thread)
-                    .map(|_| draw_step(world, &swarm, &mut rng))
+                    .map(|_| draw_step(world, &swarm, &mut rng, &mut bounds))
                     .collect()
             })
             .collect();
@@ -346,7 +367,14 @@ impl Workload {
     }
 }
 
-fn elems(world: &World, rng: &mut impl Rng) -> usize {
+/// A buffer's length in elements: one of the usual sizes, or (from `bounds`) a boundary value
+/// of `0..=MAX_LEN` or one of `overflow`.
+fn elems(world: &World, rng: &mut impl Rng, bounds: &mut Bounds, overflow: &[u64]) -> usize {
+    let ordinary = usual_elems(world, rng) as u64;
+    bounds.number(ordinary, (0, MAX_LEN as u64), overflow) as usize
+}
+
+fn usual_elems(world: &World, rng: &mut impl Rng) -> usize {
     // One time in eight a size where allocations change pool: one element below, at or above.
     if let Some(edge) = world.size_edges_bytes.choose(rng)
         && rng.random_ratio(1, 8)
@@ -361,6 +389,34 @@ fn elems(world: &World, rng: &mut impl Rng) -> usize {
         6 => 1,
         _ => rng.random_range(1..64),
     }
+}
+
+/// Element lengths of `empty` that no device serves: past the world's largest allocation, past
+/// its memory, and a byte size whose rounding to whole alignment units overflows.
+fn overflowing_empty(world: &World) -> [u64; 3] {
+    [
+        world.max_allocation_bytes / 4 + 1,
+        world.memory_bytes / 4 + 1,
+        usize::MAX as u64 / 4,
+    ]
+}
+
+/// A group's shapes: 1–3 shapes of rank 1–3 and dimensions 1–24, each count, rank and
+/// dimension one time in four a boundary value (0 included, and dimensions that overflow).
+fn shapes(rng: &mut impl Rng, bounds: &mut Bounds) -> Vec<Vec<usize>> {
+    let count = rng.random_range(1..=MAX_TENSORS) as u64;
+    let count = bounds.number(count, (0, MAX_TENSORS as u64), &[]);
+    (0..count)
+        .map(|_| {
+            let rank = bounds.number(rng.random_range(1..=3), (0, 3), &[]);
+            (0..rank)
+                .map(|_| {
+                    let dim = rng.random_range(1..=MAX_TENSOR_DIM) as u64;
+                    bounds.number(dim, (0, MAX_TENSOR_DIM as u64), &OVERFLOWING_DIMS) as usize
+                })
+                .collect()
+        })
+        .collect()
 }
 
 fn launch(world: &World, rng: &mut impl Rng) -> LaunchSpec {
@@ -383,98 +439,127 @@ enum Needs {
     Peers,
 }
 
-/// Draws an action, given the step's slot and fill.
-type DrawAction = fn(&World, &mut ChaCha8Rng, usize, u64) -> Action;
+/// Draws an action, given the step's slot and fill; its numbers may take boundary values.
+type DrawAction = fn(&World, &mut ChaCha8Rng, &mut Bounds, usize, u64) -> Action;
 
 /// Every action of a single-device step with its weight: an action is drawn with probability
 /// its weight over the total weight of the actions the world allows.
 const ACTIONS: &[(u32, Needs, DrawAction)] = &[
-    (12, Needs::Nothing, |world, rng, slot, fill| {
+    (12, Needs::Nothing, |world, rng, bounds, slot, fill| {
         Action::Create {
             slot,
-            len: elems(world, rng),
+            len: elems(world, rng, bounds, &[]),
             fill,
         }
     }),
-    (4, Needs::Nothing, |world, rng, slot, fill| {
+    (4, Needs::Nothing, |world, rng, bounds, slot, fill| {
         Action::EmptyThenFill {
             slot,
-            len: elems(world, rng),
+            len: elems(world, rng, bounds, &overflowing_empty(world)),
             fill,
         }
     }),
-    (10, Needs::Nothing, |_, rng, slot, fill| Action::Write {
-        slot,
-        offset: rng.random_range(0..MAX_ELEMS),
+    (10, Needs::Nothing, |_, rng, bounds, slot, fill| {
+        let offset = rng.random_range(0..MAX_ELEMS);
         // One element a quarter of the time: the smallest write is its own argument class.
-        len: if rng.random_ratio(1, 4) {
+        let len = if rng.random_ratio(1, 4) {
             1
         } else {
-            rng.random_range(2..256)
-        },
-        fill,
+            rng.random_range(2..MAX_WRITE_ELEMS)
+        };
+        // One time in four both are passed as drawn, each then a boundary value half the time.
+        if !bounds.hit() {
+            return Action::Write {
+                slot,
+                offset,
+                len,
+                fill,
+                clip: true,
+            };
+        }
+        let mut number = |ordinary: usize, max: usize, overflow: &[u64]| match bounds.half() {
+            true => ordinary,
+            false => bounds.boundary((0, max as u64), overflow) as usize,
+        };
+        Action::Write {
+            slot,
+            offset: number(offset, MAX_ELEMS, &OVERFLOWING_OFFSETS),
+            len: number(len, MAX_WRITE_ELEMS, &[]),
+            fill,
+            clip: false,
+        }
     }),
-    (20, Needs::Nothing, |world, rng, _, _| {
+    (20, Needs::Nothing, |world, rng, _, _, _| {
         Action::Launch(launch(world, rng))
     }),
-    (10, Needs::Nothing, |_, _, slot, _| Action::Read { slot }),
-    (3, Needs::Nothing, |_, rng, slot, _| Action::ReadPair {
+    (10, Needs::Nothing, |_, _, _, slot, _| Action::Read { slot }),
+    (3, Needs::Nothing, |_, rng, _, slot, _| Action::ReadPair {
         a: slot,
         b: rng.random_range(0..SLOTS),
     }),
-    (3, Needs::Nothing, |_, rng, _, fill| Action::CreateTensors {
-        slot: rng.random_range(0..TENSOR_SLOTS),
-        shapes: (0..rng.random_range(1..=3))
-            .map(|_| {
-                (0..rng.random_range(1..=3))
-                    .map(|_| rng.random_range(1..=24))
-                    .collect()
-            })
-            .collect(),
-        fill,
+    (3, Needs::Nothing, |_, rng, bounds, _, fill| {
+        Action::CreateTensors {
+            slot: rng.random_range(0..TENSOR_SLOTS),
+            shapes: shapes(rng, bounds),
+            fill,
+        }
     }),
-    (3, Needs::Nothing, |_, rng, _, _| Action::ReadTensors {
+    (3, Needs::Nothing, |_, rng, _, _, _| Action::ReadTensors {
         slot: rng.random_range(0..TENSOR_SLOTS),
     }),
-    (7, Needs::Nothing, |_, _, slot, _| Action::Release { slot }),
-    (2, Needs::Nothing, |_, rng, _, _| Action::ReleaseTensors {
-        slot: rng.random_range(0..TENSOR_SLOTS),
-    }),
-    (3, Needs::Nothing, |_, _, _, _| Action::Flush),
-    (5, Needs::Nothing, |_, _, _, _| Action::Sync),
-    (2, Needs::Nothing, |_, _, _, _| Action::SyncAll),
-    (3, Needs::NoFaults, |_, rng, slot, _| Action::Overrun {
+    (7, Needs::Nothing, |_, _, _, slot, _| Action::Release {
         slot,
-        past_end: rng.random_range(0..8),
     }),
-    (2, Needs::Graphs, |world, rng, _, _| Action::BeginCapture {
-        launches: (0..rng.random_range(1..=4))
-            .map(|_| launch(world, rng))
-            .collect(),
+    (2, Needs::Nothing, |_, rng, _, _, _| {
+        Action::ReleaseTensors {
+            slot: rng.random_range(0..TENSOR_SLOTS),
+        }
     }),
-    (2, Needs::Graphs, |_, _, _, _| Action::EndCapture),
-    (1, Needs::Graphs, |_, _, _, _| Action::Prepare),
-    (1, Needs::Graphs, |_, rng, _, _| Action::CaptureOutOfOrder {
-        prepare: rng.random(),
+    (3, Needs::Nothing, |_, _, _, _, _| Action::Flush),
+    (5, Needs::Nothing, |_, _, _, _, _| Action::Sync),
+    (2, Needs::Nothing, |_, _, _, _, _| Action::SyncAll),
+    (3, Needs::NoFaults, |_, rng, bounds, slot, _| {
+        Action::Overrun {
+            slot,
+            past_end: bounds.number(rng.random_range(0..8), (0, 7), &[]) as u32,
+        }
     }),
-    (5, Needs::Graphs, |_, _, _, _| Action::Replay),
-    (3, Needs::Graphs, |_, _, _, _| Action::DropGraph),
-    (2, Needs::Nothing, |_, _, _, _| Action::Install),
-    (3, Needs::Nothing, |_, _, _, _| Action::Cleanup),
-    (3, Needs::Nothing, |_, _, _, _| Action::Usage),
-    (3, Needs::Nothing, |_, _, slot, _| Action::ReadLazy { slot }),
-    (3, Needs::Nothing, |_, _, _, _| Action::Materialize),
-    (3, Needs::Nothing, |world, rng, _, _| {
+    (2, Needs::Graphs, |world, rng, _, _, _| {
+        Action::BeginCapture {
+            launches: (0..rng.random_range(1..=4))
+                .map(|_| launch(world, rng))
+                .collect(),
+        }
+    }),
+    (2, Needs::Graphs, |_, _, _, _, _| Action::EndCapture),
+    (1, Needs::Graphs, |_, _, _, _, _| Action::Prepare),
+    (1, Needs::Graphs, |_, rng, _, _, _| {
+        Action::CaptureOutOfOrder {
+            prepare: rng.random(),
+        }
+    }),
+    (5, Needs::Graphs, |_, _, _, _, _| Action::Replay),
+    (3, Needs::Graphs, |_, _, _, _, _| Action::DropGraph),
+    (2, Needs::Nothing, |_, _, _, _, _| Action::Install),
+    (3, Needs::Nothing, |_, _, _, _, _| Action::Cleanup),
+    (3, Needs::Nothing, |_, _, _, _, _| Action::Usage),
+    (3, Needs::Nothing, |_, _, _, slot, _| Action::ReadLazy {
+        slot,
+    }),
+    (3, Needs::Nothing, |_, _, _, _, _| Action::Materialize),
+    (3, Needs::Nothing, |world, rng, _, _, _| {
         Action::Profile(launch(world, rng))
     }),
-    (3, Needs::Nothing, |world, rng, _, _| {
+    (3, Needs::Nothing, |world, rng, _, _, _| {
         Action::DryRun(launch(world, rng))
     }),
-    (1, Needs::Nothing, |_, rng, _, _| Action::Oversized {
-        tensors: rng.random(),
-        below: rng.random_range(0..512),
+    (1, Needs::Nothing, |_, rng, bounds, _, _| {
+        Action::Oversized {
+            tensors: rng.random(),
+            below: bounds.number(rng.random_range(0..512), (0, 511), &[]) as usize,
+        }
     }),
-    (3, Needs::Nothing, |world, rng, slot, _| {
+    (3, Needs::Nothing, |world, rng, _, slot, _| {
         Action::LaunchView {
             kernel: rng.random_range(0..world.kernels.len()),
             group: rng.random_range(0..TENSOR_SLOTS),
@@ -483,23 +568,23 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
             k: rng.random(),
         }
     }),
-    (1, Needs::Nothing, |_, rng, _, _| {
+    (1, Needs::Nothing, |_, rng, _, _, _| {
         Action::Edge(EdgeCall::EmptyBuffer {
             uninit: rng.random(),
         })
     }),
-    (1, Needs::Nothing, |_, _, slot, _| {
+    (1, Needs::Nothing, |_, _, _, slot, _| {
         Action::Edge(EdgeCall::EmptyWrite { slot })
     }),
-    (2, Needs::Nothing, |_, rng, slot, fill| {
+    (2, Needs::Nothing, |_, rng, bounds, slot, fill| {
         Action::Edge(EdgeCall::Misaligned {
             slot,
             offset: rng.random_range(0..4 * MAX_ELEMS),
-            len: rng.random_range(1..=8),
+            len: bounds.number(rng.random_range(1..=8), (1, 8), &[]) as usize,
             fill,
         })
     }),
-    (3, Needs::Peers, |world, rng, slot, _| {
+    (3, Needs::Peers, |world, rng, _, slot, _| {
         let call = match rng.random_range(0..3) {
             0 => ForeignCall::Write,
             1 => ForeignCall::Read,
@@ -516,7 +601,7 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
 ];
 
 /// Draws a step of `world` from the [`ACTIONS`] that `swarm` keeps (and the world allows).
-fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng) -> Step {
+fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng, bounds: &mut Bounds) -> Step {
     let on = if rng.random_ratio(1, 5) {
         On::Thread
     } else {
@@ -541,7 +626,7 @@ fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng) -> Step {
             _ => Action::FromPeer {
                 slot,
                 peer,
-                len: elems(world, rng),
+                len: elems(world, rng, bounds, &[]),
                 fill,
             },
         };
@@ -569,7 +654,7 @@ fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng) -> Step {
     let mut pick = rng.random_range(0..total);
     for (weight, _, draw) in actions {
         if pick < *weight {
-            let action = draw(world, rng, slot, fill);
+            let action = draw(world, rng, bounds, slot, fill);
             return Step { on, action };
         }
         pick -= weight;
@@ -589,10 +674,10 @@ pub fn tensor_strategy(i: usize) -> MemoryLayoutStrategy {
 
 /// The tensor that [`Action::LaunchView`] with `index` launches on, of a group whose tensors
 /// have `dims` dimensions each: tensor `index` modulo the group's size, if its request makes it
-/// dense. The model holds dense values, so a tensor whose rows the runtime may pad (optimized,
-/// of two or more dimensions) is not launched on.
+/// dense (none in a group of none). The model holds dense values, so a tensor whose rows the
+/// runtime may pad (optimized, of two or more dimensions) is not launched on.
 pub fn view_target(dims: &[usize], index: usize) -> Option<usize> {
-    let i = index % dims.len();
+    let i = index.checked_rem(dims.len())?;
     (tensor_strategy(i) == MemoryLayoutStrategy::Contiguous || dims[i] < 2).then_some(i)
 }
 

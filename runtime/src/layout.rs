@@ -147,11 +147,13 @@ impl CopyDescriptor {
     }
 }
 
-/// Row-major strides of a dense tensor of `shape`.
+/// Row-major strides of a dense tensor of `shape`. A stride past `usize::MAX` saturates: such
+/// a shape has more elements than fit in `usize`, which every call that takes it refuses (as
+/// [`IoError::InvalidLayout`]), never panics on.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; shape.len()];
+    let mut strides = vec![1usize; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
+        strides[i] = strides[i + 1].saturating_mul(shape[i + 1]);
     }
     strides
 }
@@ -326,6 +328,26 @@ mod tests {
     fn contiguous_strides_are_row_major() {
         assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
         assert_eq!(contiguous_strides(&[]), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_shape_whose_strides_overflow_is_refused_not_a_panic() {
+        // The explorer's boundary dimensions found it: the product of every dimension but the
+        // first overflowed computing the dense strides, a panic in debug builds (and wrapped
+        // strides in release) before the shape's size was checked.
+        let huge = 1usize << 33;
+        assert_eq!(contiguous_strides(&[1, huge, huge]), [usize::MAX, huge, 1]);
+        assert_eq!(contiguous_strides(&[2, 0, huge]), [0, huge, 1]);
+        for strategy in [
+            MemoryLayoutStrategy::Contiguous,
+            MemoryLayoutStrategy::Optimized,
+        ] {
+            let desc = MemoryLayoutDescriptor::new(strategy, vec![1, huge, huge], 4);
+            assert!(
+                matches!(plan(&desc, 16), Err(IoError::InvalidLayout { .. })),
+                "{strategy:?}"
+            );
+        }
     }
 
     #[test]

@@ -14,13 +14,17 @@
 //! method. A call on a lost device is one cell per method: every call then fails with
 //! `DeviceLost`. On a prepared stream or one holding a failure, relations are not told apart:
 //! the server orders a buffer's accesses by its history and by captures alone. Unreachable cells are declared with their reason ([`space::EXCLUDED`]), and
-//! so is every public method the explorer never calls ([`space::NOT_CALLED`]).
+//! so is every public method the explorer never calls ([`space::NOT_CALLED`]). The numbers a
+//! call takes (lengths, offsets, shapes…) have a table of their own ([`numbers`]): which
+//! boundary class ([`Class`](crate::boundary::Class)) each value fell in, with its unreachable
+//! cells declared ([`numbers::NUMBERS_EXCLUDED`]).
 //!
 //! **How the explorer reaches it.** Stream states: `BeginCapture` keeps a capture open across
 //! other threads' turns, `Prepare` leaves a stream prepared, `Overrun` (fault-free worlds) makes
 //! a failure pending until the stream's next blocking call, and `--faults` worlds lose the
 //! device. Argument classes: buffer sizes are drawn at the world's pool edges
 //! (`World::size_edges_bytes`) one time in eight; `Oversized` draws overflowing sizes;
+//! numbers are boundary values one time in four ([`Bounds`](crate::boundary::Bounds));
 //! `LaunchView` and `ReadTensors` use packed groups; `Edge` makes the calls no other action
 //! makes (empty buffers and writes, misaligned writes, a peer's handle given to this device).
 //! Relations: eight streams at most shared by up to four threads, captures and graphs over the
@@ -31,6 +35,7 @@
 //! argument sizes) into a fixed counter array, with or without `--coverage`; a seed's draw never
 //! depends on another seed's coverage, so `lockstep replay --seed S` reproduces any run.
 
+pub mod numbers;
 mod report;
 pub mod space;
 
@@ -38,6 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use lockstep::StreamId;
 
+pub use numbers::Number;
 pub use report::Report;
 pub use space::{Arg, Cell, Method, Relation, Space, StreamState};
 
@@ -48,6 +54,8 @@ pub struct Hits {
     counts: Vec<u64>,
     /// Cells recorded that the space does not list: a gap in its definition.
     outside: BTreeSet<Cell>,
+    /// Hits of the numbers' cells, indexed like [`numbers::cells`]; empty until the first.
+    numbers: Vec<u64>,
 }
 
 impl Hits {
@@ -67,6 +75,14 @@ impl Hits {
         }
     }
 
+    /// Counts one value of `number` in its class.
+    pub fn number(&mut self, number: Number, value: u64) {
+        if self.numbers.is_empty() {
+            self.numbers = vec![0; Number::ALL.len() * crate::boundary::Class::ALL.len()];
+        }
+        self.numbers[numbers::index(number, number.class(value))] += 1;
+    }
+
     /// Adds `other`'s hits to these.
     pub fn merge(&mut self, other: &Hits) {
         if self.counts.is_empty() {
@@ -75,12 +91,23 @@ impl Hits {
         for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
             *mine += theirs;
         }
+        if self.numbers.is_empty() {
+            self.numbers = vec![0; other.numbers.len()];
+        }
+        for (mine, theirs) in self.numbers.iter_mut().zip(&other.numbers) {
+            *mine += theirs;
+        }
         self.outside.extend(&other.outside);
     }
 
     /// Hits of cell `index` of [`Space::cells`].
     pub fn count(&self, index: usize) -> u64 {
         self.counts.get(index).copied().unwrap_or(0)
+    }
+
+    /// Hits of cell `index` of [`numbers::cells`].
+    pub fn number_count(&self, index: usize) -> u64 {
+        self.numbers.get(index).copied().unwrap_or(0)
     }
 
     /// Cells recorded outside the space.

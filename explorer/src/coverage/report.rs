@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::Hits;
+use super::numbers::{self, Number};
 use super::space::{Arg, Cell, CellInfo, NOT_CALLED, Relation, Space, StreamState};
+use crate::boundary::Class;
 
 /// The coverage of an exploration, judged: it passes when every reachable cell was hit, no
 /// cell declared unreachable was hit, and nothing was recorded outside the space.
@@ -43,11 +45,59 @@ impl<'a> Report<'a> {
             .collect()
     }
 
+    /// The numbers' cells with their declarations and hits.
+    fn number_cells(&self) -> impl Iterator<Item = (Number, Class, Option<&'static str>, u64)> {
+        let hits = self.hits;
+        numbers::cells()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (number, class, excluded))| (number, class, excluded, hits.number_count(i)))
+    }
+
+    /// Reachable cells of numbers never hit.
+    pub fn unhit_numbers(&self) -> Vec<(Number, Class)> {
+        self.number_cells()
+            .filter(|&(_, _, excluded, n)| excluded.is_none() && n == 0)
+            .map(|(number, class, ..)| (number, class))
+            .collect()
+    }
+
+    /// Cells of numbers declared unreachable that were hit.
+    pub fn wrongly_declared_numbers(&self) -> Vec<(Number, Class, u64)> {
+        self.number_cells()
+            .filter(|&(_, _, excluded, n)| excluded.is_some() && n > 0)
+            .map(|(number, class, _, n)| (number, class, n))
+            .collect()
+    }
+
     /// Whether every reachable cell was hit, no unreachable one was, and nothing fell outside.
     pub fn passed(&self) -> bool {
         self.unhit().is_empty()
             && self.wrongly_declared().is_empty()
             && self.hits.outside().is_empty()
+            && self.unhit_numbers().is_empty()
+            && self.wrongly_declared_numbers().is_empty()
+    }
+
+    fn write_numbers(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cells: Vec<_> = self.number_cells().collect();
+        let excluded = cells.iter().filter(|c| c.2.is_some()).count();
+        writeln!(
+            f,
+            "numbers: {} cells: {} reachable ({} hit), {excluded} declared unreachable",
+            cells.len(),
+            cells.len() - excluded,
+            cells.len() - excluded - self.unhit_numbers().len()
+        )?;
+        for number in Number::ALL {
+            let entries: Vec<String> = cells
+                .iter()
+                .filter(|c| c.0 == number && c.2.is_none())
+                .map(|&(_, class, _, n)| format!("{} {n}", class.name()))
+                .collect();
+            writeln!(f, "  {:<22} {}", number.name(), entries.join(", "))?;
+        }
+        Ok(())
     }
 
     fn write_table(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,19 +159,38 @@ impl fmt::Display for Report<'_> {
             unhit.len()
         )?;
         self.write_table(f)?;
-        writeln!(f, "never hit ({}):", unhit.len())?;
+        self.write_numbers(f)?;
+        let unhit_numbers = self.unhit_numbers();
+        writeln!(f, "never hit ({}):", unhit.len() + unhit_numbers.len())?;
         for c in unhit {
             writeln!(f, "  {}", cell_name(c))?;
         }
-        let mut reasons: BTreeMap<&str, Vec<Cell>> = BTreeMap::new();
+        for (number, class) in unhit_numbers {
+            writeln!(f, "  {} {}", number.name(), class.name())?;
+        }
+        let mut reasons: BTreeMap<&str, usize> = BTreeMap::new();
         for (info, _) in self.cells() {
             if let Some(reason) = info.excluded {
-                reasons.entry(reason).or_default().push(info.cell);
+                *reasons.entry(reason).or_default() += 1;
+            }
+        }
+        let mut number_reasons: BTreeMap<&str, usize> = BTreeMap::new();
+        for (.., excluded, _) in self.number_cells() {
+            if let Some(reason) = excluded {
+                *number_reasons.entry(reason).or_default() += 1;
             }
         }
         writeln!(f, "declared unreachable ({excluded} cells):")?;
         for (reason, cells) in reasons {
-            writeln!(f, "  {} cells: {reason}", cells.len())?;
+            writeln!(f, "  {cells} cells: {reason}")?;
+        }
+        let excluded_numbers: usize = number_reasons.values().sum();
+        writeln!(
+            f,
+            "numbers declared unreachable ({excluded_numbers} cells):"
+        )?;
+        for (reason, cells) in number_reasons {
+            writeln!(f, "  {cells} cells: {reason}")?;
         }
         writeln!(f, "never called:")?;
         for (methods, reason) in NOT_CALLED {
@@ -132,6 +201,14 @@ impl fmt::Display for Report<'_> {
                 f,
                 "DECLARED UNREACHABLE BUT HIT {n} times: {}",
                 cell_name(c)
+            )?;
+        }
+        for (number, class, n) in self.wrongly_declared_numbers() {
+            writeln!(
+                f,
+                "DECLARED UNREACHABLE BUT HIT {n} times: {} {}",
+                number.name(),
+                class.name()
             )?;
         }
         for &c in self.hits.outside() {

@@ -208,6 +208,8 @@ pub enum Arg {
     AboveEdge,
     /// A size no device serves, whose rounding to whole alignment units overflows.
     Overflowing,
+    /// A range past the handle's end, or whose end overflows `u64` (refused).
+    OutOfRange,
     /// A tensor at a non-zero offset of its packed group.
     View,
     /// One handle bound twice, once writable (refused).
@@ -222,7 +224,7 @@ pub enum Arg {
 
 impl Arg {
     /// Every class.
-    pub const ALL: [Arg; 12] = [
+    pub const ALL: [Arg; 13] = [
         Arg::Any,
         Arg::Empty,
         Arg::One,
@@ -230,6 +232,7 @@ impl Arg {
         Arg::AtEdge,
         Arg::AboveEdge,
         Arg::Overflowing,
+        Arg::OutOfRange,
         Arg::View,
         Arg::Aliased,
         Arg::Misaligned,
@@ -247,6 +250,7 @@ impl Arg {
             Arg::AtEdge => "edge",
             Arg::AboveEdge => "edge+1",
             Arg::Overflowing => "overflow",
+            Arg::OutOfRange => "out-of-range",
             Arg::View => "view",
             Arg::Aliased => "aliased",
             Arg::Misaligned => "misaligned",
@@ -393,13 +397,20 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
             // No pool serves it: the actor refuses it.
             (Arg::Overflowing, NONE),
         ],
-        Method::CreateTensors | Method::Write | Method::ToClientInto => &[(Arg::Ordinary, NONE)],
+        // A group of no tensors, or with a shape whose size overflows (refused).
+        Method::CreateTensors => &[
+            (Arg::Ordinary, NONE),
+            (Arg::Empty, NONE),
+            (Arg::Overflowing, NONE),
+        ],
+        Method::Write | Method::ToClientInto => &[(Arg::Ordinary, NONE)],
         Method::EmptyTensors => &[(Arg::Overflowing, NONE)],
         Method::WriteAt => &[
             (Arg::One, SHARED),
             (Arg::Ordinary, SHARED),
             (Arg::Misaligned, SHARED),
             (Arg::Empty, NONE),
+            (Arg::OutOfRange, NONE),
             (Arg::Foreign, NONE),
         ],
         Method::ReadOne => &[
@@ -410,7 +421,12 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
         Method::ReadAsync | Method::ReadLazy | Method::AllReduce | Method::ToClient => {
             &[(Arg::Ordinary, SHARED)]
         }
-        Method::ReadTensorAsync => &[(Arg::Ordinary, TENSOR), (Arg::View, TENSOR)],
+        // A group of no tensors names no buffer.
+        Method::ReadTensorAsync => &[
+            (Arg::Ordinary, TENSOR),
+            (Arg::View, TENSOR),
+            (Arg::Empty, NONE),
+        ],
         Method::Launch => &[
             (Arg::Ordinary, SHARED),
             // The source is a buffer slot.
@@ -509,7 +525,13 @@ pub const EXCLUDED: &[Exclusion] = &[
     Exclusion {
         methods: &[Method::WriteAt, Method::ReadOne, Method::Launch],
         states: &[StreamState::Capturing],
-        args: &[Arg::Misaligned, Arg::Empty, Arg::Foreign, Arg::View],
+        args: &[
+            Arg::Misaligned,
+            Arg::Empty,
+            Arg::OutOfRange,
+            Arg::Foreign,
+            Arg::View,
+        ],
         relations: &[],
         reason: "inside a capture window the driver reads and launches on buffer slots only and skips the edge calls (LaunchView, Edge): the capture rules treat every buffer alike",
     },

@@ -7,10 +7,10 @@ use lockstep::{
 };
 
 use super::{READ, Run, State, allocated, capture_call, expect_refusal, judge_read, refusal};
-use crate::coverage::{Arg, Method};
-use crate::failure::{Side, Violation};
+use crate::coverage::{Arg, Method, Number};
+use crate::failure::{Check, Side, Violation};
 use crate::model::Values;
-use crate::workload::LaunchSpec;
+use crate::workload::{LaunchSpec, MAX_LEN};
 
 impl<D: Device> State<D> {
     /// The handle in `slot` (a clone, so the state stays free to change) and its model buffer.
@@ -36,7 +36,9 @@ impl<D: Device> State<D> {
 
 impl<D: Device> Run<'_, D> {
     /// `create` of `len` elements of `fill` into `slot`, or (`then_fill`) `empty` of as many
-    /// and then a `write` of them.
+    /// and then a `write` of them. An `empty` past [`MAX_LEN`] is a size no device serves
+    /// (see `overflowing_empty`): it must be refused as out of memory, before anything is
+    /// allocated.
     pub(super) fn create(
         &self,
         state: &mut State<D>,
@@ -45,12 +47,21 @@ impl<D: Device> Run<'_, D> {
         then_fill: bool,
     ) -> Result<(), Violation> {
         let s = client.stream_id();
-        let values = self.fills.data(fill, len);
         let method = if then_fill {
             Method::Empty
         } else {
             Method::Create
         };
+        let number = if then_fill {
+            Number::EmptyLen
+        } else {
+            Number::CreateLen
+        };
+        state.number(number, len as u64);
+        if len > MAX_LEN {
+            return self.oversized_empty(state, client, len);
+        }
+        let values = self.fills.data(fill, len);
         let created = state.allocation(client, (method, s, self.size_class(len)), || {
             if then_fill {
                 client.empty(len * 4)
@@ -71,6 +82,32 @@ impl<D: Device> Run<'_, D> {
         }
         state.keep(s, slot, handle, values);
         Ok(())
+    }
+
+    /// `empty` of `len` elements (4 × `len` bytes, at most `usize::MAX - 3`), past what the
+    /// device serves: refused as out of memory.
+    fn oversized_empty(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        len: usize,
+    ) -> Result<(), Violation> {
+        state.hit(Method::Empty, client.stream_id(), Arg::Overflowing, &[]);
+        match client.empty(len * 4) {
+            Ok(handle) => Err(Violation::new(
+                Check::WrongRefusal {
+                    call: Method::Empty,
+                    got: None,
+                },
+                format!(
+                    "empty of {} bytes was served by a device of {} bytes (largest allocation {})",
+                    handle.size(),
+                    self.world.memory_bytes,
+                    self.world.max_allocation_bytes
+                ),
+            )),
+            Err(err) => self.refused(state, (Method::Empty, err), true),
+        }
     }
 
     /// `read_one` of the buffer in `slot`, if any.
@@ -262,10 +299,12 @@ pub(super) fn release<D: Device>(state: &mut State<D>, slot: usize) {
     }
 }
 
-/// Drops the tensors of group `slot`, if any.
+/// Drops the tensors of group `slot`, if any (a group of none holds no handle).
 pub(super) fn release_tensors<D: Device>(state: &mut State<D>, slot: usize) {
-    if let Some(group) = state.tensors[slot].take() {
-        state.hit_drop(group[0].2);
+    if let Some(group) = state.tensors[slot].take()
+        && let Some(first) = group.first()
+    {
+        state.hit_drop(first.2);
     }
 }
 

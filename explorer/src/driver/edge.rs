@@ -6,7 +6,7 @@ use lockstep::{
 };
 
 use super::{Run, State, create_on_peer, judge_read};
-use crate::coverage::{Arg, Method};
+use crate::coverage::{Arg, Method, Number};
 use crate::failure::{Check, Difference, ErrorKind, Side, Violation};
 use crate::model::Model;
 use crate::workload::{EdgeCall, ForeignCall, data};
@@ -117,6 +117,7 @@ impl<D: Device> Run<'_, D> {
         else {
             return Ok(());
         };
+        state.number(Number::MisalignedLen, bytes.len() as u64);
         state.hit(Method::WriteAt, s, Arg::Misaligned, &[buf]);
         client
             .write_at(&handle, offset as u64, Bytes::from_bytes_vec(bytes.clone()))

@@ -4,7 +4,7 @@
 use lockstep::{ComputeClient, Device, StreamId};
 
 use super::{ModelLaunch, Run, State};
-use crate::coverage::{self, Arg, Held, Method, Relation, StreamState};
+use crate::coverage::{self, Arg, Held, Method, Number, Relation, StreamState};
 
 /// Most buffers one call names (a group of up to three tensors).
 const MAX_BUFS: usize = 3;
@@ -76,6 +76,11 @@ impl<D: Device> State<D> {
         };
         self.reach.allocated(method, state, arg, path);
         result
+    }
+
+    /// Records the class of `value`, passed as `number`.
+    pub(super) fn number(&mut self, number: Number, value: u64) {
+        self.reach.hits.number(number, value);
     }
 
     /// Records the driver dropping its handle of `buf`; the release rides on the stream that

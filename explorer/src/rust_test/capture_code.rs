@@ -80,6 +80,11 @@ impl Printer<'_> {
                 let Some(var) = handle(&self.slots, slot) else {
                     return;
                 };
+                // A buffer of no elements takes no element: the driver skips it.
+                let buf = self.slots[slot].as_ref().map(|slot| slot.buf);
+                if buf.is_some_and(|buf| self.model.len(buf) == 0) {
+                    return;
+                }
                 let zero = super::bytes(&mut self.code, &[0]);
                 self.code
                     .line(format!("{c}.write_at(&{var}, 0, {zero}).unwrap();"));

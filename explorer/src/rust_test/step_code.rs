@@ -8,8 +8,11 @@ use super::{
     model_refuses, refusal_code, vec_of,
 };
 use crate::coverage::Method;
-use crate::driver::{InCapture, OversizedRequest, in_capture, refusal};
-use crate::workload::{Action, LaunchSpec, On, Step, data, tensor_strategy, view_target};
+use crate::driver::{
+    InCapture, OversizedRequest, TensorsRefusal, clipped, in_capture, refusal, tensor_elems,
+    tensors_refusal, write_range,
+};
+use crate::workload::{Action, LaunchSpec, MAX_LEN, On, Step, data, tensor_strategy, view_target};
 use lockstep_kernels::formula::Formula;
 
 /// A launch's call expression, whether it binds one handle twice (refused at the call), and
@@ -64,7 +67,8 @@ impl Printer<'_> {
                 offset,
                 len,
                 fill,
-            } => self.write(&c, s, slot, (offset, len), fill),
+                clip,
+            } => self.write(&c, s, slot, (offset, len), fill, clip),
             Action::Launch(spec) => {
                 self.launch(&c, s, spec, true);
             }
@@ -123,7 +127,7 @@ impl Printer<'_> {
                 }
             }
             Action::AllReduce { slot, op, fill } => self.all_reduce(&c, s, *slot, *op, *fill)?,
-            &Action::ToPeer { slot, peer } => self.copy_to_peer(&c, slot, peer),
+            &Action::ToPeer { slot, peer } => self.copy_to_peer(&c, s, slot, peer)?,
             &Action::FromPeer {
                 slot,
                 peer,
@@ -138,7 +142,8 @@ impl Printer<'_> {
     }
 
     /// `create` of `len` elements of `fill` into `slot`, or (`then_fill`) `empty` of as many
-    /// and then a `write` of them (`driver`'s `create`).
+    /// and then a `write` of them (`driver`'s `create`); an `empty` past [`MAX_LEN`] is
+    /// refused as out of memory.
     fn create(
         &mut self,
         c: &str,
@@ -146,6 +151,14 @@ impl Printer<'_> {
         (slot, len, fill): (usize, usize, u64),
         then_fill: bool,
     ) {
+        if len > MAX_LEN {
+            self.code.uses("lockstep", &["ServerError"]);
+            self.code.line(format!(
+                "assert!(matches!({c}.empty({}), Err(ServerError::OutOfMemory(_))));",
+                size_code(len * 4)
+            ));
+            return;
+        }
         let values = data(fill, len);
         let var = self.var("h");
         let data = bytes(&mut self.code, &values);
@@ -162,8 +175,8 @@ impl Printer<'_> {
         self.fill_slot(slot, Slot { var, buf });
     }
 
-    /// `write_at` of up to `len` elements of `fill` at element `offset` (modulo the buffer's
-    /// length) of the buffer in `slot`, if any.
+    /// `write_at` of `len` elements of `fill` at element `offset` of the buffer in `slot`, if
+    /// any: both clipped to the buffer if `clip`, else as drawn, refused past its end.
     fn write(
         &mut self,
         c: &str,
@@ -171,19 +184,33 @@ impl Printer<'_> {
         slot: usize,
         (offset, len): (usize, usize),
         fill: u64,
+        clip: bool,
     ) {
         let Some((var, buf)) = self.in_slot(slot) else {
             return;
         };
         let n = self.model.len(buf);
-        let offset = offset % n;
-        let values = data(fill, len.min(n - offset));
+        let (offset, len) = if clip {
+            clipped(offset, len, n)
+        } else {
+            (offset, len)
+        };
+        let values = data(fill, len);
         let data = bytes(&mut self.code, &values);
-        self.code.line(format!(
-            "{c}.write_at(&{var}, {}, {data}).unwrap();",
-            offset * 4
-        ));
-        self.model.write(s, buf, offset, &values);
+        let call = format!("{c}.write_at(&{var}, {}, {data})", offset as u64 * 4);
+        match write_range(offset, len, n) {
+            Ok(_) => {
+                self.code.line(format!("{call}.unwrap();"));
+                if !values.is_empty() {
+                    self.model.write(s, buf, offset, &values);
+                }
+            }
+            Err(refused) => {
+                self.code.uses("lockstep", &["IoError"]);
+                self.code
+                    .line(format!("assert_eq!({call}, Err(IoError::{refused:?}));"));
+            }
+        }
     }
 
     /// A launch of `spec` inside `lockstep::dry_run`.
@@ -208,19 +235,35 @@ impl Printer<'_> {
     }
 
     /// `to_client` of the buffer in `slot`, if any, into `peer`, and a read there of the copy.
-    fn copy_to_peer(&mut self, c: &str, slot: usize, peer: usize) {
+    fn copy_to_peer(
+        &mut self,
+        c: &str,
+        s: StreamId,
+        slot: usize,
+        peer: usize,
+    ) -> Result<(), Unprintable> {
         let Some((var, buf)) = self.in_slot(slot) else {
-            return;
+            return Ok(());
         };
         self.code.uses("lockstep::kernel", &["ElemType"]);
+        let call = format!("{c}.to_client({var}.clone(), &peer{peer}, ElemType::U32)");
+        // A copy of no bytes reads on the stream: its pending failure, if any, is returned.
+        if self.model.len(buf) == 0 {
+            if let Some(fault) = self.model.expected_fault(s).cloned() {
+                let fault = error_code(&mut self.code, &fault)?;
+                self.code
+                    .line(format!("assert_eq!({call}.err(), Some({fault}));"));
+                return self.blocking(s, Method::ToClient, true);
+            }
+            self.blocking(s, Method::ToClient, true)?;
+        }
         let copy = self.var("copy");
-        self.code.line(format!(
-            "let {copy} = {c}.to_client({var}.clone(), &peer{peer}, ElemType::U32).unwrap();"
-        ));
+        self.code.line(format!("let {copy} = {call}.unwrap();"));
         let expected = vec_of(self.model.values(buf));
         self.code.line(format!(
             "assert_eq!(peer{peer}.read_one({copy}).unwrap().to_elems::<u32>(), {expected});"
         ));
+        Ok(())
     }
 
     /// A buffer of `len` elements of `fill` created on `peer` and copied by `to_client` into
@@ -334,6 +377,10 @@ impl Printer<'_> {
         let (Some(dst), Some(src)) = (&self.slots[spec.dst], &self.slots[spec.src]) else {
             return None;
         };
+        // The driver never launches on a source of no elements.
+        if self.model.len(src.buf) == 0 {
+            return None;
+        }
         let bufs = (dst.buf, src.buf);
         let (dst, src) = (dst.var.clone(), src.var.clone());
         Some(LaunchCall {
@@ -459,7 +506,7 @@ impl Printer<'_> {
     }
 
     /// `create_tensors` of `shapes` into tensor `slot`, alternating optimized and contiguous
-    /// layouts.
+    /// layouts; refused as [`tensors_refusal`] says (a shape too large is given no data).
     fn create_tensors(
         &mut self,
         c: &str,
@@ -472,20 +519,44 @@ impl Printer<'_> {
             "lockstep",
             &["MemoryLayoutDescriptor", "MemoryLayoutStrategy"],
         );
+        let refusal = tensors_refusal(shapes);
         let var = self.var("tensors");
         self.code
             .line(format!("let {var} = {c}.create_tensors(vec!["));
         let mut bufs = Vec::with_capacity(shapes.len());
         for (i, shape) in shapes.iter().enumerate() {
-            let values = data(fill.wrapping_add(i as u64), shape.iter().product());
+            let values = data(
+                fill.wrapping_add(i as u64),
+                tensor_elems(shape).unwrap_or(0),
+            );
             let strategy = tensor_strategy(i);
             let data = bytes(&mut self.code, &values);
             self.code.line(format!(
                 "    (MemoryLayoutDescriptor::new(MemoryLayoutStrategy::{strategy:?}, vec!{shape:?}, 4), {data}),"
             ));
-            bufs.push(self.model.create(s, values));
+            if refusal.is_none() {
+                bufs.push(self.model.create(s, values));
+            }
         }
-        self.code.line("]).unwrap();");
+        match refusal {
+            Some(TensorsRefusal::Layout) => {
+                self.code.uses("lockstep", &["IoError", "ServerError"]);
+                self.code.line("]);");
+                self.code.line(format!(
+                    "assert!(matches!({var}, Err(ServerError::Io(IoError::InvalidLayout {{ .. }}))));"
+                ));
+                return;
+            }
+            Some(TensorsRefusal::Size { expected }) => {
+                self.code.uses("lockstep", &["IoError", "ServerError"]);
+                self.code.line("]);");
+                self.code.line(format!(
+                    "assert_eq!({var}.err(), Some(ServerError::Io(IoError::SizeMismatch {{ what: \"tensor data\", expected: {expected}, actual: 0 }})));"
+                ));
+                return;
+            }
+            None => self.code.line("]).unwrap();"),
+        }
         let group = Group {
             var,
             shapes: shapes.to_vec(),
@@ -513,6 +584,9 @@ impl Printer<'_> {
         let Some(i) = view_target(&dims, index) else {
             return;
         };
+        if self.model.len(src.buf) == 0 {
+            return;
+        }
         let dst = format!("{}[{i}].memory", group.var);
         let bufs = (group.bufs[i], src.buf);
         let src = src.var.clone();

@@ -220,9 +220,9 @@ impl<D: Device> ComputeClient<D> {
     /// Transfer data from one client to another: a new handle on `dst_client`'s device holding
     /// the tensor `src_descriptor` describes, dense row-major.
     ///
-    /// A dense tensor between two different devices with collectives, of one peer group (see
-    /// [`Device::peer_group`]), moves by a send on this client's stream and a receive on
-    /// `dst_client`'s stream; otherwise it is read here and written there. Either way the copy sees every earlier operation of this stream on the
+    /// A dense tensor of at least one byte between two different devices with collectives, of
+    /// one peer group (see [`Device::peer_group`]), moves by a send on this client's stream and
+    /// a receive on `dst_client`'s stream; otherwise it is read here and written there. Either way the copy sees every earlier operation of this stream on the
     /// source, and later work of `dst_client`'s stream sees the copied bytes. A peer copy's
     /// failure surfaces at either stream's next blocking call.
     ///

@@ -1,0 +1,200 @@
+//! Boundary values: every number the workload draws into a call argument is, one time in four,
+//! drawn from the classes where arithmetic goes wrong instead of from its usual distribution:
+//! 0, 1, a power of two or one of its neighbours, the argument's largest value, and values past
+//! it chosen so that a sum or product the call computes overflows.
+//!
+//! The choice comes from a random stream of its own ([`Bounds`], seeded from the world's seed),
+//! and the usual value is drawn from the workload's stream whether or not it is replaced, so a
+//! seed's actions, slots and streams stay what they were without boundary values. A number's
+//! class is a function of its value and its range ([`Class::of`]): the driver records it from
+//! the argument it passes, never from how it was drawn.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The class of a number drawn from `0..=max`, or past `max`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    /// 0.
+    Zero,
+    /// 1.
+    One,
+    /// `2^k - 1`, for `k >= 2`.
+    BelowPow2,
+    /// `2^k`, for `k >= 1`.
+    Pow2,
+    /// `2^k + 1`, for `k >= 2`.
+    AbovePow2,
+    /// The range's largest value.
+    Max,
+    /// Past the range: a value whose sum or product in the call overflows, or that exceeds
+    /// what the device serves.
+    Overflow,
+    /// Any other value.
+    Ordinary,
+}
+
+impl Class {
+    /// Every class, in the order reports print them.
+    pub const ALL: [Class; 8] = [
+        Class::Zero,
+        Class::One,
+        Class::BelowPow2,
+        Class::Pow2,
+        Class::AbovePow2,
+        Class::Max,
+        Class::Overflow,
+        Class::Ordinary,
+    ];
+
+    /// The class of `value` in `0..=max` (past `max`: [`Class::Overflow`]). The first that
+    /// applies wins: zero, one, max, overflow, then the powers of two.
+    pub fn of(value: u64, max: u64) -> Class {
+        match value {
+            0 => Class::Zero,
+            1 => Class::One,
+            v if v == max => Class::Max,
+            v if v > max => Class::Overflow,
+            v if v.is_power_of_two() => Class::Pow2,
+            v if (v + 1).is_power_of_two() => Class::BelowPow2,
+            v if (v - 1).is_power_of_two() => Class::AbovePow2,
+            _ => Class::Ordinary,
+        }
+    }
+
+    /// The class's name, as coverage reports print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Zero => "zero",
+            Class::One => "one",
+            Class::BelowPow2 => "2^k-1",
+            Class::Pow2 => "2^k",
+            Class::AbovePow2 => "2^k+1",
+            Class::Max => "max",
+            Class::Overflow => "overflow",
+            Class::Ordinary => "ordinary",
+        }
+    }
+}
+
+/// The boundary draws of one workload: a random stream apart from the workload's own.
+pub struct Bounds {
+    rng: ChaCha8Rng,
+}
+
+impl Bounds {
+    /// The boundary stream of the world of `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            rng: ChaCha8Rng::seed_from_u64(seed ^ 0xb0da_4d5e_ed0f_b0d5),
+        }
+    }
+
+    /// Whether this draw takes a boundary value (one time in four).
+    pub fn hit(&mut self) -> bool {
+        self.rng.random_ratio(1, 4)
+    }
+
+    /// A fair coin of the boundary stream.
+    pub fn half(&mut self) -> bool {
+        self.rng.random_bool(0.5)
+    }
+
+    /// `ordinary`, or one time in four a boundary value of `0..=max` (`min` and above), or one
+    /// of `overflow` (values past `max`; none where the call cannot be given one).
+    pub fn number(&mut self, ordinary: u64, (min, max): (u64, u64), overflow: &[u64]) -> u64 {
+        if !self.hit() {
+            return ordinary;
+        }
+        self.boundary((min, max), overflow)
+    }
+
+    /// A boundary value of `min..=max`, or one of `overflow`: each class that has a value in
+    /// the range (or an overflow given) equally likely, then a value of the class.
+    pub fn boundary(&mut self, (min, max): (u64, u64), overflow: &[u64]) -> u64 {
+        debug_assert!(min <= max && overflow.iter().all(|&v| v > max));
+        // A power of two 2^k (k >= 1), or its neighbour (k >= 2, so that 3 is 2^2 - 1 only),
+        // inside the range.
+        let near_pow2 = |rng: &mut ChaCha8Rng, below: u64, above: u64| -> Option<u64> {
+            let k_min = if below + above > 0 { 2 } else { 1 };
+            let values: Vec<u64> = (k_min..64)
+                .map(|k| (1u64 << k) - below + above)
+                .filter(|&v| v >= min && v <= max)
+                .collect();
+            (!values.is_empty()).then(|| values[rng.random_range(0..values.len())])
+        };
+        let mut candidates: Vec<u64> = Vec::with_capacity(7);
+        for class in Class::ALL {
+            let value = match class {
+                Class::Zero if min == 0 => Some(0),
+                Class::One if min <= 1 && max >= 1 => Some(1),
+                Class::BelowPow2 => near_pow2(&mut self.rng, 1, 0),
+                Class::Pow2 => near_pow2(&mut self.rng, 0, 0),
+                Class::AbovePow2 => near_pow2(&mut self.rng, 0, 1),
+                Class::Max => Some(max),
+                Class::Overflow if !overflow.is_empty() => {
+                    Some(overflow[self.rng.random_range(0..overflow.len())])
+                }
+                _ => None,
+            };
+            candidates.extend(value);
+        }
+        candidates[self.rng.random_range(0..candidates.len())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_classed_by_value_and_range() {
+        let classes: Vec<Class> = [0, 1, 2, 3, 4, 5, 6, 24, 25, 17, 15, 16]
+            .into_iter()
+            .map(|v| Class::of(v, 24))
+            .collect();
+        use Class::*;
+        assert_eq!(
+            classes,
+            [
+                Zero, One, Pow2, BelowPow2, Pow2, AbovePow2, Ordinary, Max, Overflow, AbovePow2,
+                BelowPow2, Pow2
+            ]
+        );
+        assert_eq!(Class::of(u64::MAX, u64::MAX), Max);
+    }
+
+    #[test]
+    fn every_class_of_a_range_is_drawn_and_each_draw_stays_in_its_class() {
+        let mut bounds = Bounds::new(7);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            let v = bounds.boundary((0, 1 << 16), &[u64::MAX]);
+            let class = Class::of(v, 1 << 16);
+            assert_ne!(class, Class::Ordinary, "{v} is no boundary value");
+            assert!(v <= 1 << 16 || v == u64::MAX);
+            seen.insert(class);
+        }
+        let expected: std::collections::BTreeSet<Class> = Class::ALL[..7].iter().copied().collect();
+        assert_eq!(seen, expected);
+        // A range from 1 draws neither zero nor, without overflow values, past its end.
+        for _ in 0..500 {
+            let v = bounds.boundary((1, 8), &[]);
+            assert!((1..=8).contains(&v), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_quarter_of_numbers_are_replaced_and_equal_seeds_draw_alike() {
+        let draw = |seed| {
+            let mut bounds = Bounds::new(seed);
+            (0..400)
+                .map(|_| bounds.number(12_345, (0, 1 << 20), &[]))
+                .collect::<Vec<_>>()
+        };
+        let replaced = draw(3).iter().filter(|&&v| v != 12_345).count();
+        assert!((60..140).contains(&replaced), "{replaced} of 400 replaced");
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+    }
+}
