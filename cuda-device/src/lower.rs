@@ -121,38 +121,32 @@ __device__ __forceinline__ i32 ls_f32_to_i32(f32 v) {
   return (i32)v;
 }
 
-// Checked mode: each invocation notes its first out-of-range access in registers (`LsFault`),
-// and when its work ends the first invocation to report fills the fault record
-// (lockstep::kernel::FaultRecord); a load out of range yields 0, a store or atomic is skipped.
-// Noting touches no memory, so the checks leave loads free to be scheduled and batched.
-struct LsFault { u32 binding; u32 index; bool set; };
-__device__ __forceinline__ void ls_note(LsFault& f, u32 binding, u32 index) {
-  if (!f.set) { f.set = true; f.binding = binding; f.index = index; }
-}
-__device__ __noinline__ void ls_report_fault(u32* record, u32 kernel, const LsFault& f) {
-  if (f.set && atomicCAS(record, 0u, 1u) == 0u) {
+// Checked mode: the first out-of-range access of any invocation fills the fault record
+// (lockstep::kernel::FaultRecord); a load then yields 0, a store or atomic is skipped.
+__device__ __noinline__ void ls_fault(u32* record, u32 kernel, u32 binding, u32 index) {
+  if (atomicCAS(record, 0u, 1u) == 0u) {
     record[1] = kernel;
-    record[2] = f.binding;
-    record[3] = f.index;
+    record[2] = binding;
+    record[3] = index;
   }
 }
 template <typename T>
-__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, LsFault& f, u32 binding) {
+__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, u32* record, u32 kernel, u32 binding) {
   if (i < n) return b[i];
-  ls_note(f, binding, i);
+  ls_fault(record, kernel, binding, i);
   return T{};
 }
 template <typename T>
-__device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, LsFault& f, u32 binding) {
+__device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) {
   if (i < n) b[i] = v;
-  else ls_note(f, binding, i);
+  else ls_fault(record, kernel, binding, i);
 }
 // Atomics return the previous value; out of range they return 0.
 #define LS_ATOMIC(name, op) \
   template <typename T> \
-  __device__ __forceinline__ T name(T* b, u32 n, u32 i, T v, LsFault& f, u32 binding) { \
+  __device__ __forceinline__ T name(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) { \
     if (i < n) return op(&b[i], v); \
-    ls_note(f, binding, i); \
+    ls_fault(record, kernel, binding, i); \
     return (T)0; \
   }
 LS_ATOMIC(ls_atomic_add, atomicAdd)
@@ -163,9 +157,9 @@ LS_ATOMIC(ls_atomic_and, atomicAnd)
 LS_ATOMIC(ls_atomic_or, atomicOr)
 LS_ATOMIC(ls_atomic_xor, atomicXor)
 template <typename T>
-__device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, LsFault& f, u32 binding) {
+__device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, u32* record, u32 kernel, u32 binding) {
   if (i < n) return atomicCAS(&b[i], expected, v);
-  ls_note(f, binding, i);
+  ls_fault(record, kernel, binding, i);
   return (T)0;
 }
 "#;
@@ -226,7 +220,7 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
     for stmt in &def.body {
         lowering.stmt(stmt);
     }
-    let params = kernel_params(def);
+    let params = kernel_params(def, checked);
     let mut src = String::new();
     let [wx, wy, wz] = def.workgroup_size;
     let mode = if checked { "checked" } else { "unchecked" };
@@ -235,16 +229,15 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         "// Lockstep kernel {:?}, {mode}, workgroup [{wx}, {wy}, {wz}].",
         def.name
     );
-    body_function(&mut src, def, &params, checked, &lowering.out);
-    entry_point(&mut src, def, &params, checked);
+    body_function(&mut src, def, &params, &lowering.out);
+    entry_point(&mut src, def, &params);
     src
 }
 
-/// The parameters the entry point and the body share, as `(declaration, name)`, in the order
-/// the device passes them: per binding its pointer and its length in elements, then the
-/// scalar parameters. (In checked mode the entry point takes the fault record and the kernel
-/// id after them, and the body the invocation's `LsFault`.)
-fn kernel_params(def: &KernelDef) -> Vec<(String, String)> {
+/// The kernel's parameters as `(declaration, name)`, in the order the device passes them: per
+/// binding its pointer and its length in elements, the scalar parameters, then in checked mode
+/// the fault record and the kernel id.
+fn kernel_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
     let mut params: Vec<(String, String)> = Vec::new();
     for (i, decl) in def.bindings.iter().enumerate() {
         let constness = if decl.access == Access::Read {
@@ -261,19 +254,17 @@ fn kernel_params(def: &KernelDef) -> Vec<(String, String)> {
     for (j, &elem) in def.params.iter().enumerate() {
         params.push((format!("const {} p{j}", c_type(elem)), format!("p{j}")));
     }
+    if checked {
+        params.push(("u32* __restrict__ ls_fault".into(), "ls_fault".into()));
+        params.push(("const u32 ls_kernel".into(), "ls_kernel".into()));
+    }
     params
 }
 
 /// `ls_body`: one workgroup's work, given the kernel's parameters and the workgroup's id and the
 /// grid's size, with the shared arrays, the zeroed local arrays and locals, then the lowered
 /// `body`.
-fn body_function(
-    src: &mut String,
-    def: &KernelDef,
-    params: &[(String, String)],
-    checked: bool,
-    body: &str,
-) {
+fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)], body: &str) {
     let grid = [
         "ls_wg_x", "ls_wg_y", "ls_wg_z", "ls_nwg_x", "ls_nwg_y", "ls_nwg_z",
     ];
@@ -281,7 +272,6 @@ fn body_function(
     let body_params: Vec<String> = params
         .iter()
         .map(|(decl, _)| decl.clone())
-        .chain(checked.then(|| "LsFault& ls_f".to_owned()))
         .chain(grid.iter().map(|g| format!("const u32 {g}")))
         .collect();
     let _ = writeln!(src, "    {}) {{", body_params.join(",\n    "));
@@ -309,44 +299,27 @@ fn body_function(
 
 /// The entry point: with a static count (`ls_count` null) one block per workgroup; with a
 /// dynamic one a grid-stride loop over the workgroups `ls_count` holds (none when a count is
-/// above [`MAX_GRID`]), which synchronises between workgroups when they share arrays. In
-/// checked mode it takes the fault record and the kernel id, and reports the invocation's
-/// first out-of-range access once its work is done.
-fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)], checked: bool) {
+/// above [`MAX_GRID`]), which synchronises between workgroups when they share arrays.
+fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
     let _ = writeln!(
         src,
         "extern \"C\" __global__ void __launch_bounds__({}) {ENTRY}(",
         def.workgroup_invocations()
     );
-    let record = ["u32* __restrict__ ls_fault", "const u32 ls_kernel"];
     let entry_params: Vec<String> = params
         .iter()
         .map(|(decl, _)| decl.clone())
-        .chain(record.iter().filter(|_| checked).map(|r| r.to_string()))
         .chain(std::iter::once("const u32* ls_count".to_owned()))
         .collect();
     let _ = writeln!(src, "    {}) {{", entry_params.join(",\n    "));
-    let args: Vec<&str> = params
-        .iter()
-        .map(|(_, name)| name.as_str())
-        .chain(checked.then_some("ls_f"))
-        .collect();
+    let args: Vec<&str> = params.iter().map(|(_, name)| name.as_str()).collect();
     let args = args.join(", ");
     let sep = if args.is_empty() { "" } else { ", " };
-    let report = if checked {
-        src.push_str("  LsFault ls_f = {0u, 0u, false};\n");
-        "ls_report_fault(ls_fault, ls_kernel, ls_f);\n"
-    } else {
-        ""
-    };
     let _ = writeln!(src, "  if (ls_count == nullptr) {{");
     let _ = writeln!(
         src,
         "    ls_body({args}{sep}blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z);"
     );
-    if checked {
-        let _ = write!(src, "    {report}");
-    }
     src.push_str("    return;\n  }\n");
     src.push_str("  const u32 nx = ls_count[0], ny = ls_count[1], nz = ls_count[2];\n");
     let [max_x, max_y, max_z] = MAX_GRID;
@@ -364,11 +337,7 @@ fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)], c
     if !def.shared.is_empty() {
         src.push_str("    __syncthreads();\n");
     }
-    src.push_str("  }\n");
-    if checked {
-        let _ = write!(src, "  {report}");
-    }
-    src.push_str("}\n");
+    src.push_str("  }\n}\n");
 }
 
 fn c_type(elem: ElemType) -> &'static str {
@@ -497,7 +466,7 @@ impl Lowering<'_> {
         let (name, len, word) = self.array(array);
         let args: Vec<&str> = args.iter().map(|a| unparen(a)).collect();
         format!(
-            "{helper}({name}, {len}, {}, ls_f, {word}u)",
+            "{helper}({name}, {len}, {}, ls_fault, ls_kernel, {word}u)",
             args.join(", ")
         )
     }
