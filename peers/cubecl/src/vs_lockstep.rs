@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use cubecl::bytes::Bytes;
 use cubecl::prelude::*;
+use cubecl_runtime::runtime::Runtime;
 use lockstep_cubecl::LockstepRuntime;
 
 use crate::{launches, sync};
