@@ -121,6 +121,7 @@ impl<D: Device> ComputeClient<D> {
     /// communicator surfaces at the stream's next blocking call.
     pub fn ensure_init_collective(&self, device_ids: Vec<DeviceId>) -> Result<(), ServerError> {
         let _span = call_span!(self, "ensure_init_collective", devices = ?device_ids);
+        self.record_other("ensure_init_collective");
         self.check_collective(&device_ids)?;
         self.enqueue(move |server, stream| server.init_collective(stream, &device_ids));
         Ok(())
@@ -162,6 +163,7 @@ impl<D: Device> ComputeClient<D> {
         op: ReduceOperation,
     ) -> Result<(), ServerError> {
         let _span = call_span!(self, "all_reduce", devices = ?device_ids, ?op);
+        self.record_other("all_reduce");
         self.check_collective(&device_ids)?;
         let (src_range, dst_range) = (self.range(&src)?, self.range(&dst)?);
         if src_range.len != dst_range.len {
@@ -244,6 +246,7 @@ impl<D: Device> ComputeClient<D> {
         elem: ElemType,
     ) -> Result<Handle, ServerError> {
         let _span = call_span!(self, "to_client", to = %dst_client.stream_id());
+        self.record_other("to_client");
         let CopyDescriptor {
             handle,
             shape,
