@@ -112,6 +112,9 @@ enum Command {
     Recording {
         /// The recording.
         path: std::path::PathBuf,
+        /// Print every event first, one a line (data and hashes elided).
+        #[arg(long)]
+        events: bool,
     },
     /// Start NPROC processes of PROGRAM on this host as one world (like torchrun's standalone
     /// mode): each gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
@@ -221,7 +224,7 @@ fn main() -> ExitCode {
             eprintln!("replay: give --seed, or --recording");
             ExitCode::FAILURE
         }
-        Command::Recording { path } => recording::summary(&path),
+        Command::Recording { path, events } => recording::summary(&path, events),
         Command::Replay {
             seed: Some(seed),
             faults,

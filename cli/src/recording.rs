@@ -22,9 +22,9 @@ fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, ExitCode> {
         })
 }
 
-/// Prints the summary of the recording at `path`; a recording unreadable past a point prints
-/// the summary of what came before, then why, and fails.
-pub fn summary(path: &Path) -> ExitCode {
+/// Prints the summary of the recording at `path`, after every event if `events`; a recording
+/// unreadable past a point prints the summary of what came before, then why, and fails.
+pub fn summary(path: &Path, events: bool) -> ExitCode {
     let input = match open(path) {
         Ok(input) => input,
         Err(code) => return code,
@@ -33,7 +33,12 @@ pub fn summary(path: &Path) -> ExitCode {
     let mut failure = None;
     for event in Reader::new(input) {
         match event {
-            Ok(event) => summary.add(&event),
+            Ok(event) => {
+                if events {
+                    println!("{}", lockstep::record::brief(&event));
+                }
+                summary.add(&event);
+            }
             Err(err) => failure = Some(err),
         }
     }

@@ -244,6 +244,7 @@ fn a_kernel_the_simulator_cannot_run_is_named() {
                     count: Count::Static([1, 1, 1]),
                     bindings: vec![range],
                     params: vec![],
+                    dry_run: false,
                 },
             ),
             call(
@@ -312,5 +313,38 @@ fn replay_recording_runs_on_a_printed_seed_and_fails_on_a_mismatch() {
         stdout.contains("error: recording truncated: the frame at byte "),
         "{stdout}"
     );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn the_summary_of_a_foreign_file_names_the_offset() {
+    let path = temp("foreign");
+    std::fs::write(&path, b"LKSTPRXC and then something else").unwrap();
+    let output = lockstep(&["recording".as_ref(), path.as_os_str()]);
+    assert!(!output.status.success());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.ends_with(
+            "error: not a Lockstep recording: byte 6 differs from the magic \"LKSTPREC\"\n"
+        ),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn lockstep_record_records_a_process_that_starts_clients_with_default_options() {
+    let path = temp("env");
+    // The explorer's clients take the default options, so they record.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+        .args(["replay", "--seed", "3"])
+        .env("LOCKSTEP_RECORD", &path)
+        .output()
+        .expect("the lockstep binary runs");
+    assert!(output.status.success());
+    let events = events(&path);
+    assert!(matches!(events[0], Event::Process { pid, data_bytes_max: 1_048_576 } if pid > 0));
+    assert!(events.iter().any(|e| matches!(e, Event::Device(_))));
+    assert!(events.iter().any(|e| matches!(e, Event::Call { .. })));
     let _ = std::fs::remove_file(&path);
 }

@@ -898,14 +898,14 @@ impl<D: Device> ComputeClient<D> {
         let _span = call_span!(self, "launch", kernel = kernel.name());
         let (ranges, checked) =
             self.refusing("launch", self.launch_checked(kernel, &count, &args))?;
-        self.record_launch(kernel, &count, &ranges, &args.params);
+        // Decided here: only the issuing thread knows whether it is inside a dry run.
+        let mode = crate::dry_run::launch_mode();
+        self.record_launch(kernel, &count, &ranges, &args.params, mode);
         let Some(count) = checked else {
             return Ok(());
         };
         let kernel = kernel.clone();
         let params = args.params;
-        // Decided here: only the issuing thread knows whether it is inside a dry run.
-        let mode = crate::dry_run::launch_mode();
         self.enqueue(move |server, stream| {
             server.launch_as(stream, mode, &kernel, count, &ranges, &params);
         });
@@ -940,7 +940,7 @@ impl<D: Device> ComputeClient<D> {
     /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn graph_prepare(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "graph_prepare");
-        self.record_other("graph_prepare");
+        self.record_other("graph_prepare", &[]);
         self.call(|server, stream| server.graph_prepare(stream))
     }
 
@@ -958,7 +958,7 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn start_capture(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "start_capture");
-        self.record_other("start_capture");
+        self.record_other("start_capture", &[]);
         self.call(|server, stream| server.start_capture(stream))
     }
 
@@ -973,7 +973,7 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
         let _span = call_span!(self, "stop_capture");
-        self.record_other("stop_capture");
+        self.record_other("stop_capture", &[]);
         let stream = self.stream_id();
         let id = self.call(|server, stream| server.stop_capture(stream))?;
         Ok(Graph::new(id, stream, self.shared.actor.clone()))
@@ -1060,7 +1060,7 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
         let _span = call_span!(self, "exclusive");
-        self.record_other("exclusive");
+        self.record_other("exclusive", &[]);
         let stream = self.stream_id();
         self.shared
             .actor
@@ -1095,7 +1095,7 @@ impl<D: Device> ComputeClient<D> {
     /// only while a caller waits: see `allocate`'s note on allocations served at the call).
     pub fn memory_cleanup(&self) {
         let _span = call_span!(self, "memory_cleanup");
-        self.record_other("memory_cleanup");
+        self.record_other("memory_cleanup", &[]);
         // Blocking: only a call whose caller waits may take pages from the pools, which
         // calling threads allocate from (memory/books.rs). A failed call has nothing to clean.
         let _ = self.call(|server, _| {
@@ -1140,7 +1140,7 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns other than `DeviceLost`.
     pub fn set_memory_budget(&self, budget_bytes: Option<u64>) -> Result<(), MemoryBudgetError> {
         let _span = call_span!(self, "set_memory_budget", ?budget_bytes);
-        self.record_other("set_memory_budget");
+        self.record_other("set_memory_budget", &[]);
         self.call(move |server, _| Ok(server.set_memory_budget(budget_bytes)))?
     }
 
@@ -1159,7 +1159,7 @@ impl<D: Device> ComputeClient<D> {
         pools: &MemoryPoolsConfig,
     ) -> Result<(), InstallMemoryPoolsError> {
         let _span = call_span!(self, "install_memory_pools");
-        self.record_other("install_memory_pools");
+        self.record_other("install_memory_pools", &[]);
         let config = MemoryConfiguration::resolve(pools, self.properties())?;
         let stream = self.stream_id();
         self.shared
@@ -1172,7 +1172,7 @@ impl<D: Device> ComputeClient<D> {
     /// the device-wide persistent pool. Closes any open persistent window.
     pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
         let _span = call_span!(self, "allocation_mode", ?mode);
-        self.record_other("allocation_mode");
+        self.record_other("allocation_mode", &[]);
         // In the books, at the call: allocations served at the call read it (memory/books.rs).
         lock(&self.shared.books)
             .memory
@@ -1184,7 +1184,7 @@ impl<D: Device> ComputeClient<D> {
     /// panics. Windows nest.
     pub fn memory_persistent_allocation<I, R>(&self, input: I, task: impl FnOnce(I) -> R) -> R {
         let _span = call_span!(self, "memory_persistent_allocation");
-        self.record_other("memory_persistent_allocation");
+        self.record_other("memory_persistent_allocation", &[]);
         struct Window<'a, D: Device>(&'a ComputeClient<D>);
         impl<D: Device> Drop for Window<'_, D> {
             fn drop(&mut self) {

@@ -66,6 +66,6 @@ pub use format::{
 };
 pub use hash::{CHUNK_BYTES, chunk_hashes, first_differing_chunk};
 pub use reader::{FRAME_BYTES_MAX, Reader, RecordingError};
-pub use summary::Summary;
+pub use summary::{Summary, brief};
 pub(crate) use writer::DeviceRecorder;
 pub use writer::{DATA_KEPT_BYTES_MAX, RecordTo, Recorder, RecorderConfig, encode_frame, header};

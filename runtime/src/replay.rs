@@ -329,8 +329,15 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 count,
                 bindings,
                 params,
+                dry_run,
             } => {
-                self.launch(client, at, kernel, count, &bindings, params);
+                let launch =
+                    |this: &mut Self| this.launch(client, at, kernel, count, &bindings, params);
+                if dry_run {
+                    crate::dry_run::dry_run(|| launch(self));
+                } else {
+                    launch(self);
+                }
                 None
             }
             Op::Read { ranges } => {
@@ -353,7 +360,11 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 self.report.calls_refused += 1;
                 return;
             }
-            Op::Other { name } => {
+            Op::Other { name, writes } => {
+                for range in writes {
+                    let why = format!("call {} (`{name}`) was not replayed", at.call);
+                    self.tainted.entry((at.device, range.buffer)).or_insert(why);
+                }
                 self.skip(format!("`{name}` is recorded by name only"));
                 return;
             }

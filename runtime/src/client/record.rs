@@ -5,7 +5,9 @@
 use super::ComputeClient;
 use crate::bytes::Bytes;
 use crate::device::Device;
+use crate::dry_run::LaunchMode;
 use crate::error::ServerError;
+use crate::handle::Handle;
 use crate::ids::{BufferId, BufferRange};
 use crate::kernel::{Kernel, Scalar};
 use crate::launch::CubeCount;
@@ -51,11 +53,14 @@ impl<D: Device> ComputeClient<D> {
         }
     }
 
-    /// Records a call by name only: one a replay does not run.
-    pub(super) fn record_other(&self, name: &str) {
+    /// Records a call by name only, one a replay does not run, with the handles of this
+    /// device it may write.
+    pub(super) fn record_other(&self, name: &str, writes: &[&Handle]) {
         if let Some(recorder) = &self.shared.recorder {
+            let writes = writes.iter().filter_map(|h| self.range(h).ok());
             let op = Op::Other {
                 name: name.to_owned(),
+                writes: writes.map(rec::Range::from).collect(),
             };
             recorder.call(self.stream_id(), op, None);
         }
@@ -79,6 +84,7 @@ impl<D: Device> ComputeClient<D> {
         count: &CubeCount,
         ranges: &[BufferRange],
         params: &[Scalar],
+        mode: LaunchMode,
     ) {
         let Some(recorder) = &self.shared.recorder else {
             return;
@@ -96,6 +102,7 @@ impl<D: Device> ComputeClient<D> {
             count,
             bindings: ranges.iter().map(|&r| r.into()).collect(),
             params: params.to_vec(),
+            dry_run: mode == LaunchMode::DryRun,
         };
         recorder.call(self.stream_id(), op, Some(kernel));
     }

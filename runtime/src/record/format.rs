@@ -99,6 +99,8 @@ pub enum Op {
         bindings: Vec<Range>,
         /// The scalar parameters.
         params: Vec<Scalar>,
+        /// Issued inside [`dry_run`](crate::dry_run()): validated, not executed.
+        dry_run: bool,
     },
     /// A read of these ranges (whole handles, or a tensor's extent); its [`Outcome`] holds the
     /// bytes' hashes as they left the device.
@@ -129,11 +131,14 @@ pub enum Op {
         /// The error it returned.
         error: String,
     },
-    /// A call recorded by name only (graphs, collectives, memory settings): replays skip it
-    /// and say so.
+    /// A call recorded by name only (graphs, collectives, peer copies, memory settings):
+    /// replays skip it and say so.
     Other {
         /// The method called.
         name: String,
+        /// The ranges of this device it may have written, whose contents a replay then cannot
+        /// know.
+        writes: Vec<Range>,
     },
 }
 
@@ -152,7 +157,7 @@ impl Op {
             Op::SyncAll => "sync_all",
             Op::Release { .. } => "release",
             Op::Refused { .. } => "refused",
-            Op::Other { name } => name,
+            Op::Other { name, .. } => name,
         }
     }
 }

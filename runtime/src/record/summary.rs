@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::format::{Data, DeviceRecord, Event, Op, Outcome};
+use super::format::{Data, DeviceRecord, Event, Op, Outcome, Range};
 
 /// What a recording holds, counted. Build it with [`add`](Self::add) per event; `Display`
 /// prints it.
@@ -128,5 +128,80 @@ impl fmt::Display for Summary {
             writeln!(f, "  call {call}: {message}")?;
         }
         Ok(())
+    }
+}
+
+/// One line for `event`, for people (`lockstep recording --events`): data and hashes elided.
+pub fn brief(event: &Event) -> String {
+    match event {
+        Event::Process {
+            pid,
+            data_bytes_max,
+        } => format!("process {pid}, data kept up to {data_bytes_max} bytes"),
+        Event::Device(d) => format!("device {}: {} (backend {})", d.device, d.name, d.backend),
+        Event::Kernel { hash, def } => format!("kernel {hash:#018x}: {}", def.name),
+        Event::Call {
+            call,
+            device,
+            thread,
+            stream,
+            op,
+        } => format!(
+            "call {call} (device {device}, thread {thread}, stream {stream}): {}",
+            brief_op(op)
+        ),
+        Event::Outcome { call, outcome } => match outcome {
+            Outcome::Ok => format!("call {call} returned Ok"),
+            Outcome::Read(ranges) => format!("call {call} read {} ranges", ranges.len()),
+            Outcome::Err(err) => format!("call {call} returned an error: {err}"),
+        },
+    }
+}
+
+fn brief_range(r: &Range) -> String {
+    format!("{}[{}..{}]", r.buffer, r.offset, r.offset + r.len)
+}
+
+fn brief_data(data: &Data) -> &'static str {
+    match data {
+        Data::Bytes(_) => "bytes",
+        Data::Hash { .. } => "a hash",
+    }
+}
+
+fn brief_op(op: &Op) -> String {
+    let ranges = |ranges: &[Range]| {
+        let all: Vec<String> = ranges.iter().map(brief_range).collect();
+        all.join(", ")
+    };
+    match op {
+        Op::Create {
+            buffer,
+            bytes,
+            data,
+        } => {
+            let data = data.as_ref().map_or("nothing", brief_data);
+            format!("create {buffer} of {bytes} bytes, filled with {data}")
+        }
+        Op::Write { range, data } => {
+            format!("write {} with {}", brief_range(range), brief_data(data))
+        }
+        Op::Launch {
+            kernel,
+            count,
+            bindings,
+            params,
+            dry_run,
+        } => format!(
+            "launch {kernel:#018x} {count:?} on {} with {params:?}{}",
+            ranges(bindings),
+            if *dry_run { " (dry run)" } else { "" }
+        ),
+        Op::Read { ranges: read } => format!("read {}", ranges(read)),
+        Op::Compile { kernel } => format!("compile {kernel:#018x}"),
+        Op::Release { buffer } => format!("release {buffer}"),
+        Op::Refused { name, error } => format!("{name} refused: {error}"),
+        Op::Other { name, writes } => format!("{name} (writes {})", ranges(writes)),
+        Op::Flush | Op::Sync | Op::SyncAll => op.kind().to_owned(),
     }
 }

@@ -85,7 +85,7 @@ fn from_env() -> Option<&'static Recorder> {
         let world = std::env::var("WORLD_SIZE").ok();
         let path = process_path(&path, std::process::id(), world.as_deref());
         let mut config = RecorderConfig::default();
-        if let Some(max) = std::env::var("LOCKSTEP_RECORD_DATA_MAX").ok() {
+        if let Ok(max) = std::env::var("LOCKSTEP_RECORD_DATA_MAX") {
             match max.parse() {
                 Ok(max) => config.data_bytes_max = max,
                 Err(_) => eprintln!(
