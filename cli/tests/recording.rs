@@ -348,3 +348,38 @@ fn lockstep_record_records_a_process_that_starts_clients_with_default_options() 
     assert!(events.iter().any(|e| matches!(e, Event::Call { .. })));
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn a_captured_graph_and_its_replays_replay() {
+    let path = temp("graph");
+    let recorder = Recorder::open(&path, RecorderConfig::default()).expect("opens");
+    let options = ServerOptions {
+        record: RecordTo::Recorder(recorder),
+        ..ServerOptions::default()
+    };
+    let mut client = ComputeClient::with_options(SimDevice::new(SimConfig::new(3)), options);
+    client.set_stream(StreamId(1));
+    let data = client.create(Bytes::from_elems(&[1u32; 64])).unwrap();
+    let add = KernelKind::AddConst.kernel();
+    client.graph_prepare().unwrap();
+    client.start_capture().unwrap();
+    let args = KernelArguments::new().binding(&data).param(Scalar::U32(2));
+    client
+        .launch(&add, CubeCount::Static(8, 1, 1), args)
+        .unwrap();
+    let graph = client.stop_capture().unwrap();
+    graph.replay();
+    graph.replay();
+    assert_eq!(
+        client.read_one(data).unwrap().to_elems::<u32>(),
+        vec![5u32; 64]
+    );
+    drop((graph, client));
+    recorder.flush().unwrap();
+    let report = replay_on_simulator(&path);
+    assert_eq!(report.mismatches, vec![]);
+    assert_eq!(report.skipped.len(), 0, "{report}");
+    // graph_prepare, start_capture, stop_capture; the read.
+    assert_eq!((report.outcomes_matched, report.reads_matched), (3, 1));
+    let _ = std::fs::remove_file(&path);
+}

@@ -940,8 +940,11 @@ impl<D: Device> ComputeClient<D> {
     /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn graph_prepare(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "graph_prepare");
-        self.record_other("graph_prepare", &[]);
-        self.call(|server, stream| server.graph_prepare(stream))
+        self.recorded(
+            || Op::GraphPrepare,
+            None,
+            || self.call(|server, stream| server.graph_prepare(stream)),
+        )
     }
 
     /// Starts recording this stream's launches into a graph instead of running them. Inside the
@@ -958,8 +961,11 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn start_capture(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "start_capture");
-        self.record_other("start_capture", &[]);
-        self.call(|server, stream| server.start_capture(stream))
+        self.recorded(
+            || Op::StartCapture,
+            None,
+            || self.call(|server, stream| server.start_capture(stream)),
+        )
     }
 
     /// Ends the capture and returns the graph, ready to [`replay`](Graph::replay).
@@ -973,10 +979,19 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
         let _span = call_span!(self, "stop_capture");
-        self.record_other("stop_capture", &[]);
         let stream = self.stream_id();
-        let id = self.call(|server, stream| server.stop_capture(stream))?;
-        Ok(Graph::new(id, stream, self.shared.actor.clone()))
+        // The graph is named in the recording by this call's number.
+        let recorded = (self.shared.recorder).map(|r| (r, r.call(stream, Op::StopCapture, None)));
+        let result = self.call(|server, stream| server.stop_capture(stream));
+        if let Some((recorder, call)) = recorded {
+            recorder.returned(call, &result);
+        }
+        Ok(Graph::new(
+            result?,
+            stream,
+            self.shared.actor.clone(),
+            recorded,
+        ))
     }
 
     // ---- synchronisation -----------------------------------------------------------------

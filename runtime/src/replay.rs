@@ -2,10 +2,11 @@
 //! call goes to its recorded device and stream, and every read and waiting call's outcome is
 //! checked against the recording (`lockstep replay --recording` runs it on the simulator).
 //!
-//! What it cannot check it says, never passes silently: a read of memory that data recorded
-//! only as a hash reached (written as zeros instead, and carried through launches to their
-//! writable bindings), kernels the device cannot run (their launches skipped), and calls
-//! recorded by name only ([`Op::Other`]). Invariants: every recorded buffer maps to at most one
+//! Graphs are captured and replayed again, dry runs stay dry. What it cannot check it says,
+//! never passes silently: a read of memory that data recorded only as a hash reached (written
+//! as zeros instead, and carried through launches to their writable bindings), kernels the
+//! device cannot run (their launches skipped), and calls recorded by name only ([`Op::Other`]:
+//! collectives, peer copies, memory settings), with what they may have written. Invariants: every recorded buffer maps to at most one
 //! live replay handle, dropped at its recorded release; a call's outcome is compared once,
 //! when the recording's [`Event::Outcome`] for it arrives.
 
@@ -19,6 +20,7 @@ use crate::block_on::block_on;
 use crate::bytes::Bytes;
 use crate::client::ComputeClient;
 use crate::device::Device;
+use crate::graph::Graph;
 use crate::handle::Handle;
 use crate::kernel::{Access, Kernel};
 use crate::launch::{CubeCount, KernelArguments};
@@ -190,6 +192,7 @@ pub fn replay<D: Device>(
         handles: BTreeMap::new(),
         kernels: BTreeMap::new(),
         pending: BTreeMap::new(),
+        graphs: BTreeMap::new(),
         tainted: BTreeMap::new(),
         report: ReplayReport::default(),
     };
@@ -207,6 +210,8 @@ struct Replayer<D: Device, F> {
     /// Kernels by content hash, or why they cannot be built.
     kernels: BTreeMap<u64, Result<Kernel, String>>,
     pending: BTreeMap<u64, Pending>,
+    /// Replay graphs by recorded (device, `stop_capture` call).
+    graphs: BTreeMap<(u32, u64), Graph<D>>,
     /// Recorded (device, buffer)s whose contents the replay cannot know, and why.
     tainted: BTreeMap<(u32, u64), String>,
     report: ReplayReport,
@@ -349,6 +354,26 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 Some(Ok(kernel)) => outcome_of(client.compile(kernel)),
                 _ => Replayed::Unchecked(format!("kernel {kernel:#018x} was not recorded")),
             }),
+            Op::GraphPrepare => Some(outcome_of(client.graph_prepare())),
+            Op::StartCapture => Some(outcome_of(client.start_capture())),
+            Op::StopCapture => Some(match client.stop_capture() {
+                Ok(graph) => {
+                    self.graphs.insert((at.device, at.call), graph);
+                    Replayed::Ok
+                }
+                Err(err) => Replayed::Err(err.to_string()),
+            }),
+            Op::GraphReplay { graph } => {
+                match self.graphs.get(&(at.device, graph)) {
+                    Some(graph) => graph.replay(),
+                    None => self.skip("a replay of a graph no replayed capture made".to_owned()),
+                }
+                None
+            }
+            Op::GraphRelease { graph } => {
+                self.graphs.remove(&(at.device, graph));
+                None
+            }
             Op::Flush => Some(outcome_of(client.flush())),
             Op::Sync => Some(outcome_of(client.sync())),
             Op::SyncAll => Some(outcome_of(client.sync_all())),

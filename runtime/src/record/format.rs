@@ -113,6 +113,22 @@ pub enum Op {
         /// The kernel's content hash.
         kernel: u64,
     },
+    /// `graph_prepare`.
+    GraphPrepare,
+    /// `start_capture`.
+    StartCapture,
+    /// `stop_capture`: its call number names the graph it returns.
+    StopCapture,
+    /// [`Graph::replay`](crate::Graph::replay) of the graph `stop_capture` call `graph` made.
+    GraphReplay {
+        /// The `stop_capture` call that made it.
+        graph: u64,
+    },
+    /// The graph's last clone was dropped.
+    GraphRelease {
+        /// The `stop_capture` call that made it.
+        graph: u64,
+    },
     /// `flush`.
     Flush,
     /// `sync`.
@@ -131,7 +147,7 @@ pub enum Op {
         /// The error it returned.
         error: String,
     },
-    /// A call recorded by name only (graphs, collectives, peer copies, memory settings):
+    /// A call recorded by name only (collectives, peer copies, memory settings):
     /// replays skip it and say so.
     Other {
         /// The method called.
@@ -152,6 +168,11 @@ impl Op {
             Op::Launch { .. } => "launch",
             Op::Read { .. } => "read",
             Op::Compile { .. } => "compile",
+            Op::GraphPrepare => "graph_prepare",
+            Op::StartCapture => "start_capture",
+            Op::StopCapture => "stop_capture",
+            Op::GraphReplay { .. } => "graph_replay",
+            Op::GraphRelease { .. } => "graph_release",
             Op::Flush => "flush",
             Op::Sync => "sync",
             Op::SyncAll => "sync_all",

@@ -202,6 +202,13 @@ fn brief_op(op: &Op) -> String {
         Op::Release { buffer } => format!("release {buffer}"),
         Op::Refused { name, error } => format!("{name} refused: {error}"),
         Op::Other { name, writes } => format!("{name} (writes {})", ranges(writes)),
-        Op::Flush | Op::Sync | Op::SyncAll => op.kind().to_owned(),
+        Op::GraphReplay { graph } => format!("replay the graph of call {graph}"),
+        Op::GraphRelease { graph } => format!("release the graph of call {graph}"),
+        Op::Flush
+        | Op::Sync
+        | Op::SyncAll
+        | Op::GraphPrepare
+        | Op::StartCapture
+        | Op::StopCapture => op.kind().to_owned(),
     }
 }

@@ -273,12 +273,17 @@ impl DeviceRecorder {
     ) -> Result<R, E> {
         let call = self.call(stream, op, kernel);
         let result = run();
-        let outcome = match &result {
+        self.returned(call, &result);
+        result
+    }
+
+    /// Records what call `call` returned, when it returns no data.
+    pub(crate) fn returned<R, E: std::fmt::Display>(&self, call: u64, result: &Result<R, E>) {
+        let outcome = match result {
             Ok(_) => Outcome::Ok,
             Err(err) => Outcome::Err(err.to_string()),
         };
         self.outcome(call, outcome);
-        result
     }
 
     /// `bytes` as the recorder keeps them: a copy, or past its limit a hash.
