@@ -4,14 +4,23 @@
 //!
 //! # What is recorded
 //!
-//! Each call, when it is issued, as an [`Event::Call`]: its number (the order calls were
-//! issued in, process-wide), device, thread, stream and [`Op`] with its arguments (sizes,
-//! ranges, grids, each kernel's IR once, as an [`Event::Kernel`] before its first use). The data
-//! a `create` or `write` carries is kept as bytes up to the recorder's `data_bytes_max` and as
-//! an xxh3 hash past it ([`Data`]). A call that waits for an answer later gets an
-//! [`Event::Outcome`]: a read's result as xxh3 hashes of each [`CHUNK_BYTES`] chunk (so a replay
-//! names the first chunk that differs), or the error it returned. A call refused at the call
-//! (an [`IoError`](crate::IoError)) is one [`Op::Refused`] with its error.
+//! Each call, when it is issued, as an [`Event::Call`]: its number (unique, increasing along
+//! each thread; outcomes name calls by it), device, thread, stream and [`Op`] with its
+//! arguments (sizes, ranges, grids, dry-run mode, each kernel's IR once, as an
+//! [`Event::Kernel`] before its first use). The data a `create` or `write` carries is kept as
+//! bytes up to the recorder's `data_bytes_max` and as an xxh3 hash past it ([`Data`]). A call
+//! that waits for an answer later gets an [`Event::Outcome`]: a read's result as xxh3 hashes of
+//! each [`CHUNK_BYTES`] chunk (so a replay names the first chunk that differs), or the error it
+//! returned. A call refused at the call (an [`IoError`](crate::IoError)) is one
+//! [`Op::Refused`] with its error. Releases of buffers and graphs, graph captures and replays
+//! are recorded as ops; collectives, peer copies and memory settings by name only
+//! ([`Op::Other`], with the ranges they may write). Queries (properties, memory usage and
+//! reports, profiles) and writes of no bytes are not recorded: they change nothing.
+//!
+//! What recording costs a call, on the calling thread: one branch when off; when on, building
+//! the event (ranges and parameters copied, small data copied, large data hashed by xxh3 at
+//! tens of GB/s) and one channel send. A read's chunk hashes are computed by the thread the read
+//! returns to.
 //!
 //! **Architecture Invariant:** the file order of calls is consistent with every thread's
 //! program order and with what threads learn of each other: a call's event is sent before the
