@@ -339,11 +339,12 @@ fn lockstep_record_records_a_process_that_starts_clients_with_default_options() 
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
         .args(["replay", "--seed", "3"])
         .env("LOCKSTEP_RECORD", &path)
+        .env("LOCKSTEP_RECORD_DATA_MAX", "64")
         .output()
         .expect("the lockstep binary runs");
     assert!(output.status.success());
     let events = events(&path);
-    assert!(matches!(events[0], Event::Process { pid, data_bytes_max: 1_048_576 } if pid > 0));
+    assert!(matches!(events[0], Event::Process { pid, data_bytes_max: 64 } if pid > 0));
     assert!(events.iter().any(|e| matches!(e, Event::Device(_))));
     assert!(events.iter().any(|e| matches!(e, Event::Call { .. })));
     let _ = std::fs::remove_file(&path);
@@ -382,4 +383,36 @@ fn a_captured_graph_and_its_replays_replay() {
     // graph_prepare, start_capture, stop_capture; the read.
     assert_eq!((report.outcomes_matched, report.reads_matched), (3, 1));
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn processes_of_one_world_record_one_file_each() {
+    let dir = std::env::temp_dir().join(format!("lockstep-world-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.rec");
+    let children: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_lockstep"))
+                .args(["replay", "--seed", "5"])
+                .env("LOCKSTEP_RECORD", &path)
+                .env("WORLD_SIZE", "2")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("the lockstep binary runs")
+        })
+        .collect();
+    for mut child in children {
+        let pid = child.id();
+        assert!(child.wait().unwrap().success());
+        let events = events(&dir.join(format!("run.rec.{pid}")));
+        assert_eq!(
+            events[0],
+            Event::Process {
+                pid,
+                data_bytes_max: 1 << 20
+            }
+        );
+    }
+    assert!(!path.exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }
