@@ -416,3 +416,65 @@ fn processes_of_one_world_record_one_file_each() {
     assert!(!path.exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn data_that_contradicts_its_size_is_skipped_as_malformed_not_allocated() {
+    let path = temp("malformed");
+    let call = |call, op| Event::Call {
+        call,
+        device: 0,
+        thread: 0,
+        stream: 1,
+        op,
+    };
+    let huge = lockstep::record::Data::Hash {
+        len: u64::MAX,
+        xxh3: 0,
+    };
+    write_events(
+        &path,
+        &[
+            Event::Device(lockstep::record::DeviceRecord {
+                device: 0,
+                name: "a GPU".to_owned(),
+                backend: 2,
+                index: None,
+            }),
+            call(
+                0,
+                Op::Create {
+                    buffer: 1,
+                    bytes: 16,
+                    data: Some(huge.clone()),
+                },
+            ),
+            call(
+                1,
+                Op::Create {
+                    buffer: 2,
+                    bytes: 16,
+                    data: None,
+                },
+            ),
+            call(
+                2,
+                Op::Write {
+                    range: Range {
+                        buffer: 2,
+                        offset: 0,
+                        len: 16,
+                    },
+                    data: huge,
+                },
+            ),
+        ],
+    );
+    let report = replay_on_simulator(&path);
+    let malformed = |kind: &str| {
+        format!("a {kind} whose data is not as long as its range (a malformed recording)")
+    };
+    let expected = [(malformed("create"), 1), (malformed("write"), 1)];
+    assert_eq!(report.skipped, expected.into_iter().collect());
+    assert_eq!(report.calls_replayed, 1);
+    let _ = std::fs::remove_file(&path);
+}

@@ -282,7 +282,8 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
             .find_map(|r| self.tainted.get(&(device, r.buffer)).cloned())
     }
 
-    /// `data`'s bytes, or zeros in their place (tainting `buffer`) if only a hash was recorded.
+    /// `data`'s bytes, or zeros in their place (tainting `buffer`) if only a hash was recorded;
+    /// its length was checked against a range of a buffer the device holds.
     fn bytes_of(&mut self, at: At, buffer: u64, data: Data) -> Bytes {
         match data {
             Data::Bytes(bytes) => Bytes::from_bytes_vec(bytes),
@@ -303,11 +304,18 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 bytes,
                 data,
             } => {
+                if data.as_ref().is_some_and(|data| data.len() != bytes) {
+                    self.skip(malformed(&kind));
+                    return;
+                }
+                // Data recorded as a hash is written as zeros once the buffer exists: the
+                // device, not the file, bounds what is allocated.
                 let created = match data {
-                    Some(data) => {
-                        let bytes = self.bytes_of(at, buffer, data);
-                        client.create(bytes)
-                    }
+                    Some(Data::Bytes(data)) => client.create(Bytes::from_bytes_vec(data)),
+                    Some(hashed @ Data::Hash { .. }) => client.empty(bytes as usize).inspect(|h| {
+                        let zeros = self.bytes_of(at, buffer, hashed);
+                        let _ = client.write(h, zeros);
+                    }),
                     None => client.empty(bytes as usize),
                 };
                 match created {
@@ -323,6 +331,10 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                     self.skip(unknown_buffer(&kind));
                     return;
                 };
+                if data.len() != range.len {
+                    self.skip(malformed(&kind));
+                    return;
+                }
                 let bytes = self.bytes_of(at, range.buffer, data);
                 if let Err(err) = client.write(&view, bytes) {
                     self.skip(format!("a write refused on this device: {err}"));
@@ -510,6 +522,13 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
         let ranges = &pending.ranges;
         match (recorded, pending.replayed) {
             (_, Replayed::Unchecked(why)) => self.report.unchecked.push(why),
+            (Outcome::Read(expected), Replayed::Read(actual)) if expected.len() != actual.len() => {
+                let detail = MismatchDetail::Outcome {
+                    recorded: format!("a read of {} ranges", expected.len()),
+                    replayed: format!("a read of {} ranges", actual.len()),
+                };
+                self.report.mismatches.push(mismatch(detail));
+            }
             (Outcome::Read(expected), Replayed::Read(actual)) => {
                 let first = expected
                     .iter()
@@ -520,7 +539,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                     });
                 match first {
                     Some((index, start, end)) => {
-                        // Recorded hashes past the ranges recorded: a range of no bytes.
+                        // One hash list per range read (checked above): the fallback is never taken.
                         let range = ranges.get(index).copied().unwrap_or(Range {
                             buffer: 0,
                             offset: 0,
@@ -548,6 +567,10 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
             }
         }
     }
+}
+
+fn malformed(kind: &str) -> String {
+    format!("a {kind} whose data is not as long as its range (a malformed recording)")
 }
 
 fn unknown_buffer(kind: &str) -> String {
