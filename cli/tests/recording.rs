@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use lockstep::kernel::{BindingDecl, ElemType, KernelDef, Scalar};
 use lockstep::record::{
-    Count, Event, Op, Outcome, Range, Reader, RecordTo, Recorder, RecorderConfig, encode_frame,
-    header,
+    Count, Data, Event, Op, Outcome, Range, Reader, RecordTo, Recorder, RecorderConfig, data_hash,
+    encode_frame, header,
 };
 use lockstep::replay::{Mismatch, MismatchDetail, ReplayReport, replay};
 use lockstep::{Bytes, ComputeClient, CubeCount, KernelArguments, ServerOptions, StreamId};
@@ -179,6 +179,20 @@ fn data_recorded_as_a_hash_leaves_what_it_reaches_unchecked() {
     let path = temp("hashed");
     // a's 16 KiB are hashed; b's 4 KiB write is kept.
     record_workload(&path, 8192);
+    // a's bytes were hashed by the writer thread, as the recording's reader would.
+    let values: Vec<u32> = (0..4096).collect();
+    let expected = Data::Hash {
+        len: 16_384,
+        xxh3: data_hash(&Bytes::from_elems(&values)),
+    };
+    let created = events(&path).into_iter().find_map(|e| match e {
+        Event::Call {
+            op: Op::Create { data, .. },
+            ..
+        } => data,
+        _ => None,
+    });
+    assert_eq!(created, Some(expected));
     let report = replay_on_simulator(&path);
     assert_eq!(report.mismatches, vec![]);
     assert_eq!(report.reads_matched, 0);

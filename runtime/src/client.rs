@@ -405,18 +405,18 @@ impl<D: Device> ComputeClient<D> {
     fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
         let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = self.refusing("create", data.map(|data| self.resident(data)).transpose())?;
+        let mut data = self.refusing("create", data.map(|data| self.resident(data)).transpose())?;
         let Some(recorder) = self.shared.recorder else {
             return self.allocate_resident(size_bytes, data);
         };
-        let recorded = data.as_deref().map(|data| recorder.data(data));
+        let (recorded, unhashed) = data.as_mut().map(|d| recorder.data(d)).unzip();
         let handle = self.refusing("create", self.allocate_resident(size_bytes, data))?;
         let op = Op::Create {
             buffer: self.range(&handle)?.buffer.0,
             bytes: size_bytes,
             data: recorded,
         };
-        recorder.call(self.stream_id(), op, None);
+        recorder.call_with_data(self.stream_id(), op, None, unhashed.flatten());
         Ok(handle)
     }
 
@@ -673,8 +673,9 @@ impl<D: Device> ComputeClient<D> {
             return Ok(());
         }
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = self.refusing("write", self.resident(data).map_err(lazy::lazy_read_failed))?;
-        self.record_write(range, &data);
+        let mut data =
+            self.refusing("write", self.resident(data).map_err(lazy::lazy_read_failed))?;
+        self.record_write(range, &mut data);
         self.enqueue(move |server, stream| server.write(stream, range, data));
         Ok(())
     }

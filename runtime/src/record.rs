@@ -18,9 +18,10 @@
 //! reports, profiles) and writes of no bytes are not recorded: they change nothing.
 //!
 //! What recording costs a call, on the calling thread: one branch when off; when on, building
-//! the event (ranges and parameters copied, small data copied, large data hashed by xxh3 at
-//! tens of GB/s) and one channel send. A read's chunk hashes are computed by the thread the read
-//! returns to.
+//! the event (ranges and parameters copied, data up to `data_bytes_max` copied) and one
+//! channel send. Larger heap data is shared with the writer thread without a copy and hashed
+//! there; larger pinned data (`staging`) is hashed by the calling thread (xxh3, tens of GB/s).
+//! A read's chunk hashes are computed by the thread the read returns to.
 //!
 //! **Architecture Invariant:** the file order of calls is consistent with every thread's
 //! program order and with what threads learn of each other: a call's event is sent before the
@@ -73,7 +74,7 @@ mod writer;
 pub use format::{
     Count, Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, Range, ReadHashes, VERSION,
 };
-pub use hash::{CHUNK_BYTES, chunk_hashes, first_differing_chunk};
+pub use hash::{CHUNK_BYTES, chunk_hashes, first_differing_chunk, whole as data_hash};
 pub use reader::{FRAME_BYTES_MAX, Reader, RecordingError};
 pub use summary::{Summary, brief};
 pub(crate) use writer::DeviceRecorder;

@@ -67,13 +67,14 @@ impl<D: Device> ComputeClient<D> {
     }
 
     /// Records a write of `data` into `range`.
-    pub(super) fn record_write(&self, range: BufferRange, data: &Bytes) {
+    pub(super) fn record_write(&self, range: BufferRange, data: &mut Bytes) {
         if let Some(recorder) = &self.shared.recorder {
+            let (data, unhashed) = recorder.data(data);
             let op = Op::Write {
                 range: range.into(),
-                data: recorder.data(data),
+                data,
             };
-            recorder.call(self.stream_id(), op, None);
+            recorder.call_with_data(self.stream_id(), op, None, unhashed);
         }
     }
 

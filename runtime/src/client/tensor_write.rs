@@ -71,7 +71,7 @@ impl<D: Device> ComputeClient<D> {
             let data = self.refusing("write_tensor", data)?;
             writes.extend(copies(range, &runs, data));
         }
-        for (range, bytes) in &writes {
+        for (range, bytes) in &mut writes {
             self.record_write(*range, bytes);
         }
         if !writes.is_empty() {

@@ -34,7 +34,7 @@ pub fn first_differing_chunk(expected: &ReadHashes, actual: &ReadHashes) -> Opti
 }
 
 /// xxh3-64 of `bytes`, as [`Data::Hash`](super::Data::Hash) keeps it.
-pub(crate) fn whole(bytes: &[u8]) -> u64 {
+pub fn whole(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes)
 }
 

@@ -11,12 +11,13 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, OnceLock};
 
 use super::format::{Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, VERSION};
 use super::hash;
+use crate::bytes::Bytes;
 use crate::kernel::Kernel;
 use crate::stream::StreamId;
 
@@ -28,8 +29,8 @@ pub const DATA_KEPT_BYTES_MAX: u64 = 256 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecorderConfig {
     /// A create's or write's data up to this many bytes (at most [`DATA_KEPT_BYTES_MAX`]) is
-    /// recorded; past it, its xxh3 hash (computed on the calling thread), and a replay cannot
-    /// check what depends on it.
+    /// recorded; past it, its xxh3 hash (computed by the writer thread for heap bytes, by the
+    /// calling thread for pinned ones), and a replay cannot check what depends on it.
     pub data_bytes_max: u64,
 }
 
@@ -123,8 +124,9 @@ pub(crate) fn process_path(pattern: &str, pid: u32, world_size: Option<&str>) ->
 
 /// What calling threads send the writer.
 enum Message {
-    /// An event, and the kernel it names if it names one (written first if new).
-    Event(Event, Option<Kernel>),
+    /// An event, the kernel it names if it names one (written first if new), and the bytes
+    /// whose hash its [`Data::Hash`] still lacks (computed here, off the caller's path).
+    Event(Event, Option<Kernel>, Option<Arc<Vec<u8>>>),
     /// Answer once everything sent before is written and flushed.
     Flush(SyncSender<Result<(), String>>),
 }
@@ -212,16 +214,16 @@ impl Recorder {
             backend,
             index,
         };
-        self.send(Event::Device(record), None);
+        self.send(Event::Device(record), None, None);
         DeviceRecorder {
             recorder: self,
             device,
         }
     }
 
-    fn send(&self, event: Event, kernel: Option<Kernel>) {
+    fn send(&self, event: Event, kernel: Option<Kernel>, unhashed: Option<Arc<Vec<u8>>>) {
         // The writer thread only stops with the process: a failed send loses nothing more.
-        let _ = self.sender.send(Message::Event(event, kernel));
+        let _ = self.sender.send(Message::Event(event, kernel, unhashed));
     }
 }
 
@@ -237,6 +239,17 @@ impl DeviceRecorder {
     /// Records a call issued now on `stream`, with the kernel it names if any; returns its
     /// number, for its outcome.
     pub(crate) fn call(&self, stream: StreamId, op: Op, kernel: Option<&Kernel>) -> u64 {
+        self.call_with_data(stream, op, kernel, None)
+    }
+
+    /// [`call`](Self::call) of an op whose data the writer hashes from `unhashed`.
+    pub(crate) fn call_with_data(
+        &self,
+        stream: StreamId,
+        op: Op,
+        kernel: Option<&Kernel>,
+        unhashed: Option<Arc<Vec<u8>>>,
+    ) -> u64 {
         let call = self.recorder.next_call.fetch_add(1, Ordering::Relaxed);
         let event = Event::Call {
             call,
@@ -245,13 +258,14 @@ impl DeviceRecorder {
             stream: stream.0,
             op,
         };
-        self.recorder.send(event, kernel.cloned());
+        self.recorder.send(event, kernel.cloned(), unhashed);
         call
     }
 
     /// Records what call `call` returned.
     pub(crate) fn outcome(&self, call: u64, outcome: Outcome) {
-        self.recorder.send(Event::Outcome { call, outcome }, None);
+        self.recorder
+            .send(Event::Outcome { call, outcome }, None, None);
     }
 
     /// Records a call refused at the call with `error`.
@@ -286,15 +300,20 @@ impl DeviceRecorder {
         self.outcome(call, outcome);
     }
 
-    /// `bytes` as the recorder keeps them: a copy, or past its limit a hash.
-    pub(crate) fn data(&self, bytes: &[u8]) -> Data {
+    /// `bytes` as the recorder keeps them: a copy, or past its limit a hash. Heap bytes past
+    /// the limit are shared (no copy) and hashed by the writer thread: the hash is left to
+    /// fill from the bytes returned; other bytes are hashed here.
+    pub(crate) fn data(&self, bytes: &mut Bytes) -> (Data, Option<Arc<Vec<u8>>>) {
         let kept_max = self.recorder.config.data_bytes_max.min(DATA_KEPT_BYTES_MAX);
-        if bytes.len() as u64 <= kept_max {
-            Data::Bytes(bytes.to_vec())
-        } else {
-            Data::Hash {
-                len: bytes.len() as u64,
-                xxh3: hash::whole(bytes),
+        let len = bytes.len() as u64;
+        if len <= kept_max {
+            return (Data::Bytes(bytes.to_vec()), None);
+        }
+        match bytes.share() {
+            Some(shared) => (Data::Hash { len, xxh3: 0 }, Some(shared)),
+            None => {
+                let xxh3 = hash::whole(bytes);
+                (Data::Hash { len, xxh3 }, None)
             }
         }
     }
@@ -344,7 +363,10 @@ fn write_frames(receiver: &Receiver<Message>, mut out: BufWriter<File>) {
         let mut next = Some(first);
         while let Some(message) = next {
             match message {
-                Message::Event(event, kernel) => {
+                Message::Event(mut event, kernel, unhashed) => {
+                    if let Some(bytes) = unhashed {
+                        fill_hash(&mut event, &bytes);
+                    }
                     if let Some(kernel) = kernel
                         && kernels_written.insert(kernel.content_hash())
                     {
@@ -365,6 +387,25 @@ fn write_frames(receiver: &Receiver<Message>, mut out: BufWriter<File>) {
             next = receiver.try_recv().ok();
         }
         write_out(&mut out, &mut frames, &mut failure, true);
+    }
+}
+
+/// Sets the hash of the data `event` carries to that of `bytes`.
+fn fill_hash(event: &mut Event, bytes: &[u8]) {
+    if let Event::Call {
+        op:
+            Op::Create {
+                data: Some(Data::Hash { xxh3, .. }),
+                ..
+            }
+            | Op::Write {
+                data: Data::Hash { xxh3, .. },
+                ..
+            },
+        ..
+    } = event
+    {
+        *xxh3 = hash::whole(bytes);
     }
 }
 
