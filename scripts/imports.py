@@ -34,8 +34,11 @@ LAYERS = [
     # Kernels: the IR, its builder, validation and reference semantics.
     ("kernel", ["kernel"]),
     # Values that cross the device boundary or come back from the runtime: errors, bytes and
-    # host blocks, collectives' types, profiling's and tuning's results.
-    ("values", ["collective", "error", "bytes", "host_pool", "profiling", "throughput"]),
+    # host blocks, collectives' types, profiling's and tuning's results, recorded calls.
+    (
+        "values",
+        ["collective", "error", "bytes", "host_pool", "profiling", "throughput", "record"],
+    ),
     # The hardware trait and its contract.
     ("device", ["device"]),
     # The actor: one thread (or a lock, inline) that runs a state's tasks in order.
@@ -52,8 +55,8 @@ LAYERS = [
     ),
     # Processes: the rendezvous, over the client's errors.
     ("distributed", ["distributed"]),
-    # Every error behind one type, for application code.
-    ("application", ["app_error"]),
+    # Every error behind one type, for application code; a recording replayed on any device.
+    ("application", ["app_error", "replay"]),
 ]
 
 

@@ -18,6 +18,8 @@ use lockstep_conformance::{DeviceFactory, SimFactory, suite};
 use lockstep_explore::{self as explore, ExploreConfig};
 use lockstep_launch::LaunchConfig;
 
+mod recording;
+
 #[derive(Parser)]
 #[command(
     name = "lockstep",
@@ -79,10 +81,15 @@ enum Command {
         coverage: bool,
     },
     /// Rerun one explored seed, twice (the traces must be identical); prints the world it drew
-    /// and its trace hash last.
+    /// and its trace hash last. With `--recording`, run a recording (`LOCKSTEP_RECORD`) on the
+    /// simulator instead, checking every read against its recorded hashes.
     Replay {
-        #[arg(long)]
-        seed: u64,
+        /// The explored seed; with `--recording`, the simulator's seed (default 0).
+        #[arg(long, required_unless_present = "recording")]
+        seed: Option<u64>,
+        /// A recording to replay (`LOCKSTEP_RECORD=PATH` writes one).
+        #[arg(long, conflicts_with_all = ["faults", "ops", "trace", "steps", "shrink"])]
+        recording: Option<std::path::PathBuf>,
         /// The seed was explored with `--faults`.
         #[arg(long)]
         faults: bool,
@@ -99,6 +106,15 @@ enum Command {
         /// them as a Rust test against the public API.
         #[arg(long)]
         shrink: bool,
+    },
+    /// Summarise a recording (`LOCKSTEP_RECORD=PATH` writes one): calls by kind, devices,
+    /// streams, threads, bytes, kernels and errors.
+    Recording {
+        /// The recording.
+        path: std::path::PathBuf,
+        /// Print every event first, one a line (data and hashes elided).
+        #[arg(long)]
+        events: bool,
     },
     /// Start NPROC processes of PROGRAM on this host as one world (like torchrun's standalone
     /// mode): each gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
@@ -200,19 +216,30 @@ fn main() -> ExitCode {
             coverage,
         ),
         Command::Replay {
+            recording: Some(path),
             seed,
+            ..
+        } => recording::replay_recording(&path, seed.unwrap_or(recording::REPLAY_SEED)),
+        Command::Replay { seed: None, .. } => {
+            eprintln!("replay: give --seed, or --recording");
+            ExitCode::FAILURE
+        }
+        Command::Recording { path, events } => recording::summary(&path, events),
+        Command::Replay {
+            seed: Some(seed),
             faults,
             ops,
             trace,
             steps,
             shrink: false,
+            ..
         } => replay(
             &explore::World::draw(seed, faults).with_ops(ops),
             trace.as_deref(),
             steps,
         ),
         Command::Replay {
-            seed,
+            seed: Some(seed),
             faults,
             ops,
             shrink: true,

@@ -2,7 +2,7 @@
 //!
 //! A [`Bytes`] is one of three things, all read through `Deref<Target = [u8]>`:
 //! - heap memory (what `from_elems` and `From<Vec<u8>>` give, and reads on devices without
-//!   pooled host memory);
+//!   pooled host memory), shared without a copy while a recorder hashes a large write;
 //! - host memory a device lent: page-locked blocks ([`ComputeClient::staging`], which its
 //!   transfers read in place), or the pooled block a read landed in
 //!   ([`HostPool`](crate::HostPool)), which returns to its pool when the bytes drop;
@@ -26,6 +26,13 @@ pub struct Bytes(Repr);
 
 enum Repr {
     Host(Vec<u8>),
+    /// Heap bytes shared with a recorder's writer thread, which hashes them off the caller's
+    /// path (`Bytes::share`).
+    #[cfg_attr(
+        loom,
+        allow(dead_code, reason = "recording is left out of loom builds")
+    )]
+    Shared(Arc<Vec<u8>>),
     Pinned(Box<dyn PinnedMemory>),
     #[cfg_attr(
         loom,
@@ -125,7 +132,7 @@ impl Bytes {
     /// (`Native` if it failed).
     pub fn property(&self) -> AllocationProperty {
         match &self.0 {
-            Repr::Host(_) => AllocationProperty::Native,
+            Repr::Host(_) | Repr::Shared(_) => AllocationProperty::Native,
             Repr::Pinned(_) => AllocationProperty::Pinned,
             Repr::Lazy(lazy) => match lazy.value.get() {
                 None => AllocationProperty::Device,
@@ -155,6 +162,7 @@ impl Bytes {
     pub fn len(&self) -> usize {
         match &self.0 {
             Repr::Host(v) => v.len(),
+            Repr::Shared(v) => v.len(),
             Repr::Pinned(memory) => memory.as_slice().len(),
             Repr::Lazy(lazy) => lazy.len,
         }
@@ -173,6 +181,7 @@ impl Bytes {
     pub fn materialize(&self) -> Result<&[u8], ServerError> {
         match &self.0 {
             Repr::Host(v) => Ok(v),
+            Repr::Shared(v) => Ok(v),
             Repr::Pinned(memory) => Ok(memory.as_slice()),
             Repr::Lazy(lazy) => lazy.get().as_deref().map_err(Clone::clone),
         }
@@ -203,8 +212,25 @@ impl Bytes {
     pub fn into_vec(self) -> Vec<u8> {
         match self.0 {
             Repr::Host(v) => v,
+            Repr::Shared(v) => Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone()),
             Repr::Pinned(memory) => memory.as_slice().to_vec(),
             Repr::Lazy(_) => self.to_vec(),
+        }
+    }
+
+    /// Heap bytes shared without a copy, turning these into shared bytes; `None` for pinned
+    /// or lazy bytes. The recorder hashes a large write's bytes on its own thread so.
+    #[cfg_attr(
+        loom,
+        allow(dead_code, reason = "recording is left out of loom builds")
+    )]
+    pub(crate) fn share(&mut self) -> Option<Arc<Vec<u8>>> {
+        if let Repr::Host(v) = &mut self.0 {
+            self.0 = Repr::Shared(Arc::new(std::mem::take(v)));
+        }
+        match &self.0 {
+            Repr::Shared(v) => Some(v.clone()),
+            _ => None,
         }
     }
 
@@ -264,6 +290,7 @@ impl Clone for Bytes {
     fn clone(&self) -> Self {
         match &self.0 {
             Repr::Host(v) => Self::from_bytes_vec(v.clone()),
+            Repr::Shared(v) => Self(Repr::Shared(v.clone())),
             Repr::Pinned(memory) => Self::from_bytes_vec(memory.as_slice().to_vec()),
             Repr::Lazy(lazy) => Self(Repr::Lazy(lazy.clone())),
         }
@@ -299,6 +326,7 @@ impl std::fmt::Debug for Bytes {
                 memory.as_slice()
             }
             Repr::Host(v) => v,
+            Repr::Shared(v) => v,
         };
         if !shown.is_empty() {
             write!(f, ": {:02x?}", &shown[..shown.len().min(SHOWN)])?;
@@ -319,6 +347,7 @@ impl Deref for Bytes {
     fn deref(&self) -> &[u8] {
         match &self.0 {
             Repr::Host(v) => v,
+            Repr::Shared(v) => v,
             Repr::Pinned(memory) => memory.as_slice(),
             Repr::Lazy(lazy) => lazy_bytes(lazy),
         }
@@ -334,6 +363,8 @@ impl DerefMut for Bytes {
         }
         match &mut self.0 {
             Repr::Host(v) => v,
+            // Copied first if the recorder still holds them.
+            Repr::Shared(v) => Arc::make_mut(v).as_mut_slice(),
             Repr::Pinned(memory) => memory.as_mut_slice(),
             Repr::Lazy(_) => unreachable!("lazy bytes were replaced above"),
         }

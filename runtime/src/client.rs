@@ -26,6 +26,7 @@ mod lazy;
 mod peer;
 mod planted;
 mod profiling;
+mod record;
 mod staging;
 mod tensor_write;
 mod throughput;
@@ -39,7 +40,7 @@ use crate::device::Device;
 use crate::error::{IoError, ServerError};
 use crate::graph::Graph;
 use crate::handle::{Handle, Owner, Placement};
-use crate::ids::{BufferId, BufferRange, DeviceId};
+use crate::ids::{BufferId, BufferRange, CountArg, DeviceId};
 use crate::kernel::Kernel;
 use crate::launch::{CubeCount, KernelArguments};
 use crate::layout::{
@@ -52,6 +53,7 @@ use crate::memory::{
     take_at_call,
 };
 use crate::properties::{DeviceProperties, Features};
+use crate::record::{DeviceRecorder, Op};
 use crate::registry;
 use crate::server::{Server, ServerOptions};
 use crate::stream::StreamId;
@@ -73,6 +75,17 @@ struct Shared<D: Device> {
     owner: Arc<dyn Owner>,
     /// The knobs the server was started with, for the checks made at the call.
     options: ServerOptions,
+    /// Where its calls are recorded, if anywhere (`record`).
+    recorder: Option<DeviceRecorder>,
+}
+
+impl<D: Device> Drop for Shared<D> {
+    /// The last clone's drop waits until the recording holds every call made through it.
+    fn drop(&mut self) {
+        if let Some(recorder) = &self.recorder {
+            recorder.flush();
+        }
+    }
 }
 
 /// What a client's handles hold of it (handle.rs): the actor and the books, not the client's
@@ -80,6 +93,7 @@ struct Shared<D: Device> {
 struct HandleOwner<D: Device> {
     actor: ActorHandle<Server<D>>,
     books: Arc<Mutex<Books>>,
+    recorder: Option<DeviceRecorder>,
 }
 
 impl<D: Device> Owner for HandleOwner<D> {
@@ -90,11 +104,13 @@ impl<D: Device> Owner for HandleOwner<D> {
     }
 
     fn release(&self, stream: StreamId, buffer: BufferId) {
+        record::release(self.recorder.as_ref(), stream, buffer);
         self.actor
             .submit(stream, move |server| server.release(buffer));
     }
 
     fn give_back_unused(&self, buffer: BufferId) {
+        record::release(self.recorder.as_ref(), StreamId::current(), buffer);
         lock(&self.books).give_back_unused(buffer);
     }
 }
@@ -255,6 +271,9 @@ impl<D: Device> ComputeClient<D> {
     ) -> Self {
         let properties = device.properties().clone();
         let peers = collective::Peers::of(&device);
+        let index = (!registry::is_anonymous(id)).then_some(id.index);
+        let recorder =
+            (options.record.resolve()).map(|r| r.device(&properties.name, id.type_id, index));
         let server = Server::new(device, options);
         let books = server.books();
         let actor = actor(server);
@@ -263,6 +282,7 @@ impl<D: Device> ComputeClient<D> {
                 owner: Arc::new(HandleOwner {
                     actor: actor.clone(),
                     books: books.clone(),
+                    recorder,
                 }),
                 actor,
                 id,
@@ -270,6 +290,7 @@ impl<D: Device> ComputeClient<D> {
                 peers,
                 books,
                 options,
+                recorder,
             }),
             stream: None,
         }
@@ -384,7 +405,27 @@ impl<D: Device> ComputeClient<D> {
     fn allocate(&self, size_bytes: u64, data: Option<Bytes>) -> Result<Handle, ServerError> {
         let _span = call_span!(self, "create", bytes = size_bytes);
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = data.map(|data| self.resident(data)).transpose()?;
+        let mut data = self.refusing("create", data.map(|data| self.resident(data)).transpose())?;
+        let Some(recorder) = self.shared.recorder else {
+            return self.allocate_resident(size_bytes, data);
+        };
+        let (recorded, unhashed) = data.as_mut().map(|d| recorder.data(d)).unzip();
+        let handle = self.refusing("create", self.allocate_resident(size_bytes, data))?;
+        let op = Op::Create {
+            buffer: self.range(&handle)?.buffer.0,
+            bytes: size_bytes,
+            data: recorded,
+        };
+        recorder.call_with_data(self.stream_id(), op, None, unhashed.flatten());
+        Ok(handle)
+    }
+
+    /// [`allocate`](Self::allocate) of resident data, unrecorded.
+    fn allocate_resident(
+        &self,
+        size_bytes: u64,
+        data: Option<Bytes>,
+    ) -> Result<Handle, ServerError> {
         let stream = self.stream_id();
         // Served at the call when a page the pools hold has room, if need be once the actor
         // has run what was queued before; else by the actor, which can grow the pools and
@@ -624,12 +665,17 @@ impl<D: Device> ComputeClient<D> {
     /// window fails the capture's [`stop_capture`](Self::stop_capture).
     pub fn write_at(&self, handle: &Handle, offset: u64, data: Bytes) -> Result<(), IoError> {
         let _span = call_span!(self, "write", offset, bytes = data.len());
-        let range = handle.sub_range_on(self.shared.id, offset, data.len() as u64)?;
+        let range = self.refusing(
+            "write",
+            handle.sub_range_on(self.shared.id, offset, data.len() as u64),
+        )?;
         if data.is_empty() {
             return Ok(());
         }
         // A lazy read must run here: on the actor it would wait for the actor.
-        let data = self.resident(data).map_err(lazy::lazy_read_failed)?;
+        let mut data =
+            self.refusing("write", self.resident(data).map_err(lazy::lazy_read_failed))?;
+        self.record_write(range, &mut data);
         self.enqueue(move |server, stream| server.write(stream, range, data));
         Ok(())
     }
@@ -662,16 +708,20 @@ impl<D: Device> ComputeClient<D> {
         let ranges = handles
             .iter()
             .map(|h| self.range(h))
-            .collect::<Result<Vec<_>, IoError>>()?;
+            .collect::<Result<Vec<_>, IoError>>();
+        let ranges = self.refusing("read", ranges)?;
         let bytes = ranges.iter().map(|r| r.len).sum();
-        self.call_spinning(Spin::for_read(bytes), move |server, stream| {
+        let read = self.record_read(&ranges);
+        let result = self.call_spinning(Spin::for_read(bytes), move |server, stream| {
             server.read(stream, &ranges)
-        })
+        });
+        record::read_returned(read, &result);
+        result
     }
 
     /// The shared read path: reads `ranges` on the actor, after everything this stream submitted
-    /// before, then turns the bytes as they landed into the result with `finish` (still on the
-    /// actor).
+    /// before, then turns the bytes as they landed into the result with `finish`, on the thread
+    /// that awaits the read (after the recorder, if any, hashed them).
     fn read_ranges<F>(
         &self,
         ranges: Result<Vec<BufferRange>, IoError>,
@@ -680,10 +730,18 @@ impl<D: Device> ComputeClient<D> {
     where
         F: FnOnce(Vec<Bytes>) -> Vec<Bytes> + Send + 'static,
     {
-        let call = ranges.map(|ranges| {
-            self.call_async(move |server, stream| server.read(stream, &ranges).map(finish))
+        let call = self.refusing("read", ranges).map(|ranges| {
+            let read = self.record_read(&ranges);
+            let call = self.call_async(move |server, stream| server.read(stream, &ranges));
+            (read, call)
         });
-        async move { call?.await }
+        // The bytes as they landed are hashed, if recorded, and finished on the awaiting thread.
+        async move {
+            let (read, call) = call?;
+            let result = call.await;
+            record::read_returned(read, &result);
+            result.map(finish)
+        }
     }
 
     /// Reads whole handles, blocking.
@@ -810,8 +868,13 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn compile(&self, kernel: &Kernel) -> Result<(), ServerError> {
         let _span = call_span!(self, "compile", kernel = kernel.name());
-        let kernel = kernel.clone();
-        self.call(move |server, stream| server.compile(stream, &kernel))
+        let op = || Op::Compile {
+            kernel: kernel.content_hash(),
+        };
+        let owned = kernel.clone();
+        self.recorded(op, Some(kernel), || {
+            self.call(move |server, stream| server.compile(stream, &owned))
+        })
     }
 
     /// Enqueues `kernel` on this client's stream. Arguments are checked here; failures of the
@@ -834,21 +897,36 @@ impl<D: Device> ComputeClient<D> {
         args: KernelArguments,
     ) -> Result<(), IoError> {
         let _span = call_span!(self, "launch", kernel = kernel.name());
-        kernel.validate_for_device(self.properties())?;
-        let by_range = self.shared.options.launch_aliasing_by_range;
-        let ranges = args.checked_ranges(kernel.def(), self.shared.id, by_range)?;
-        let max_workgroups = self.shared.properties.max_workgroups;
-        let Some(count) = count.checked(kernel.def(), self.shared.id, max_workgroups)? else {
+        let (ranges, checked) =
+            self.refusing("launch", self.launch_checked(kernel, &count, &args))?;
+        // Decided here: only the issuing thread knows whether it is inside a dry run.
+        let mode = crate::dry_run::launch_mode();
+        self.record_launch(kernel, &count, &ranges, &args.params, mode);
+        let Some(count) = checked else {
             return Ok(());
         };
         let kernel = kernel.clone();
         let params = args.params;
-        // Decided here: only the issuing thread knows whether it is inside a dry run.
-        let mode = crate::dry_run::launch_mode();
         self.enqueue(move |server, stream| {
             server.launch_as(stream, mode, &kernel, count, &ranges, &params);
         });
         Ok(())
+    }
+
+    /// A launch's ranges and count as the server takes them, once checked against the kernel and
+    /// the device (see [`launch`](Self::launch)'s errors).
+    fn launch_checked(
+        &self,
+        kernel: &Kernel,
+        count: &CubeCount,
+        args: &KernelArguments,
+    ) -> Result<(Vec<BufferRange>, Option<CountArg<BufferRange>>), IoError> {
+        kernel.validate_for_device(self.properties())?;
+        let by_range = self.shared.options.launch_aliasing_by_range;
+        let ranges = args.checked_ranges(kernel.def(), self.shared.id, by_range)?;
+        let max_workgroups = self.shared.properties.max_workgroups;
+        let count = count.checked(kernel.def(), self.shared.id, max_workgroups)?;
+        Ok((ranges, count))
     }
 
     // ---- graphs ----------------------------------------------------------------------------
@@ -863,7 +941,11 @@ impl<D: Device> ComputeClient<D> {
     /// captures, and what any [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn graph_prepare(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "graph_prepare");
-        self.call(|server, stream| server.graph_prepare(stream))
+        self.recorded(
+            || Op::GraphPrepare,
+            None,
+            || self.call(|server, stream| server.graph_prepare(stream)),
+        )
     }
 
     /// Starts recording this stream's launches into a graph instead of running them. Inside the
@@ -880,7 +962,11 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn start_capture(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "start_capture");
-        self.call(|server, stream| server.start_capture(stream))
+        self.recorded(
+            || Op::StartCapture,
+            None,
+            || self.call(|server, stream| server.start_capture(stream)),
+        )
     }
 
     /// Ends the capture and returns the graph, ready to [`replay`](Graph::replay).
@@ -895,8 +981,18 @@ impl<D: Device> ComputeClient<D> {
     pub fn stop_capture(&self) -> Result<Graph<D>, ServerError> {
         let _span = call_span!(self, "stop_capture");
         let stream = self.stream_id();
-        let id = self.call(|server, stream| server.stop_capture(stream))?;
-        Ok(Graph::new(id, stream, self.shared.actor.clone()))
+        // The graph is named in the recording by this call's number.
+        let recorded = (self.shared.recorder).map(|r| (r, r.call(stream, Op::StopCapture, None)));
+        let result = self.call(|server, stream| server.stop_capture(stream));
+        if let Some((recorder, call)) = recorded {
+            recorder.returned(call, &result);
+        }
+        Ok(Graph::new(
+            result?,
+            stream,
+            self.shared.actor.clone(),
+            recorded,
+        ))
     }
 
     // ---- synchronisation -----------------------------------------------------------------
@@ -909,7 +1005,11 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn flush(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "flush");
-        self.call(|server, stream| server.flush(stream))
+        self.recorded(
+            || Op::Flush,
+            None,
+            || self.call(|server, stream| server.flush(stream)),
+        )
     }
 
     /// Waits until every earlier submission of this stream has completed; returns its oldest
@@ -924,11 +1024,17 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn sync(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "sync");
-        self.call(|server, stream| {
-            let result = server.sync(stream);
-            server.log_profile(stream);
-            result
-        })
+        self.recorded(
+            || Op::Sync,
+            None,
+            || {
+                self.call(|server, stream| {
+                    let result = server.sync(stream);
+                    server.log_profile(stream);
+                    result
+                })
+            },
+        )
     }
 
     /// Waits until every earlier submission of every stream of this device has completed (from
@@ -949,7 +1055,11 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn sync_all(&self) -> Result<(), ServerError> {
         let _span = call_span!(self, "sync_all");
-        self.call(|server, _| server.sync_all())
+        self.recorded(
+            || Op::SyncAll,
+            None,
+            || self.call(|server, _| server.sync_all()),
+        )
     }
 
     /// Runs `task` on the calling thread while the device's actor is paused, after every
@@ -966,6 +1076,7 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns.
     pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
         let _span = call_span!(self, "exclusive");
+        self.record_other("exclusive", &[]);
         let stream = self.stream_id();
         self.shared
             .actor
@@ -1000,6 +1111,7 @@ impl<D: Device> ComputeClient<D> {
     /// only while a caller waits: see `allocate`'s note on allocations served at the call).
     pub fn memory_cleanup(&self) {
         let _span = call_span!(self, "memory_cleanup");
+        self.record_other("memory_cleanup", &[]);
         // Blocking: only a call whose caller waits may take pages from the pools, which
         // calling threads allocate from (memory/books.rs). A failed call has nothing to clean.
         let _ = self.call(|server, _| {
@@ -1044,6 +1156,7 @@ impl<D: Device> ComputeClient<D> {
     /// [waiting call](Self#errors-of-every-call-that-waits) returns other than `DeviceLost`.
     pub fn set_memory_budget(&self, budget_bytes: Option<u64>) -> Result<(), MemoryBudgetError> {
         let _span = call_span!(self, "set_memory_budget", ?budget_bytes);
+        self.record_other("set_memory_budget", &[]);
         self.call(move |server, _| Ok(server.set_memory_budget(budget_bytes)))?
     }
 
@@ -1062,6 +1175,7 @@ impl<D: Device> ComputeClient<D> {
         pools: &MemoryPoolsConfig,
     ) -> Result<(), InstallMemoryPoolsError> {
         let _span = call_span!(self, "install_memory_pools");
+        self.record_other("install_memory_pools", &[]);
         let config = MemoryConfiguration::resolve(pools, self.properties())?;
         let stream = self.stream_id();
         self.shared
@@ -1074,6 +1188,7 @@ impl<D: Device> ComputeClient<D> {
     /// the device-wide persistent pool. Closes any open persistent window.
     pub fn allocation_mode(&self, mode: MemoryAllocationMode) {
         let _span = call_span!(self, "allocation_mode", ?mode);
+        self.record_other("allocation_mode", &[]);
         // In the books, at the call: allocations served at the call read it (memory/books.rs).
         lock(&self.shared.books)
             .memory
@@ -1085,6 +1200,7 @@ impl<D: Device> ComputeClient<D> {
     /// panics. Windows nest.
     pub fn memory_persistent_allocation<I, R>(&self, input: I, task: impl FnOnce(I) -> R) -> R {
         let _span = call_span!(self, "memory_persistent_allocation");
+        self.record_other("memory_persistent_allocation", &[]);
         struct Window<'a, D: Device>(&'a ComputeClient<D>);
         impl<D: Device> Drop for Window<'_, D> {
             fn drop(&mut self) {

@@ -3,6 +3,7 @@
 use crate::actor::ActorHandle;
 use crate::device::Device;
 use crate::ids::GraphId;
+use crate::record::{DeviceRecorder, Op};
 use crate::server::Server;
 use crate::stream::StreamId;
 use crate::sync::Arc;
@@ -12,10 +13,22 @@ struct GraphOwner<D: Device> {
     id: GraphId,
     stream: StreamId,
     actor: ActorHandle<Server<D>>,
+    /// Its recorder and the number of the `stop_capture` that made it, if its client records.
+    recorded: Option<(DeviceRecorder, u64)>,
+}
+
+impl<D: Device> GraphOwner<D> {
+    /// Records `op` of this graph, if its client records.
+    fn record(&self, op: impl FnOnce(u64) -> Op) {
+        if let Some((recorder, graph)) = self.recorded {
+            recorder.call(self.stream, op(graph), None);
+        }
+    }
 }
 
 impl<D: Device> Drop for GraphOwner<D> {
     fn drop(&mut self) {
+        self.record(|graph| Op::GraphRelease { graph });
         let id = self.id;
         // The server destroys the graph only after every replay already enqueued has
         // completed, and only then lets the graph's buffers go.
@@ -56,9 +69,20 @@ impl<D: Device> std::fmt::Debug for Graph<D> {
 }
 
 impl<D: Device> Graph<D> {
-    pub(crate) fn new(id: GraphId, stream: StreamId, actor: ActorHandle<Server<D>>) -> Self {
+    pub(crate) fn new(
+        id: GraphId,
+        stream: StreamId,
+        actor: ActorHandle<Server<D>>,
+        recorded: Option<(DeviceRecorder, u64)>,
+    ) -> Self {
+        let owner = GraphOwner {
+            id,
+            stream,
+            actor,
+            recorded,
+        };
         Self {
-            owner: Arc::new(GraphOwner { id, stream, actor }),
+            owner: Arc::new(owner),
         }
     }
 
@@ -66,6 +90,7 @@ impl<D: Device> Graph<D> {
     /// failure surfaces at that stream's next `flush`/`sync`/read.
     pub fn replay(&self) {
         let _span = tracing::debug_span!("replay", stream = %self.owner.stream).entered();
+        self.owner.record(|graph| Op::GraphReplay { graph });
         let id = self.owner.id;
         self.owner
             .actor

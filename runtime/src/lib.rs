@@ -88,7 +88,11 @@ mod oneshot;
 mod profiling;
 mod properties;
 #[cfg(not(loom))]
+pub mod record;
+#[cfg(not(loom))]
 mod registry;
+#[cfg(not(loom))]
+pub mod replay;
 #[cfg(not(loom))]
 mod resource;
 #[cfg(not(loom))]

@@ -21,6 +21,11 @@ fn entries() -> &'static Mutex<Entries> {
 const FIRST_ANONYMOUS_INDEX: u32 = 1 << 31;
 static NEXT_ANONYMOUS: AtomicU32 = AtomicU32::new(FIRST_ANONYMOUS_INDEX);
 
+/// Whether `id` was drawn by [`anonymous_id`]: a client not registered by `init`.
+pub(crate) fn is_anonymous(id: DeviceId) -> bool {
+    id.index >= FIRST_ANONYMOUS_INDEX
+}
+
 pub(crate) fn anonymous_id<D: Device>() -> DeviceId {
     DeviceId {
         type_id: D::TYPE_ID,

@@ -121,6 +121,7 @@ impl<D: Device> ComputeClient<D> {
     /// communicator surfaces at the stream's next blocking call.
     pub fn ensure_init_collective(&self, device_ids: Vec<DeviceId>) -> Result<(), ServerError> {
         let _span = call_span!(self, "ensure_init_collective", devices = ?device_ids);
+        self.record_other("ensure_init_collective", &[]);
         self.check_collective(&device_ids)?;
         self.enqueue(move |server, stream| server.init_collective(stream, &device_ids));
         Ok(())
@@ -162,6 +163,7 @@ impl<D: Device> ComputeClient<D> {
         op: ReduceOperation,
     ) -> Result<(), ServerError> {
         let _span = call_span!(self, "all_reduce", devices = ?device_ids, ?op);
+        self.record_other("all_reduce", &[&dst]);
         self.check_collective(&device_ids)?;
         let (src_range, dst_range) = (self.range(&src)?, self.range(&dst)?);
         if src_range.len != dst_range.len {
@@ -280,6 +282,8 @@ impl<D: Device> ComputeClient<D> {
         self.ensure_init_collective(devices.clone())?;
         dst_client.ensure_init_collective(devices.clone())?;
         let out = dst_client.empty(len as usize)?;
+        // The copy without a peer path is a read and a create, recorded as such.
+        dst_client.record_other("to_client", &[&out]);
         let dst_range = dst_client.range(&out)?;
         let send = Collective::Send {
             src: BufferRange { len, ..range },

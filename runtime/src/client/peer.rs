@@ -28,6 +28,7 @@ impl<D: Device> ComputeClient<D> {
     /// A failure of the send surfaces at the stream's next blocking call.
     pub fn send_to(&self, src: Handle, to: DeviceId) -> Result<(), ServerError> {
         let _span = call_span!(self, "send_to", %to);
+        self.record_other("send_to", &[]);
         let devices = self.peer_devices(to)?;
         let src_range = self.range(&src)?;
         if src_range.len > 0 {
@@ -48,6 +49,7 @@ impl<D: Device> ComputeClient<D> {
         let _span = call_span!(self, "receive_from", %from, len);
         let devices = self.peer_devices(from)?;
         let out = self.empty(len)?;
+        self.record_other("receive_from", &[&out]);
         if len > 0 {
             let recv = Collective::Recv {
                 dst: self.range(&out)?,

@@ -60,14 +60,19 @@ impl<D: Device> ComputeClient<D> {
         let planned = tensors
             .iter()
             .map(|(descriptor, data)| self.plan_tensor_write(descriptor, data))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>();
+        let planned = self.refusing("write_tensor", planned)?;
         let mut writes = Vec::new();
         let mut handles = Vec::with_capacity(tensors.len());
         for ((descriptor, data), (range, runs)) in tensors.into_iter().zip(planned) {
             handles.push(descriptor.handle);
             // A lazy read must run here: on the actor it would wait for the actor.
-            let data = self.resident(data).map_err(super::lazy::lazy_read_failed)?;
+            let data = self.resident(data).map_err(super::lazy::lazy_read_failed);
+            let data = self.refusing("write_tensor", data)?;
             writes.extend(copies(range, &runs, data));
+        }
+        for (range, bytes) in &mut writes {
+            self.record_write(*range, bytes);
         }
         if !writes.is_empty() {
             self.enqueue(move |server, stream| {

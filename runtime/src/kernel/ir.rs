@@ -116,7 +116,7 @@
 use std::fmt;
 
 /// Element type of a binding, a parameter or an expression.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum ElemType {
     /// 32-bit unsigned integer.
     U32,
@@ -175,7 +175,7 @@ impl fmt::Display for ElemType {
 }
 
 /// Type of an IR expression: an element type or a boolean (conditions only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum Ty {
     /// A numeric element type.
     Elem(ElemType),
@@ -193,7 +193,7 @@ impl fmt::Display for Ty {
 }
 
 /// A scalar value: a literal, a launch parameter, or an interpreted value.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub enum Scalar {
     /// A `u32` value.
     U32(u32),
@@ -252,7 +252,7 @@ impl Scalar {
 }
 
 /// Whether a kernel may write a binding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum Access {
     /// The kernel only reads the binding; the validator refuses a store or an atomic on it.
     Read,
@@ -261,7 +261,7 @@ pub enum Access {
 }
 
 /// One buffer argument of a kernel: an array of `elem`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub struct BindingDecl {
     /// Type of every element of the array.
     pub elem: ElemType,
@@ -270,16 +270,20 @@ pub struct BindingDecl {
 }
 
 /// Index of a binding in [`KernelDef::bindings`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct BindingId(pub u32);
 
 /// Index of a workgroup-shared array in [`KernelDef::shared`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct SharedId(pub u32);
 
 /// A workgroup-shared array: `len` elements of `elem`, one copy per workgroup, undefined at
 /// the start of every workgroup (see the memory model in the module doc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub struct SharedDecl {
     /// Type of every element.
     pub elem: ElemType,
@@ -288,13 +292,15 @@ pub struct SharedDecl {
 }
 
 /// Index of a per-invocation array in [`KernelDef::local_arrays`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct LocalArrayId(pub u32);
 
 /// A per-invocation array: `len` elements of `elem`, one copy per invocation, every element
 /// zero at kernel entry (as WGSL's function-scope arrays). No other invocation can reach it,
 /// so it takes no atomics and cannot race.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub struct LocalArrayDecl {
     /// Type of every element.
     pub elem: ElemType,
@@ -304,7 +310,9 @@ pub struct LocalArrayDecl {
 }
 
 /// An array a kernel indexes: one of its bindings, shared arrays or local arrays.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub enum Array {
     /// A buffer passed at launch.
     Binding(BindingId),
@@ -325,11 +333,11 @@ impl fmt::Display for Array {
 }
 
 /// Index of a local variable in [`KernelDef::locals`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub struct VarId(pub u32);
 
 /// A dimension of the launch grid or of a workgroup.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum Axis {
     /// The first dimension.
     X,
@@ -351,7 +359,7 @@ impl Axis {
 }
 
 /// Values that identify the running invocation. All are `u32`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum Builtin {
     /// `workgroup_id * workgroup_size + local_id`.
     GlobalId(Axis),
@@ -364,7 +372,7 @@ pub enum Builtin {
 }
 
 /// An operator of two numeric operands of the same element type, returning that type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum BinOp {
     /// Addition (wrapping for integers).
     Add,
@@ -401,7 +409,7 @@ pub enum BinOp {
 
 /// A function of one operand. `Abs` takes any numeric type; the others take floats and are
 /// accurate as the module doc's table states.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     /// Absolute value; `abs(i32::MIN)` is `i32::MIN`.
     Abs,
@@ -503,7 +511,7 @@ impl UnaryOp {
 
 /// A function of the bits of one integer (`u32` or `i32`), of the operand's type, exact on
 /// every device (WGSL's bit functions).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum BitFn {
     /// How many bits are 1.
     CountOneBits,
@@ -545,7 +553,9 @@ impl BitFn {
 }
 
 /// A read-modify-write an atomic statement applies; see the memory model in the module doc.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub enum AtomicOp {
     /// Wrapping addition.
     Add,
@@ -580,7 +590,7 @@ impl AtomicOp {
 
 /// A comparison of two operands of the same element type, yielding a boolean. Every comparison with
 /// a NaN is false except `Ne`, which is true (IEEE 754).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum CmpOp {
     /// Equal.
     Eq,
@@ -598,7 +608,7 @@ pub enum CmpOp {
 
 /// A connective of two booleans. Both short-circuit, as WGSL's `&&`/`||` do: the right side is
 /// evaluated only when the left does not decide, so it may guard a load.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize, PartialEq, Eq, Hash)]
 pub enum LogicOp {
     /// True when both sides are.
     And,
@@ -608,7 +618,7 @@ pub enum LogicOp {
 
 /// An expression: a tree evaluated by each invocation, free of side effects except that an
 /// out-of-range checked load records a fault (see the module doc).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub enum Expr {
     /// A literal.
     Lit(Scalar),
@@ -786,7 +796,7 @@ impl From<bool> for Expr {
 }
 
 /// A statement of a kernel body, run by every invocation in program order.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub enum Stmt {
     /// `var = value`; the value's type is the variable's.
     Assign {
@@ -878,7 +888,7 @@ pub enum Stmt {
 /// A complete kernel. Write one with [`KernelBuilder`](crate::kernel::KernelBuilder), whose
 /// `build` validates it into a [`Kernel`](crate::Kernel) ([`Kernel::def`](crate::Kernel::def)
 /// reads it back); a hand-made one is validated by [`Kernel::new`](crate::Kernel::new).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct KernelDef {
     /// The kernel's name, shown in errors, profiles and sanitizer reports; part of the content
     /// hash, so two kernels that differ only in name compile separately.

@@ -51,6 +51,7 @@ use crate::memory::{
     Books, DeviceMemory, InstallMemoryPoolsError, MemoryBudgetError, MemoryConfiguration,
     MemoryReport, MemoryUsage, PageId, PoolRef, SliceLocation,
 };
+use crate::record::RecordTo;
 use crate::stream::StreamId;
 use crate::sync::{Arc, Mutex, MutexGuard, lock};
 
@@ -103,6 +104,9 @@ pub struct ServerOptions {
     /// panics with it. Only the fuzzer's self-test turns this off, to prove the fuzzer refinds
     /// that bug.
     pub lazy_read_errors_returned: bool,
+    /// Where the client records its calls ([`record`](crate::record)): by default, to the
+    /// file `LOCKSTEP_RECORD` names, if set.
+    pub record: RecordTo,
 }
 
 impl Default for ServerOptions {
@@ -119,6 +123,7 @@ impl Default for ServerOptions {
             launch_aliasing_by_range: true,
             peer_copies_within_group: true,
             lazy_read_errors_returned: true,
+            record: RecordTo::Env,
         }
     }
 }

@@ -1,0 +1,81 @@
+//! Recording: every [`ComputeClient`](crate::ComputeClient) call of a process, written to a
+//! file that `lockstep replay --recording` runs on the simulator and `lockstep recording`
+//! summarises.
+//!
+//! # What is recorded
+//!
+//! Each call, when it is issued, as an [`Event::Call`]: its number (unique, increasing along
+//! each thread; outcomes name calls by it), device, thread, stream and [`Op`] with its
+//! arguments (sizes, ranges, grids, dry-run mode, each kernel's IR once, as an
+//! [`Event::Kernel`] before its first use). The data a `create` or `write` carries is kept as
+//! bytes up to the recorder's `data_bytes_max` and as an xxh3 hash past it ([`Data`]). A call
+//! that waits for an answer later gets an [`Event::Outcome`]: a read's result as xxh3 hashes of
+//! each [`CHUNK_BYTES`] chunk (so a replay names the first chunk that differs), or the error it
+//! returned. A call refused at the call (an [`IoError`](crate::IoError)) is one
+//! [`Op::Refused`] with its error. Releases of buffers and graphs, graph captures and replays
+//! are recorded as ops; collectives, peer copies and memory settings by name only
+//! ([`Op::Other`], with the ranges they may write). Queries (properties, memory usage and
+//! reports, profiles) and writes of no bytes are not recorded: they change nothing.
+//!
+//! What recording costs a call, on the calling thread: one branch when off; when on, building
+//! the event (ranges and parameters copied, data up to `data_bytes_max` copied) and one
+//! channel send. Larger heap data is shared with the writer thread without a copy and hashed
+//! there; larger pinned data (`staging`) is hashed by the calling thread (xxh3, tens of GB/s).
+//! A read's chunk hashes are computed by the thread the read returns to.
+//!
+//! **Architecture Invariant:** the file order of calls is consistent with every thread's
+//! program order and with what threads learn of each other: a call's event is sent before the
+//! call returns, so a handle another thread uses was created earlier in the file. Calls of
+//! different threads that race keep the order they were sent in, which need not be the order
+//! the device's actor took them in; a replay of a program whose threads race may differ.
+//!
+//! # How it records without a global lock
+//!
+//! One [`Recorder`] per file, one file per process (`writer.rs`). The calling thread builds the
+//! event (a copy of small data, a hash of large data) and sends it down an unbounded
+//! `std::sync::mpsc` channel, which is lock-free for senders; call numbers come from an atomic
+//! counter. A writer thread encodes each event, dedups kernels by content hash, and flushes its
+//! buffer whenever the channel is empty, so what was sent before a crash is on disk but for the
+//! frames in flight. Dropping a client's last clone waits until the writer has written
+//! everything sent before.
+//!
+//! `LOCKSTEP_RECORD=PATH` records every client a process starts with default options
+//! ([`RecordTo::Env`]); `%p` in PATH stands for the process id, which is also appended when
+//! `WORLD_SIZE` says several processes run. `LOCKSTEP_RECORD_DATA_MAX=BYTES` sets
+//! `data_bytes_max` (default 1 MiB). [`Recorder::open`] records to a file chosen in code.
+//!
+//! # Format (version 1)
+//!
+//! ```text
+//! file   := header frame*
+//! header := "LKSTPREC" (8 bytes) · version u16 LE · 0u16
+//! frame  := length u32 LE · crc32 u32 LE of the payload · payload (`length` bytes)
+//! payload:= one Event, encoded by postcard
+//! ```
+//!
+//! Serialization is serde with postcard: a well-kept, compact (varint) and non-self-describing
+//! encoding whose wire format is stable within its 1.x releases; each frame carries a CRC-32
+//! (crc32fast, SIMD-accelerated) so a corrupted frame is told from a truncated one, and a reader
+//! stops at the first bad frame with its byte offset (`reader.rs`). Hashes are xxh3-64
+//! (xxhash-rust): fast enough to hash a large write on the calling thread.
+//!
+//! **Compatibility promise:** a reader reads exactly its own [`VERSION`]; the version goes up
+//! with any change to the encoding of an [`Event`] (postcard carries no field names, so any
+//! change is breaking), and a file of another version is refused as
+//! [`RecordingError::WrongVersion`]. Later phases (exploring from a recording) need only what
+//! version 1 holds: every call's order, thread and stream.
+
+mod format;
+mod hash;
+mod reader;
+mod summary;
+mod writer;
+
+pub use format::{
+    Count, Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, Range, ReadHashes, VERSION,
+};
+pub use hash::{CHUNK_BYTES, chunk_hashes, first_differing_chunk, whole as data_hash};
+pub use reader::{FRAME_BYTES_MAX, Reader, RecordingError};
+pub use summary::{Summary, brief};
+pub(crate) use writer::DeviceRecorder;
+pub use writer::{DATA_KEPT_BYTES_MAX, RecordTo, Recorder, RecorderConfig, encode_frame, header};

@@ -1,0 +1,602 @@
+//! Replaying a recording (`record`) on any device, in recorded order, from one thread: each
+//! call goes to its recorded device and stream, and every read and waiting call's outcome is
+//! checked against the recording (`lockstep replay --recording` runs it on the simulator).
+//!
+//! Graphs are captured and replayed again, dry runs stay dry. What it cannot check it says,
+//! never passes silently: a read of memory that data recorded only as a hash reached (written
+//! as zeros instead, and carried through launches to their writable bindings), kernels the
+//! device cannot run (their launches skipped), and calls recorded by name only ([`Op::Other`]:
+//! collectives, peer copies, memory settings), with what they may have written. Invariants: every recorded buffer maps to at most one
+//! live replay handle, dropped at its recorded release; a call's outcome is compared once,
+//! when the recording's [`Event::Outcome`] for it arrives.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+
+use thiserror::Error;
+
+use crate::block_on::block_on;
+use crate::bytes::Bytes;
+use crate::client::ComputeClient;
+use crate::device::Device;
+use crate::graph::Graph;
+use crate::handle::Handle;
+use crate::kernel::{Access, Kernel};
+use crate::launch::{CubeCount, KernelArguments};
+use crate::record::{
+    self, Count, Data, DeviceRecord, Event, Op, Outcome, Range, ReadHashes, Reader, RecordingError,
+};
+use crate::stream::StreamId;
+
+/// Why a replay stopped before the recording's end.
+#[derive(Debug, Error)]
+pub enum ReplayError {
+    /// The recording cannot be read past a point (what came before was replayed).
+    #[error(transparent)]
+    Recording(#[from] RecordingError),
+    /// A call names a device no [`Event::Device`] declared before it.
+    #[error("call {call} names device {device}, which the recording never declared")]
+    UnknownDevice {
+        /// The call.
+        call: u64,
+        /// Its device number.
+        device: u32,
+    },
+}
+
+/// A difference between the recording and its replay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The recorded call.
+    pub call: u64,
+    /// Its kind ([`Op::kind`]).
+    pub kind: String,
+    /// Its stream.
+    pub stream: u64,
+    /// Its thread.
+    pub thread: u32,
+    /// What differs.
+    pub detail: MismatchDetail,
+}
+
+/// What differs in a [`Mismatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MismatchDetail {
+    /// Range `index` of a read first differs in bytes `start..end` of the range.
+    Bytes {
+        /// Which range of the read.
+        index: usize,
+        /// The range as recorded.
+        range: Range,
+        /// First differing byte's chunk start, from the range's start.
+        start: u64,
+        /// That chunk's end.
+        end: u64,
+    },
+    /// The call succeeded in one run and failed in the other.
+    Outcome {
+        /// What the recording says it returned.
+        recorded: String,
+        /// What it returned in the replay.
+        replayed: String,
+    },
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "call {} ({} on stream {}, thread {}): ",
+            self.call, self.kind, self.stream, self.thread
+        )?;
+        match &self.detail {
+            MismatchDetail::Bytes {
+                index,
+                range,
+                start,
+                end,
+            } => write!(
+                f,
+                "range {index} (buffer {}, bytes {}..{}) first differs in its bytes {start}..{end}",
+                range.buffer,
+                range.offset,
+                range.offset + range.len
+            ),
+            MismatchDetail::Outcome { recorded, replayed } => {
+                write!(f, "recorded {recorded}, replayed {replayed}")
+            }
+        }
+    }
+}
+
+/// What a replay did and found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Calls run.
+    pub calls_replayed: u64,
+    /// Calls refused at the call when recorded (they changed nothing; not run).
+    pub calls_refused: u64,
+    /// Reads whose every range matched its recorded hashes.
+    pub reads_matched: u64,
+    /// Waiting calls (not reads) whose success or failure matched.
+    pub outcomes_matched: u64,
+    /// Differences, in recorded order.
+    pub mismatches: Vec<Mismatch>,
+    /// What could not be checked, and why.
+    pub unchecked: Vec<String>,
+    /// Calls not run, by reason, with their counts.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+impl ReplayReport {
+    /// Whether every check passed (things unchecked are listed, not failures).
+    pub fn matched(&self) -> bool {
+        self.mismatches.is_empty()
+    }
+}
+
+impl fmt::Display for ReplayReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "replayed {} calls ({} refused when recorded, not run): {} reads and {} outcomes matched, {} mismatches",
+            self.calls_replayed,
+            self.calls_refused,
+            self.reads_matched,
+            self.outcomes_matched,
+            self.mismatches.len()
+        )?;
+        for mismatch in &self.mismatches {
+            writeln!(f, "MISMATCH {mismatch}")?;
+        }
+        for note in &self.unchecked {
+            writeln!(f, "not checked: {note}")?;
+        }
+        for (reason, n) in &self.skipped {
+            writeln!(f, "not replayed ({n}): {reason}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a replayed waiting call returned, until its recorded outcome arrives.
+enum Replayed {
+    Ok,
+    Err(String),
+    Read(Vec<ReadHashes>),
+    /// Its result cannot be compared, for this reason.
+    Unchecked(String),
+}
+
+struct Pending {
+    kind: String,
+    stream: u64,
+    thread: u32,
+    ranges: Vec<Range>,
+    replayed: Replayed,
+}
+
+/// Replays the recording `input` on the clients `open` starts, one per recorded device.
+///
+/// # Errors
+/// [`ReplayError`] if the recording is unreadable past a point, or names an undeclared device;
+/// differences are not errors but the report's [`mismatches`](ReplayReport::mismatches).
+pub fn replay<D: Device>(
+    input: impl Read,
+    open: impl FnMut(&DeviceRecord) -> ComputeClient<D>,
+) -> Result<ReplayReport, ReplayError> {
+    let mut replayer = Replayer {
+        open,
+        clients: BTreeMap::new(),
+        handles: BTreeMap::new(),
+        kernels: BTreeMap::new(),
+        pending: BTreeMap::new(),
+        graphs: BTreeMap::new(),
+        tainted: BTreeMap::new(),
+        report: ReplayReport::default(),
+    };
+    for event in Reader::new(input) {
+        replayer.event(event?)?;
+    }
+    Ok(replayer.report)
+}
+
+struct Replayer<D: Device, F> {
+    open: F,
+    clients: BTreeMap<u32, ComputeClient<D>>,
+    /// Replay handles by recorded (device, buffer).
+    handles: BTreeMap<(u32, u64), Handle>,
+    /// Kernels by content hash, or why they cannot be built.
+    kernels: BTreeMap<u64, Result<Kernel, String>>,
+    pending: BTreeMap<u64, Pending>,
+    /// Replay graphs by recorded (device, `stop_capture` call).
+    graphs: BTreeMap<(u32, u64), Graph<D>>,
+    /// Recorded (device, buffer)s whose contents the replay cannot know, and why.
+    tainted: BTreeMap<(u32, u64), String>,
+    report: ReplayReport,
+}
+
+/// Where a call runs: its number, device, thread and stream.
+#[derive(Clone, Copy)]
+struct At {
+    call: u64,
+    device: u32,
+    thread: u32,
+    stream: u64,
+}
+
+impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
+    fn event(&mut self, event: Event) -> Result<(), ReplayError> {
+        match event {
+            Event::Process { .. } => {}
+            Event::Device(device) => {
+                let client = (self.open)(&device);
+                self.clients.insert(device.device, client);
+            }
+            Event::Kernel { hash, def } => {
+                let name = def.name.clone();
+                let kernel = Kernel::new(def)
+                    .map_err(|err| format!("kernel {name} does not validate: {err}"));
+                self.kernels.insert(hash, kernel);
+            }
+            Event::Call {
+                call,
+                device,
+                thread,
+                stream,
+                op,
+            } => {
+                let at = At {
+                    call,
+                    device,
+                    thread,
+                    stream,
+                };
+                let Some(client) = self.clients.get(&device) else {
+                    return Err(ReplayError::UnknownDevice { call, device });
+                };
+                let mut client = client.clone();
+                client.set_stream(StreamId(stream));
+                self.call(&client, at, op);
+            }
+            Event::Outcome { call, outcome } => self.outcome(call, outcome),
+        }
+        Ok(())
+    }
+
+    fn skip(&mut self, reason: String) {
+        *self.report.skipped.entry(reason).or_insert(0) += 1;
+    }
+
+    /// The replay handle viewing recorded `range` of `device`, if a replayed call made it.
+    fn view(&self, device: u32, range: &Range) -> Option<Handle> {
+        let handle = self.handles.get(&(device, range.buffer))?;
+        handle.slice(range.offset, range.len).ok()
+    }
+
+    /// Why `ranges` of `device` hold contents the replay cannot know, if they do.
+    fn taint_of(&self, device: u32, ranges: &[Range]) -> Option<String> {
+        ranges
+            .iter()
+            .find_map(|r| self.tainted.get(&(device, r.buffer)).cloned())
+    }
+
+    /// `data`'s bytes, or zeros in their place (tainting `buffer`) if only a hash was recorded;
+    /// its length was checked against a range of a buffer the device holds.
+    fn bytes_of(&mut self, at: At, buffer: u64, data: Data) -> Bytes {
+        match data {
+            Data::Bytes(bytes) => Bytes::from_bytes_vec(bytes),
+            Data::Hash { len, .. } => {
+                let why = format!("call {} wrote {len} bytes recorded only as a hash", at.call);
+                self.tainted.entry((at.device, buffer)).or_insert(why);
+                Bytes::from_bytes_vec(vec![0; len as usize])
+            }
+        }
+    }
+
+    fn call(&mut self, client: &ComputeClient<D>, at: At, op: Op) {
+        let kind = op.kind().to_owned();
+        let mut read_ranges = Vec::new();
+        let replayed = match op {
+            Op::Create {
+                buffer,
+                bytes,
+                data,
+            } => {
+                if data.as_ref().is_some_and(|data| data.len() != bytes) {
+                    self.skip(malformed(&kind));
+                    return;
+                }
+                // Data recorded as a hash is written as zeros once the buffer exists: the
+                // device, not the file, bounds what is allocated.
+                let created = match data {
+                    Some(Data::Bytes(data)) => client.create(Bytes::from_bytes_vec(data)),
+                    Some(hashed @ Data::Hash { .. }) => client.empty(bytes as usize).inspect(|h| {
+                        let zeros = self.bytes_of(at, buffer, hashed);
+                        let _ = client.write(h, zeros);
+                    }),
+                    None => client.empty(bytes as usize),
+                };
+                match created {
+                    Ok(handle) => {
+                        self.handles.insert((at.device, buffer), handle);
+                    }
+                    Err(err) => self.skip(format!("a create that fails on this device: {err}")),
+                }
+                None
+            }
+            Op::Write { range, data } => {
+                let Some(view) = self.view(at.device, &range) else {
+                    self.skip(unknown_buffer(&kind));
+                    return;
+                };
+                if data.len() != range.len {
+                    self.skip(malformed(&kind));
+                    return;
+                }
+                let bytes = self.bytes_of(at, range.buffer, data);
+                if let Err(err) = client.write(&view, bytes) {
+                    self.skip(format!("a write refused on this device: {err}"));
+                }
+                None
+            }
+            Op::Launch {
+                kernel,
+                count,
+                bindings,
+                params,
+                dry_run,
+            } => {
+                let launch =
+                    |this: &mut Self| this.launch(client, at, kernel, count, &bindings, params);
+                if dry_run {
+                    crate::dry_run::dry_run(|| launch(self));
+                } else {
+                    launch(self);
+                }
+                None
+            }
+            Op::Read { ranges } => {
+                let replayed = self.read(client, at, &ranges);
+                read_ranges = ranges;
+                Some(replayed)
+            }
+            Op::Compile { kernel } => Some(match self.kernels.get(&kernel) {
+                Some(Ok(kernel)) => outcome_of(client.compile(kernel)),
+                _ => Replayed::Unchecked(format!("kernel {kernel:#018x} was not recorded")),
+            }),
+            Op::GraphPrepare => Some(outcome_of(client.graph_prepare())),
+            Op::StartCapture => Some(outcome_of(client.start_capture())),
+            Op::StopCapture => Some(match client.stop_capture() {
+                Ok(graph) => {
+                    self.graphs.insert((at.device, at.call), graph);
+                    Replayed::Ok
+                }
+                Err(err) => Replayed::Err(err.to_string()),
+            }),
+            Op::GraphReplay { graph } => {
+                match self.graphs.get(&(at.device, graph)) {
+                    Some(graph) => graph.replay(),
+                    None => self.skip("a replay of a graph no replayed capture made".to_owned()),
+                }
+                None
+            }
+            Op::GraphRelease { graph } => {
+                self.graphs.remove(&(at.device, graph));
+                None
+            }
+            Op::Flush => Some(outcome_of(client.flush())),
+            Op::Sync => Some(outcome_of(client.sync())),
+            Op::SyncAll => Some(outcome_of(client.sync_all())),
+            Op::Release { buffer } => {
+                self.handles.remove(&(at.device, buffer));
+                None
+            }
+            Op::Refused { .. } => {
+                self.report.calls_refused += 1;
+                return;
+            }
+            Op::Other { name, writes } => {
+                for range in writes {
+                    let why = format!("call {} (`{name}`) was not replayed", at.call);
+                    self.tainted.entry((at.device, range.buffer)).or_insert(why);
+                }
+                self.skip(format!("`{name}` is recorded by name only"));
+                return;
+            }
+        };
+        self.report.calls_replayed += 1;
+        if let Some(replayed) = replayed {
+            let pending = Pending {
+                kind,
+                stream: at.stream,
+                thread: at.thread,
+                ranges: read_ranges,
+                replayed,
+            };
+            self.pending.insert(at.call, pending);
+        }
+    }
+
+    fn launch(
+        &mut self,
+        client: &ComputeClient<D>,
+        at: At,
+        hash: u64,
+        count: Count,
+        bindings: &[Range],
+        params: Vec<crate::kernel::Scalar>,
+    ) {
+        let kernel = match self.kernels.get(&hash) {
+            Some(Ok(kernel)) => match kernel.validate_for_device(client.properties()) {
+                Ok(()) => Ok(kernel.clone()),
+                Err(err) => Err(format!(
+                    "kernel {} cannot run on {}: {err}",
+                    kernel.name(),
+                    client.properties().name
+                )),
+            },
+            Some(Err(why)) => Err(why.clone()),
+            None => Err(format!("kernel {hash:#018x} was not recorded")),
+        };
+        let views: Option<Vec<Handle>> = bindings.iter().map(|r| self.view(at.device, r)).collect();
+        let count = match count {
+            Count::Static([x, y, z]) => Some(CubeCount::Static(x, y, z)),
+            Count::Dynamic(range) => self.view(at.device, &range).map(CubeCount::Dynamic),
+        };
+        let (Ok(kernel), Some(views), Some(count)) = (kernel, views, count) else {
+            return self.skip_launch(at, hash, bindings);
+        };
+        let writable = |kernel: &Kernel| -> Vec<Range> {
+            (bindings.iter().zip(&kernel.def().bindings))
+                .filter(|(_, decl)| decl.access == Access::ReadWrite)
+                .map(|(r, _)| *r)
+                .collect()
+        };
+        if let Some(why) = self.taint_of(at.device, bindings) {
+            for range in writable(&kernel) {
+                self.tainted
+                    .entry((at.device, range.buffer))
+                    .or_insert(why.clone());
+            }
+        }
+        let args = KernelArguments {
+            bindings: views,
+            params,
+        };
+        if let Err(err) = client.launch(&kernel, count, args) {
+            self.skip(format!("a launch refused on this device: {err}"));
+        }
+    }
+
+    /// Skips a launch that cannot run here, saying why; its bindings' contents are unknown.
+    fn skip_launch(&mut self, at: At, hash: u64, bindings: &[Range]) {
+        let why = match self.kernels.get(&hash) {
+            Some(Err(why)) => why.clone(),
+            Some(Ok(kernel)) => format!(
+                "a launch of {} on a buffer no replayed call made",
+                kernel.name()
+            ),
+            None => format!("kernel {hash:#018x} was not recorded"),
+        };
+        for range in bindings {
+            let taint = format!("call {} was not replayed: {why}", at.call);
+            self.tainted
+                .entry((at.device, range.buffer))
+                .or_insert(taint);
+        }
+        self.skip(why);
+    }
+
+    fn read(&mut self, client: &ComputeClient<D>, at: At, ranges: &[Range]) -> Replayed {
+        let views: Option<Vec<Handle>> = ranges.iter().map(|r| self.view(at.device, r)).collect();
+        let Some(views) = views else {
+            return Replayed::Unchecked(format!(
+                "call {} reads a buffer no replayed call made",
+                at.call
+            ));
+        };
+        let result = block_on(client.read_async(views));
+        if let Some(why) = self.taint_of(at.device, ranges) {
+            return Replayed::Unchecked(format!("call {} (read): {why}", at.call));
+        }
+        match result {
+            Ok(bytes) => Replayed::Read(bytes.iter().map(|b| record::chunk_hashes(b)).collect()),
+            Err(err) => Replayed::Err(err.to_string()),
+        }
+    }
+
+    fn outcome(&mut self, call: u64, recorded: Outcome) {
+        // A call not replayed (skipped, or refused) has nothing to compare.
+        let Some(pending) = self.pending.remove(&call) else {
+            return;
+        };
+        let mismatch = |detail| Mismatch {
+            call,
+            kind: pending.kind.clone(),
+            stream: pending.stream,
+            thread: pending.thread,
+            detail,
+        };
+        let ranges = &pending.ranges;
+        match (recorded, pending.replayed) {
+            (_, Replayed::Unchecked(why)) => self.report.unchecked.push(why),
+            (Outcome::Read(expected), Replayed::Read(actual)) if expected.len() != actual.len() => {
+                let detail = MismatchDetail::Outcome {
+                    recorded: format!("a read of {} ranges", expected.len()),
+                    replayed: format!("a read of {} ranges", actual.len()),
+                };
+                self.report.mismatches.push(mismatch(detail));
+            }
+            (Outcome::Read(expected), Replayed::Read(actual)) => {
+                let first = expected
+                    .iter()
+                    .zip(&actual)
+                    .enumerate()
+                    .find_map(|(i, (e, a))| {
+                        record::first_differing_chunk(e, a).map(|(start, end)| (i, start, end))
+                    });
+                match first {
+                    Some((index, start, end)) => {
+                        // One hash list per range read (checked above): the fallback is never taken.
+                        let range = ranges.get(index).copied().unwrap_or(Range {
+                            buffer: 0,
+                            offset: 0,
+                            len: 0,
+                        });
+                        self.report.mismatches.push(mismatch(MismatchDetail::Bytes {
+                            index,
+                            range,
+                            start,
+                            end,
+                        }));
+                    }
+                    None => self.report.reads_matched += 1,
+                }
+            }
+            (Outcome::Ok, Replayed::Ok) | (Outcome::Err(_), Replayed::Err(_)) => {
+                self.report.outcomes_matched += 1;
+            }
+            (recorded, replayed) => {
+                let detail = MismatchDetail::Outcome {
+                    recorded: describe_recorded(&recorded),
+                    replayed: describe_replayed(&replayed),
+                };
+                self.report.mismatches.push(mismatch(detail));
+            }
+        }
+    }
+}
+
+fn malformed(kind: &str) -> String {
+    format!("a {kind} whose data is not as long as its range (a malformed recording)")
+}
+
+fn unknown_buffer(kind: &str) -> String {
+    format!("a {kind} of a buffer no replayed call made")
+}
+
+fn outcome_of<T, E: fmt::Display>(result: Result<T, E>) -> Replayed {
+    match result {
+        Ok(_) => Replayed::Ok,
+        Err(err) => Replayed::Err(err.to_string()),
+    }
+}
+
+fn describe_recorded(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Ok => "Ok".to_owned(),
+        Outcome::Read(ranges) => format!("a read of {} ranges", ranges.len()),
+        Outcome::Err(err) => format!("the error \"{err}\""),
+    }
+}
+
+fn describe_replayed(replayed: &Replayed) -> String {
+    match replayed {
+        Replayed::Ok => "Ok".to_owned(),
+        Replayed::Read(ranges) => format!("a read of {} ranges", ranges.len()),
+        Replayed::Err(err) => format!("the error \"{err}\""),
+        Replayed::Unchecked(why) => why.clone(),
+    }
+}
