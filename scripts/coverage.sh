@@ -23,6 +23,12 @@ run explore --seeds 20000 --faults --jobs 2 --seed 1
 run explore --seeds 10000 --jobs 2 --seed 2
 run explore --seeds 100 --ops 1000 --faults --jobs 2 --seed 3
 run check --device sim --cases 64 --seed 4
+# A recorded run (issue 32), summarised and replayed: the recorder, the reader and the replay.
+recording=$(mktemp -d)
+LOCKSTEP_RECORD="$recording/run" run explore --seeds 100 --jobs 1 --seed 5
+run recording "$recording/run"
+run replay --recording "$recording/run"
+rm -rf "$recording"
 json=target/llvm-cov-target/reach.json
 cargo llvm-cov report --release --json >"$json"
 python3 scripts/reach.py "$json" reach/unreached.toml $mode
