@@ -9,12 +9,13 @@
 //! 4. naga's WGSL front end and validator (a failure is `CompilationError::Validation`);
 //! 5. the translator (a refusal is `CompilationError::UnsupportedInstruction` naming the
 //!    construct: a refusal by cubecl's `is_refusal`);
-//! 6. Lockstep's validation, whole and against the device (`CompilationError::Validation`).
+//! 6. Lockstep's validation, whole and against the device (`CompilationError::Validation`);
+//! 7. cubecl's execution mode as Lockstep's checks: `launch_unchecked` runs unguarded.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cubecl_core::{WgpuCompilationOptions, define_kernel};
+use cubecl_core::{ExecutionMode, WgpuCompilationOptions, define_kernel};
 use cubecl_environment::backtrace::BackTrace;
 use cubecl_ir::DeviceProperties as CubeclProperties;
 use cubecl_runtime::compiler::CompilationError;
@@ -25,6 +26,7 @@ use cubecl_server::kernel::CompiledKernel;
 use cubecl_server::validation::{validate_cube_dim, validate_units};
 use cubecl_wgpu::WgslCompiler;
 use lockstep::Kernel;
+use lockstep::kernel::KernelChecks;
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 
 use crate::translate::{LaunchPlan, translate};
@@ -94,10 +96,27 @@ fn compile(kernel: &dyn CubeKernel, target: Target) -> Result<Compiled, LaunchEr
         .validate_for_device(target.lockstep)
         .map_err(invalid)?;
     Ok(Compiled {
-        kernel: lockstep,
+        kernel: lockstep.with_checks(checks(id.mode)),
         plan: translated.plan,
         io: wgsl.io,
     })
+}
+
+/// Lockstep's checks for cubecl's execution mode: checked for `Checked` and `Validate` (an
+/// access out of range is skipped and reported as a kernel fault), none for `Unchecked`.
+#[allow(
+    unsafe_code,
+    reason = "passes on the contract of cubecl's `launch_unchecked`, which the caller took"
+)]
+fn checks(mode: ExecutionMode) -> KernelChecks {
+    match mode {
+        ExecutionMode::Checked | ExecutionMode::Validate => KernelChecks::checked(),
+        // SAFETY: cubecl launches in this mode only through its `unsafe` `launch_unchecked`
+        // (`ComputeServer::launch`'s contract: "out-of-bound reads and writes can happen"),
+        // whose caller promises every access in range, which is `KernelChecks::unchecked`'s
+        // contract. The simulator traps an access out of range instead of running it.
+        ExecutionMode::Unchecked => unsafe { KernelChecks::unchecked() },
+    }
 }
 
 /// naga's module and analysis of `source`.

@@ -487,3 +487,57 @@ fn bitcasts_keep_every_bit() {
     assert_eq!(c.read_one(floats).unwrap().to_elems::<u32>(), words);
     assert_eq!(c.read_one(ints).unwrap().to_elems::<u32>(), words);
 }
+
+/// `data[i] += 1` with no guard: a launch of more invocations than elements goes out of range.
+fn add_one_unguarded() -> lockstep::Kernel {
+    let mut k = KernelBuilder::new("add_one_unguarded", [4, 1, 1]);
+    let data = k.binding(ElemType::U32, Access::ReadWrite);
+    let i = k.global_id(Axis::X);
+    k.store(data, i, data.load(i) + 1u32);
+    k.build().unwrap()
+}
+
+#[test]
+#[allow(
+    unsafe_code,
+    reason = "breaks an unchecked kernel's contract on purpose: the simulator traps it"
+)]
+fn a_kernel_made_unchecked_runs_unguarded_on_a_checked_server() {
+    let c = client(SimConfig::new(12));
+    let h = c.create(Bytes::from_elems(&[1u32, 2])).unwrap();
+    let checked = add_one_unguarded();
+    // SAFETY: not kept on purpose (4 invocations, 2 elements); the simulator traps the access
+    // instead of running it, which is what this test shows.
+    let unchecked = checked
+        .clone()
+        .with_checks(unsafe { lockstep::kernel::KernelChecks::unchecked() });
+    assert!(checked.checks().is_checked() && !unchecked.checks().is_checked());
+    let launch = |kernel: &lockstep::Kernel| {
+        c.launch(
+            kernel,
+            CubeCount::Static(1, 1, 1),
+            KernelArguments::new().binding(&h),
+        )
+        .unwrap();
+        c.sync().unwrap_err()
+    };
+    let guarded = launch(&checked);
+    assert!(
+        matches!(guarded, ServerError::KernelFault { .. }),
+        "{guarded}"
+    );
+    let trapped = launch(&unchecked);
+    assert!(
+        matches!(
+            trapped,
+            ServerError::Device {
+                error: DeviceError::ExecutionFault { .. },
+                ..
+            }
+        ),
+        "{trapped}"
+    );
+    // The checked launch skipped its out-of-range accesses and did the others; the trapped one
+    // wrote nothing.
+    assert_eq!(c.read_one(h).unwrap().to_elems::<u32>(), vec![2, 3]);
+}

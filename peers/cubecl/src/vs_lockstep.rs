@@ -6,8 +6,11 @@
 //!   unit adding 16 strided elements, then a tree in shared memory;
 //! - a product: 2048×2048 `f32` matrices, tiled 16×16 through shared memory.
 //!
-//! Each kernel's time is the median of `launch` + `sync` on the host clock, after warm-ups,
-//! and both runtimes' results are checked against the host's. `cubecl-peer lockstep-smoke`
+//! Each kernel runs in both of cubecl's modes: `launch` (checked: cubecl-cuda clamps indices
+//! into runtime arrays, Lockstep guards every access, shared memory included, and reports the
+//! first fault) and `launch_unchecked` (no guards on either side; how cubecl's own libraries
+//! launch their kernels). Each kernel's time is the median of `launch` + `sync` on the host
+//! clock, after warm-ups, and both runtimes' results are checked against the host's. `cubecl-peer lockstep-smoke`
 //! runs the same kernels, small, on Lockstep's simulator (no GPU): what CI's machine can run.
 
 use std::time::Instant;
@@ -26,7 +29,7 @@ const PER_UNIT: usize = 16;
 const TILE: usize = 16;
 const KERNEL_REPS: usize = 11;
 
-#[cube(launch)]
+#[cube(launch, launch_unchecked)]
 fn block_sums(input: &[f32], output: &mut [f32]) {
     let mut partial = Shared::new_slice(256usize);
     let unit = UNIT_POS as usize;
@@ -50,7 +53,7 @@ fn block_sums(input: &[f32], output: &mut [f32]) {
     }
 }
 
-#[cube(launch)]
+#[cube(launch, launch_unchecked)]
 fn tiled_product(a: &[f32], b: &[f32], c: &mut [f32], n: u32) {
     let mut a_tile = Shared::new_slice(256usize);
     let mut b_tile = Shared::new_slice(256usize);
@@ -97,6 +100,13 @@ fn read_f32(client: &Client, handle: cubecl::server::Handle) -> Vec<f32> {
     f32::from_bytes(&bytes).to_vec()
 }
 
+/// cubecl's launch modes, both measured.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    Checked,
+    Unchecked,
+}
+
 /// Median seconds of `launch` then `sync`, after two warm-ups.
 fn timed(client: &Client, launch: impl Fn()) -> f64 {
     launch();
@@ -120,7 +130,11 @@ fn inputs(len: usize, salt: usize) -> Vec<f32> {
 }
 
 /// The reduction's seconds, its partial sums checked against the host's.
-fn reduction(client: &Client, sizes: Sizes) -> f64 {
+#[allow(
+    unsafe_code,
+    reason = "launch_unchecked of a kernel whose accesses are in range for these sizes"
+)]
+fn reduction(client: &Client, sizes: Sizes, mode: Mode) -> f64 {
     let data = inputs(sizes.reduce_elems, 1);
     let cubes = sizes.reduce_elems / (BLOCK * PER_UNIT);
     let input = client.create(f32_bytes(&data));
@@ -133,13 +147,16 @@ fn reduction(client: &Client, sizes: Sizes) -> f64 {
                 BufferArg::from_raw_parts(output.clone(), cubes),
             )
         };
-        block_sums::launch(
-            client,
+        let (count, dim) = (
             CubeCount::Static(cubes as u32, 1, 1),
             CubeDim::new_1d(BLOCK as u32),
-            i,
-            o,
         );
+        match mode {
+            Mode::Checked => block_sums::launch(client, count, dim, i, o),
+            // SAFETY: cube c's units read input[c * 4096 .. (c + 1) * 4096], within the
+            // `cubes * 4096` elements, and write output[c]; shared indices stay below 256.
+            Mode::Unchecked => unsafe { block_sums::launch_unchecked(client, count, dim, i, o) },
+        }
     });
     let expected: Vec<f32> = data
         .chunks(BLOCK * PER_UNIT)
@@ -150,7 +167,11 @@ fn reduction(client: &Client, sizes: Sizes) -> f64 {
 }
 
 /// The product's seconds, its result checked against the host's on a sample of rows.
-fn product(client: &Client, sizes: Sizes) -> f64 {
+#[allow(
+    unsafe_code,
+    reason = "launch_unchecked of a kernel whose accesses are in range for these sizes"
+)]
+fn product(client: &Client, sizes: Sizes, mode: Mode) -> f64 {
     let n = sizes.product_n;
     let (a, b) = (inputs(n * n, 2), inputs(n * n, 3));
     let (ha, hb) = (client.create(f32_bytes(&a)), client.create(f32_bytes(&b)));
@@ -165,15 +186,19 @@ fn product(client: &Client, sizes: Sizes) -> f64 {
                 BufferArg::from_raw_parts(hc.clone(), n * n),
             )
         };
-        tiled_product::launch(
-            client,
+        let (count, dim) = (
             CubeCount::Static(tiles, tiles, 1),
             CubeDim::new_2d(TILE as u32, TILE as u32),
-            la,
-            lb,
-            lc,
-            n as u32,
         );
+        let n = n as u32;
+        match mode {
+            Mode::Checked => tiled_product::launch(client, count, dim, la, lb, lc, n),
+            // SAFETY: n is a multiple of the tile, so every row, column and tile index stays
+            // below n, every element index below n * n, and shared indices below 256.
+            Mode::Unchecked => unsafe {
+                tiled_product::launch_unchecked(client, count, dim, la, lb, lc, n)
+            },
+        }
     });
     let c = read_f32(client, hc);
     for row in (0..n).step_by(n / 8) {
@@ -185,25 +210,36 @@ fn product(client: &Client, sizes: Sizes) -> f64 {
     seconds
 }
 
-/// One runtime's figures: launches/s, reduction GB/s, product GFLOP/s.
-fn figures(client: &Client, sizes: Sizes) -> [f64; 3] {
-    let reduce = reduction(client, sizes);
-    let multiply = product(client, sizes);
+/// One runtime's figures: launches/s, then reduction GB/s and product GFLOP/s checked, then
+/// unchecked.
+fn figures(client: &Client, sizes: Sizes) -> [f64; 5] {
     let n = sizes.product_n as f64;
+    let bandwidth = |mode| (sizes.reduce_elems * 4) as f64 / reduction(client, sizes, mode) / 1e9;
+    let flops = |mode| 2.0 * n * n * n / product(client, sizes, mode) / 1e9;
     [
         launches(client),
-        (sizes.reduce_elems * 4) as f64 / reduce / 1e9,
-        2.0 * n * n * n / multiply / 1e9,
+        bandwidth(Mode::Checked),
+        flops(Mode::Checked),
+        bandwidth(Mode::Unchecked),
+        flops(Mode::Unchecked),
     ]
 }
 
-const ROWS: [(&str, &str); 3] = [
+const ROWS: [(&str, &str); 5] = [
     (
         "cubecl_launches",
         "launches of an empty cubecl kernel (launches/s)",
     ),
     ("cubecl_reduce", "block sums of 256 MiB of f32 (GB/s)"),
     ("cubecl_product", "2048x2048 f32 tiled product (GFLOP/s)"),
+    (
+        "cubecl_reduce_unchecked",
+        "block sums, launch_unchecked (GB/s)",
+    ),
+    (
+        "cubecl_product_unchecked",
+        "tiled product, launch_unchecked (GFLOP/s)",
+    ),
 ];
 
 /// `cubecl-peer lockstep`: cubecl-cuda beside Lockstep's CUDA device, one table.
@@ -226,10 +262,15 @@ pub fn on_cuda() {
     }
 }
 
-/// `cubecl-peer lockstep-smoke`: the kernels, small, on Lockstep's simulator, checked.
+/// `cubecl-peer lockstep-smoke`: the kernels, small, on Lockstep's simulator, in both modes.
 pub fn smoke() {
     let client = <LockstepRuntime>::client(&Default::default());
-    reduction(&client, SMOKE);
-    product(&client, SMOKE);
-    println!("cubecl kernels on Lockstep's simulator: block sums and tiled product match the host");
+    for mode in [Mode::Checked, Mode::Unchecked] {
+        reduction(&client, SMOKE, mode);
+        product(&client, SMOKE, mode);
+    }
+    println!(
+        "cubecl kernels on Lockstep's simulator, launch and launch_unchecked: block sums and \
+         tiled product match the host"
+    );
 }

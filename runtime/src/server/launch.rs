@@ -10,14 +10,14 @@ use crate::device::{BufferSlice, Device, LaunchCount};
 use crate::error::{DeviceError, ServerError};
 use crate::ids::CountArg;
 use crate::ids::{BufferId, BufferRange};
-use crate::kernel::{Access, FaultRecord, Kernel, Scalar};
+use crate::kernel::{Access, FaultRecord, Kernel, KernelChecks, Scalar};
 use crate::stream::StreamId;
 
 impl<D: Device> Server<D> {
     /// Compiles `kernel` now, so that a compile failure is reported at the call.
     pub fn compile(&mut self, stream: StreamId, kernel: &Kernel) -> Result<(), ServerError> {
         self.check_alive()?;
-        let checks = self.options.kernel_checks;
+        let checks = self.checks_for(kernel);
         self.kernels
             .get_or_compile(&mut self.device, kernel, checks)
             .map(|_| ())
@@ -37,7 +37,7 @@ impl<D: Device> Server<D> {
         if self.lost.is_some() || self.stream(stream).is_err() {
             return;
         }
-        let checked = self.options.kernel_checks.is_checked();
+        let checked = self.checks_for(kernel).is_checked();
         if checked && self.ensure_fault_record(stream).is_none() {
             return;
         }
@@ -78,7 +78,7 @@ impl<D: Device> Server<D> {
         bindings: &[BufferRange],
         params: &[Scalar],
     ) -> Result<(), DeviceError> {
-        let checks = self.options.kernel_checks;
+        let checks = self.checks_for(kernel);
         let checked = checks.is_checked();
         let compiled = self
             .kernels
@@ -144,6 +144,15 @@ impl<D: Device> Server<D> {
                 .get_mut(&buffer)
                 .expect("a launch's buffers are alive")
                 .graph_refs += 1;
+        }
+    }
+
+    /// How `kernel` is compiled and launched here: checked when both the server and the kernel
+    /// are ([`Kernel::with_checks`]).
+    fn checks_for(&self, kernel: &Kernel) -> KernelChecks {
+        match kernel.checks().is_checked() {
+            true => self.options.kernel_checks,
+            false => kernel.checks(),
         }
     }
 
