@@ -241,9 +241,12 @@ fn main() {
             ("cubecl-wgpu", measure(&client, false))
         }
         "lockstep" => return vs_lockstep::on_cuda(),
+        "lockstep-kernels" => return vs_lockstep::kernels_on_cuda(),
         "lockstep-smoke" => return vs_lockstep::smoke(),
         other => {
-            eprintln!("usage: cubecl-peer cuda|wgpu|lockstep|lockstep-smoke (got {other:?})");
+            eprintln!(
+                "usage: cubecl-peer cuda|wgpu|lockstep|lockstep-kernels|lockstep-smoke (got {other:?})"
+            );
             std::process::exit(2);
         }
     };

@@ -9,8 +9,12 @@
 //! Each kernel runs in both of cubecl's modes: `launch` (checked: cubecl-cuda clamps indices
 //! into runtime arrays, Lockstep guards every access, shared memory included, and reports the
 //! first fault) and `launch_unchecked` (no guards on either side; how cubecl's own libraries
-//! launch their kernels). Each kernel's time is the median of `launch` + `sync` on the host
-//! clock, after warm-ups, and both runtimes' results are checked against the host's. `cubecl-peer lockstep-smoke`
+//! launch their kernels). Each kernel's time is the median over batches of [`BATCH`] launches
+//! and one `sync` on the host clock, divided by the batch, after warm-ups: the kernel's
+//! throughput in a pipeline, with one launch's host cost hidden behind the previous kernel as
+//! in real use (the launch figure measures that cost alone). Both runtimes' results are checked
+//! against the host's. `cubecl-peer lockstep-kernels` runs the kernels alone, for a profiler
+//! (`ncu`), and prints an empty kernel's launch and sync latencies. `cubecl-peer lockstep-smoke`
 //! runs the same kernels, small, on Lockstep's simulator (no GPU): what CI's machine can run.
 
 use std::time::Instant;
@@ -43,7 +47,7 @@ fn block_sums(input: &[f32], output: &mut [f32]) {
     let mut stride = 128usize;
     while stride > 0 {
         if unit < stride {
-            partial[unit] = partial[unit] + partial[unit + stride];
+            partial[unit] += partial[unit + stride];
         }
         sync_cube();
         stride /= 2;
@@ -107,7 +111,10 @@ enum Mode {
     Unchecked,
 }
 
-/// Median seconds of `launch` then `sync`, after two warm-ups.
+/// Launches per timed batch.
+const BATCH: usize = 10;
+
+/// Median seconds per launch over batches of [`BATCH`] launches and a `sync`, after warm-ups.
 fn timed(client: &Client, launch: impl Fn()) -> f64 {
     launch();
     launch();
@@ -115,9 +122,11 @@ fn timed(client: &Client, launch: impl Fn()) -> f64 {
     let mut samples: Vec<f64> = (0..KERNEL_REPS)
         .map(|_| {
             let start = Instant::now();
-            launch();
+            for _ in 0..BATCH {
+                launch();
+            }
             sync(client);
-            start.elapsed().as_secs_f64()
+            start.elapsed().as_secs_f64() / BATCH as f64
         })
         .collect();
     samples.sort_by(f64::total_cmp);
@@ -260,6 +269,48 @@ pub fn on_cuda() {
         println!("FIGURE\t{key}\tcubecl-cuda\t{theirs}");
         println!("FIGURE\t{key}\tlockstep-cuda\t{ours}");
     }
+}
+
+/// `cubecl-peer lockstep-kernels`: an empty kernel's launch and sync latencies, then the two
+/// kernels in both modes on both runtimes without the launch loop, for a profiler to time each
+/// kernel on the device (`ncu`).
+pub fn kernels_on_cuda() {
+    let cuda = cubecl::Device::cuda(0).expect("a CUDA GPU").client();
+    let ours = LockstepRuntime::<lockstep_cubecl::Cuda>::client(&Default::default());
+    for (name, client) in [("cubecl-cuda", &cuda), ("Lockstep CUDA", &ours)] {
+        let [launch, wait] = round_trip(client);
+        println!("{name}: empty kernel, launch {launch:.2} us, then sync {wait:.2} us (medians)");
+    }
+    for mode in [Mode::Checked, Mode::Unchecked] {
+        for (name, client) in [("cubecl-cuda", &cuda), ("Lockstep CUDA", &ours)] {
+            let reduce = reduction(client, GPU, mode) * 1e6;
+            let multiply = product(client, GPU, mode) * 1e6;
+            println!("{name}, {mode:?}: block sums {reduce:.1} us, product {multiply:.1} us");
+        }
+    }
+}
+
+/// Median microseconds of an empty kernel's launch call and of the `sync` after it.
+fn round_trip(client: &Client) -> [f64; 2] {
+    let out = client.empty(4);
+    let (mut launch, mut wait) = (Vec::new(), Vec::new());
+    for _ in 0..2000 {
+        let start = Instant::now();
+        crate::empty::launch(
+            client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_single(),
+            crate::one_u32(&out),
+        );
+        let launched = Instant::now();
+        sync(client);
+        launch.push((launched - start).as_secs_f64() * 1e6);
+        wait.push(launched.elapsed().as_secs_f64() * 1e6);
+    }
+    [launch, wait].map(|mut samples| {
+        samples.sort_by(f64::total_cmp);
+        samples[samples.len() / 2]
+    })
 }
 
 /// `cubecl-peer lockstep-smoke`: the kernels, small, on Lockstep's simulator, in both modes.
