@@ -20,6 +20,7 @@ pub mod failure;
 pub mod model;
 pub mod perfetto;
 pub mod processes;
+pub mod recorded;
 pub mod rust_test;
 pub mod shrink;
 mod workload;
