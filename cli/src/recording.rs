@@ -115,7 +115,7 @@ pub fn explore_recording(path: &Path, how: Exploration) -> ExitCode {
         }
     };
     println!(
-        "explore: recording {}: {} calls on {} threads; {} seeds from {}{}",
+        "explore: recording {}: {} calls on {} thread(s); {} seeds from {}{}",
         path.display(),
         recording.calls.len(),
         recording.threads().len(),
@@ -191,5 +191,9 @@ fn shrink_recording(path: &Path, recording: &Recording, seed: u64, faults: bool)
     }
     for call in &shrunk.recording.calls {
         println!("  {}", lockstep::record::brief(&call.event()));
+    }
+    match lockstep_explore::rust_test::print_recording(&path.display().to_string(), seed, &shrunk) {
+        Ok(test) => print!("\n{test}"),
+        Err(why) => println!("no Rust test printed: {why}"),
     }
 }
