@@ -67,3 +67,6 @@ pub fn explore(
     }
     Ok(explored)
 }
+
+#[cfg(test)]
+mod tests;
