@@ -648,10 +648,11 @@ fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Vio
     audit_observed(world.faults.transfer_failure > 0.0, observed)
 }
 
-/// Checks the simulator's own verdicts: its watchdog and its sanitizer. Where transfers may
-/// fail (`transfer_faults`), reads of bytes left unwritten are the faults' doing, not findings.
+/// Checks the simulator's own verdicts: its watchdog and its sanitizer. With
+/// `excuse_unwritten` (transfers may fail, or a replay skipped writes), reads of bytes left
+/// unwritten are not findings.
 pub(super) fn audit_observed(
-    transfer_faults: bool,
+    excuse_unwritten: bool,
     observed: &lockstep_sim::Observations,
 ) -> Result<(), Violation> {
     if observed.watchdog_fired {
@@ -665,7 +666,7 @@ pub(super) fn audit_observed(
     }
     let excused = |r: &&SanitizerReport| {
         // A failed write leaves its bytes unwritten; reading them later is the fault's doing.
-        matches!(r, SanitizerReport::UninitializedRead { .. }) && transfer_faults
+        matches!(r, SanitizerReport::UninitializedRead { .. }) && excuse_unwritten
     };
     if let Some(report) = observed.reports.iter().find(|r| !excused(r)) {
         let check = Check::Sanitizer(ReportKind::of(report));

@@ -150,6 +150,12 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
         &self.errors
     }
 
+    /// Whether some buffer holds contents the replay cannot know (a call recorded by name only
+    /// or a launch not run may have written it): reading it may read bytes never written.
+    pub fn has_unknown_contents(&self) -> bool {
+        !self.tainted.is_empty()
+    }
+
     /// Replays one event: declares a device or kernel, runs a call, or compares an outcome.
     ///
     /// # Errors

@@ -86,6 +86,7 @@ pub fn run_in_order(
     run.failure = run_calls(recording, order, &mut replayer, &opened, &mut run)?;
     let mut errors: Vec<String> = replayer.errors().iter().map(|(_, e)| e.clone()).collect();
     errors.extend(drain(recording, &opened));
+    let unknown_contents = replayer.has_unknown_contents();
     let report = replayer.report();
     run.results_compared = report.reads_matched + report.outcomes_matched;
     // Releases what the replay holds, then the clients: every operation has run.
@@ -96,7 +97,7 @@ pub fn run_in_order(
         .map(|p| p.observations().faults.len() as u64)
         .sum();
     if run.failure.is_none() {
-        run.failure = audit_end(&probes, &errors).err();
+        run.failure = audit_end(&probes, &errors, unknown_contents).err();
     }
     Ok(run)
 }
@@ -151,7 +152,7 @@ fn run_calls<F: FnMut(&DeviceRecord) -> ComputeClient<SimDevice>>(
         }
         run.calls_run += 1;
         let probes: Vec<SimProbe> = opened.borrow().iter().map(|(_, p)| p.clone()).collect();
-        if let Err(violation) = audit(&probes) {
+        if let Err(violation) = audit(&probes, replayer.has_unknown_contents()) {
             return Ok(Some(RecordedFailure::observed(violation, place)));
         }
         let injected = probes.iter().any(|p| !p.observations().faults.is_empty());
@@ -165,13 +166,15 @@ fn run_calls<F: FnMut(&DeviceRecord) -> ComputeClient<SimDevice>>(
     Ok(None)
 }
 
-/// The simulators' own verdicts so far: the watchdog and the sanitizers.
-fn audit(probes: &[SimProbe]) -> Result<(), Violation> {
+/// The simulators' own verdicts so far: the watchdog and the sanitizers. Reads of bytes never
+/// written are excused where a transfer failed or the replay skipped a call that wrote
+/// (`unknown_contents`): they are the fault's or the skip's doing.
+fn audit(probes: &[SimProbe], unknown_contents: bool) -> Result<(), Violation> {
     for probe in probes {
         let observed = probe.observations();
         let transfer_faults =
             (observed.faults.iter()).any(|f| f.kind == FaultKind::TransferFailure);
-        audit_observed(transfer_faults, &observed)?;
+        audit_observed(transfer_faults || unknown_contents, &observed)?;
     }
     Ok(())
 }
@@ -205,8 +208,13 @@ fn drain(recording: &Recording, opened: &Opened) -> Vec<String> {
 /// The checks after the calls: the simulators' verdicts, then every injected transfer or
 /// kernel fault returned by some call (by its tag), or on a lost device some error returned.
 /// An allocation failure is returned by its create at once: the replay counts it refused.
-fn audit_end(probes: &[SimProbe], errors: &[String]) -> Result<(), RecordedFailure> {
-    audit(probes).map_err(|violation| RecordedFailure::observed(violation, None))?;
+fn audit_end(
+    probes: &[SimProbe],
+    errors: &[String],
+    unknown_contents: bool,
+) -> Result<(), RecordedFailure> {
+    audit(probes, unknown_contents)
+        .map_err(|violation| RecordedFailure::observed(violation, None))?;
     for probe in probes {
         let observed = probe.observations();
         let lost = observed
