@@ -31,13 +31,13 @@ const ORDER_SALT: u64 = 0x7e57_0f0e_de25_0b5e;
 pub struct Plan {
     /// Each thread's calls (indices into [`Recording::calls`]), in its order; threads
     /// ascending by recorded number.
-    pub threads: Vec<Vec<usize>>,
+    threads: Vec<Vec<usize>>,
     /// For each call, how many calls of other threads (by index into `threads`) must have
     /// run before it.
     needs: Vec<BTreeMap<usize, usize>>,
 }
 
-/// Where a call is: its thread's index in [`Plan::threads`] and its index along it.
+/// Where a call is: its thread's index in the plan's `threads`, and its index along it.
 #[derive(Clone, Copy)]
 struct Place {
     thread: usize,
