@@ -64,21 +64,31 @@ fn explore(dir: &Path, name: &str, args: &[&str]) -> (bool, String) {
 
 /// The first failing seed an exploration's output names.
 fn first_failing_seed(output: &str) -> String {
-    let line = output.lines().find(|l| l.starts_with("seed ")).expect("a failing seed");
+    let line = output
+        .lines()
+        .find(|l| l.starts_with("seed "))
+        .expect("a failing seed");
     line.split(' ').nth(1).expect("its number").to_owned()
 }
 
 /// The Rust test in a `--shrink` output, checked against `tests/shrunk/FILE` (rewritten
 /// under `UPDATE_SHRUNK=1`).
 fn assert_printed_as_checked_in(output: &str, file: &str) {
-    let start = output.find("/// `lockstep explore").expect("a printed test");
+    let start = output
+        .find("/// `lockstep explore")
+        .expect("a printed test");
     let printed = &output[start..];
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/shrunk").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/shrunk")
+        .join(file);
     if std::env::var_os("UPDATE_SHRUNK").is_some() {
         std::fs::write(&path, printed).expect("writes the printed test");
     }
     let checked_in = std::fs::read_to_string(&path).expect("the checked-in test");
-    assert_eq!(printed, checked_in, "rewrite with UPDATE_SHRUNK=1 if the change is meant");
+    assert_eq!(
+        printed, checked_in,
+        "rewrite with UPDATE_SHRUNK=1 if the change is meant"
+    );
 }
 
 #[test]
@@ -122,7 +132,9 @@ fn the_threads_ordered_by_a_flush_and_a_signal_pass_10000_seeds() {
     assert!(passed, "{output}");
     assert_eq!(
         output.lines().last(),
-        Some("10000 seeds: 0 failed; 50000 calls run, 20000 results as recorded, 0 faults injected")
+        Some(
+            "10000 seeds: 0 failed; 50000 calls run, 20000 results as recorded, 0 faults injected"
+        )
     );
     let args = ["--seed", "0", "--seeds", "10000", "--faults"];
     let (passed, output) = explore(&dir, "fixed.rec", &args);
@@ -138,7 +150,9 @@ fn the_kernel_with_its_barrier_passes_10000_seeds() {
     assert!(passed, "{output}");
     assert_eq!(
         output.lines().last(),
-        Some("10000 seeds: 0 failed; 60000 calls run, 10000 results as recorded, 0 faults injected")
+        Some(
+            "10000 seeds: 0 failed; 60000 calls run, 10000 results as recorded, 0 faults injected"
+        )
     );
     let args = ["--seed", "0", "--seeds", "10000", "--faults"];
     let (passed, output) = explore(&dir, "fixed.rec", &args);
