@@ -123,6 +123,9 @@ pub fn explore_recording(path: &Path, how: Exploration) -> ExitCode {
         how.first_seed,
         if how.faults { ", one fault each" } else { "" }
     );
+    if let Some(why) = &recording.unread {
+        println!("note: {why}; exploring the calls before it");
+    }
     let mut printed = 0;
     let result = recorded::explore(&recording, how.first_seed, how.seeds, how.faults, |run| {
         if let (Some(failure), true) = (&run.failure, printed < FAILURES_PRINTED_MAX) {

@@ -2,28 +2,22 @@
 //! its calls in file order, each with its outcome and its place in the file.
 //!
 //! **Invariant:** `calls` keeps file order, and every call's `position` and `outcome_position`
-//! are the places its events had in the original file; a subset (what the shrinker keeps)
-//! keeps them, so the happens-before a subset implies is the original's, restricted.
+//! are the places its events have in the file (for a shrunk recording, the one it writes), so
+//! the happens-before `order.rs` infers from them is the file's.
 
 use std::io::{Read, Write};
 use std::path::Path;
 
-use lockstep::record::{Event, Op, Outcome, Reader, RecordingError, encode_frame, header};
+use lockstep::record::{Event, Op, Outcome, Reader, encode_frame, header};
 
-/// Why a recording could not be loaded.
+/// Why a recording could not be loaded: the file could not be opened.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file could not be opened.
-    #[error("{path}: {source}")]
-    Open {
-        /// The path given.
-        path: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The file is not a whole recording.
-    #[error(transparent)]
-    Recording(#[from] RecordingError),
+#[error("{path}: {source}")]
+pub struct LoadError {
+    /// The path given.
+    pub path: String,
+    /// Why.
+    pub source: std::io::Error,
 }
 
 /// One recorded call, with what it returned.
@@ -75,35 +69,39 @@ pub struct Recording {
     pub declarations: Vec<Event>,
     /// Every call, in file order.
     pub calls: Vec<RecordedCall>,
+    /// Why the file could not be read past a point (a crash while recording leaves a
+    /// truncated frame): the calls before it are explored, those cut short have no outcome.
+    pub unread: Option<String>,
 }
 
 impl Recording {
     /// Loads the recording at `path`.
     ///
     /// # Errors
-    /// [`LoadError`] if the file cannot be opened or is not a whole recording.
+    /// [`LoadError`] if the file cannot be opened.
     pub fn open(path: &Path) -> Result<Recording, LoadError> {
-        let file = std::fs::File::open(path).map_err(|source| LoadError::Open {
+        let file = std::fs::File::open(path).map_err(|source| LoadError {
             path: path.display().to_string(),
             source,
         })?;
-        Ok(Recording::read(std::io::BufReader::new(file))?)
+        Ok(Recording::read(std::io::BufReader::new(file)))
     }
 
-    /// Reads a whole recording from `input`.
-    ///
-    /// # Errors
-    /// [`RecordingError`] at the first byte that is not part of a whole frame: a recording
-    /// cut short explores a program that never ran.
-    pub fn read(input: impl Read) -> Result<Recording, RecordingError> {
+    /// Reads `input` up to its end, or up to its first byte that is not part of a whole frame
+    /// ([`unread`](Self::unread) says which).
+    pub fn read(input: impl Read) -> Recording {
         let mut recording = Recording {
             declarations: Vec::new(),
             calls: Vec::new(),
+            unread: None,
         };
         for (position, event) in Reader::new(input).enumerate() {
-            recording.add(position, event?);
+            match event {
+                Ok(event) => recording.add(position, event),
+                Err(err) => recording.unread = Some(err.to_string()),
+            }
         }
-        Ok(recording)
+        recording
     }
 
     fn add(&mut self, position: usize, event: Event) {
@@ -141,14 +139,6 @@ impl Recording {
         threads.sort_unstable();
         threads.dedup();
         threads
-    }
-
-    /// The recording with only the calls at `kept` (indices into `calls`, ascending).
-    pub fn with_calls(&self, kept: &[usize]) -> Recording {
-        Recording {
-            declarations: self.declarations.clone(),
-            calls: kept.iter().map(|&i| self.calls[i].clone()).collect(),
-        }
     }
 
     /// Writes the recording in the format `lockstep::record` reads: declarations first, then

@@ -154,5 +154,6 @@ fn in_run_order(recording: &Recording, order: &[usize]) -> Recording {
     Recording {
         declarations,
         calls,
+        unread: None,
     }
 }

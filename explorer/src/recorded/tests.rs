@@ -35,6 +35,7 @@ fn recording(calls: Vec<(u32, Op, Option<Outcome>)>) -> Recording {
     Recording {
         declarations: vec![Event::Device(device)],
         calls,
+        unread: None,
     }
 }
 
@@ -140,4 +141,20 @@ fn an_injected_fault_comes_back_as_an_error_and_later_reads_are_not_compared() {
     let run = run_in_order(&recording, &[0, 1], 3, &fault).expect("runs");
     assert_eq!(run.faults_injected, 1);
     assert_eq!((run.results_compared, run.failure), (0, None));
+}
+
+#[test]
+fn a_recording_cut_short_keeps_the_calls_before_the_cut() {
+    let (op, outcome) = read(0, &[7, 8]);
+    let whole = recording(vec![(0, create(0, &[7, 8]), None), (0, op, outcome)]);
+    let mut bytes = Vec::new();
+    whole.write_to(&mut bytes).expect("writes to memory");
+    let mut again = Vec::new();
+    (Recording::read(&bytes[..]).write_to(&mut again)).expect("writes to memory");
+    assert_eq!(again, bytes);
+    // Two bytes short: the read's outcome is cut, and with it only the outcome.
+    let cut = Recording::read(&bytes[..bytes.len() - 2]);
+    assert_eq!(cut.calls.len(), 2);
+    assert_eq!(cut.calls[1].outcome, None);
+    assert!(cut.unread.expect("cut short").contains("truncated"));
 }
