@@ -23,7 +23,7 @@ const ELEMS: u32 = 1024;
 
 /// How long the buggy reader waits, hoping the writer is done: long on a host, yet no
 /// ordering at all.
-const HOPEFUL_WAIT: Duration = Duration::from_millis(50);
+const HOPEFUL_WAIT: Duration = Duration::from_millis(200);
 
 struct RaceThreads;
 
