@@ -441,6 +441,10 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
         };
         let result = block_on(client.read_async(views));
         if let Some(why) = self.taint_of(at.device, ranges) {
+            // Not compared, but an error it returned is still one the device gave back.
+            if let Err(err) = &result {
+                self.errors.push((at.call, err.to_string()));
+            }
             return Replayed::Unchecked(format!("call {} (read): {why}", at.call));
         }
         match result {

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use lockstep::record::{Data, DeviceRecord, Event, Op, Outcome, Range, chunk_hashes};
 use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault};
 
+use super::faults::Fault;
 use super::order::Plan;
 use super::recording::{RecordedCall, Recording};
 use super::run::run_in_order;
@@ -118,14 +119,14 @@ fn a_read_is_compared_with_the_recorded_run_and_a_difference_named() {
         (0, create(0, &[7, 8]), None),
         (0, op.clone(), outcome),
     ]);
-    let run = run_in_order(&same, &[0, 1], 3, &FaultPlan::default()).expect("runs");
+    let run = run_in_order(&same, &[0, 1], 3, None).expect("runs");
     assert_eq!(
         (run.calls_run, run.results_compared, run.failure),
         (2, 1, None)
     );
     let (_, other) = read(0, &[7, 9]);
     let differs = recording(vec![(0, create(0, &[7, 8]), None), (0, op, other)]);
-    let run = run_in_order(&differs, &[0, 1], 3, &FaultPlan::default()).expect("runs");
+    let run = run_in_order(&differs, &[0, 1], 3, None).expect("runs");
     let failure = run.failure.expect("the read differs");
     assert_eq!(failure.class.check, Check::DiffersFromRecording);
     assert_eq!(failure.class.kind.as_deref(), Some("read"));
@@ -137,8 +138,11 @@ fn an_injected_fault_comes_back_as_an_error_and_later_reads_are_not_compared() {
     let (op, outcome) = read(0, &[7, 8]);
     let recording = recording(vec![(0, create(0, &[7, 8]), None), (0, op, outcome)]);
     // The create's transfer fails: the read returns the fault, which is no difference.
-    let fault = FaultPlan::scripted([ScriptedFault::at(FaultKind::TransferFailure, 1)]);
-    let run = run_in_order(&recording, &[0, 1], 3, &fault).expect("runs");
+    let fault = Fault {
+        device: 0,
+        plan: FaultPlan::scripted([ScriptedFault::at(FaultKind::TransferFailure, 1)]),
+    };
+    let run = run_in_order(&recording, &[0, 1], 3, Some(&fault)).expect("runs");
     assert_eq!(run.faults_injected, 1);
     assert_eq!((run.results_compared, run.failure), (0, None));
 }
@@ -157,4 +161,31 @@ fn a_recording_cut_short_keeps_the_calls_before_the_cut() {
     assert_eq!(cut.calls.len(), 2);
     assert_eq!(cut.calls[1].outcome, None);
     assert!(cut.unread.expect("cut short").contains("truncated"));
+}
+
+#[test]
+fn a_fault_returned_by_a_read_the_replay_cannot_compare_still_surfaced() {
+    let (op, outcome) = read(0, &[7, 8]);
+    let range = Range {
+        buffer: 0,
+        offset: 0,
+        len: 8,
+    };
+    let empty = Op::Create {
+        buffer: 0,
+        bytes: 8,
+        data: None,
+    };
+    // A collective (recorded by name only) wrote the buffer: the read is not compared.
+    let by_name = Op::Other {
+        name: "all_reduce".to_owned(),
+        writes: vec![range],
+    };
+    let recording = recording(vec![(0, empty, None), (0, by_name, None), (0, op, outcome)]);
+    let fault = Fault {
+        device: 0,
+        plan: FaultPlan::scripted([ScriptedFault::at(FaultKind::TransferFailure, 1)]),
+    };
+    let run = run_in_order(&recording, &[0, 1, 2], 3, Some(&fault)).expect("runs");
+    assert_eq!((run.faults_injected, run.failure), (1, None));
 }
