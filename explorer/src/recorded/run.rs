@@ -17,7 +17,7 @@ use lockstep::replay::{ReplayError, Replayer};
 use lockstep::{ComputeClient, ServerOptions, StreamId};
 use lockstep_sim::{FaultKind, FaultPlan, InjectedFault, SimConfig, SimDevice, SimProbe};
 
-use super::faults;
+use super::faults::{self, Fault};
 use super::order::Plan;
 use super::recording::Recording;
 use super::verdict::{CallAt, RecordedFailure};
@@ -54,16 +54,12 @@ pub fn run_seed(
     seed: u64,
     faults: bool,
 ) -> Result<SeedRun, ReplayError> {
-    let faults = if faults {
-        faults::plan(recording, seed)
-    } else {
-        FaultPlan::default()
-    };
-    run_in_order(recording, &plan.order(seed), seed, &faults)
+    let fault = faults.then(|| faults::draw(recording, seed)).flatten();
+    run_in_order(recording, &plan.order(seed), seed, fault.as_ref())
 }
 
 /// Runs `recording`'s calls in `order` (indices into its calls) on simulators seeded from
-/// `seed`, each injecting `faults`: what a seed does once its order and fault are drawn, and
+/// `seed`, one injecting `fault`: what a seed does once its order and fault are drawn, and
 /// what the shrinker runs with the failing order and fault kept.
 ///
 /// # Errors
@@ -72,10 +68,10 @@ pub fn run_in_order(
     recording: &Recording,
     order: &[usize],
     seed: u64,
-    faults: &FaultPlan,
+    fault: Option<&Fault>,
 ) -> Result<SeedRun, ReplayError> {
     let opened = Opened::default();
-    let mut replayer = Replayer::new(opener(opened.clone(), seed, faults.clone()));
+    let mut replayer = Replayer::new(opener(opened.clone(), seed, fault.cloned()));
     for declaration in &recording.declarations {
         replayer.event(declaration.clone())?;
     }
@@ -103,17 +99,19 @@ pub fn run_in_order(
 }
 
 /// Opens each recorded device as a simulator seeded from `seed` (device `d` gets `seed + d`,
-/// as `lockstep replay --recording` does), injecting `faults`, not recording.
+/// as `lockstep replay --recording` does), the fault's device injecting it, not recording.
 fn opener(
     opened: Opened,
     seed: u64,
-    faults: FaultPlan,
+    fault: Option<Fault>,
 ) -> impl FnMut(&DeviceRecord) -> ComputeClient<SimDevice> {
     move |device| {
+        let faults = (fault.as_ref())
+            .filter(|fault| fault.device == device.device)
+            .map_or_else(FaultPlan::default, |fault| fault.plan.clone());
         let config = SimConfig {
             watchdog_ns: WATCHDOG_NS,
-            ..SimConfig::new(seed.wrapping_add(u64::from(device.device)))
-                .with_faults(faults.clone())
+            ..SimConfig::new(seed.wrapping_add(u64::from(device.device))).with_faults(faults)
         };
         let sim = SimDevice::new(config);
         let probe = sim.probe();

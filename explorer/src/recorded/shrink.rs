@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use lockstep::record::{Event, Op};
-use lockstep_sim::FaultPlan;
 
+use super::faults::Fault;
 use super::order::Plan;
 use super::recording::Recording;
 use super::run::run_in_order;
@@ -30,8 +30,8 @@ pub struct ShrunkRecording {
     pub runs: usize,
     /// Why the shrunk recording fails.
     pub failure: RecordedFailure,
-    /// The fault every device injects (none without `--faults`).
-    pub faults: FaultPlan,
+    /// The fault the seed injects (none without `--faults`).
+    pub fault: Option<Fault>,
 }
 
 /// Shrinks seed `seed` of `recording` (explored with `--faults` if `faults`), which must fail.
@@ -44,16 +44,14 @@ pub fn shrink(
     seed: u64,
     faults: bool,
 ) -> Result<ShrunkRecording, ShrinkError> {
-    let plan = if faults {
-        super::faults::plan(recording, seed)
-    } else {
-        FaultPlan::default()
-    };
+    let fault = faults
+        .then(|| super::faults::draw(recording, seed))
+        .flatten();
     let order = Plan::of(recording).order(seed);
     let mut judge = Judge {
         recording,
         seed,
-        faults: &plan,
+        fault: fault.as_ref(),
         class: None,
         runs: 0,
         seen: BTreeMap::new(),
@@ -75,7 +73,7 @@ pub fn shrink(
         original_calls: recording.calls.len(),
         runs: judge.runs,
         failure,
-        faults: plan,
+        fault: fault.clone(),
     })
 }
 
@@ -97,7 +95,7 @@ fn without_threads(mut order: Vec<usize>, judge: &mut Judge<'_>) -> Vec<usize> {
 struct Judge<'a> {
     recording: &'a Recording,
     seed: u64,
-    faults: &'a FaultPlan,
+    fault: Option<&'a Fault>,
     /// The original failure's class, once known.
     class: Option<RecordedClass>,
     runs: usize,
@@ -110,7 +108,7 @@ impl Judge<'_> {
         self.runs += 1;
         let candidate = in_run_order(self.recording, order);
         let in_file_order: Vec<usize> = (0..candidate.calls.len()).collect();
-        run_in_order(&candidate, &in_file_order, self.seed, self.faults)
+        run_in_order(&candidate, &in_file_order, self.seed, self.fault)
             .ok()
             .and_then(|run| run.failure)
     }

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 
 use lockstep::kernel::Scalar;
 use lockstep::record::{Count, Data, Event, Op, Outcome, Range};
-use lockstep_sim::FaultPlan;
 
 use super::{Code, Unprintable, body, list};
 use crate::failure::Check;
@@ -33,7 +32,7 @@ const DRAIN_SYNCS: usize = 4;
 /// # Errors
 /// [`Unprintable`] for a run with an injected fault, or a call with no printed form.
 pub fn print(shown_path: &str, seed: u64, shrunk: &ShrunkRecording) -> Result<String, Unprintable> {
-    if shrunk.faults != FaultPlan::default() {
+    if shrunk.fault.is_some() {
         return Err(Unprintable::Faults);
     }
     let mut printer = Printer::default();
