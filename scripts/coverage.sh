@@ -28,6 +28,9 @@ recording=$(mktemp -d)
 LOCKSTEP_RECORD="$recording/run" run explore --seeds 100 --jobs 1 --seed 5
 run recording "$recording/run"
 run replay --recording "$recording/run"
+# The same run explored (its calls' orders, interleavings and one fault each): the Replayer as
+# the explorer feeds it.
+run explore --recording "$recording/run" --seeds 4 --seed 6 --faults
 rm -rf "$recording"
 json=target/llvm-cov-target/reach.json
 cargo llvm-cov report --release --json >"$json"

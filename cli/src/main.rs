@@ -77,8 +77,15 @@ enum Command {
         #[arg(long)]
         ops: Option<usize>,
         /// Print hits per coverage cell and the reachable cells never hit; fail if one remains.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "recording")]
         coverage: bool,
+        /// Explore a recording (`LOCKSTEP_RECORD=PATH` writes one) instead of drawn worlds: its
+        /// threads' order, the streams' interleaving and (with `--faults`) one fault per seed.
+        #[arg(long, conflicts_with_all = ["ops", "jobs"])]
+        recording: Option<std::path::PathBuf>,
+        /// With `--recording`: shrink the first failing seed and print it as a Rust test.
+        #[arg(long, requires = "recording")]
+        shrink: bool,
     },
     /// Rerun one explored seed, twice (the traces must be identical); prints the world it drew
     /// and its trace hash last. With `--recording`, run a recording (`LOCKSTEP_RECORD`) on the
@@ -201,9 +208,27 @@ fn main() -> ExitCode {
             seeds,
             seed,
             faults,
+            recording: Some(path),
+            shrink,
+            ..
+        } => recording::explore_recording(
+            &path,
+            recording::Exploration {
+                first_seed: seed.unwrap_or_else(default_seed),
+                seeds,
+                faults,
+                shrink,
+            },
+        ),
+        Command::Explore {
+            seeds,
+            seed,
+            faults,
             jobs,
             ops,
             coverage,
+            recording: None,
+            ..
         } => explore(
             ExploreConfig {
                 first_seed: seed.unwrap_or_else(default_seed),

@@ -1,5 +1,6 @@
-//! `lockstep recording PATH` (a recording's summary) and `lockstep replay --recording PATH`
-//! (the recording run on the simulator, every read checked): see `lockstep::record`.
+//! `lockstep recording PATH` (a recording's summary), `lockstep replay --recording PATH` (the
+//! recording run on the simulator, every read checked; see `lockstep::record`) and `lockstep
+//! explore --recording PATH` (its seeds explored; see `lockstep_explore::recorded`).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -7,6 +8,7 @@ use std::process::ExitCode;
 use lockstep::record::{Reader, Summary};
 use lockstep::replay::replay;
 use lockstep::{ComputeClient, ServerOptions, record::RecordTo};
+use lockstep_explore::recorded::{self, RecordedFailure, Recording};
 use lockstep_sim::{SimConfig, SimDevice};
 
 /// The simulator's seed for a replay when none is given: fixed, so two replays of one
@@ -82,5 +84,119 @@ pub fn replay_recording(path: &Path, seed: u64) -> ExitCode {
             println!("error: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// What `explore --recording` was asked to do.
+#[derive(Clone, Copy, Debug)]
+pub struct Exploration {
+    /// The first seed explored.
+    pub first_seed: u64,
+    /// How many seeds, consecutive from `first_seed`.
+    pub seeds: u64,
+    /// Whether each seed injects a fault.
+    pub faults: bool,
+    /// Whether to shrink the first failing seed.
+    pub shrink: bool,
+}
+
+/// Failing seeds printed in full; the rest are counted.
+const FAILURES_PRINTED_MAX: usize = 5;
+
+/// Explores the recording at `path`: prints each failing seed (up to
+/// [`FAILURES_PRINTED_MAX`]) with the command that repeats it, the totals, and with `shrink`
+/// the first failure shrunk; fails if a seed failed.
+pub fn explore_recording(path: &Path, how: Exploration) -> ExitCode {
+    let recording = match Recording::open(path) {
+        Ok(recording) => recording,
+        Err(err) => {
+            println!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "explore: recording {}: {} calls on {} thread(s); {} seeds from {}{}",
+        path.display(),
+        recording.calls.len(),
+        recording.threads().len(),
+        how.seeds,
+        how.first_seed,
+        if how.faults { ", one fault each" } else { "" }
+    );
+    if let Some(why) = &recording.unread {
+        println!("note: {why}; exploring the calls before it");
+    }
+    let mut printed = 0;
+    let result = recorded::explore(&recording, how.first_seed, how.seeds, how.faults, |run| {
+        if let (Some(failure), true) = (&run.failure, printed < FAILURES_PRINTED_MAX) {
+            printed += 1;
+            print_failure(path, run.seed, how.faults, failure);
+        }
+    });
+    let explored = match result {
+        Ok(explored) => explored,
+        Err(err) => {
+            println!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "{} seeds: {} failed; {} calls run, {} results as recorded, {} faults injected",
+        explored.seeds,
+        explored.failures.len(),
+        explored.calls_run,
+        explored.results_compared,
+        explored.faults_injected
+    );
+    match explored.failures.first() {
+        None => ExitCode::SUCCESS,
+        Some(&(seed, _)) => {
+            if how.shrink {
+                shrink_recording(path, &recording, seed, how.faults);
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn print_failure(path: &Path, seed: u64, faults: bool, failure: &RecordedFailure) {
+    println!("seed {seed} FAILED {}", failure.class);
+    println!("  {}", failure.detail);
+    println!(
+        "  replay: lockstep explore --recording {} --seed {seed} --seeds 1{}",
+        path.display(),
+        if faults { " --faults" } else { "" }
+    );
+}
+
+/// Shrinks failing seed `seed` of `recording` (at `path`), writes the shrunk recording beside
+/// it (`NAME.shrunk.rec`, its calls in the failing order) and prints it.
+fn shrink_recording(path: &Path, recording: &Recording, seed: u64, faults: bool) {
+    let shrunk = match recorded::shrink::shrink(recording, seed, faults) {
+        Ok(shrunk) => shrunk,
+        Err(err) => {
+            println!("shrink: {err}");
+            return;
+        }
+    };
+    let out = path.with_extension("shrunk.rec");
+    let written = std::fs::File::create(&out).and_then(|file| shrunk.recording.write_to(file));
+    println!(
+        "shrunk seed {seed}: {} calls to {} in {} runs; it fails {}",
+        shrunk.original_calls,
+        shrunk.recording.calls.len(),
+        shrunk.runs,
+        shrunk.failure.class
+    );
+    match written {
+        Ok(()) => println!("written, calls in the failing order, to {}", out.display()),
+        Err(err) => println!("could not write {}: {err}", out.display()),
+    }
+    for call in &shrunk.recording.calls {
+        println!("  {}", lockstep::record::brief(&call.event()));
+    }
+    match lockstep_explore::rust_test::print_recording(&path.display().to_string(), seed, &shrunk) {
+        Ok(test) => print!("\n{test}"),
+        Err(why) => println!("no Rust test printed: {why}"),
     }
 }

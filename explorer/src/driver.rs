@@ -643,8 +643,18 @@ fn allocated<D: Device>(state: &State<D>, call: Method) -> Result<(), Violation>
     }
 }
 
-/// Checks the simulator's own verdicts: its watchdog and its sanitizer.
+/// [`audit_observed`] of a device of `world`.
 fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Violation> {
+    audit_observed(world.faults.transfer_failure > 0.0, observed)
+}
+
+/// Checks the simulator's own verdicts: its watchdog and its sanitizer. With
+/// `excuse_unwritten` (transfers may fail, or a replay skipped writes), reads of bytes left
+/// unwritten are not findings.
+pub(super) fn audit_observed(
+    excuse_unwritten: bool,
+    observed: &lockstep_sim::Observations,
+) -> Result<(), Violation> {
     if observed.watchdog_fired {
         return Err(Violation::new(
             Check::Hang,
@@ -656,8 +666,7 @@ fn audit(world: &World, observed: &lockstep_sim::Observations) -> Result<(), Vio
     }
     let excused = |r: &&SanitizerReport| {
         // A failed write leaves its bytes unwritten; reading them later is the fault's doing.
-        matches!(r, SanitizerReport::UninitializedRead { .. })
-            && world.faults.transfer_failure > 0.0
+        matches!(r, SanitizerReport::UninitializedRead { .. }) && excuse_unwritten
     };
     if let Some(report) = observed.reports.iter().find(|r| !excused(r)) {
         let check = Check::Sanitizer(ReportKind::of(report));
@@ -753,14 +762,7 @@ impl<D: Device> Run<'_, D> {
     /// ends the workload.
     fn perform(&self, state: &mut State<D>, turn: usize, thread: usize, step: &Step) {
         let result = catch_unwind(AssertUnwindSafe(|| self.act(state, thread, step)))
-            .unwrap_or_else(|panic| {
-                let message = panic
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                Err(Violation::new(Check::Panic, format!("panicked: {message}")))
-            });
+            .unwrap_or_else(|panic| Err(Violation::panicked(panic.as_ref())));
         if let Err(why) = result {
             let operation = Operation {
                 turn,

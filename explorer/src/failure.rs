@@ -191,6 +191,9 @@ pub enum Check {
     Leak(Side),
     /// The operation panicked.
     Panic,
+    /// A call of a recording returned other than in the recorded run (explored in another
+    /// order of its threads, or with another interleaving of its streams).
+    DiffersFromRecording,
     /// Two runs of one seed differ (trace hashes, or a world of processes' outcomes).
     Nondeterminism,
     /// A process of a world of processes saw other than the model expects.
@@ -258,6 +261,7 @@ impl fmt::Display for Check {
             Check::Sanitizer(kind) => write!(f, "sanitizer: {kind:?}"),
             Check::Leak(side) => write!(f, "the {side}'s memory did not return to baseline"),
             Check::Panic => f.write_str("panicked"),
+            Check::DiffersFromRecording => f.write_str("the result differs from the recorded run"),
             Check::Nondeterminism => f.write_str("two runs differ"),
             Check::ProcessOutcome => f.write_str("a process saw other than the model expects"),
         }
@@ -455,6 +459,14 @@ impl Violation {
             stream: None,
             detail: detail.into(),
         }
+    }
+
+    /// A panic, caught: its message (a `String` or `&str` payload) is the detail.
+    pub fn panicked(payload: &(dyn std::any::Any + Send)) -> Self {
+        let message = (payload.downcast_ref::<String>().cloned())
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Violation::new(Check::Panic, format!("panicked: {message}"))
     }
 
     /// `call` on device `on`, which must succeed, failed with `err`: the detail reads

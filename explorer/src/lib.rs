@@ -3,7 +3,8 @@
 //! [`Workload`] over the whole client API, runs it, and checks it: every read against the
 //! reference [`model`], every injected fault surfaced exactly once on its stream, no hang (the
 //! simulator's virtual-time watchdog), memory back to its baseline, no sanitizer report, and the
-//! same trace hash when the seed runs a second time.
+//! same trace hash when the seed runs a second time. [`recorded`] explores a recorded run of a
+//! program instead (`lockstep explore --recording`).
 //!
 //! **Architecture Invariant:** a seed determines everything — the world, the workload, the order
 //! in which host threads act, and the simulator's interleaving — so `lockstep replay --seed S`
@@ -20,6 +21,7 @@ pub mod failure;
 pub mod model;
 pub mod perfetto;
 pub mod processes;
+pub mod recorded;
 pub mod rust_test;
 pub mod shrink;
 mod workload;

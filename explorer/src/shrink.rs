@@ -55,7 +55,7 @@ pub fn shrink<O: Opener>(opener: &O, world: &World) -> Result<Shrunk, ShrinkErro
         Some(turn) if judge.fails(&steps[..=turn]) => steps[..=turn].to_vec(),
         _ => steps,
     };
-    let steps = ddmin(steps, &mut judge);
+    let steps = ddmin(steps, |candidate| judge.fails(candidate));
     let steps = simplify(steps, &mut judge);
     let (failure, capped_refusals) = judge.last_failure(&steps)?;
     Ok(Shrunk {
@@ -128,36 +128,37 @@ impl<'a, O: Opener> Judge<'a, O> {
     }
 }
 
-/// Zeller's ddmin: removes chunks of ever finer partitions while the rest still fails.
-fn ddmin<O: Opener>(mut steps: Vec<(usize, Step)>, judge: &mut Judge<'_, O>) -> Vec<(usize, Step)> {
+/// Zeller's ddmin: removes chunks of ever finer partitions of `items` while the rest still
+/// `fails`. Shared by drawn workloads and recordings; `fails` decides, memoizes and bounds.
+pub(crate) fn ddmin<T: Clone>(mut items: Vec<T>, mut fails: impl FnMut(&[T]) -> bool) -> Vec<T> {
     let mut n = 2;
-    while steps.len() >= 2 {
-        let bounds: Vec<usize> = (0..=n).map(|k| k * steps.len() / n).collect();
+    while items.len() >= 2 {
+        let bounds: Vec<usize> = (0..=n).map(|k| k * items.len() / n).collect();
         let chunks: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
         let subset = chunks
             .iter()
-            .map(|&(a, b)| steps[a..b].to_vec())
-            .find(|c| n > 2 && judge.fails(c));
+            .map(|&(a, b)| items[a..b].to_vec())
+            .find(|c| n > 2 && fails(c));
         if let Some(subset) = subset {
-            steps = subset;
+            items = subset;
             n = 2;
             continue;
         }
         let complement = chunks
             .iter()
-            .map(|&(a, b)| [&steps[..a], &steps[b..]].concat())
-            .find(|c| judge.fails(c));
+            .map(|&(a, b)| [&items[..a], &items[b..]].concat())
+            .find(|c| fails(c));
         if let Some(complement) = complement {
-            steps = complement;
+            items = complement;
             n = (n - 1).max(2);
             continue;
         }
-        if n >= steps.len() {
+        if n >= items.len() {
             break;
         }
-        n = (2 * n).min(steps.len());
+        n = (2 * n).min(items.len());
     }
-    steps
+    items
 }
 
 /// Tries simpler forms of each operation ([`simpler`]), keeping the first that still fails.

@@ -1,6 +1,8 @@
-//! Replaying a recording (`record`) on any device, in recorded order, from one thread: each
-//! call goes to its recorded device and stream, and every read and waiting call's outcome is
-//! checked against the recording (`lockstep replay --recording` runs it on the simulator).
+//! Replaying a recording (`record`) on any device, from one thread: each call goes to its
+//! recorded device and stream, and every read and waiting call's outcome is checked against
+//! the recording. [`replay`] feeds a file's events in file order (`lockstep replay
+//! --recording` runs it on the simulator); [`Replayer`] takes events one at a time, so the
+//! explorer feeds the same calls in other orders through this one path.
 //!
 //! Graphs are captured and replayed again, dry runs stay dry. What it cannot check it says,
 //! never passes silently: a read of memory that data recorded only as a hash reached (written
@@ -29,6 +31,10 @@ use crate::record::{
 };
 use crate::stream::StreamId;
 
+mod report;
+
+pub use report::{Mismatch, MismatchDetail, ReplayReport};
+
 /// Why a replay stopped before the recording's end.
 #[derive(Debug, Error)]
 pub enum ReplayError {
@@ -43,121 +49,6 @@ pub enum ReplayError {
         /// Its device number.
         device: u32,
     },
-}
-
-/// A difference between the recording and its replay.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mismatch {
-    /// The recorded call.
-    pub call: u64,
-    /// Its kind ([`Op::kind`]).
-    pub kind: String,
-    /// Its stream.
-    pub stream: u64,
-    /// Its thread.
-    pub thread: u32,
-    /// What differs.
-    pub detail: MismatchDetail,
-}
-
-/// What differs in a [`Mismatch`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MismatchDetail {
-    /// Range `index` of a read first differs in bytes `start..end` of the range.
-    Bytes {
-        /// Which range of the read.
-        index: usize,
-        /// The range as recorded.
-        range: Range,
-        /// First differing byte's chunk start, from the range's start.
-        start: u64,
-        /// That chunk's end.
-        end: u64,
-    },
-    /// The call succeeded in one run and failed in the other.
-    Outcome {
-        /// What the recording says it returned.
-        recorded: String,
-        /// What it returned in the replay.
-        replayed: String,
-    },
-}
-
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "call {} ({} on stream {}, thread {}): ",
-            self.call, self.kind, self.stream, self.thread
-        )?;
-        match &self.detail {
-            MismatchDetail::Bytes {
-                index,
-                range,
-                start,
-                end,
-            } => write!(
-                f,
-                "range {index} (buffer {}, bytes {}..{}) first differs in its bytes {start}..{end}",
-                range.buffer,
-                range.offset,
-                range.offset + range.len
-            ),
-            MismatchDetail::Outcome { recorded, replayed } => {
-                write!(f, "recorded {recorded}, replayed {replayed}")
-            }
-        }
-    }
-}
-
-/// What a replay did and found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReplayReport {
-    /// Calls run.
-    pub calls_replayed: u64,
-    /// Calls refused at the call when recorded (they changed nothing; not run).
-    pub calls_refused: u64,
-    /// Reads whose every range matched its recorded hashes.
-    pub reads_matched: u64,
-    /// Waiting calls (not reads) whose success or failure matched.
-    pub outcomes_matched: u64,
-    /// Differences, in recorded order.
-    pub mismatches: Vec<Mismatch>,
-    /// What could not be checked, and why.
-    pub unchecked: Vec<String>,
-    /// Calls not run, by reason, with their counts.
-    pub skipped: BTreeMap<String, u64>,
-}
-
-impl ReplayReport {
-    /// Whether every check passed (things unchecked are listed, not failures).
-    pub fn matched(&self) -> bool {
-        self.mismatches.is_empty()
-    }
-}
-
-impl fmt::Display for ReplayReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "replayed {} calls ({} refused when recorded, not run): {} reads and {} outcomes matched, {} mismatches",
-            self.calls_replayed,
-            self.calls_refused,
-            self.reads_matched,
-            self.outcomes_matched,
-            self.mismatches.len()
-        )?;
-        for mismatch in &self.mismatches {
-            writeln!(f, "MISMATCH {mismatch}")?;
-        }
-        for note in &self.unchecked {
-            writeln!(f, "not checked: {note}")?;
-        }
-        for (reason, n) in &self.skipped {
-            writeln!(f, "not replayed ({n}): {reason}")?;
-        }
-        Ok(())
-    }
 }
 
 /// What a replayed waiting call returned, until its recorded outcome arrives.
@@ -177,7 +68,8 @@ struct Pending {
     replayed: Replayed,
 }
 
-/// Replays the recording `input` on the clients `open` starts, one per recorded device.
+/// Replays the recording `input` on the clients `open` starts, one per recorded device, in
+/// file order.
 ///
 /// # Errors
 /// [`ReplayError`] if the recording is unreadable past a point, or names an undeclared device;
@@ -186,23 +78,21 @@ pub fn replay<D: Device>(
     input: impl Read,
     open: impl FnMut(&DeviceRecord) -> ComputeClient<D>,
 ) -> Result<ReplayReport, ReplayError> {
-    let mut replayer = Replayer {
-        open,
-        clients: BTreeMap::new(),
-        handles: BTreeMap::new(),
-        kernels: BTreeMap::new(),
-        pending: BTreeMap::new(),
-        graphs: BTreeMap::new(),
-        tainted: BTreeMap::new(),
-        report: ReplayReport::default(),
-    };
+    let mut replayer = Replayer::new(open);
     for event in Reader::new(input) {
         replayer.event(event?)?;
     }
-    Ok(replayer.report)
+    Ok(replayer.into_report())
 }
 
-struct Replayer<D: Device, F> {
+/// A replay in progress, fed one [`Event`] at a time.
+///
+/// Events may come in any order that keeps a declaration ([`Event::Device`],
+/// [`Event::Kernel`]) before the calls naming it and a call before its [`Event::Outcome`];
+/// calls of buffers, kernels or graphs that no replayed call made are skipped and counted, and
+/// a call whose outcome never comes is not compared. Every call runs to completion inside
+/// [`event`](Self::event) (a read waits for its bytes).
+pub struct Replayer<D: Device, F> {
     open: F,
     clients: BTreeMap<u32, ComputeClient<D>>,
     /// Replay handles by recorded (device, buffer).
@@ -214,6 +104,8 @@ struct Replayer<D: Device, F> {
     graphs: BTreeMap<(u32, u64), Graph<D>>,
     /// Recorded (device, buffer)s whose contents the replay cannot know, and why.
     tainted: BTreeMap<(u32, u64), String>,
+    /// Every error a replayed call returned, by recorded call, in replay order.
+    errors: Vec<(u64, String)>,
     report: ReplayReport,
 }
 
@@ -227,7 +119,48 @@ struct At {
 }
 
 impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
-    fn event(&mut self, event: Event) -> Result<(), ReplayError> {
+    /// A replay of nothing yet, on the clients `open` starts, one per [`Event::Device`].
+    pub fn new(open: F) -> Self {
+        Replayer {
+            open,
+            clients: BTreeMap::new(),
+            handles: BTreeMap::new(),
+            kernels: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            graphs: BTreeMap::new(),
+            tainted: BTreeMap::new(),
+            errors: Vec::new(),
+            report: ReplayReport::default(),
+        }
+    }
+
+    /// What the replay found so far.
+    pub fn report(&self) -> &ReplayReport {
+        &self.report
+    }
+
+    /// What the replay found.
+    pub fn into_report(self) -> ReplayReport {
+        self.report
+    }
+
+    /// Every error a replayed call returned (refused at the call or when waited on), with the
+    /// recorded call, in replay order: what the explorer matches against injected faults.
+    pub fn errors(&self) -> &[(u64, String)] {
+        &self.errors
+    }
+
+    /// Whether some buffer holds contents the replay cannot know (a call recorded by name only
+    /// or a launch not run may have written it): reading it may read bytes never written.
+    pub fn has_unknown_contents(&self) -> bool {
+        !self.tainted.is_empty()
+    }
+
+    /// Replays one event: declares a device or kernel, runs a call, or compares an outcome.
+    ///
+    /// # Errors
+    /// [`ReplayError::UnknownDevice`] for a call naming a device not declared before it.
+    pub fn event(&mut self, event: Event) -> Result<(), ReplayError> {
         match event {
             Event::Process { .. } => {}
             Event::Device(device) => {
@@ -267,6 +200,12 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
 
     fn skip(&mut self, reason: String) {
         *self.report.skipped.entry(reason).or_insert(0) += 1;
+    }
+
+    /// A call the device refused with `err`: skipped, and its error kept.
+    fn refused(&mut self, at: At, what: &str, err: impl fmt::Display) {
+        self.errors.push((at.call, err.to_string()));
+        self.skip(format!("{what} on this device: {err}"));
     }
 
     /// The replay handle viewing recorded `range` of `device`, if a replayed call made it.
@@ -322,7 +261,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                     Ok(handle) => {
                         self.handles.insert((at.device, buffer), handle);
                     }
-                    Err(err) => self.skip(format!("a create that fails on this device: {err}")),
+                    Err(err) => self.refused(at, "a create that fails", err),
                 }
                 None
             }
@@ -337,7 +276,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 }
                 let bytes = self.bytes_of(at, range.buffer, data);
                 if let Err(err) = client.write(&view, bytes) {
-                    self.skip(format!("a write refused on this device: {err}"));
+                    self.refused(at, "a write refused", err);
                 }
                 None
             }
@@ -407,6 +346,9 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
             }
         };
         self.report.calls_replayed += 1;
+        if let Some(Replayed::Err(err)) = &replayed {
+            self.errors.push((at.call, err.clone()));
+        }
         if let Some(replayed) = replayed {
             let pending = Pending {
                 kind,
@@ -466,7 +408,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
             params,
         };
         if let Err(err) = client.launch(&kernel, count, args) {
-            self.skip(format!("a launch refused on this device: {err}"));
+            self.refused(at, "a launch refused", err);
         }
     }
 
@@ -499,6 +441,10 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
         };
         let result = block_on(client.read_async(views));
         if let Some(why) = self.taint_of(at.device, ranges) {
+            // Not compared, but an error it returned is still one the device gave back.
+            if let Err(err) = &result {
+                self.errors.push((at.call, err.to_string()));
+            }
             return Replayed::Unchecked(format!("call {} (read): {why}", at.call));
         }
         match result {

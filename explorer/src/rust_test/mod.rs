@@ -17,7 +17,10 @@ mod capture_code;
 mod edge_code;
 mod kernel_code;
 mod read_code;
+mod recorded_code;
 mod step_code;
+
+pub use recorded_code::print as print_recording;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -112,6 +115,14 @@ fn render(
         runs = shrunk.runs,
         class = shrunk.failure.class,
     );
+    out += &body(code);
+    out += &test_calling(name);
+    out
+}
+
+/// `code`'s `use` lines, a blank line, then its statements, each indented into a function.
+fn body(code: Code) -> String {
+    let mut out = String::new();
     let mut modules: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (module, name) in &code.uses {
         modules.entry(module).or_default().push(name);
@@ -130,10 +141,15 @@ fn render(
             format!("    {line}\n")
         };
     }
-    out += &format!(
-        "}}\n\n#[test]\nfn {name}_shrunk() {{\n    {name}(lockstep::ServerOptions::default());\n}}\n"
-    );
     out
+}
+
+/// The end of printed function `name`, and the `#[test]` that calls it with the default
+/// options.
+fn test_calling(name: &str) -> String {
+    format!(
+        "}}\n\n#[test]\nfn {name}_shrunk() {{\n    {name}(lockstep::ServerOptions::default());\n}}\n"
+    )
 }
 
 /// A live buffer slot: its handle's variable and its model buffer.
