@@ -32,8 +32,8 @@
 //!   CUDA's (`atomicAdd`, `atomicMin`, `atomicMax`, `atomicExch`, `atomicCAS`), returning the
 //!   previous value.
 //! - Operands are evaluated left to right, logical operators short-circuit, and both sides of a
-//!   select are evaluated. In checked mode a load has an effect (it may write the fault record),
-//!   so each one is hoisted into a temporary in evaluation order; a load on the right of `&&`/`||`
+//!   select are evaluated. In checked mode a load has an effect (it may note a fault), so each
+//!   one is hoisted into a temporary in evaluation order; a load on the right of `&&`/`||`
 //!   is hoisted into an `if` that runs only when the interpreter would evaluate it.
 //!
 //! **Kernel interface.** The entry point is `extern "C" lockstep_kernel` ([`ENTRY`]). Its
@@ -45,7 +45,11 @@
 //! when the launch executes. The loop is uniform across the block (it depends on the block index
 //! only), so barriers inside a workgroup's body are reached by every thread; a kernel with
 //! shared arrays synchronises between workgroups, so one workgroup's accesses to them never
-//! race with the next one's.
+//! race with the next one's. In checked mode an out-of-range access is noted in the invocation's
+//! pending fault (`ls_p`, registers), which the entry point reports into `ls_fault` once, when
+//! the invocation's work is done: the accesses themselves carry no branch and no call, so the
+//! checks cost a compare and a few selects, and loads unrolled by the compiler stay in flight
+//! together.
 
 use std::fmt::Write as _;
 
@@ -121,33 +125,40 @@ __device__ __forceinline__ i32 ls_f32_to_i32(f32 v) {
   return (i32)v;
 }
 
-// Checked mode: the first out-of-range access of any invocation fills the fault record
-// (lockstep::kernel::FaultRecord); a load then yields 0, a store or atomic is skipped.
-__device__ __noinline__ void ls_fault(u32* record, u32 kernel, u32 binding, u32 index) {
+// Checked mode: an out-of-range access yields 0 (a load, an atomic) or does nothing (a store,
+// an atomic) and is noted in the invocation's pending fault, which keeps the first one; the
+// entry point reports it into the fault record (lockstep::kernel::FaultRecord) when the
+// invocation ends, and the first invocation to report fills the record. An access carries no
+// branch and no call: a load is predicated, so unrolled loads are in flight together.
+struct ls_pending { u32 faulted; u32 word; u32 index; };
+__device__ __forceinline__ bool ls_in_range(ls_pending& p, u32 n, u32 i, u32 word) {
+  const bool ok = i < n;
+  const bool first = !ok && p.faulted == 0u;
+  p.word = first ? word : p.word;
+  p.index = first ? i : p.index;
+  p.faulted |= ok ? 0u : 1u;
+  return ok;
+}
+__device__ __noinline__ void ls_report(u32* record, u32 kernel, const ls_pending& p) {
   if (atomicCAS(record, 0u, 1u) == 0u) {
     record[1] = kernel;
-    record[2] = binding;
-    record[3] = index;
+    record[2] = p.word;
+    record[3] = p.index;
   }
 }
 template <typename T>
-__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, u32* record, u32 kernel, u32 binding) {
-  if (i < n) return b[i];
-  ls_fault(record, kernel, binding, i);
-  return T{};
+__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, ls_pending& p, u32 word) {
+  return ls_in_range(p, n, i, word) ? b[i] : T{};
 }
 template <typename T>
-__device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) {
-  if (i < n) b[i] = v;
-  else ls_fault(record, kernel, binding, i);
+__device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, ls_pending& p, u32 word) {
+  if (ls_in_range(p, n, i, word)) b[i] = v;
 }
 // Atomics return the previous value; out of range they return 0.
 #define LS_ATOMIC(name, op) \
   template <typename T> \
-  __device__ __forceinline__ T name(T* b, u32 n, u32 i, T v, u32* record, u32 kernel, u32 binding) { \
-    if (i < n) return op(&b[i], v); \
-    ls_fault(record, kernel, binding, i); \
-    return (T)0; \
+  __device__ __forceinline__ T name(T* b, u32 n, u32 i, T v, ls_pending& p, u32 word) { \
+    return ls_in_range(p, n, i, word) ? op(&b[i], v) : (T)0; \
   }
 LS_ATOMIC(ls_atomic_add, atomicAdd)
 LS_ATOMIC(ls_atomic_min, atomicMin)
@@ -157,10 +168,8 @@ LS_ATOMIC(ls_atomic_and, atomicAnd)
 LS_ATOMIC(ls_atomic_or, atomicOr)
 LS_ATOMIC(ls_atomic_xor, atomicXor)
 template <typename T>
-__device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, u32* record, u32 kernel, u32 binding) {
-  if (i < n) return atomicCAS(&b[i], expected, v);
-  ls_fault(record, kernel, binding, i);
-  return (T)0;
+__device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, ls_pending& p, u32 word) {
+  return ls_in_range(p, n, i, word) ? atomicCAS(&b[i], expected, v) : (T)0;
 }
 "#;
 
@@ -220,7 +229,6 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
     for stmt in &def.body {
         lowering.stmt(stmt);
     }
-    let params = kernel_params(def, checked);
     let mut src = String::new();
     let [wx, wy, wz] = def.workgroup_size;
     let mode = if checked { "checked" } else { "unchecked" };
@@ -229,8 +237,8 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
         "// Lockstep kernel {:?}, {mode}, workgroup [{wx}, {wy}, {wz}].",
         def.name
     );
-    body_function(&mut src, def, &params, &lowering.out);
-    entry_point(&mut src, def, &params);
+    body_function(&mut src, def, checked, &lowering.out);
+    entry_point(&mut src, def, checked);
     src
 }
 
@@ -261,17 +269,19 @@ fn kernel_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
     params
 }
 
-/// `ls_body`: one workgroup's work, given the kernel's parameters and the workgroup's id and the
-/// grid's size, with the shared arrays, the zeroed local arrays and locals, then the lowered
-/// `body`.
-fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)], body: &str) {
+/// `ls_body`: one workgroup's work, given the kernel's bindings and scalar parameters, in
+/// checked mode the invocation's pending fault, and the workgroup's id and the grid's size; it
+/// declares the shared arrays, the zeroed local arrays and locals, then runs the lowered `body`.
+fn body_function(src: &mut String, def: &KernelDef, checked: bool, body: &str) {
     let grid = [
         "ls_wg_x", "ls_wg_y", "ls_wg_z", "ls_nwg_x", "ls_nwg_y", "ls_nwg_z",
     ];
     src.push_str("__device__ __forceinline__ void ls_body(\n");
-    let body_params: Vec<String> = params
-        .iter()
-        .map(|(decl, _)| decl.clone())
+    let pending = checked.then(|| "ls_pending& ls_p".to_owned());
+    let body_params: Vec<String> = kernel_params(def, false)
+        .into_iter()
+        .map(|(decl, _)| decl)
+        .chain(pending)
         .chain(grid.iter().map(|g| format!("const u32 {g}")))
         .collect();
     let _ = writeln!(src, "    {}) {{", body_params.join(",\n    "));
@@ -299,8 +309,10 @@ fn body_function(src: &mut String, def: &KernelDef, params: &[(String, String)],
 
 /// The entry point: with a static count (`ls_count` null) one block per workgroup; with a
 /// dynamic one a grid-stride loop over the workgroups `ls_count` holds (none when a count is
-/// above [`MAX_GRID`]), which synchronises between workgroups when they share arrays.
-fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
+/// above [`MAX_GRID`]), which synchronises between workgroups when they share arrays. In checked
+/// mode the invocation's pending fault starts clear and is reported once, when it ends.
+fn entry_point(src: &mut String, def: &KernelDef, checked: bool) {
+    let params = kernel_params(def, checked);
     let _ = writeln!(
         src,
         "extern \"C\" __global__ void __launch_bounds__({}) {ENTRY}(",
@@ -312,7 +324,12 @@ fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
         .chain(std::iter::once("const u32* ls_count".to_owned()))
         .collect();
     let _ = writeln!(src, "    {}) {{", entry_params.join(",\n    "));
-    let args: Vec<&str> = params.iter().map(|(_, name)| name.as_str()).collect();
+    let body_params = kernel_params(def, false);
+    let mut args: Vec<&str> = body_params.iter().map(|(_, name)| name.as_str()).collect();
+    if checked {
+        src.push_str("  ls_pending ls_p = {0u, 0u, 0u};\n");
+        args.push("ls_p");
+    }
     let args = args.join(", ");
     let sep = if args.is_empty() { "" } else { ", " };
     let _ = writeln!(src, "  if (ls_count == nullptr) {{");
@@ -320,24 +337,28 @@ fn entry_point(src: &mut String, def: &KernelDef, params: &[(String, String)]) {
         src,
         "    ls_body({args}{sep}blockIdx.x, blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z);"
     );
-    src.push_str("    return;\n  }\n");
-    src.push_str("  const u32 nx = ls_count[0], ny = ls_count[1], nz = ls_count[2];\n");
+    src.push_str("  } else {\n");
+    src.push_str("    const u32 nx = ls_count[0], ny = ls_count[1], nz = ls_count[2];\n");
     let [max_x, max_y, max_z] = MAX_GRID;
     let _ = writeln!(
         src,
-        "  if (nx > {max_x}u || ny > {max_y}u || nz > {max_z}u) return;"
+        "    if (nx > {max_x}u || ny > {max_y}u || nz > {max_z}u) return;"
     );
-    src.push_str("  const unsigned long long plane = (unsigned long long)nx * ny;\n");
-    src.push_str("  const unsigned long long total = plane * nz;\n");
-    src.push_str("  for (unsigned long long w = blockIdx.x; w < total; w += gridDim.x) {\n");
+    src.push_str("    const unsigned long long plane = (unsigned long long)nx * ny;\n");
+    src.push_str("    const unsigned long long total = plane * nz;\n");
+    src.push_str("    for (unsigned long long w = blockIdx.x; w < total; w += gridDim.x) {\n");
     let _ = writeln!(
         src,
-        "    ls_body({args}{sep}(u32)(w % nx), (u32)((w / nx) % ny), (u32)(w / plane), nx, ny, nz);"
+        "      ls_body({args}{sep}(u32)(w % nx), (u32)((w / nx) % ny), (u32)(w / plane), nx, ny, nz);"
     );
     if !def.shared.is_empty() {
-        src.push_str("    __syncthreads();\n");
+        src.push_str("      __syncthreads();\n");
     }
-    src.push_str("  }\n}\n");
+    src.push_str("    }\n  }\n");
+    if checked {
+        src.push_str("  if (ls_p.faulted != 0u) ls_report(ls_fault, ls_kernel, ls_p);\n");
+    }
+    src.push_str("}\n");
 }
 
 fn c_type(elem: ElemType) -> &'static str {
@@ -461,12 +482,12 @@ impl Lowering<'_> {
         }
     }
 
-    /// A checked access: `helper(array, len, args…, record, kernel, array word)`.
+    /// A checked access: `helper(array, len, args…, pending fault, array word)`.
     fn checked_call(&self, helper: &str, array: Array, args: &[&str]) -> String {
         let (name, len, word) = self.array(array);
         let args: Vec<&str> = args.iter().map(|a| unparen(a)).collect();
         format!(
-            "{helper}({name}, {len}, {}, ls_fault, ls_kernel, {word}u)",
+            "{helper}({name}, {len}, {}, ls_p, {word}u)",
             args.join(", ")
         )
     }
