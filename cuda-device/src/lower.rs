@@ -126,29 +126,34 @@ __device__ __forceinline__ i32 ls_f32_to_i32(f32 v) {
 }
 
 // Checked mode: an out-of-range access yields 0 (a load, an atomic) or does nothing (a store,
-// an atomic) and is noted in the invocation's pending fault, which keeps the first one; the
+// an atomic) and is noted in the invocation's pending fault, which keeps the last one; the
 // entry point reports it into the fault record (lockstep::kernel::FaultRecord) when the
-// invocation ends, and the first invocation to report fills the record. An access carries no
-// branch and no call: a load is predicated, so unrolled loads are in flight together.
-struct ls_pending { u32 faulted; u32 word; u32 index; };
+// invocation ends, and the first invocation to report fills it. Noting is two selects on
+// registers: no call, whose clobbers and ordering held the loads of an unrolled loop to one or
+// two in flight, and no dependence between one access's check and the next's.
+struct ls_pending { u32 word1; u32 index; };  // word1: the array's word + 1; 0: no fault
 __device__ __forceinline__ bool ls_in_range(ls_pending& p, u32 n, u32 i, u32 word) {
   const bool ok = i < n;
-  const bool first = !ok && p.faulted == 0u;
-  p.word = first ? word : p.word;
-  p.index = first ? i : p.index;
-  p.faulted |= ok ? 0u : 1u;
+  p.word1 = ok ? p.word1 : word + 1u;
+  p.index = ok ? p.index : i;
   return ok;
 }
 __device__ __noinline__ void ls_report(u32* record, u32 kernel, const ls_pending& p) {
   if (atomicCAS(record, 0u, 1u) == 0u) {
     record[1] = kernel;
-    record[2] = p.word;
+    record[2] = p.word1 - 1u;
     record[3] = p.index;
   }
 }
+// A load reads element min(i, last), always in range (`last` is n - 1, and a binding of no
+// elements points at ls_no_elements), with no predicate on the access itself, so its address
+// is computed as an unchecked one's and the compiler schedules it freely; out of range, the
+// value read is replaced by 0.
+__device__ u32 ls_no_elements[1];
 template <typename T>
-__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 i, ls_pending& p, u32 word) {
-  return ls_in_range(p, n, i, word) ? b[i] : T{};
+__device__ __forceinline__ T ls_load(const T* b, u32 n, u32 last, u32 i, ls_pending& p, u32 word) {
+  const T v = b[i < last ? i : last];
+  return ls_in_range(p, n, i, word) ? v : T{};
 }
 template <typename T>
 __device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, ls_pending& p, u32 word) {
@@ -158,7 +163,8 @@ __device__ __forceinline__ void ls_store(T* b, u32 n, u32 i, T v, ls_pending& p,
 #define LS_ATOMIC(name, op) \
   template <typename T> \
   __device__ __forceinline__ T name(T* b, u32 n, u32 i, T v, ls_pending& p, u32 word) { \
-    return ls_in_range(p, n, i, word) ? op(&b[i], v) : (T)0; \
+    if (ls_in_range(p, n, i, word)) return op(&b[i], v); \
+    return (T)0; \
   }
 LS_ATOMIC(ls_atomic_add, atomicAdd)
 LS_ATOMIC(ls_atomic_min, atomicMin)
@@ -169,7 +175,8 @@ LS_ATOMIC(ls_atomic_or, atomicOr)
 LS_ATOMIC(ls_atomic_xor, atomicXor)
 template <typename T>
 __device__ __forceinline__ T ls_atomic_cas(T* b, u32 n, u32 i, T expected, T v, ls_pending& p, u32 word) {
-  return ls_in_range(p, n, i, word) ? atomicCAS(&b[i], expected, v) : (T)0;
+  if (ls_in_range(p, n, i, word)) return atomicCAS(&b[i], expected, v);
+  return (T)0;
 }
 "#;
 
@@ -269,19 +276,35 @@ fn kernel_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
     params
 }
 
-/// `ls_body`: one workgroup's work, given the kernel's bindings and scalar parameters, in
-/// checked mode the invocation's pending fault, and the workgroup's id and the grid's size; it
-/// declares the shared arrays, the zeroed local arrays and locals, then runs the lowered `body`.
+/// `ls_body`'s parameters before the grid's, as `(declaration, name)`: per binding its pointer,
+/// its length and, checked, the index its loads clamp to (`m<i>`); the scalar parameters; and,
+/// checked, the invocation's pending fault.
+fn body_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
+    let mut params: Vec<(String, String)> = Vec::new();
+    for (decl, name) in kernel_params(def, false) {
+        let binding = name.strip_prefix('n').map(str::to_owned);
+        params.push((decl, name));
+        if let (Some(i), true) = (binding, checked) {
+            params.push((format!("const u32 m{i}"), format!("m{i}")));
+        }
+    }
+    if checked {
+        params.push(("ls_pending& ls_p".into(), "ls_p".into()));
+    }
+    params
+}
+
+/// `ls_body`: one workgroup's work, given [`body_params`] and the workgroup's id and the grid's
+/// size; it declares the shared arrays, the zeroed local arrays and locals, then runs the
+/// lowered `body`.
 fn body_function(src: &mut String, def: &KernelDef, checked: bool, body: &str) {
     let grid = [
         "ls_wg_x", "ls_wg_y", "ls_wg_z", "ls_nwg_x", "ls_nwg_y", "ls_nwg_z",
     ];
     src.push_str("__device__ __forceinline__ void ls_body(\n");
-    let pending = checked.then(|| "ls_pending& ls_p".to_owned());
-    let body_params: Vec<String> = kernel_params(def, false)
+    let body_params: Vec<String> = body_params(def, checked)
         .into_iter()
         .map(|(decl, _)| decl)
-        .chain(pending)
         .chain(grid.iter().map(|g| format!("const u32 {g}")))
         .collect();
     let _ = writeln!(src, "    {}) {{", body_params.join(",\n    "));
@@ -324,12 +347,24 @@ fn entry_point(src: &mut String, def: &KernelDef, checked: bool) {
         .chain(std::iter::once("const u32* ls_count".to_owned()))
         .collect();
     let _ = writeln!(src, "    {}) {{", entry_params.join(",\n    "));
-    let body_params = kernel_params(def, false);
-    let mut args: Vec<&str> = body_params.iter().map(|(_, name)| name.as_str()).collect();
     if checked {
-        src.push_str("  ls_pending ls_p = {0u, 0u, 0u};\n");
-        args.push("ls_p");
+        src.push_str("  ls_pending ls_p = {0u, 0u};\n");
+        // A binding of no elements points at a word of zeros: its loads clamp to index 0.
+        for (i, decl) in def.bindings.iter().enumerate() {
+            let constness = if decl.access == Access::Read {
+                "const "
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                src,
+                "  const u32 m{i} = n{i} == 0u ? 0u : n{i} - 1u;\n  if (n{i} == 0u) b{i} = ({constness}{}*)ls_no_elements;",
+                c_type(decl.elem)
+            );
+        }
     }
+    let body_params = body_params(def, checked);
+    let args: Vec<&str> = body_params.iter().map(|(_, name)| name.as_str()).collect();
     let args = args.join(", ");
     let sep = if args.is_empty() { "" } else { ", " };
     let _ = writeln!(src, "  if (ls_count == nullptr) {{");
@@ -356,7 +391,7 @@ fn entry_point(src: &mut String, def: &KernelDef, checked: bool) {
     }
     src.push_str("    }\n  }\n");
     if checked {
-        src.push_str("  if (ls_p.faulted != 0u) ls_report(ls_fault, ls_kernel, ls_p);\n");
+        src.push_str("  if (ls_p.word1 != 0u) ls_report(ls_fault, ls_kernel, ls_p);\n");
     }
     src.push_str("}\n");
 }
@@ -482,7 +517,18 @@ impl Lowering<'_> {
         }
     }
 
-    /// A checked access: `helper(array, len, args…, pending fault, array word)`.
+    /// The index of `array`'s last element, or 0 for a binding of none (see [`entry_point`]):
+    /// where a checked load clamps its index. Validation refuses empty shared and local arrays.
+    fn last(&self, array: Array) -> String {
+        match array {
+            Array::Binding(b) => format!("m{}", b.0),
+            Array::Shared(s) => format!("{}u", self.def.shared[s.0 as usize].len - 1),
+            Array::Local(l) => format!("{}u", self.def.local_arrays[l.0 as usize].len - 1),
+        }
+    }
+
+    /// A checked access: `helper(array, len, args…, pending fault, array word)` (a load's
+    /// arguments start with the array's last index).
     fn checked_call(&self, helper: &str, array: Array, args: &[&str]) -> String {
         let (name, len, word) = self.array(array);
         let args: Vec<&str> = args.iter().map(|a| unparen(a)).collect();
@@ -739,7 +785,8 @@ impl Lowering<'_> {
         if self.checked {
             let t = self.temp();
             let elem = self.def.elem_of(array).unwrap_or(ElemType::U32);
-            let call = self.checked_call("ls_load", array, &[&index]);
+            let last = self.last(array);
+            let call = self.checked_call("ls_load", array, &[&last, &index]);
             self.line(&format!("const {} {t} = {call};", c_type(elem)));
             t
         } else {

@@ -109,9 +109,12 @@ impl Default for KernelChecks {
 /// Layout of the per-stream fault record that checked kernels write.
 ///
 /// In checked mode a kernel takes one extra binding after its declared ones: a read-write `u32`
-/// array of [`FaultRecord::WORDS`] elements. The first out-of-range access of any invocation
-/// sets `[FLAG] = 1` and fills the other words; later violations leave the record unchanged
-/// (first fault wins, written with a compare-and-swap on `FLAG` on real devices). The runtime
+/// array of [`FaultRecord::WORDS`] elements. An out-of-range access sets `[FLAG] = 1` and fills
+/// the other words; later violations leave the record unchanged (first fault wins, written with
+/// a compare-and-swap on `FLAG` on real devices). The simulator records the first access in its
+/// order; a GPU, where invocations run in no defined order, may name any of them (CUDA reports
+/// each invocation's last out-of-range access when the invocation ends, so that checking an
+/// access costs two register selects, not a branch). The runtime
 /// reads and clears it at `flush`/`sync`. `[BINDING]` names the array: a binding's number,
 /// [`FaultRecord::SHARED_ARRAY`] plus a shared array's number, or
 /// [`FaultRecord::LOCAL_ARRAY`] plus a local array's.
