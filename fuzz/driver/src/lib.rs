@@ -8,6 +8,8 @@
 //!   overflows.
 //! - `api` ([`api::run`]): every public client call and the kernel builder, on simulated
 //!   clusters, each call checked by an oracle; see [`api`].
+//! - `recording` ([`recording::run`]): the recording reader on arbitrary bytes; see
+//!   [`recording`].
 //!
 //! Clients run inline ([`ComputeClient::inline`]): one input is a few dozen calls, and an
 //! actor thread per input cost more than the calls.
@@ -22,6 +24,7 @@ use lockstep_sim::{SimConfig, SimDevice};
 pub mod api;
 mod calls;
 mod model;
+pub mod recording;
 
 use calls::{create, create_tensor, create_tensors, empty, read, read_tensor, write, write_tensor};
 use model::Known;

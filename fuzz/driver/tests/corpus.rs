@@ -37,3 +37,8 @@ fn the_io_corpus_replays_cleanly() {
 fn the_api_corpus_replays_cleanly() {
     replay("api", lockstep_fuzzing::api::run);
 }
+
+#[test]
+fn the_recording_corpus_replays_cleanly() {
+    replay("recording", lockstep_fuzzing::recording::run);
+}
