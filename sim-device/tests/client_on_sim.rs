@@ -165,6 +165,24 @@ fn a_failed_read_returns_an_older_failure_of_its_stream_first() {
     c.sync().expect("each failure is returned once");
 }
 
+/// A read of no handles is still a blocking call: it returns the failure of the stream's
+/// earlier write, which the explorer found returned by nobody until a later `sync_all`.
+#[test]
+fn a_read_of_no_handles_returns_the_failure_of_an_earlier_write() {
+    // Transfer 1 is the create's write.
+    let c = client(
+        SimConfig::new(5).with_faults(FaultPlan::scripted([ScriptedFault::at(
+            FaultKind::TransferFailure,
+            1,
+        )])),
+    );
+    let _h = c.create(Bytes::from_elems(&[1u32])).unwrap();
+    let err = lockstep::block_on(c.read_async(Vec::new())).unwrap_err();
+    assert!(err.to_string().contains("writing"), "{err}");
+    c.sync()
+        .expect("the failure was returned once, by the read");
+}
+
 #[test]
 fn injected_kernel_fault_leaves_data_and_other_streams_intact() {
     let c = client(

@@ -338,19 +338,22 @@ impl<D: Device> Server<D> {
     }
 
     /// Moves the device's observed failures and the fault record (`fault_read`, as for
-    /// [`surface_errors`](Self::surface_errors)) into the stream's queue.
+    /// [`surface_errors`](Self::surface_errors)) into the stream's queue. The record is waited
+    /// for first: that wait runs the stream's earlier work, whose failures are then taken too
+    /// (taken before it, a failure of that work stayed with the device, and a read of no
+    /// ranges returned `Ok` although the stream's earlier write had failed).
     fn gather_errors(
         &mut self,
         stream: StreamId,
         fault_read: Option<D::PendingRead>,
     ) -> Result<(), ServerError> {
         self.check_alive()?;
+        let record = fault_read.map(|pending| self.device.wait_read(pending));
         self.take_device_errors(stream)?;
-        if let Some(pending) = fault_read {
-            match self.device.wait_read(pending) {
-                Ok(bytes) => self.inspect_fault_record(stream, &bytes),
-                Err(err) => self.push_device_error(stream, err),
-            }
+        match record {
+            Some(Ok(bytes)) => self.inspect_fault_record(stream, &bytes),
+            Some(Err(err)) => self.push_device_error(stream, err),
+            None => {}
         }
         self.check_alive()
     }
@@ -865,7 +868,8 @@ impl<D: Device> Server<D> {
     }
 
     /// Reads every range after all earlier work of `stream`, then surfaces the stream's oldest
-    /// pending error instead of the bytes if there is one.
+    /// pending error instead of the bytes if there is one. A read of no ranges waits for the
+    /// stream, so it surfaces the failures of its earlier work as any read does.
     pub fn read(
         &mut self,
         stream: StreamId,
@@ -883,6 +887,14 @@ impl<D: Device> Server<D> {
             });
             self.after_access(stream, &[(range.buffer, false)]);
             pending.push(read);
+        }
+        if ranges.is_empty() {
+            // Nothing to wait for but the stream itself: a read of no ranges is still a
+            // blocking call that returns the failures of the stream's earlier work.
+            let raw_stream = self.streams[&stream].raw;
+            if let Err(err) = self.device.synchronize(raw_stream) {
+                self.push_device_error(stream, err);
+            }
         }
         let fault_read = self.enqueue_fault_check(stream);
         let mut results = Vec::with_capacity(pending.len());
