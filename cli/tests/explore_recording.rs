@@ -3,7 +3,8 @@
 //! reads shared memory with no barrier after the store) pass their own checks when recorded,
 //! yet `lockstep explore --recording` finds each within 100 seeds and shrinks it to a printed
 //! Rust test (checked in exactly as printed, `tests/shrunk/`, where its `#[test]` reproduces
-//! the failure); their fixed forms pass 10,000 seeds, with and without injected faults.
+//! the failure); their fixed forms pass 10,000 seeds, with and without injected faults. The
+//! same programs recorded on an H200 (`tests/recordings/h200/`) are explored alike.
 //!
 //! After a deliberate change to the explorer or the printer, rewrite the printed tests with
 //! `UPDATE_SHRUNK=1 cargo test -p lockstep-cli --test explore_recording`.
@@ -158,4 +159,28 @@ fn the_kernel_with_its_barrier_passes_10000_seeds() {
     let (passed, output) = explore(&dir, "fixed.rec", &args);
     assert!(passed, "{output}");
     insta::assert_snapshot!("barrier_fixed_faults", output);
+}
+
+/// The proof programs recorded on an H200 through Lockstep's CUDA device
+/// (`scripts/gpu/record-h200.sh`, `tests/recordings/h200/`), where each passed its own check:
+/// the explorer finds the race and the missing barrier within 100 seeds, and the fixed forms
+/// pass 10,000 seeds.
+#[test]
+fn the_programs_recorded_on_an_h200_are_found_or_pass_as_on_the_simulator() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recordings/h200");
+    for (name, class) in [
+        (
+            "race-threads.rec",
+            "the result differs from the recorded run",
+        ),
+        ("missing-barrier.rec", "sanitizer: Kernel(Race)"),
+    ] {
+        let (passed, output) = explore(&dir, name, &["--seed", "0", "--seeds", "100"]);
+        assert!(!passed && output.contains(class), "{name}: {output}");
+    }
+    for name in ["race-threads-fixed.rec", "missing-barrier-fixed.rec"] {
+        let (passed, output) = explore(&dir, name, &["--seed", "0", "--seeds", "10000"]);
+        assert!(passed, "{name}: {output}");
+        assert!(output.contains("10000 seeds: 0 failed"), "{name}: {output}");
+    }
 }
