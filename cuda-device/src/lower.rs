@@ -54,8 +54,8 @@
 use std::fmt::Write as _;
 
 use lockstep::kernel::{
-    Access, Array, AtomicOp, BinOp, BitFn, Builtin, CmpOp, ElemType, Expr, FaultRecord, KernelDef,
-    LogicOp, Scalar, Stmt, UnaryOp, VarId,
+    Access, Array, AtomicOp, BinOp, BindingDecl, BitFn, Builtin, CmpOp, ElemType, Expr,
+    FaultRecord, KernelDef, LogicOp, Scalar, Stmt, UnaryOp, VarId,
 };
 
 /// The name of the kernel's entry point in the compiled module.
@@ -255,13 +255,8 @@ pub fn kernel_source(def: &KernelDef, checked: bool) -> String {
 fn kernel_params(def: &KernelDef, checked: bool) -> Vec<(String, String)> {
     let mut params: Vec<(String, String)> = Vec::new();
     for (i, decl) in def.bindings.iter().enumerate() {
-        let constness = if decl.access == Access::Read {
-            "const "
-        } else {
-            ""
-        };
         params.push((
-            format!("{constness}{}* __restrict__ b{i}", c_type(decl.elem)),
+            format!("{}* __restrict__ b{i}", element_type(decl)),
             format!("b{i}"),
         ));
         params.push((format!("const u32 n{i}"), format!("n{i}")));
@@ -351,15 +346,10 @@ fn entry_point(src: &mut String, def: &KernelDef, checked: bool) {
         src.push_str("  ls_pending ls_p = {0u, 0u};\n");
         // A binding of no elements points at a word of zeros: its loads clamp to index 0.
         for (i, decl) in def.bindings.iter().enumerate() {
-            let constness = if decl.access == Access::Read {
-                "const "
-            } else {
-                ""
-            };
             let _ = writeln!(
                 src,
-                "  const u32 m{i} = n{i} == 0u ? 0u : n{i} - 1u;\n  if (n{i} == 0u) b{i} = ({constness}{}*)ls_no_elements;",
-                c_type(decl.elem)
+                "  const u32 m{i} = n{i} == 0u ? 0u : n{i} - 1u;\n  if (n{i} == 0u) b{i} = ({}*)ls_no_elements;",
+                element_type(decl)
             );
         }
     }
@@ -394,6 +384,17 @@ fn entry_point(src: &mut String, def: &KernelDef, checked: bool) {
         src.push_str("  if (ls_p.word1 != 0u) ls_report(ls_fault, ls_kernel, ls_p);\n");
     }
     src.push_str("}\n");
+}
+
+/// The C type of a binding's elements as its pointer points at them: `const` when the kernel
+/// only reads it.
+fn element_type(decl: &BindingDecl) -> String {
+    let constness = if decl.access == Access::Read {
+        "const "
+    } else {
+        ""
+    };
+    format!("{constness}{}", c_type(decl.elem))
 }
 
 fn c_type(elem: ElemType) -> &'static str {
