@@ -710,8 +710,13 @@ impl Seen {
                         return Err(Violation::new(
                             Check::FaultNeverSurfaced(fault.kind),
                             format!(
-                                "injected {:?} #{} on device stream {:?} never surfaced",
-                                fault.kind, fault.id, fault.stream
+                                "injected {:?} #{} on device stream {:?} ({}) never surfaced",
+                                fault.kind,
+                                fault.id,
+                                fault.stream,
+                                fault
+                                    .stream_id
+                                    .map_or("unnamed".to_owned(), |s| s.to_string())
                             ),
                         ));
                     };
@@ -1414,6 +1419,9 @@ impl<D: Device> Run<'_, D> {
         if state.graph.is_some() || state.captures.open.is_some() || launches.is_empty() {
             return Ok(());
         }
+        // start_capture may write the stream's fault record, whose failure surfaces later,
+        // even when no launch of the window runs.
+        state.model.uses(s);
         state.hit(Method::GraphPrepare, s, Arg::Any, &[]);
         if !capture_call(state, s, Method::GraphPrepare, client.graph_prepare())? {
             return Ok(());

@@ -17,6 +17,7 @@ impl Printer<'_> {
         if self.graph.is_some() || self.captures.open.is_some() || launches.is_empty() {
             return;
         }
+        self.model.uses(s);
         self.code.line(format!("{c}.graph_prepare().unwrap();"));
         for l in &launches {
             self.launch(c, s, l, true);
