@@ -311,13 +311,15 @@ fn explores_from_lockstep_seed() {
     }
 }
 
-/// Seeds that once failed, each for a fault of the explorer or the runtime since fixed.
+/// Seeds (explored with faults) that once failed, each for a defect since fixed:
+/// - 3562484640: a capture whose launches all skipped (a slot of no elements) still wrote the
+///   stream's fault record at `start_capture`; that write failed, and the final drain, which
+///   syncs only the streams the model knew, never collected the failure.
+const ONCE_FAILED: &[u64] = &[3_562_484_640];
+
 #[test]
 fn seeds_that_once_failed_pass() {
-    // 3562484640: a capture whose launches all skipped (a slot of no elements) still wrote
-    // the stream's fault record at `start_capture`; that write failed, and the final drain,
-    // which syncs only the streams the model knew, never collected the failure.
-    for seed in [3_562_484_640] {
+    for &seed in ONCE_FAILED {
         let report = run_seed(&lockstep_explore::Simulator, seed, true);
         assert_eq!(
             report.failure, None,
