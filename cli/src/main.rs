@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::sync::Arc;
 use std::time::Duration;
 
+use lockstep::replay::FloatTolerance;
 #[cfg(feature = "cuda")]
 use lockstep_conformance::CudaFactory;
 #[cfg(feature = "wgpu")]
@@ -113,6 +114,13 @@ enum Command {
         /// them as a Rust test against the public API.
         #[arg(long)]
         shrink: bool,
+        /// With `--recording`: how far a float a kernel computed may differ, relative to the
+        /// recorded value (0 with `--absolute-tolerance 0` for bit-exact).
+        #[arg(long, requires = "recording", default_value_t = FloatTolerance::default().relative)]
+        relative_tolerance: f64,
+        /// With `--recording`: how far a float near zero that a kernel computed may differ.
+        #[arg(long, requires = "recording", default_value_t = FloatTolerance::default().absolute)]
+        absolute_tolerance: f64,
     },
     /// Summarise a recording (`LOCKSTEP_RECORD=PATH` writes one): calls by kind, devices,
     /// streams, threads, bytes, kernels and errors.
@@ -243,8 +251,17 @@ fn main() -> ExitCode {
         Command::Replay {
             recording: Some(path),
             seed,
+            relative_tolerance,
+            absolute_tolerance,
             ..
-        } => recording::replay_recording(&path, seed.unwrap_or(recording::REPLAY_SEED)),
+        } => {
+            let tolerance = FloatTolerance {
+                relative: relative_tolerance,
+                absolute: absolute_tolerance,
+            };
+            let seed = seed.unwrap_or(recording::REPLAY_SEED);
+            recording::replay_recording(&path, seed, tolerance)
+        }
         Command::Replay { seed: None, .. } => {
             eprintln!("replay: give --seed, or --recording");
             ExitCode::FAILURE

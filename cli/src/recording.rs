@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use lockstep::record::{Reader, Summary};
-use lockstep::replay::replay;
+use lockstep::replay::{FloatTolerance, replay};
 use lockstep::{ComputeClient, ServerOptions, record::RecordTo};
 use lockstep_explore::recorded::{self, RecordedFailure, Recording};
 use lockstep_sim::{SimConfig, SimDevice};
@@ -55,18 +55,22 @@ pub fn summary(path: &Path, events: bool) -> ExitCode {
 }
 
 /// Replays the recording at `path` on simulators seeded from `seed` (device `d` gets
-/// `seed + d`); fails on any mismatch or unreadable byte.
-pub fn replay_recording(path: &Path, seed: u64) -> ExitCode {
+/// `seed + d`), accepting kernels' floats within `tolerance`; fails on any mismatch or
+/// unreadable byte.
+pub fn replay_recording(path: &Path, seed: u64, tolerance: FloatTolerance) -> ExitCode {
     let input = match open(path) {
         Ok(input) => input,
         Err(code) => return code,
     };
-    println!("seed: {seed}");
+    println!(
+        "seed: {seed}; floats that kernels computed match within {} relative, {} absolute",
+        tolerance.relative, tolerance.absolute
+    );
     let options = ServerOptions {
         record: RecordTo::Off,
         ..ServerOptions::default()
     };
-    let result = replay(input, |device| {
+    let result = replay(input, tolerance, |device| {
         let config = SimConfig::new(seed.wrapping_add(u64::from(device.device)));
         println!("device {}: {} on the simulator", device.device, device.name);
         ComputeClient::inline(SimDevice::new(config), options)

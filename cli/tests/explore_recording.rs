@@ -4,7 +4,8 @@
 //! yet `lockstep explore --recording` finds each within 100 seeds and shrinks it to a printed
 //! Rust test (checked in exactly as printed, `tests/shrunk/`, where its `#[test]` reproduces
 //! the failure); their fixed forms pass 10,000 seeds, with and without injected faults. The
-//! same programs recorded on an H200 (`tests/recordings/h200/`) are explored alike.
+//! same programs recorded on an H200 (`tests/recordings/h200/`) are explored alike, and the
+//! decode loop recorded there replays with every read matching.
 //!
 //! After a deliberate change to the explorer or the printer, rewrite the printed tests with
 //! `UPDATE_SHRUNK=1 cargo test -p lockstep-cli --test explore_recording`.
@@ -182,5 +183,29 @@ fn the_programs_recorded_on_an_h200_are_found_or_pass_as_on_the_simulator() {
         let (passed, output) = explore(&dir, name, &["--seed", "0", "--seeds", "10000"]);
         assert!(passed, "{name}: {output}");
         assert!(output.contains("10000 seeds: 0 failed"), "{name}: {output}");
+    }
+}
+
+/// The decode loop recorded on an H200 through Lockstep's CUDA device and through its wgpu
+/// device on Vulkan (`scripts/gpu/record-h200.sh`, data kept): `lockstep replay --recording`
+/// runs each on the simulator with every read matching (the floats kernels computed within
+/// the default tolerance) and nothing left unchecked.
+#[test]
+fn the_decode_loop_recorded_on_an_h200_replays_with_every_read_matching() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recordings/h200");
+    for name in ["decode_loop-cuda.rec", "decode_loop-vulkan.rec"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_lockstep"))
+            .current_dir(&dir)
+            .args(["replay", "--recording", name])
+            .output()
+            .expect("lockstep runs");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{name}: {stdout}");
+        assert!(
+            stdout.contains("58 reads and 3 outcomes matched, 0 mismatches"),
+            "{name}: {stdout}"
+        );
+        assert!(!stdout.contains("not checked"), "{name}: {stdout}");
+        assert!(!stdout.contains("not replayed"), "{name}: {stdout}");
     }
 }

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use lockstep::kernel::{BindingDecl, ElemType, KernelDef, Scalar};
 use lockstep::record::{
-    Count, Data, Event, Op, Outcome, Range, Reader, RecordTo, Recorder, RecorderConfig, data_hash,
-    encode_frame, header,
+    Count, Data, Event, Op, Outcome, Range, ReadData, Reader, RecordTo, Recorder, RecorderConfig,
+    data_hash, encode_frame, header,
 };
-use lockstep::replay::{Mismatch, MismatchDetail, ReplayReport, replay};
+use lockstep::replay::{FloatTolerance, Mismatch, MismatchDetail, ReplayReport, replay};
 use lockstep::{Bytes, ComputeClient, CubeCount, KernelArguments, ServerOptions, StreamId};
 use lockstep_kernels::elementwise::{KernelKind, fill, overrun};
 use lockstep_sim::{SimConfig, SimDevice};
@@ -82,7 +82,7 @@ fn record_workload(path: &Path, data_bytes_max: u64) {
 
 fn replay_on_simulator(path: &Path) -> ReplayReport {
     let file = std::fs::File::open(path).expect("recorded");
-    replay(file, |_| {
+    replay(file, FloatTolerance::EXACT, |_| {
         ComputeClient::inline(SimDevice::new(SimConfig::new(0)), not_recording())
     })
     .expect("the recording reads")
@@ -143,7 +143,7 @@ fn an_altered_read_hash_names_the_call_stream_thread_and_range() {
         } = event
             && *c == call
         {
-            hashes[0].chunks[2] ^= 1;
+            hashes[0].hashes.chunks[2] ^= 1;
         }
     }
     write_events(&path, &events);
@@ -269,7 +269,10 @@ fn a_kernel_the_simulator_cannot_run_is_named() {
             ),
             Event::Outcome {
                 call: 2,
-                outcome: Outcome::Read(vec![lockstep::record::chunk_hashes(&[0; 16])]),
+                outcome: Outcome::Read(vec![ReadData {
+                    hashes: lockstep::record::chunk_hashes(&[0; 16]),
+                    bytes: None,
+                }]),
             },
         ],
     );
@@ -312,7 +315,12 @@ fn replay_recording_runs_on_a_printed_seed_and_fails_on_a_mismatch() {
     let output = lockstep(&["replay".as_ref(), "--recording".as_ref(), path.as_os_str()]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
-    assert!(stdout.starts_with("seed: 0\n"), "{stdout}");
+    assert!(
+        stdout.starts_with(
+            "seed: 0; floats that kernels computed match within 0.001 relative, 0.00001 absolute\n"
+        ),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("2 reads and 2 outcomes matched, 0 mismatches"),
         "{stdout}"

@@ -10,8 +10,9 @@
 //! [`Event::Kernel`] before its first use). The data a `create` or `write` carries is kept as
 //! bytes up to the recorder's `data_bytes_max` and as an xxh3 hash past it ([`Data`]). A call
 //! that waits for an answer later gets an [`Event::Outcome`]: a read's result as xxh3 hashes of
-//! each [`CHUNK_BYTES`] chunk (so a replay names the first chunk that differs), or the error it
-//! returned. A call refused at the call (an [`IoError`](crate::IoError)) is one
+//! each [`CHUNK_BYTES`] chunk (so a replay names the first chunk that differs) and, up to
+//! `data_bytes_max`, its bytes ([`ReadData`]: a replay then names the first differing value and
+//! compares floats that kernels computed within a tolerance), or the error it returned. A call refused at the call (an [`IoError`](crate::IoError)) is one
 //! [`Op::Refused`] with its error. Releases of buffers and graphs, graph captures and replays
 //! are recorded as ops; collectives, peer copies and memory settings by name only
 //! ([`Op::Other`], with the ranges they may write). Queries (properties, memory usage and
@@ -21,7 +22,7 @@
 //! the event (ranges and parameters copied, data up to `data_bytes_max` copied) and one
 //! channel send. Larger heap data is shared with the writer thread without a copy and hashed
 //! there; larger pinned data (`staging`) is hashed by the calling thread (xxh3, tens of GB/s).
-//! A read's chunk hashes are computed by the thread the read returns to.
+//! A read's chunk hashes (and its copy, when kept) are made by the thread the read returns to.
 //!
 //! **Architecture Invariant:** the file order of calls is consistent with every thread's
 //! program order and with what threads learn of each other: a call's event is sent before the
@@ -44,7 +45,7 @@
 //! `WORLD_SIZE` says several processes run. `LOCKSTEP_RECORD_DATA_MAX=BYTES` sets
 //! `data_bytes_max` (default 1 MiB). [`Recorder::open`] records to a file chosen in code.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! ```text
 //! file   := header frame*
@@ -62,8 +63,8 @@
 //! **Compatibility promise:** a reader reads exactly its own [`VERSION`]; the version goes up
 //! with any change to the encoding of an [`Event`] (postcard carries no field names, so any
 //! change is breaking), and a file of another version is refused as
-//! [`RecordingError::WrongVersion`]. Later phases (exploring from a recording) need only what
-//! version 1 holds: every call's order, thread and stream.
+//! [`RecordingError::WrongVersion`]. Version 2 added the bytes of reads ([`ReadData`]);
+//! version 1 kept their hashes only.
 
 mod format;
 mod hash;
@@ -72,7 +73,8 @@ mod summary;
 mod writer;
 
 pub use format::{
-    Count, Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, Range, ReadHashes, VERSION,
+    Count, Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, Range, ReadData,
+    ReadHashes, VERSION,
 };
 pub use hash::{CHUNK_BYTES, chunk_hashes, first_differing_chunk, whole as data_hash};
 pub use reader::{FRAME_BYTES_MAX, Reader, RecordingError};

@@ -4,6 +4,10 @@
 //! --recording` runs it on the simulator); [`Replayer`] takes events one at a time, so the
 //! explorer feeds the same calls in other orders through this one path.
 //!
+//! A read matches when its chunk hashes do; where they differ and the recording kept the
+//! bytes, value by value, floats that kernels computed within a [`FloatTolerance`]
+//! (`compare.rs`): another device rounds transcendental functions its own way.
+//!
 //! Graphs are captured and replayed again, dry runs stay dry. What it cannot check it says,
 //! never passes silently: a read of memory that data recorded only as a hash reached (written
 //! as zeros instead, and carried through launches to their writable bindings), kernels the
@@ -26,14 +30,15 @@ use crate::graph::Graph;
 use crate::handle::Handle;
 use crate::kernel::{Access, Kernel};
 use crate::launch::{CubeCount, KernelArguments};
-use crate::record::{
-    self, Count, Data, DeviceRecord, Event, Op, Outcome, Range, ReadHashes, Reader, RecordingError,
-};
+use crate::record::{Count, Data, DeviceRecord, Event, Op, Outcome, Range, Reader, RecordingError};
 use crate::stream::StreamId;
 
+mod compare;
 mod report;
 
-pub use report::{Mismatch, MismatchDetail, ReplayReport};
+pub use compare::FloatTolerance;
+use compare::{FloatRanges, Verdict};
+pub use report::{FloatDifference, Mismatch, MismatchDetail, ReplayReport};
 
 /// Why a replay stopped before the recording's end.
 #[derive(Debug, Error)]
@@ -55,7 +60,8 @@ pub enum ReplayError {
 enum Replayed {
     Ok,
     Err(String),
-    Read(Vec<ReadHashes>),
+    /// The bytes of each range, with the kernel-written floats of its buffer then.
+    Read(Vec<(Bytes, Option<FloatRanges>)>),
     /// Its result cannot be compared, for this reason.
     Unchecked(String),
 }
@@ -69,16 +75,17 @@ struct Pending {
 }
 
 /// Replays the recording `input` on the clients `open` starts, one per recorded device, in
-/// file order.
+/// file order, accepting kernels' floats within `tolerance`.
 ///
 /// # Errors
 /// [`ReplayError`] if the recording is unreadable past a point, or names an undeclared device;
 /// differences are not errors but the report's [`mismatches`](ReplayReport::mismatches).
 pub fn replay<D: Device>(
     input: impl Read,
+    tolerance: FloatTolerance,
     open: impl FnMut(&DeviceRecord) -> ComputeClient<D>,
 ) -> Result<ReplayReport, ReplayError> {
-    let mut replayer = Replayer::new(open);
+    let mut replayer = Replayer::new(open).with_tolerance(tolerance);
     for event in Reader::new(input) {
         replayer.event(event?)?;
     }
@@ -104,6 +111,9 @@ pub struct Replayer<D: Device, F> {
     graphs: BTreeMap<(u32, u64), Graph<D>>,
     /// Recorded (device, buffer)s whose contents the replay cannot know, and why.
     tainted: BTreeMap<(u32, u64), String>,
+    /// The ranges of recorded (device, buffer)s that kernels last wrote as floats.
+    floats: BTreeMap<(u32, u64), FloatRanges>,
+    tolerance: FloatTolerance,
     /// Every error a replayed call returned, by recorded call, in replay order.
     errors: Vec<(u64, String)>,
     report: ReplayReport,
@@ -129,9 +139,17 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
             pending: BTreeMap::new(),
             graphs: BTreeMap::new(),
             tainted: BTreeMap::new(),
+            floats: BTreeMap::new(),
+            tolerance: FloatTolerance::default(),
             errors: Vec::new(),
             report: ReplayReport::default(),
         }
+    }
+
+    /// Accepts floats that kernels computed within `tolerance` ([`FloatTolerance::default`]
+    /// unless set; [`FloatTolerance::EXACT`] for bit-exact).
+    pub fn with_tolerance(self, tolerance: FloatTolerance) -> Self {
+        Self { tolerance, ..self }
     }
 
     /// What the replay found so far.
@@ -257,6 +275,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                     }),
                     None => client.empty(bytes as usize),
                 };
+                self.floats.remove(&(at.device, buffer));
                 match created {
                     Ok(handle) => {
                         self.handles.insert((at.device, buffer), handle);
@@ -275,6 +294,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                     return;
                 }
                 let bytes = self.bytes_of(at, range.buffer, data);
+                self.written(at.device, &range, None);
                 if let Err(err) = client.write(&view, bytes) {
                     self.refused(at, "a write refused", err);
                 }
@@ -403,6 +423,13 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                     .or_insert(why.clone());
             }
         }
+        if crate::dry_run::launch_mode() != crate::dry_run::LaunchMode::DryRun {
+            for (range, decl) in bindings.iter().zip(&kernel.def().bindings) {
+                if decl.access == Access::ReadWrite {
+                    self.written(at.device, range, Some(decl.elem));
+                }
+            }
+        }
         let args = KernelArguments {
             bindings: views,
             params,
@@ -410,6 +437,12 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
         if let Err(err) = client.launch(&kernel, count, args) {
             self.refused(at, "a launch refused", err);
         }
+    }
+
+    /// Notes that `range` of `device` was last written as `elem` by a kernel, or by the host.
+    fn written(&mut self, device: u32, range: &Range, elem: Option<crate::kernel::ElemType>) {
+        let floats = self.floats.entry((device, range.buffer)).or_default();
+        floats.written(range.offset, range.offset + range.len, elem);
     }
 
     /// Skips a launch that cannot run here, saying why; its bindings' contents are unknown.
@@ -448,7 +481,12 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
             return Replayed::Unchecked(format!("call {} (read): {why}", at.call));
         }
         match result {
-            Ok(bytes) => Replayed::Read(bytes.iter().map(|b| record::chunk_hashes(b)).collect()),
+            Ok(bytes) => {
+                let floats = ranges
+                    .iter()
+                    .map(|r| self.floats.get(&(at.device, r.buffer)).cloned());
+                Replayed::Read(bytes.into_iter().zip(floats).collect())
+            }
             Err(err) => Replayed::Err(err.to_string()),
         }
     }
@@ -476,29 +514,27 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 self.report.mismatches.push(mismatch(detail));
             }
             (Outcome::Read(expected), Replayed::Read(actual)) => {
-                let first = expected
-                    .iter()
-                    .zip(&actual)
-                    .enumerate()
-                    .find_map(|(i, (e, a))| {
-                        record::first_differing_chunk(e, a).map(|(start, end)| (i, start, end))
-                    });
-                match first {
-                    Some((index, start, end)) => {
-                        // One hash list per range read (checked above): the fallback is never taken.
-                        let range = ranges.get(index).copied().unwrap_or(Range {
-                            buffer: 0,
-                            offset: 0,
-                            len: 0,
-                        });
-                        self.report.mismatches.push(mismatch(MismatchDetail::Bytes {
-                            index,
-                            range,
-                            start,
-                            end,
-                        }));
+                let mut within: Option<FloatDifference> = None;
+                // One entry per range read on both sides (checked above).
+                for (index, ((recorded, (bytes, floats)), range)) in
+                    expected.iter().zip(&actual).zip(ranges).enumerate()
+                {
+                    let at = (index, *range);
+                    match compare::compare(at, recorded, bytes, floats.as_ref(), self.tolerance) {
+                        Verdict::Exact => {}
+                        Verdict::Within(difference) => {
+                            within = Some(within.unwrap_or_default().max(difference));
+                        }
+                        Verdict::Differs(detail) => {
+                            self.report.mismatches.push(mismatch(detail));
+                            return;
+                        }
                     }
-                    None => self.report.reads_matched += 1,
+                }
+                self.report.reads_matched += 1;
+                if let Some(difference) = within {
+                    self.report.reads_within_tolerance += 1;
+                    self.report.float_difference = self.report.float_difference.max(difference);
                 }
             }
             (Outcome::Ok, Replayed::Ok) | (Outcome::Err(_), Replayed::Err(_)) => {

@@ -21,9 +21,12 @@ for program in race-threads missing-barrier; do
   step env LOCKSTEP_RECORD="$rec/$program.rec" "$bin/$program" --device cuda
   step env LOCKSTEP_RECORD="$rec/$program-fixed.rec" "$bin/$program" --device cuda --fixed
 done
+# Their data kept (up to 256 MiB a create, write or read), so the replay checks every read.
+keep=$((256 << 20))
 for example in decode_loop real_kernels; do
-  step env LOCKSTEP_RECORD="$rec/$example-cuda.rec" "$bin/$example" cuda
-  step env LOCKSTEP_RECORD="$rec/$example-vulkan.rec" LOCKSTEP_WGPU_BACKEND=vulkan "$bin/$example" wgpu
+  step env LOCKSTEP_RECORD="$rec/$example-cuda.rec" LOCKSTEP_RECORD_DATA_MAX=$keep "$bin/$example" cuda
+  step env LOCKSTEP_RECORD="$rec/$example-vulkan.rec" LOCKSTEP_RECORD_DATA_MAX=$keep \
+    LOCKSTEP_WGPU_BACKEND=vulkan "$bin/$example" wgpu
 done
 ls -l "$rec"
 # What recording costs: launches and 256 MiB writes, recorded beside unrecorded.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use lockstep::record::{Data, DeviceRecord, Event, Op, Outcome, Range, chunk_hashes};
+use lockstep::record::{Data, DeviceRecord, Event, Op, Outcome, Range, ReadData, chunk_hashes};
 use lockstep_sim::{FaultKind, FaultPlan, ScriptedFault};
 
 use super::faults::Fault;
@@ -54,12 +54,16 @@ fn read(buffer: u64, words: &[u32]) -> (Op, Option<Outcome>) {
         offset: 0,
         len: 4 * words.len() as u64,
     };
-    let hashes = chunk_hashes(bytemuck::cast_slice(words));
+    let bytes: &[u8] = bytemuck::cast_slice(words);
+    let read = ReadData {
+        hashes: chunk_hashes(bytes),
+        bytes: Some(bytes.to_vec()),
+    };
     (
         Op::Read {
             ranges: vec![range],
         },
-        Some(Outcome::Read(vec![hashes])),
+        Some(Outcome::Read(vec![read])),
     )
 }
 

@@ -82,7 +82,7 @@ impl RecordedFailure {
             detail,
         } = mismatch;
         let detail = match detail {
-            MismatchDetail::Bytes { .. } => format!(
+            MismatchDetail::Bytes { .. } | MismatchDetail::Value { .. } => format!(
                 "{kind} of call {call} on thread {thread} differs from the recorded run: the result depends on the interleaving ({detail})"
             ),
             MismatchDetail::Outcome { .. } => format!(

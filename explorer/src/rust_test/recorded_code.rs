@@ -315,11 +315,12 @@ impl Printer {
         self.code.uses("lockstep", &["block_on"]);
         let read = format!("block_on({client}.read_async(vec![{}]))", views.join(", "));
         Ok(match &call.outcome {
-            Some(Outcome::Read(hashes)) => {
+            Some(Outcome::Read(reads)) => {
                 self.code
                     .uses("lockstep::record", &["ReadHashes", "chunk_hashes"]);
-                let expected: Vec<String> = (hashes.iter())
-                    .map(|h| {
+                let expected: Vec<String> = (reads.iter())
+                    .map(|read| {
+                        let h = &read.hashes;
                         let chunks: Vec<String> =
                             h.chunks.iter().map(|c| format!("{c:#018x}")).collect();
                         format!(

@@ -118,12 +118,12 @@ impl<D: Device> ComputeClient<D> {
     }
 }
 
-/// Records what a read returned: each range's chunk hashes, or its error. Hashing runs on the
-/// thread that returns the read.
+/// Records what a read returned: each range's chunk hashes (and bytes, up to the recorder's
+/// limit), or its error. Hashing runs on the thread that returns the read.
 pub(super) fn read_returned(read: PendingRead, result: &Result<Vec<Bytes>, ServerError>) {
     if let Some((recorder, call)) = read {
         let outcome = match result {
-            Ok(bytes) => Outcome::Read(bytes.iter().map(|b| rec::chunk_hashes(b)).collect()),
+            Ok(bytes) => Outcome::Read(bytes.iter().map(|b| recorder.read_data(b)).collect()),
             Err(err) => Outcome::Err(err.to_string()),
         };
         recorder.outcome(call, outcome);

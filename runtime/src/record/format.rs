@@ -9,7 +9,7 @@ use crate::kernel::{KernelDef, Scalar};
 pub const MAGIC: [u8; 8] = *b"LKSTPREC";
 
 /// The format version this build writes and reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 
 /// Bytes of the header: the magic, the version and two reserved zero bytes.
 pub const HEADER_BYTES: usize = MAGIC.len() + 4;
@@ -238,9 +238,21 @@ pub enum Outcome {
     /// `Ok`, for a call that returns no data.
     Ok,
     /// A read's bytes, one entry per range read.
-    Read(Vec<ReadHashes>),
+    Read(Vec<ReadData>),
     /// The error returned, as its message.
     Err(String),
+}
+
+/// What one range read returned: always its hashes; its bytes too when there were no more
+/// than the recorder's `data_bytes_max`, so that a replay can name the first value that differs
+/// and compare floats a kernel computed within a tolerance (devices round transcendental
+/// functions differently).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadData {
+    /// The bytes' chunk hashes.
+    pub hashes: ReadHashes,
+    /// The bytes themselves, if kept.
+    pub bytes: Option<Vec<u8>>,
 }
 
 /// The bytes of one range read, hashed per [`CHUNK_BYTES`](super::CHUNK_BYTES) chunk.

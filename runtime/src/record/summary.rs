@@ -56,7 +56,7 @@ impl Summary {
             Event::Outcome { call, outcome } => match outcome {
                 Outcome::Ok => {}
                 Outcome::Read(ranges) => {
-                    self.bytes_read += ranges.iter().map(|r| r.len).sum::<u64>()
+                    self.bytes_read += ranges.iter().map(|r| r.hashes.len).sum::<u64>()
                 }
                 Outcome::Err(message) => self.errors.push((*call, message.clone())),
             },

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, OnceLock};
 
-use super::format::{Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, VERSION};
+use super::format::{
+    Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, ReadData, VERSION,
+};
 use super::hash;
 use crate::bytes::Bytes;
 use crate::kernel::Kernel;
@@ -315,6 +317,16 @@ impl DeviceRecorder {
                 let xxh3 = hash::whole(bytes);
                 (Data::Hash { len, xxh3 }, None)
             }
+        }
+    }
+
+    /// What a read of `bytes` returned, as recorded: their chunk hashes, and the bytes
+    /// themselves up to `data_bytes_max` (a copy, on the thread the read returns to).
+    pub(crate) fn read_data(&self, bytes: &[u8]) -> ReadData {
+        let kept_max = self.recorder.config.data_bytes_max.min(DATA_KEPT_BYTES_MAX);
+        ReadData {
+            hashes: hash::chunk_hashes(bytes),
+            bytes: (bytes.len() as u64 <= kept_max).then(|| bytes.to_vec()),
         }
     }
 

@@ -35,6 +35,21 @@ pub enum MismatchDetail {
         /// That chunk's end.
         end: u64,
     },
+    /// Range `index` of a read differs at byte `offset` of the range, where the recording
+    /// kept the bytes: the differing value (a kernel's float past the tolerance, or else the
+    /// aligned 4-byte word around the first differing byte) as recorded and as replayed.
+    Value {
+        /// Which range of the read.
+        index: usize,
+        /// The range as recorded.
+        range: Range,
+        /// The value's first byte, from the range's start.
+        offset: u64,
+        /// The value as recorded.
+        recorded: String,
+        /// The value as replayed.
+        replayed: String,
+    },
     /// The call succeeded in one run and failed in the other.
     Outcome {
         /// What the recording says it returned.
@@ -69,6 +84,19 @@ impl fmt::Display for MismatchDetail {
                 range.offset,
                 range.offset + range.len
             ),
+            MismatchDetail::Value {
+                index,
+                range,
+                offset,
+                recorded,
+                replayed,
+            } => write!(
+                f,
+                "range {index} (buffer {}, bytes {}..{}) differs at byte {offset}: recorded {recorded}, replayed {replayed}",
+                range.buffer,
+                range.offset,
+                range.offset + range.len
+            ),
             MismatchDetail::Outcome { recorded, replayed } => {
                 write!(f, "recorded {recorded}, replayed {replayed}")
             }
@@ -77,14 +105,19 @@ impl fmt::Display for MismatchDetail {
 }
 
 /// What a replay did and found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReplayReport {
     /// Calls run.
     pub calls_replayed: u64,
     /// Calls refused at the call when recorded (they changed nothing; not run).
     pub calls_refused: u64,
-    /// Reads whose every range matched its recorded hashes.
+    /// Reads whose every range matched the recording: bit for bit, or with kernels' floats
+    /// within the tolerance.
     pub reads_matched: u64,
+    /// Of those, the reads that matched only within the float tolerance.
+    pub reads_within_tolerance: u64,
+    /// The largest difference those floats had.
+    pub float_difference: FloatDifference,
     /// Waiting calls (not reads) whose success or failure matched.
     pub outcomes_matched: u64,
     /// Differences, in recorded order.
@@ -113,6 +146,14 @@ impl fmt::Display for ReplayReport {
             self.outcomes_matched,
             self.mismatches.len()
         )?;
+        if self.reads_within_tolerance > 0 {
+            let FloatDifference { absolute, relative } = self.float_difference;
+            writeln!(
+                f,
+                "{} reads matched with floats that kernels computed within the tolerance (largest difference {absolute:e}, relative {relative:e})",
+                self.reads_within_tolerance
+            )?;
+        }
         for mismatch in &self.mismatches {
             writeln!(f, "MISMATCH {mismatch}")?;
         }
@@ -123,5 +164,34 @@ impl fmt::Display for ReplayReport {
             writeln!(f, "not replayed ({n}): {reason}")?;
         }
         Ok(())
+    }
+}
+
+/// The largest difference of floats accepted within the tolerance.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FloatDifference {
+    /// Largest `|replayed - recorded|`.
+    pub absolute: f64,
+    /// Largest `|replayed - recorded| / |recorded|`, over recorded values other than zero.
+    pub relative: f64,
+}
+
+impl FloatDifference {
+    pub(super) fn note(&mut self, recorded: f64, replayed: f64) {
+        let difference = (replayed - recorded).abs();
+        if difference.is_finite() {
+            self.absolute = self.absolute.max(difference);
+            if recorded != 0.0 {
+                self.relative = self.relative.max(difference / recorded.abs());
+            }
+        }
+    }
+
+    /// The larger of both, field by field.
+    pub fn max(self, other: Self) -> Self {
+        Self {
+            absolute: self.absolute.max(other.absolute),
+            relative: self.relative.max(other.relative),
+        }
     }
 }

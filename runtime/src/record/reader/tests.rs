@@ -129,16 +129,16 @@ fn an_impossible_length_is_corruption_not_an_allocation() {
 #[test]
 fn another_version_is_refused_at_its_offset() {
     let (mut bytes, _) = file();
-    bytes[8] = 2;
+    bytes[8] = VERSION as u8 + 1;
     let (events_read, error) = read(&bytes);
     assert!(events_read.is_empty());
     assert!(matches!(
         error,
         Some(RecordingError::WrongVersion {
             offset: 8,
-            found: 2,
-            supported: 1
-        })
+            found,
+            supported: VERSION,
+        }) if found == VERSION + 1
     ));
 }
 
