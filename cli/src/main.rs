@@ -20,6 +20,7 @@ use lockstep_explore::{self as explore, ExploreConfig};
 use lockstep_launch::LaunchConfig;
 
 mod recording;
+mod recording_trace;
 
 #[derive(Parser)]
 #[command(
@@ -130,6 +131,10 @@ enum Command {
         /// Print every event first, one a line (data and hashes elided).
         #[arg(long)]
         events: bool,
+        /// Write the recorded run as a Chrome/Perfetto trace (open it in ui.perfetto.dev): a
+        /// track per host thread and per stream, each call a slice from issue to return.
+        #[arg(long)]
+        perfetto: Option<std::path::PathBuf>,
     },
     /// Start NPROC processes of PROGRAM on this host as one world (like torchrun's standalone
     /// mode): each gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and
@@ -266,7 +271,11 @@ fn main() -> ExitCode {
             eprintln!("replay: give --seed, or --recording");
             ExitCode::FAILURE
         }
-        Command::Recording { path, events } => recording::summary(&path, events),
+        Command::Recording {
+            path,
+            events,
+            perfetto,
+        } => recording::summary(&path, events, perfetto.as_deref()),
         Command::Replay {
             seed: Some(seed),
             faults,

@@ -24,14 +24,16 @@ fn open(path: &Path) -> Result<std::io::BufReader<std::fs::File>, ExitCode> {
         })
 }
 
-/// Prints the summary of the recording at `path`, after every event if `events`; a recording
-/// unreadable past a point prints the summary of what came before, then why, and fails.
-pub fn summary(path: &Path, events: bool) -> ExitCode {
+/// Prints the summary of the recording at `path`, after every event if `events`, and writes
+/// its Perfetto trace to `perfetto` if given; a recording unreadable past a point prints (and
+/// traces) what came before, then why, and fails.
+pub fn summary(path: &Path, events: bool, perfetto: Option<&Path>) -> ExitCode {
     let input = match open(path) {
         Ok(input) => input,
         Err(code) => return code,
     };
     let mut summary = Summary::default();
+    let mut read = Vec::new();
     let mut failure = None;
     for event in Reader::new(input) {
         match event {
@@ -40,11 +42,25 @@ pub fn summary(path: &Path, events: bool) -> ExitCode {
                     println!("{}", lockstep::record::brief(&event));
                 }
                 summary.add(&event);
+                if perfetto.is_some() {
+                    read.push(event);
+                }
             }
             Err(err) => failure = Some(err),
         }
     }
     print!("{summary}");
+    if let Some(out) = perfetto {
+        let trace = crate::recording_trace::trace_json(&read).to_string();
+        if let Err(err) = std::fs::write(out, trace) {
+            eprintln!("{}: {err}", out.display());
+            return ExitCode::FAILURE;
+        }
+        println!(
+            "perfetto trace: {} (open it in ui.perfetto.dev)",
+            out.display()
+        );
+    }
     match failure {
         None => ExitCode::SUCCESS,
         Some(err) => {

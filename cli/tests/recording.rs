@@ -140,6 +140,7 @@ fn an_altered_read_hash_names_the_call_stream_thread_and_range() {
         if let Event::Outcome {
             call: c,
             outcome: Outcome::Read(hashes),
+            ..
         } = event
             && *c == call
         {
@@ -205,6 +206,44 @@ fn data_recorded_as_a_hash_leaves_what_it_reaches_unchecked() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// Pinned bytes past the limit are held past the write's drop of them and hashed by the
+/// writer thread: the recorded hash is theirs, and the block goes back to its pool after. On
+/// the simulator, a read's bytes are such a block of the device's host pool.
+#[test]
+fn a_large_pinned_write_is_hashed_by_the_writer_thread() {
+    let path = temp("pinned");
+    let recorder = Recorder::open(&path, RecorderConfig { data_bytes_max: 64 }).expect("opens");
+    let options = ServerOptions {
+        record: RecordTo::Recorder(recorder),
+        ..ServerOptions::default()
+    };
+    let client = ComputeClient::with_options(SimDevice::new(SimConfig::new(3)), options);
+    let values: Vec<u32> = (0..8192).map(|v| v * 7).collect();
+    let source = client.create(Bytes::from_elems(&values)).unwrap();
+    let data = client.read_one(source).unwrap();
+    assert_eq!(data.property(), lockstep::AllocationProperty::Pinned);
+    let copy = client.empty(data.len()).unwrap();
+    client.write(&copy, data).unwrap();
+    client.sync().unwrap();
+    recorder.flush().expect("the recording is written");
+    let written = events(&path).into_iter().find_map(|e| match e {
+        Event::Call {
+            op: Op::Write { data, .. },
+            ..
+        } => Some(data),
+        _ => None,
+    });
+    let expected = Data::Hash {
+        len: 4 * values.len() as u64,
+        xxh3: data_hash(&Bytes::from_elems(&values)),
+    };
+    assert_eq!(written, Some(expected));
+    let report = client.memory_report().unwrap();
+    let pool = report.host_pool.expect("the simulator lends pooled blocks");
+    assert_eq!(pool.blocks_lent, 0, "{pool:?}");
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn a_kernel_the_simulator_cannot_run_is_named() {
     let path = temp("unrunnable");
@@ -232,6 +271,7 @@ fn a_kernel_the_simulator_cannot_run_is_named() {
         thread: 0,
         stream: 1,
         op,
+        at_ns: 0,
     };
     write_events(
         &path,
@@ -273,6 +313,7 @@ fn a_kernel_the_simulator_cannot_run_is_named() {
                     hashes: lockstep::record::chunk_hashes(&[0; 16]),
                     bytes: None,
                 }]),
+                at_ns: 0,
             },
         ],
     );
@@ -306,6 +347,63 @@ fn the_summary_counts_calls_streams_threads_bytes_kernels_and_errors() {
     let text = String::from_utf8_lossy(&output.stdout).replace(&pid, "process PID");
     insta::assert_snapshot!(text);
     let _ = std::fs::remove_file(&path);
+}
+
+/// `lockstep recording --perfetto` draws the recorded run on its own clock: every call a
+/// slice on its thread's track and on its stream's, a waiting call's from issue to return.
+#[test]
+fn the_perfetto_trace_draws_every_call_on_its_thread_and_its_stream() {
+    let path = temp("perfetto");
+    let out = path.with_extension("json");
+    record_workload(&path, 8192);
+    let output = lockstep(&[
+        "recording".as_ref(),
+        path.as_os_str(),
+        "--perfetto".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("the trace is written")).unwrap();
+    let trace = trace["traceEvents"].as_array().expect("trace events");
+    let calls = events(&path)
+        .iter()
+        .filter(|e| matches!(e, Event::Call { .. }))
+        .count();
+    let slices: Vec<&serde_json::Value> = trace.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(
+        slices.len(),
+        2 * calls,
+        "one slice per call on each of two tracks"
+    );
+    let names = |key: &str| -> Vec<String> {
+        let mut names: Vec<String> = (trace.iter())
+            .filter(|e| e["name"] == key)
+            .map(|e| e["args"]["name"].as_str().unwrap().to_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names("process_name"), ["device 0: lockstep simulator"]);
+    // Two threads (numbered process-wide, so by whichever test called first), each on its own
+    // stream.
+    let tracks = names("thread_name");
+    assert_eq!(tracks[..2], ["stream 1", "stream 2"]);
+    assert_eq!(tracks.len(), 4);
+    assert!(
+        tracks[2..].iter().all(|t| t.starts_with("thread ")),
+        "{tracks:?}"
+    );
+    // A read waits for its bytes: its slice lasts until its outcome, after its issue.
+    let read = slices
+        .iter()
+        .find(|e| e["name"] == "read")
+        .expect("a read slice");
+    assert!(read["dur"].as_f64().unwrap() > 0.1, "{read}");
+    let issued: Vec<f64> = slices.iter().map(|e| e["ts"].as_f64().unwrap()).collect();
+    assert!(issued.iter().all(|ts| *ts >= 0.0));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&out);
 }
 
 #[test]
@@ -448,6 +546,7 @@ fn data_that_contradicts_its_size_is_skipped_as_malformed_not_allocated() {
         thread: 0,
         stream: 1,
         op,
+        at_ns: 0,
     };
     let huge = lockstep::record::Data::Hash {
         len: u64::MAX,

@@ -64,6 +64,19 @@ pub trait PinnedMemory: Any + Send + Sync + RefUnwindSafe + UnwindSafe {
     fn as_slice(&self) -> &[u8];
     /// The memory, to fill before a write.
     fn as_mut_slice(&mut self) -> &mut [u8];
+    /// Keeps the memory from being reused once it is dropped, until the returned
+    /// [`HeldBytes`] has read it: how the recorder hashes a large pinned write off the calling
+    /// thread. `None` (the default) if it cannot, or is held already.
+    fn hold(&mut self) -> Option<Arc<dyn HeldBytes>> {
+        None
+    }
+}
+
+/// Pinned memory held past its drop ([`PinnedMemory::hold`]) for a reader on another thread.
+pub trait HeldBytes: Send + Sync {
+    /// Waits until the memory's owner dropped it, runs `read` on its bytes (which nothing
+    /// writes any more), then lets the memory be reused. Called at most once.
+    fn read_released(&self, read: &mut dyn FnMut(&[u8]));
 }
 
 /// Produces the bytes of a deferred read; runs once, on the thread of the first access.

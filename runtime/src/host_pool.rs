@@ -18,6 +18,8 @@
 //!   returning thread. Lent blocks are not bounded: they are what callers hold. When what is
 //!   lent and kept together reaches the cap, a request waits for a kept block of its class
 //!   whose copy is still in flight rather than allocating one more.
+//! - A block whose `Bytes` a recorder holds ([`PinnedMemory::hold`]) goes back to its pool once
+//!   it was read after its drop (`hold.rs`), still counted as lent until then.
 //! - Every `PooledBlock` holds an `Arc` of its pool, which holds the allocator: the pool (and
 //!   what freeing a block needs, e.g. a CUDA context) outlives every block it lent, the device
 //!   and the client included.
@@ -26,7 +28,7 @@ use std::collections::BTreeMap;
 use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::bytes::{Bytes, PinnedMemory};
+use crate::bytes::{Bytes, HeldBytes, PinnedMemory};
 use crate::error::DeviceError;
 
 /// Smallest block: shorter requests share this class.
@@ -164,6 +166,7 @@ impl<A: HostAllocator> HostPool<A> {
             len,
             capacity,
             pool: self.clone(),
+            hold: None,
         })
     }
 
@@ -268,6 +271,8 @@ pub struct PooledBlock<A: HostAllocator> {
     len: usize,
     capacity: usize,
     pool: Arc<HostPool<A>>,
+    /// Where the drop leaves the block instead, if another thread is to read it first.
+    hold: Option<Arc<hold::Hold<A>>>,
 }
 
 impl<A: HostAllocator> std::fmt::Debug for PooledBlock<A> {
@@ -326,12 +331,29 @@ impl<A: HostAllocator> PinnedMemory for PooledBlock<A> {
         let len = self.len;
         &mut self.block_mut().as_mut_slice()[..len]
     }
+
+    fn hold(&mut self) -> Option<Arc<dyn HeldBytes>> {
+        if self.hold.is_some() {
+            return None;
+        }
+        let hold = Arc::new(hold::Hold::new(self.len));
+        self.hold = Some(hold.clone());
+        Some(hold)
+    }
 }
 
 impl<A: HostAllocator> Drop for PooledBlock<A> {
     fn drop(&mut self) {
-        if let Some(block) = self.block.take() {
-            self.pool.give(block, self.capacity);
+        let Some(block) = self.block.take() else {
+            return;
+        };
+        match self.hold.take() {
+            Some(hold) => hold.release(hold::Released {
+                block,
+                capacity: self.capacity,
+                pool: self.pool.clone(),
+            }),
+            None => self.pool.give(block, self.capacity),
         }
     }
 }
@@ -363,5 +385,6 @@ impl HostAllocator for HeapAllocator {
     }
 }
 
+mod hold;
 #[cfg(test)]
 mod tests;

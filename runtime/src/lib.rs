@@ -113,7 +113,7 @@ mod throughput;
 pub use app_error::Error;
 #[cfg(not(loom))]
 pub use block_on::block_on;
-pub use bytes::{AllocationProperty, Bytes, PinnedMemory};
+pub use bytes::{AllocationProperty, Bytes, HeldBytes, PinnedMemory};
 #[cfg(not(loom))]
 pub use client::ComputeClient;
 pub use collective::{CollectiveError, ReduceOperation};

@@ -20,8 +20,10 @@
 //!
 //! What recording costs a call, on the calling thread: one branch when off; when on, building
 //! the event (ranges and parameters copied, data up to `data_bytes_max` copied) and one
-//! channel send. Larger heap data is shared with the writer thread without a copy and hashed
-//! there; larger pinned data (`staging`) is hashed by the calling thread (xxh3, tens of GB/s).
+//! channel send. Larger data is hashed by the writer thread: heap bytes shared with it without
+//! a copy, pinned ones (`staging`, a read's bytes) held past the write's drop of them
+//! ([`PinnedMemory::hold`](crate::PinnedMemory::hold)) and returned to their pool once hashed.
+//! A kernel's IR goes to the writer with a thread's first call naming it only.
 //! A read's chunk hashes (and its copy, when kept) are made by the thread the read returns to.
 //!
 //! **Architecture Invariant:** the file order of calls is consistent with every thread's
@@ -45,7 +47,7 @@
 //! `WORLD_SIZE` says several processes run. `LOCKSTEP_RECORD_DATA_MAX=BYTES` sets
 //! `data_bytes_max` (default 1 MiB). [`Recorder::open`] records to a file chosen in code.
 //!
-//! # Format (version 2)
+//! # Format (version 3)
 //!
 //! ```text
 //! file   := header frame*
@@ -63,8 +65,9 @@
 //! **Compatibility promise:** a reader reads exactly its own [`VERSION`]; the version goes up
 //! with any change to the encoding of an [`Event`] (postcard carries no field names, so any
 //! change is breaking), and a file of another version is refused as
-//! [`RecordingError::WrongVersion`]. Version 2 added the bytes of reads ([`ReadData`]);
-//! version 1 kept their hashes only.
+//! [`RecordingError::WrongVersion`]. Version 3 added when each call was issued and returned
+//! (`at_ns`, for `lockstep recording --perfetto`); version 2 the bytes of reads ([`ReadData`]),
+//! of which version 1 kept hashes only.
 
 mod format;
 mod hash;

@@ -197,6 +197,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 thread,
                 stream,
                 op,
+                ..
             } => {
                 let at = At {
                     call,
@@ -211,7 +212,7 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 client.set_stream(StreamId(stream));
                 self.call(&client, at, op);
             }
-            Event::Outcome { call, outcome } => self.outcome(call, outcome),
+            Event::Outcome { call, outcome, .. } => self.outcome(call, outcome),
         }
         Ok(())
     }

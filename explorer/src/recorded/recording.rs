@@ -39,6 +39,8 @@ pub struct RecordedCall {
     pub position: usize,
     /// The index of its [`Event::Outcome`], if it has one.
     pub outcome_position: Option<usize>,
+    /// When it was issued and, with an outcome, when it returned (the recording's clock).
+    pub at_ns: (u64, Option<u64>),
 }
 
 impl RecordedCall {
@@ -50,6 +52,7 @@ impl RecordedCall {
             thread: self.thread,
             stream: self.stream,
             op: self.op.clone(),
+            at_ns: self.at_ns.0,
         }
     }
 
@@ -58,6 +61,7 @@ impl RecordedCall {
         self.outcome.clone().map(|outcome| Event::Outcome {
             call: self.call,
             outcome,
+            at_ns: self.at_ns.1.unwrap_or(self.at_ns.0),
         })
     }
 }
@@ -112,6 +116,7 @@ impl Recording {
                 thread,
                 stream,
                 op,
+                at_ns,
             } => self.calls.push(RecordedCall {
                 call,
                 device,
@@ -121,12 +126,18 @@ impl Recording {
                 outcome: None,
                 position,
                 outcome_position: None,
+                at_ns: (at_ns, None),
             }),
-            Event::Outcome { call, outcome } => {
+            Event::Outcome {
+                call,
+                outcome,
+                at_ns,
+            } => {
                 // Outcomes name calls made before them: the latest call of that number.
                 if let Some(made) = self.calls.iter_mut().rev().find(|c| c.call == call) {
                     made.outcome = Some(outcome);
                     made.outcome_position = Some(position);
+                    made.at_ns.1 = Some(at_ns);
                 }
             }
             declaration => self.declarations.push(declaration),

@@ -28,6 +28,10 @@ fn recording(calls: Vec<(u32, Op, Option<Outcome>)>) -> Recording {
             thread,
             stream: 100 + u64::from(thread),
             outcome_position: outcome.as_ref().map(|_| 2 * i + 1),
+            at_ns: (
+                1000 * i as u64,
+                outcome.as_ref().map(|_| 1000 * i as u64 + 500),
+            ),
             op,
             outcome,
             position: 2 * i,

@@ -238,3 +238,36 @@ fn a_request_takes_a_kept_block_up_to_twice_its_class_smallest_first() {
         stats(&pool, (0, 0), (4, 16_384 + 8192 + 6144 + 4096), [4, 2, 0])
     );
 }
+
+#[test]
+fn a_held_block_is_read_after_its_drop_and_only_then_returned() {
+    let (pool, _) = pool(1 << 20);
+    let mut block = pool.lend(5000).unwrap();
+    block.as_mut_slice().fill(9);
+    let mut bytes = block.into_bytes();
+    let held = bytes.pinned_mut().and_then(|p| p.hold()).expect("held");
+    assert!(
+        bytes.pinned_mut().and_then(|p| p.hold()).is_none(),
+        "one hold at a time"
+    );
+    // The reader waits for the drop, on another thread.
+    let reader = std::thread::spawn(move || {
+        let mut read = Vec::new();
+        held.read_released(&mut |b| read = b.to_vec());
+        read
+    });
+    drop(bytes);
+    assert_eq!(reader.join().unwrap(), vec![9; 5000]);
+    assert_eq!(pool.stats(), stats(&pool, (0, 0), (1, 5120), [1, 0, 0]));
+}
+
+#[test]
+fn a_held_block_counts_as_lent_until_read_and_returns_if_never_read() {
+    let (pool, _) = pool(1 << 20);
+    let mut bytes = pool.lend(5000).unwrap().into_bytes();
+    let held = bytes.pinned_mut().and_then(|p| p.hold()).expect("held");
+    drop(bytes);
+    assert_eq!(pool.stats(), stats(&pool, (1, 5120), (0, 0), [1, 0, 0]));
+    drop(held);
+    assert_eq!(pool.stats(), stats(&pool, (0, 0), (1, 5120), [1, 0, 0]));
+}

@@ -9,7 +9,7 @@ use crate::kernel::{KernelDef, Scalar};
 pub const MAGIC: [u8; 8] = *b"LKSTPREC";
 
 /// The format version this build writes and reads.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 
 /// Bytes of the header: the magic, the version and two reserved zero bytes.
 pub const HEADER_BYTES: usize = MAGIC.len() + 4;
@@ -45,6 +45,9 @@ pub enum Event {
         stream: u64,
         /// What was called, with its arguments.
         op: Op,
+        /// When it was issued: nanoseconds since the recorder opened (a monotonic clock of the
+        /// recording process; what `lockstep recording --perfetto` draws the run by).
+        at_ns: u64,
     },
     /// What a waiting call returned, once it returned.
     Outcome {
@@ -52,6 +55,8 @@ pub enum Event {
         call: u64,
         /// Its result.
         outcome: Outcome,
+        /// When it returned, on the clock of [`Event::Call`]'s `at_ns`.
+        at_ns: u64,
     },
 }
 

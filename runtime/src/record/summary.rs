@@ -53,7 +53,7 @@ impl Summary {
                 op,
                 ..
             } => self.add_call(*call, *thread, *stream, op),
-            Event::Outcome { call, outcome } => match outcome {
+            Event::Outcome { call, outcome, .. } => match outcome {
                 Outcome::Ok => {}
                 Outcome::Read(ranges) => {
                     self.bytes_read += ranges.iter().map(|r| r.hashes.len).sum::<u64>()
@@ -146,16 +146,32 @@ pub fn brief(event: &Event) -> String {
             thread,
             stream,
             op,
+            at_ns,
         } => format!(
-            "call {call} (device {device}, thread {thread}, stream {stream}): {}",
+            "call {call} at {} (device {device}, thread {thread}, stream {stream}): {}",
+            millis(*at_ns),
             brief_op(op)
         ),
-        Event::Outcome { call, outcome } => match outcome {
-            Outcome::Ok => format!("call {call} returned Ok"),
-            Outcome::Read(ranges) => format!("call {call} read {} ranges", ranges.len()),
-            Outcome::Err(err) => format!("call {call} returned an error: {err}"),
-        },
+        Event::Outcome {
+            call,
+            outcome,
+            at_ns,
+        } => {
+            let at = millis(*at_ns);
+            match outcome {
+                Outcome::Ok => format!("call {call} returned Ok at {at}"),
+                Outcome::Read(ranges) => {
+                    format!("call {call} read {} ranges at {at}", ranges.len())
+                }
+                Outcome::Err(err) => format!("call {call} returned an error at {at}: {err}"),
+            }
+        }
     }
+}
+
+/// A recording's time (nanoseconds since the recorder opened), in milliseconds.
+fn millis(at_ns: u64) -> String {
+    format!("{:.3} ms", at_ns as f64 / 1e6)
 }
 
 fn brief_range(r: &Range) -> String {

@@ -14,12 +14,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use super::format::{
     Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, ReadData, VERSION,
 };
 use super::hash;
-use crate::bytes::Bytes;
+use crate::bytes::{Bytes, HeldBytes};
 use crate::kernel::Kernel;
 use crate::stream::StreamId;
 
@@ -31,8 +32,8 @@ pub const DATA_KEPT_BYTES_MAX: u64 = 256 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecorderConfig {
     /// A create's or write's data up to this many bytes (at most [`DATA_KEPT_BYTES_MAX`]) is
-    /// recorded; past it, its xxh3 hash (computed by the writer thread for heap bytes, by the
-    /// calling thread for pinned ones), and a replay cannot check what depends on it.
+    /// recorded; past it, its xxh3 hash (computed by the writer thread; by the calling thread
+    /// only for pinned memory that cannot be held), and a replay cannot check what depends on it.
     pub data_bytes_max: u64,
 }
 
@@ -124,11 +125,40 @@ pub(crate) fn process_path(pattern: &str, pid: u32, world_size: Option<&str>) ->
     }
 }
 
+/// Bytes whose hash an event's [`Data::Hash`] still lacks: the writer thread hashes them, off
+/// the caller's path.
+pub(crate) enum Unhashed {
+    /// Heap bytes shared with the write ([`Bytes::share`]).
+    Heap(Arc<Vec<u8>>),
+    /// Pinned bytes held past the write's drop of them ([`PinnedMemory::hold`]).
+    ///
+    /// [`PinnedMemory::hold`]: crate::PinnedMemory::hold
+    Pinned(Arc<dyn HeldBytes>),
+}
+
+impl Unhashed {
+    /// Their xxh3 hash; pinned bytes are then let go back to their pool.
+    fn hash(self) -> u64 {
+        match self {
+            Unhashed::Heap(bytes) => hash::whole(&bytes),
+            Unhashed::Pinned(held) => {
+                let mut xxh3 = 0;
+                held.read_released(&mut |bytes| xxh3 = hash::whole(bytes));
+                xxh3
+            }
+        }
+    }
+}
+
 /// What calling threads send the writer.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a boxed event would cost every recorded call an allocation; flushes are rare"
+)]
 enum Message {
     /// An event, the kernel it names if it names one (written first if new), and the bytes
-    /// whose hash its [`Data::Hash`] still lacks (computed here, off the caller's path).
-    Event(Event, Option<Kernel>, Option<Arc<Vec<u8>>>),
+    /// whose hash its [`Data::Hash`] still lacks.
+    Event(Event, Option<Kernel>, Option<Unhashed>),
     /// Answer once everything sent before is written and flushed.
     Flush(SyncSender<Result<(), String>>),
 }
@@ -137,6 +167,8 @@ enum Message {
 /// it), so clients and their options can name it freely.
 pub struct Recorder {
     sender: Sender<Message>,
+    /// What calls' and outcomes' `at_ns` count from.
+    opened: Instant,
     next_call: AtomicU64,
     next_device: AtomicU32,
     config: RecorderConfig,
@@ -173,11 +205,17 @@ impl Recorder {
             .spawn(move || write_frames(&receiver, BufWriter::new(file)))?;
         Ok(Box::leak(Box::new(Self {
             sender,
+            opened: Instant::now(),
             next_call: AtomicU64::new(0),
             next_device: AtomicU32::new(0),
             config,
             path,
         })))
+    }
+
+    /// Nanoseconds since it opened.
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// The file it writes.
@@ -223,7 +261,7 @@ impl Recorder {
         }
     }
 
-    fn send(&self, event: Event, kernel: Option<Kernel>, unhashed: Option<Arc<Vec<u8>>>) {
+    fn send(&self, event: Event, kernel: Option<Kernel>, unhashed: Option<Unhashed>) {
         // The writer thread only stops with the process: a failed send loses nothing more.
         let _ = self.sender.send(Message::Event(event, kernel, unhashed));
     }
@@ -250,7 +288,7 @@ impl DeviceRecorder {
         stream: StreamId,
         op: Op,
         kernel: Option<&Kernel>,
-        unhashed: Option<Arc<Vec<u8>>>,
+        unhashed: Option<Unhashed>,
     ) -> u64 {
         let call = self.recorder.next_call.fetch_add(1, Ordering::Relaxed);
         let event = Event::Call {
@@ -259,15 +297,34 @@ impl DeviceRecorder {
             thread: thread_number(),
             stream: stream.0,
             op,
+            at_ns: self.recorder.now_ns(),
         };
+        let kernel = kernel.filter(|k| self.first_on_this_thread(k.content_hash()));
         self.recorder.send(event, kernel.cloned(), unhashed);
         call
     }
 
+    /// Whether this thread names kernel `hash` to this recorder for the first time. Only then
+    /// does the call carry the kernel (the writer writes its IR once, before the first call
+    /// naming it: this thread's earlier calls came first down the channel), so that later
+    /// launches share nothing with the writer thread but the channel.
+    fn first_on_this_thread(&self, hash: u64) -> bool {
+        std::thread_local! {
+            static SENT: std::cell::RefCell<HashSet<(usize, u64)>> = Default::default();
+        }
+        let recorder = std::ptr::from_ref(self.recorder) as usize;
+        SENT.with(|sent| sent.borrow_mut().insert((recorder, hash)))
+    }
+
     /// Records what call `call` returned.
     pub(crate) fn outcome(&self, call: u64, outcome: Outcome) {
-        self.recorder
-            .send(Event::Outcome { call, outcome }, None, None);
+        let at_ns = self.recorder.now_ns();
+        let event = Event::Outcome {
+            call,
+            outcome,
+            at_ns,
+        };
+        self.recorder.send(event, None, None);
     }
 
     /// Records a call refused at the call with `error`.
@@ -303,16 +360,21 @@ impl DeviceRecorder {
     }
 
     /// `bytes` as the recorder keeps them: a copy, or past its limit a hash. Heap bytes past
-    /// the limit are shared (no copy) and hashed by the writer thread: the hash is left to
-    /// fill from the bytes returned; other bytes are hashed here.
-    pub(crate) fn data(&self, bytes: &mut Bytes) -> (Data, Option<Arc<Vec<u8>>>) {
+    /// the limit are shared (no copy), pinned ones held past their drop, and hashed by the
+    /// writer thread: the hash is left to fill from what is returned. Other bytes (pinned
+    /// memory that cannot be held) are hashed here.
+    pub(crate) fn data(&self, bytes: &mut Bytes) -> (Data, Option<Unhashed>) {
         let kept_max = self.recorder.config.data_bytes_max.min(DATA_KEPT_BYTES_MAX);
         let len = bytes.len() as u64;
         if len <= kept_max {
             return (Data::Bytes(bytes.to_vec()), None);
         }
-        match bytes.share() {
-            Some(shared) => (Data::Hash { len, xxh3: 0 }, Some(shared)),
+        let unhashed = match bytes.share() {
+            Some(shared) => Some(Unhashed::Heap(shared)),
+            None => (bytes.pinned_mut().and_then(|p| p.hold())).map(Unhashed::Pinned),
+        };
+        match unhashed {
+            Some(unhashed) => (Data::Hash { len, xxh3: 0 }, Some(unhashed)),
             None => {
                 let xxh3 = hash::whole(bytes);
                 (Data::Hash { len, xxh3 }, None)
@@ -376,8 +438,8 @@ fn write_frames(receiver: &Receiver<Message>, mut out: BufWriter<File>) {
         while let Some(message) = next {
             match message {
                 Message::Event(mut event, kernel, unhashed) => {
-                    if let Some(bytes) = unhashed {
-                        fill_hash(&mut event, &bytes);
+                    if let Some(unhashed) = unhashed {
+                        fill_hash(&mut event, unhashed.hash());
                     }
                     if let Some(kernel) = kernel
                         && kernels_written.insert(kernel.content_hash())
@@ -402,8 +464,8 @@ fn write_frames(receiver: &Receiver<Message>, mut out: BufWriter<File>) {
     }
 }
 
-/// Sets the hash of the data `event` carries to that of `bytes`.
-fn fill_hash(event: &mut Event, bytes: &[u8]) {
+/// Sets the hash of the data `event` carries to `hash`.
+fn fill_hash(event: &mut Event, hash: u64) {
     if let Event::Call {
         op:
             Op::Create {
@@ -417,7 +479,7 @@ fn fill_hash(event: &mut Event, bytes: &[u8]) {
         ..
     } = event
     {
-        *xxh3 = hash::whole(bytes);
+        *xxh3 = hash;
     }
 }
 

@@ -16,6 +16,7 @@ fn events() -> Vec<Event> {
             thread: 0,
             stream: 3,
             op: Op::Sync,
+            at_ns: 1_500,
         },
     ]
 }
