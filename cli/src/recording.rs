@@ -39,7 +39,8 @@ pub fn summary(path: &Path, events: bool, perfetto: Option<&Path>) -> ExitCode {
         match event {
             Ok(event) => {
                 if events {
-                    println!("{}", lockstep::record::brief(&event));
+                    let at = lockstep::record::time_of(&event).unwrap_or_default();
+                    println!("{at:>12} {}", lockstep::record::brief(&event));
                 }
                 summary.add(&event);
                 if perfetto.is_some() {

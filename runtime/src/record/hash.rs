@@ -12,7 +12,7 @@ pub fn chunk_hashes(bytes: &[u8]) -> ReadHashes {
         len: bytes.len() as u64,
         chunks: bytes
             .chunks(CHUNK_BYTES)
-            .map(xxhash_rust::xxh3::xxh3_64)
+            .map(twox_hash::XxHash3_64::oneshot)
             .collect(),
     }
 }
@@ -35,7 +35,7 @@ pub fn first_differing_chunk(expected: &ReadHashes, actual: &ReadHashes) -> Opti
 
 /// xxh3-64 of `bytes`, as [`Data::Hash`](super::Data::Hash) keeps it.
 pub fn whole(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes)
+    twox_hash::XxHash3_64::oneshot(bytes)
 }
 
 #[cfg(test)]

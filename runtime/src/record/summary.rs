@@ -146,32 +146,29 @@ pub fn brief(event: &Event) -> String {
             thread,
             stream,
             op,
-            at_ns,
+            ..
         } => format!(
-            "call {call} at {} (device {device}, thread {thread}, stream {stream}): {}",
-            millis(*at_ns),
+            "call {call} (device {device}, thread {thread}, stream {stream}): {}",
             brief_op(op)
         ),
-        Event::Outcome {
-            call,
-            outcome,
-            at_ns,
-        } => {
-            let at = millis(*at_ns);
-            match outcome {
-                Outcome::Ok => format!("call {call} returned Ok at {at}"),
-                Outcome::Read(ranges) => {
-                    format!("call {call} read {} ranges at {at}", ranges.len())
-                }
-                Outcome::Err(err) => format!("call {call} returned an error at {at}: {err}"),
-            }
-        }
+        Event::Outcome { call, outcome, .. } => match outcome {
+            Outcome::Ok => format!("call {call} returned Ok"),
+            Outcome::Read(ranges) => format!("call {call} read {} ranges", ranges.len()),
+            Outcome::Err(err) => format!("call {call} returned an error: {err}"),
+        },
     }
 }
 
-/// A recording's time (nanoseconds since the recorder opened), in milliseconds.
-fn millis(at_ns: u64) -> String {
-    format!("{:.3} ms", at_ns as f64 / 1e6)
+/// When `event` happened, for a call or an outcome: milliseconds since the recorder opened
+/// (`lockstep recording --events` prints it before [`brief`], which leaves it out so that a
+/// listing of calls reads the same in every run).
+pub fn time_of(event: &Event) -> Option<String> {
+    match event {
+        Event::Call { at_ns, .. } | Event::Outcome { at_ns, .. } => {
+            Some(format!("{:.3} ms", *at_ns as f64 / 1e6))
+        }
+        _ => None,
+    }
 }
 
 fn brief_range(r: &Range) -> String {
