@@ -35,12 +35,13 @@
 //! # How it records without a global lock
 //!
 //! One [`Recorder`] per file, one file per process (`writer.rs`). The calling thread builds the
-//! event (a copy of small data, a hash of large data) and sends it down an unbounded
-//! `std::sync::mpsc` channel, which is lock-free for senders; call numbers come from an atomic
-//! counter. A writer thread encodes each event, dedups kernels by content hash, and flushes its
-//! buffer whenever the channel is empty, so what was sent before a crash is on disk but for the
-//! frames in flight. Dropping a client's last clone waits until the writer has written
-//! everything sent before.
+//! event (a copy of small data; large data is shared, not copied) and sends it down an
+//! unbounded `std::sync::mpsc` channel, which is lock-free for senders; call numbers come from
+//! an atomic counter. A writer thread encodes each event, dedups kernels by content hash, and
+//! flushes its buffer whenever the channel is empty; it polls the channel (sleeping 50 µs to
+//! 5 ms when idle) instead of blocking, so that no send pays for waking it. What was sent
+//! before a crash is on disk but for the last few milliseconds. Dropping a client's last clone
+//! waits until the writer has written everything sent before.
 //!
 //! `LOCKSTEP_RECORD=PATH` records every client a process starts with default options
 //! ([`RecordTo::Env`]); `%p` in PATH stands for the process id, which is also appended when

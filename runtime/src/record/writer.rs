@@ -12,9 +12,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, channel, sync_channel};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::format::{
     Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, ReadData, VERSION,
@@ -136,11 +136,22 @@ pub(crate) enum Unhashed {
     Pinned(Arc<dyn HeldBytes>),
 }
 
+/// How long the writer waits for a write to let go of heap bytes before it hashes them anyway.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
 impl Unhashed {
-    /// Their xxh3 hash; pinned bytes are then let go back to their pool.
+    /// Their xxh3 hash, once the write let go of them (pinned bytes are then let go back to
+    /// their pool): hashing while the device's staging copy reads the same bytes would slow
+    /// that copy down, both competing for memory bandwidth.
     fn hash(self) -> u64 {
         match self {
-            Unhashed::Heap(bytes) => hash::whole(&bytes),
+            Unhashed::Heap(bytes) => {
+                let deadline = Instant::now() + RELEASE_WAIT;
+                while Arc::strong_count(&bytes) > 1 && Instant::now() < deadline {
+                    std::thread::sleep(IDLE_SLEEP.0);
+                }
+                hash::whole(&bytes)
+            }
             Unhashed::Pinned(held) => {
                 let mut xxh3 = 0;
                 held.read_released(&mut |bytes| xxh3 = hash::whole(bytes));
@@ -428,40 +439,60 @@ pub fn encode_frame(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(&payload);
 }
 
-/// The writer thread: writes every message's frames until the process ends.
+/// How long the writer thread sleeps on an empty channel: the first time, and at most (each
+/// sleep doubles the last). It polls rather than blocks, so that a send never has to wake it:
+/// waking a blocked receiver is a futex call, which cost every recorded launch about a
+/// microsecond on the H200's host. What a thread sends reaches the file within the longest
+/// sleep, or at once through [`Recorder::flush`].
+const IDLE_SLEEP: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(5));
+
+/// The writer thread: writes every message's frames until the process ends, flushing the
+/// file whenever the channel is empty.
 fn write_frames(receiver: &Receiver<Message>, mut out: BufWriter<File>) {
     let mut kernels_written = HashSet::new();
     let mut failure: Option<String> = None;
     let mut frames = Vec::new();
-    while let Ok(first) = receiver.recv() {
-        let mut next = Some(first);
-        while let Some(message) = next {
-            match message {
-                Message::Event(mut event, kernel, unhashed) => {
-                    if let Some(unhashed) = unhashed {
-                        fill_hash(&mut event, unhashed.hash());
-                    }
-                    if let Some(kernel) = kernel
-                        && kernels_written.insert(kernel.content_hash())
-                    {
-                        let def = kernel.def().clone();
-                        let hash = kernel.content_hash();
-                        encode_frame(&Event::Kernel { hash, def }, &mut frames);
-                    }
-                    encode_frame(&event, &mut frames);
-                }
-                Message::Flush(reply) => {
+    let mut idle = IDLE_SLEEP.0;
+    let mut unflushed = false;
+    loop {
+        let message = match receiver.try_recv() {
+            Ok(message) => message,
+            Err(TryRecvError::Empty) => {
+                if std::mem::take(&mut unflushed) {
                     write_out(&mut out, &mut frames, &mut failure, true);
-                    let _ = reply.send(failure.clone().map_or(Ok(()), Err));
                 }
+                std::thread::sleep(idle);
+                idle = (idle * 2).min(IDLE_SLEEP.1);
+                continue;
             }
-            if frames.len() >= 1 << 16 {
-                write_out(&mut out, &mut frames, &mut failure, false);
+            Err(TryRecvError::Disconnected) => break,
+        };
+        idle = IDLE_SLEEP.0;
+        unflushed = true;
+        match message {
+            Message::Event(mut event, kernel, unhashed) => {
+                if let Some(unhashed) = unhashed {
+                    fill_hash(&mut event, unhashed.hash());
+                }
+                if let Some(kernel) = kernel
+                    && kernels_written.insert(kernel.content_hash())
+                {
+                    let def = kernel.def().clone();
+                    let hash = kernel.content_hash();
+                    encode_frame(&Event::Kernel { hash, def }, &mut frames);
+                }
+                encode_frame(&event, &mut frames);
             }
-            next = receiver.try_recv().ok();
+            Message::Flush(reply) => {
+                write_out(&mut out, &mut frames, &mut failure, true);
+                let _ = reply.send(failure.clone().map_or(Ok(()), Err));
+            }
         }
-        write_out(&mut out, &mut frames, &mut failure, true);
+        if frames.len() >= 1 << 16 {
+            write_out(&mut out, &mut frames, &mut failure, false);
+        }
     }
+    write_out(&mut out, &mut frames, &mut failure, true);
 }
 
 /// Sets the hash of the data `event` carries to `hash`.
