@@ -12,10 +12,10 @@
 //! that waits for an answer later gets an [`Event::Outcome`]: a read's result as xxh3 hashes of
 //! each [`CHUNK_BYTES`] chunk (so a replay names the first chunk that differs) and, up to
 //! `data_bytes_max`, its bytes ([`ReadData`]: a replay then names the first differing value and
-//! compares floats that kernels computed within a tolerance), or the error it returned. A call refused at the call (an [`IoError`](crate::IoError)) is one
-//! [`Op::Refused`] with its error. Releases of buffers and graphs, graph captures and replays
-//! are recorded as ops; collectives, peer copies and memory settings by name only
-//! ([`Op::Other`], with the ranges they may write). Queries (properties, memory usage and
+//! compares floats that kernels computed within a tolerance), or the error it returned. A call
+//! refused at the call (an [`IoError`](crate::IoError)) is one [`Op::Refused`] with its error.
+//! Releases of buffers and graphs, graph captures and replays are recorded as ops; collectives,
+//! peer copies and memory settings by name only ([`Op::Other`], with the ranges they may write). Queries (properties, memory usage and
 //! reports, profiles) and writes of no bytes are not recorded: they change nothing.
 //!
 //! What recording costs a call, on the calling thread: one branch when off; when on, building

@@ -18,6 +18,12 @@ pub(super) struct Released<A: HostAllocator> {
     pub(super) pool: Arc<HostPool<A>>,
 }
 
+impl<A: HostAllocator> Released<A> {
+    fn give_back(self) {
+        self.pool.give(self.block, self.capacity);
+    }
+}
+
 /// The hold on one lent block of `len` bytes in use.
 pub(super) struct Hold<A: HostAllocator> {
     released: Mutex<Option<Released<A>>>,
@@ -49,37 +55,23 @@ impl<A: HostAllocator> Hold<A> {
 
 impl<A: HostAllocator> HeldBytes for Hold<A> {
     fn read_released(&self, read: &mut dyn FnMut(&[u8])) {
-        let mut released = self.lock();
-        while released.is_none() {
-            released = self
-                .arrived
-                .wait(released)
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let released = self
+            .arrived
+            .wait_while(self.lock(), |released| released.is_none())
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(released) = released {
+            read(&released.block.as_slice()[..self.len]);
+            released.give_back();
         }
-        let Some(Released {
-            block,
-            capacity,
-            pool,
-        }) = released.take()
-        else {
-            unreachable!("waited until released");
-        };
-        drop(released);
-        read(&block.as_slice()[..self.len]);
-        pool.give(block, capacity);
     }
 }
 
 impl<A: HostAllocator> Drop for Hold<A> {
     /// Unread: the block goes back to its pool now.
     fn drop(&mut self) {
-        if let Some(Released {
-            block,
-            capacity,
-            pool,
-        }) = self.lock().take()
-        {
-            pool.give(block, capacity);
+        if let Some(released) = self.lock().take() {
+            released.give_back();
         }
     }
 }
