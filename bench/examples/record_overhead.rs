@@ -6,7 +6,8 @@
 //! - 256 MiB written from heap memory (`write`, then `sync`), in GB/s;
 //! - 256 MiB written from pinned memory (`staging` first, untimed; then `write` and `sync`).
 //!
-//! Each figure is the median of [`REPS`] runs; the last column is recorded / unrecorded. The
+//! Each figure is the median of [`REPS`] rounds, each on a fresh pair of clients; the last
+//! column is the median of the rounds' recorded / unrecorded. The
 //! recording goes to a file in the system's temporary folder, removed at the end.
 //!
 //! Run: `cargo run --release -p lockstep-bench --example record_overhead [-- sim|wgpu|cuda]`
@@ -20,8 +21,8 @@ use lockstep_harness::blocking_path::{client_launches, median};
 use lockstep_sim::{SimConfig, SimDevice};
 use lockstep_wgpu::{WgpuDevice, WgpuOptions};
 
-/// Runs of each figure; the median is printed.
-const REPS: usize = 7;
+/// Rounds of each figure; the medians are printed.
+const REPS: usize = 15;
 /// Launches per launch-rate run.
 const LAUNCHES: u32 = 20_000;
 /// Bytes per write.
@@ -44,75 +45,76 @@ fn write_rate<D: Device>(client: &ComputeClient<D>, pinned: bool) -> Result<f64>
     Ok(WRITE_BYTES as f64 / start.elapsed().as_secs_f64() / 1e9)
 }
 
-/// One figure for both clients: `REPS` runs each, alternated, after one warm-up each.
+/// One figure, recorded and not: `REPS` rounds, each on a fresh pair of clients (so that
+/// their threads land on new cores each round: a client's actor thread placed beside its
+/// caller, or not, moves the launch rate by a fifth either way), the pair measured in turn,
+/// first one then the other, each after a warm-up. Returns the medians and the median of the
+/// rounds' ratios.
 fn both<D: Device>(
-    clients: [&ComputeClient<D>; 2],
+    open: &impl Fn(bool) -> Result<ComputeClient<D>>,
     mut figure: impl FnMut(&ComputeClient<D>) -> Result<f64>,
-) -> Result<[f64; 2]> {
+) -> Result<[f64; 3]> {
     let mut samples = [Vec::new(), Vec::new()];
-    for client in clients {
-        figure(client)?;
-    }
-    for _ in 0..REPS {
-        for (which, client) in clients.iter().enumerate() {
-            samples[which].push(figure(client)?);
+    let mut ratios = Vec::new();
+    for round in 0..REPS {
+        let mut pair = [0.0; 2];
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for which in order {
+            let client = open(which == 1)?;
+            figure(&client)?;
+            pair[which] = figure(&client)?;
+            samples[which].push(pair[which]);
         }
+        ratios.push(pair[1] / pair[0]);
     }
     let [plain, recorded] = samples;
-    Ok([median(plain), median(recorded)])
+    Ok([median(plain), median(recorded), median(ratios)])
 }
 
 fn measure<D: Device>(open: impl Fn() -> Result<D>) -> Result<()> {
     let path = std::env::temp_dir().join(format!("record_overhead-{}.rec", std::process::id()));
     let recorder = Recorder::open(&path, RecorderConfig::default())?;
-    let plain = ComputeClient::with_options(
-        open()?,
-        ServerOptions {
-            record: RecordTo::Off,
+    let client = |recorded: bool| -> Result<ComputeClient<D>> {
+        let record = if recorded {
+            RecordTo::Recorder(recorder)
+        } else {
+            RecordTo::Off
+        };
+        let options = ServerOptions {
+            record,
             ..ServerOptions::default()
-        },
-    );
-    let recorded = ComputeClient::with_options(
-        open()?,
-        ServerOptions {
-            record: RecordTo::Recorder(recorder),
-            ..ServerOptions::default()
-        },
-    );
+        };
+        Ok(ComputeClient::with_options(open()?, options))
+    };
     println!(
-        "{}: recorded (data past {} bytes hashed) / unrecorded, medians of {REPS}",
-        plain.properties().name,
+        "{}: recorded (data past {} bytes hashed) / unrecorded; medians of {REPS} rounds",
+        open()?.properties().name,
         RecorderConfig::default().data_bytes_max
     );
-    let clients = [&plain, &recorded];
-    let rows: [(&str, &str, [f64; 2]); 3] = [
+    let rows: [(&str, &str, [f64; 3]); 3] = [
         (
             "launches",
             "launches/s",
-            both(clients, |c| Ok(client_launches(c, LAUNCHES)))?,
+            both(&client, |c| Ok(client_launches(c, LAUNCHES)))?,
         ),
         (
             "write 256 MiB, heap",
             "GB/s",
-            both(clients, |c| write_rate(c, false))?,
+            both(&client, |c| write_rate(c, false))?,
         ),
         (
             "write 256 MiB, pinned",
             "GB/s",
-            both(clients, |c| write_rate(c, true))?,
+            both(&client, |c| write_rate(c, true))?,
         ),
     ];
     println!(
         "{:<24} {:>14} {:>14} {:>7}",
         "figure", "unrecorded", "recorded", "ratio"
     );
-    for (name, unit, [off, on]) in rows {
-        println!(
-            "{name:<24} {off:>14.1} {on:>14.1} {:>6.3}x  ({unit})",
-            on / off
-        );
+    for (name, unit, [off, on, ratio]) in rows {
+        println!("{name:<24} {off:>14.1} {on:>14.1} {ratio:>6.3}x  ({unit})");
     }
-    drop((plain, recorded));
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     println!("recording: {bytes} bytes");
     std::fs::remove_file(&path)?;

@@ -296,8 +296,8 @@ fn a_kernel_the_simulator_cannot_run_is_named() {
                 Op::Launch {
                     kernel: 42,
                     count: Count::Static([1, 1, 1]),
-                    bindings: vec![range],
-                    params: vec![],
+                    bindings: vec![range].into(),
+                    params: vec![].into(),
                     dry_run: false,
                 },
             ),

@@ -19,29 +19,33 @@
 //! reports, profiles) and writes of no bytes are not recorded: they change nothing.
 //!
 //! What recording costs a call, on the calling thread: one branch when off; when on, building
-//! the event (ranges and parameters copied, data up to `data_bytes_max` copied) and one
-//! channel send. Larger data is hashed by the writer thread: heap bytes shared with it without
+//! the event (ranges and parameters copied, inline for a launch of up to four of each; data up
+//! to `data_bytes_max` copied) and appending it to the thread's own queue. Larger data is
+//! hashed by the writer thread: heap bytes shared with it without
 //! a copy, pinned ones (`staging`, a read's bytes) held past the write's drop of them
 //! ([`PinnedMemory::hold`](crate::PinnedMemory::hold)) and returned to their pool once hashed.
 //! A kernel's IR goes to the writer with a thread's first call naming it only.
 //! A read's chunk hashes (and its copy, when kept) are made by the thread the read returns to.
 //!
 //! **Architecture Invariant:** the file order of calls is consistent with every thread's
-//! program order and with what threads learn of each other: a call's event is sent before the
-//! call returns, so a handle another thread uses was created earlier in the file. Calls of
-//! different threads that race keep the order they were sent in, which need not be the order
-//! the device's actor took them in; a replay of a program whose threads race may differ.
+//! program order and with what threads learn of each other: a call's event takes its place in
+//! the sequence before the call returns, so a handle another thread uses was created earlier in
+//! the file. Calls of different threads that race keep the order they took their places in,
+//! which need not be the order the device's actor took them in; a replay of a program whose
+//! threads race may differ.
 //!
 //! # How it records without a global lock
 //!
 //! One [`Recorder`] per file, one file per process (`writer.rs`). The calling thread builds the
-//! event (a copy of small data; large data is shared, not copied) and sends it down an
-//! unbounded `std::sync::mpsc` channel, which is lock-free for senders; call numbers come from
-//! an atomic counter. A writer thread encodes each event, dedups kernels by content hash, and
-//! flushes its buffer whenever the channel is empty; it polls the channel (sleeping 50 µs to
-//! 5 ms when idle) instead of blocking, so that no send pays for waking it. What was sent
-//! before a crash is on disk but for the last few milliseconds. Dropping a client's last clone
-//! waits until the writer has written everything sent before.
+//! event (a copy of small data; large data is shared, not copied) and appends it to a buffer of
+//! its own, numbered from one atomic sequence while it holds that buffer's lock (`queue.rs`);
+//! call numbers come from another atomic counter. A writer thread sweeps every thread's buffer,
+//! takes the events in sequence order, encodes them, dedups kernels by content hash, and
+//! flushes its file whenever a sweep finds nothing; it polls (sleeping 1 to 5 ms when idle)
+//! instead of blocking, so that no call pays for waking it, and a thread's buffer lock is
+//! contended only while the writer sweeps it. What was recorded before a crash is on disk but
+//! for the last few milliseconds. Dropping a client's last clone waits until the writer has
+//! written everything recorded before.
 //!
 //! `LOCKSTEP_RECORD=PATH` records every client a process starts with default options
 //! ([`RecordTo::Env`]); `%p` in PATH stands for the process id, which is also appended when
@@ -72,13 +76,14 @@
 
 mod format;
 mod hash;
+mod queue;
 mod reader;
 mod summary;
 mod writer;
 
 pub use format::{
-    Count, Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, Range, ReadData,
-    ReadHashes, VERSION,
+    Bindings, Count, Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, Params, Range,
+    ReadData, ReadHashes, VERSION,
 };
 pub use hash::{CHUNK_BYTES, chunk_hashes, first_differing_chunk, whole as data_hash};
 pub use reader::{FRAME_BYTES_MAX, Reader, RecordingError};

@@ -308,8 +308,9 @@ impl<D: Device, F: FnMut(&DeviceRecord) -> ComputeClient<D>> Replayer<D, F> {
                 params,
                 dry_run,
             } => {
-                let launch =
-                    |this: &mut Self| this.launch(client, at, kernel, count, &bindings, params);
+                let launch = |this: &mut Self| {
+                    this.launch(client, at, kernel, count, &bindings, params.into_vec())
+                };
                 if dry_run {
                     crate::dry_run::dry_run(|| launch(self));
                 } else {

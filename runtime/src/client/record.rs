@@ -102,7 +102,7 @@ impl<D: Device> ComputeClient<D> {
             kernel: kernel.content_hash(),
             count,
             bindings: ranges.iter().map(|&r| r.into()).collect(),
-            params: params.to_vec(),
+            params: params.iter().copied().collect(),
             dry_run: mode == LaunchMode::DryRun,
         };
         recorder.call(self.stream_id(), op, Some(kernel));

@@ -1,9 +1,9 @@
-//! The recorder: calling threads send events down a channel, one writer thread per file
+//! The recorder: calling threads queue events (`queue.rs`), one writer thread per file
 //! encodes and writes them (the module doc of `record` has why and the format).
 //!
 //! Invariants: the header and the [`Event::Process`] frame are on disk before `open` returns;
-//! frames are written whole, in the order the channel delivered them; a kernel's frame
-//! precedes the first call that names it; the buffer is flushed whenever the channel is empty
+//! frames are written whole, in the queue's sequence order; a kernel's frame precedes the
+//! first call that names it; the buffer is flushed whenever a sweep of the queue finds nothing
 //! and before a [`Recorder::flush`] answers. After a write fails, nothing more is written and
 //! every flush returns that failure.
 
@@ -20,6 +20,7 @@ use super::format::{
     Data, DeviceRecord, Event, HEADER_BYTES, MAGIC, Op, Outcome, ReadData, VERSION,
 };
 use super::hash;
+use super::queue::{Queue, Queued};
 use crate::bytes::{Bytes, HeldBytes};
 use crate::kernel::Kernel;
 use crate::stream::StreamId;
@@ -139,6 +140,9 @@ pub(crate) enum Unhashed {
 /// How long the writer waits for a write to let go of heap bytes before it hashes them anyway.
 const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
+/// How often the writer looks whether a write let go of heap bytes.
+const RELEASE_POLL: Duration = Duration::from_micros(50);
+
 impl Unhashed {
     /// Their xxh3 hash, once the write let go of them (pinned bytes are then let go back to
     /// their pool): hashing while the device's staging copy reads the same bytes would slow
@@ -148,7 +152,7 @@ impl Unhashed {
             Unhashed::Heap(bytes) => {
                 let deadline = Instant::now() + RELEASE_WAIT;
                 while Arc::strong_count(&bytes) > 1 && Instant::now() < deadline {
-                    std::thread::sleep(IDLE_SLEEP.0);
+                    std::thread::sleep(RELEASE_POLL);
                 }
                 hash::whole(&bytes)
             }
@@ -161,23 +165,15 @@ impl Unhashed {
     }
 }
 
-/// What calling threads send the writer.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "a boxed event would cost every recorded call an allocation; flushes are rare"
-)]
-enum Message {
-    /// An event, the kernel it names if it names one (written first if new), and the bytes
-    /// whose hash its [`Data::Hash`] still lacks.
-    Event(Event, Option<Kernel>, Option<Unhashed>),
-    /// Answer once everything sent before is written and flushed.
-    Flush(SyncSender<Result<(), String>>),
-}
+/// A flush's answer: once everything queued before is written and flushed, the first write
+/// failure if there was one.
+type FlushReply = SyncSender<Result<(), String>>;
 
 /// Records client calls to one file. It lives as long as the process (its writer thread with
 /// it), so clients and their options can name it freely.
 pub struct Recorder {
-    sender: Sender<Message>,
+    queue: Queue,
+    flushes: Sender<FlushReply>,
     /// What calls' and outcomes' `at_ns` count from.
     opened: Instant,
     next_call: AtomicU64,
@@ -210,18 +206,20 @@ impl Recorder {
         };
         encode_frame(&process, &mut start);
         file.write_all(&start)?;
-        let (sender, receiver) = channel();
-        std::thread::Builder::new()
-            .name("lockstep-recorder".into())
-            .spawn(move || write_frames(&receiver, BufWriter::new(file)))?;
-        Ok(Box::leak(Box::new(Self {
-            sender,
+        let (flushes, flush_requests) = channel();
+        let recorder: &'static Self = Box::leak(Box::new(Self {
+            queue: Queue::default(),
+            flushes,
             opened: Instant::now(),
             next_call: AtomicU64::new(0),
             next_device: AtomicU32::new(0),
             config,
             path,
-        })))
+        }));
+        std::thread::Builder::new()
+            .name("lockstep-recorder".into())
+            .spawn(move || recorder.write_frames(&flush_requests, BufWriter::new(file)))?;
+        Ok(recorder)
     }
 
     /// Nanoseconds since it opened.
@@ -234,16 +232,14 @@ impl Recorder {
         &self.path
     }
 
-    /// Waits until everything sent before is written and flushed to the file.
+    /// Waits until everything recorded before is written and flushed to the file.
     ///
     /// # Errors
     /// The first write that failed (nothing was written after it).
     pub fn flush(&self) -> std::io::Result<()> {
         let (reply, answer) = sync_channel(1);
         let stopped = || std::io::Error::other("the recorder's writer thread stopped");
-        self.sender
-            .send(Message::Flush(reply))
-            .map_err(|_| stopped())?;
+        self.flushes.send(reply).map_err(|_| stopped())?;
         answer
             .recv()
             .map_err(|_| stopped())?
@@ -265,16 +261,11 @@ impl Recorder {
             backend,
             index,
         };
-        self.send(Event::Device(record), None, None);
+        self.queue.push(Event::Device(record), None, None);
         DeviceRecorder {
             recorder: self,
             device,
         }
-    }
-
-    fn send(&self, event: Event, kernel: Option<Kernel>, unhashed: Option<Unhashed>) {
-        // The writer thread only stops with the process: a failed send loses nothing more.
-        let _ = self.sender.send(Message::Event(event, kernel, unhashed));
     }
 }
 
@@ -310,21 +301,8 @@ impl DeviceRecorder {
             op,
             at_ns: self.recorder.now_ns(),
         };
-        let kernel = kernel.filter(|k| self.first_on_this_thread(k.content_hash()));
-        self.recorder.send(event, kernel.cloned(), unhashed);
+        self.recorder.queue.push(event, kernel, unhashed);
         call
-    }
-
-    /// Whether this thread names kernel `hash` to this recorder for the first time. Only then
-    /// does the call carry the kernel (the writer writes its IR once, before the first call
-    /// naming it: this thread's earlier calls came first down the channel), so that later
-    /// launches share nothing with the writer thread but the channel.
-    fn first_on_this_thread(&self, hash: u64) -> bool {
-        std::thread_local! {
-            static SENT: std::cell::RefCell<HashSet<(usize, u64)>> = Default::default();
-        }
-        let recorder = std::ptr::from_ref(self.recorder) as usize;
-        SENT.with(|sent| sent.borrow_mut().insert((recorder, hash)))
     }
 
     /// Records what call `call` returned.
@@ -335,7 +313,7 @@ impl DeviceRecorder {
             outcome,
             at_ns,
         };
-        self.recorder.send(event, None, None);
+        self.recorder.queue.push(event, None, None);
     }
 
     /// Records a call refused at the call with `error`.
@@ -439,60 +417,116 @@ pub fn encode_frame(event: &Event, out: &mut Vec<u8>) {
     out.extend_from_slice(&payload);
 }
 
-/// How long the writer thread sleeps on an empty channel: the first time, and at most (each
-/// sleep doubles the last). It polls rather than blocks, so that a send never has to wake it:
-/// waking a blocked receiver is a futex call, which cost every recorded launch about a
-/// microsecond on the H200's host. What a thread sends reaches the file within the longest
-/// sleep, or at once through [`Recorder::flush`].
-const IDLE_SLEEP: (Duration, Duration) = (Duration::from_micros(50), Duration::from_millis(5));
+/// How long the writer thread sleeps when a sweep of the queue finds nothing: the first time,
+/// and at most (each sleep doubles the last). It polls rather than blocks, so that no call has
+/// to wake it: waking a blocked thread is a futex call, which cost every recorded launch about
+/// a microsecond on the H200's host. It sleeps a millisecond at least: at 50 µs, its wake-ups
+/// alone cost the H200's launch rate a few percent. What a thread records reaches the file
+/// within the longest sleep, or at once through [`Recorder::flush`].
+const IDLE_SLEEP: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(5));
 
-/// The writer thread: writes every message's frames until the process ends, flushing the
-/// file whenever the channel is empty.
-fn write_frames(receiver: &Receiver<Message>, mut out: BufWriter<File>) {
-    let mut kernels_written = HashSet::new();
-    let mut failure: Option<String> = None;
-    let mut frames = Vec::new();
-    let mut idle = IDLE_SLEEP.0;
-    let mut unflushed = false;
-    loop {
-        let message = match receiver.try_recv() {
-            Ok(message) => message,
-            Err(TryRecvError::Empty) => {
+impl Recorder {
+    /// The writer thread: writes every queued event's frames, in sequence order, until the
+    /// process ends, flushing the file whenever a sweep finds nothing and answering flushes.
+    fn write_frames(
+        &'static self,
+        flush_requests: &Receiver<FlushReply>,
+        mut out: BufWriter<File>,
+    ) {
+        let mut encoder = Encoder::default();
+        let (mut held, mut ready) = (Vec::new(), Vec::new());
+        let mut idle = IDLE_SLEEP.0;
+        let mut unflushed = false;
+        loop {
+            // Requests first: a sweep that begins after one takes all that was queued before it.
+            let replies = match drain(flush_requests) {
+                Some(replies) => replies,
+                None => break,
+            };
+            self.queue.take(&mut held, &mut ready);
+            if ready.is_empty() && replies.is_empty() {
                 if std::mem::take(&mut unflushed) {
-                    write_out(&mut out, &mut frames, &mut failure, true);
+                    encoder.write_out(&mut out, true);
                 }
                 std::thread::sleep(idle);
                 idle = (idle * 2).min(IDLE_SLEEP.1);
                 continue;
             }
-            Err(TryRecvError::Disconnected) => break,
-        };
-        idle = IDLE_SLEEP.0;
-        unflushed = true;
-        match message {
-            Message::Event(mut event, kernel, unhashed) => {
-                if let Some(unhashed) = unhashed {
-                    fill_hash(&mut event, unhashed.hash());
+            idle = IDLE_SLEEP.0;
+            unflushed = true;
+            for queued in ready.drain(..) {
+                encoder.encode(queued);
+                if encoder.frames.len() >= 1 << 16 {
+                    encoder.write_out(&mut out, false);
                 }
-                if let Some(kernel) = kernel
-                    && kernels_written.insert(kernel.content_hash())
-                {
-                    let def = kernel.def().clone();
-                    let hash = kernel.content_hash();
-                    encode_frame(&Event::Kernel { hash, def }, &mut frames);
-                }
-                encode_frame(&event, &mut frames);
             }
-            Message::Flush(reply) => {
-                write_out(&mut out, &mut frames, &mut failure, true);
-                let _ = reply.send(failure.clone().map_or(Ok(()), Err));
+            if !replies.is_empty() {
+                encoder.write_out(&mut out, true);
+                for reply in replies {
+                    let _ = reply.send(encoder.failure.clone().map_or(Ok(()), Err));
+                }
             }
         }
-        if frames.len() >= 1 << 16 {
-            write_out(&mut out, &mut frames, &mut failure, false);
+        encoder.write_out(&mut out, true);
+    }
+}
+
+/// Every flush request waiting, or `None` once the recorder is gone.
+fn drain(requests: &Receiver<FlushReply>) -> Option<Vec<FlushReply>> {
+    let mut replies = Vec::new();
+    loop {
+        match requests.try_recv() {
+            Ok(reply) => replies.push(reply),
+            Err(TryRecvError::Empty) => return Some(replies),
+            Err(TryRecvError::Disconnected) => return None,
         }
     }
-    write_out(&mut out, &mut frames, &mut failure, true);
+}
+
+/// The writer's frames not yet written, the kernels already written, and the first failure.
+#[derive(Default)]
+struct Encoder {
+    frames: Vec<u8>,
+    kernels_written: HashSet<u64>,
+    failure: Option<String>,
+}
+
+impl Encoder {
+    /// Encodes `queued`'s frames: its kernel's first, if new, and its event, with the hash of
+    /// its data filled in.
+    fn encode(&mut self, queued: Queued) {
+        let Queued {
+            mut event,
+            kernel,
+            unhashed,
+        } = queued;
+        if let Some(unhashed) = unhashed {
+            fill_hash(&mut event, unhashed.hash());
+        }
+        if let Some(kernel) = kernel
+            && self.kernels_written.insert(kernel.content_hash())
+        {
+            let def = kernel.def().clone();
+            let hash = kernel.content_hash();
+            encode_frame(&Event::Kernel { hash, def }, &mut self.frames);
+        }
+        encode_frame(&event, &mut self.frames);
+    }
+
+    /// Writes the frames (and flushes, if `flush`) unless a write failed before; the first
+    /// failure is kept and reported on stderr.
+    fn write_out(&mut self, out: &mut BufWriter<File>, flush: bool) {
+        if self.failure.is_none() {
+            let result = out
+                .write_all(&self.frames)
+                .and_then(|()| if flush { out.flush() } else { Ok(()) });
+            if let Err(err) = result {
+                eprintln!("lockstep: recording stopped: {err}");
+                self.failure = Some(err.to_string());
+            }
+        }
+        self.frames.clear();
+    }
 }
 
 /// Sets the hash of the data `event` carries to `hash`.
@@ -512,26 +546,6 @@ fn fill_hash(event: &mut Event, hash: u64) {
     {
         *xxh3 = hash;
     }
-}
-
-/// Writes `frames` (and flushes, if `flush`) unless a write failed before; the first failure
-/// is kept and reported on stderr.
-fn write_out(
-    out: &mut BufWriter<File>,
-    frames: &mut Vec<u8>,
-    failure: &mut Option<String>,
-    flush: bool,
-) {
-    if failure.is_none() {
-        let result = out
-            .write_all(frames)
-            .and_then(|()| if flush { out.flush() } else { Ok(()) });
-        if let Err(err) = result {
-            eprintln!("lockstep: recording stopped: {err}");
-            *failure = Some(err.to_string());
-        }
-    }
-    frames.clear();
 }
 
 #[cfg(test)]
