@@ -420,9 +420,11 @@ pub fn encode_frame(event: &Event, out: &mut Vec<u8>) {
 /// How long the writer thread sleeps when a sweep of the queue finds nothing: the first time,
 /// and at most (each sleep doubles the last). It polls rather than blocks, so that no call has
 /// to wake it: waking a blocked thread is a futex call, which cost every recorded launch about
-/// a microsecond on the H200's host. It sleeps a millisecond at least: at 50 µs, its wake-ups
-/// alone cost the H200's launch rate a few percent. What a thread records reaches the file
-/// within the longest sleep, or at once through [`Recorder::flush`].
+/// a microsecond on the H200's host. It sleeps a millisecond at least, so that a sweep of a
+/// launching thread's buffer takes a few hundred events at once rather than a handful (each
+/// sweep costs that thread a contended lock and the cache lines the writer read). What a
+/// thread records reaches the file within the longest sleep, or at once through
+/// [`Recorder::flush`].
 const IDLE_SLEEP: (Duration, Duration) = (Duration::from_millis(1), Duration::from_millis(5));
 
 impl Recorder {
