@@ -12,6 +12,8 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::workload::MAX_WORKGROUPS;
+
 /// The class of a number drawn from `0..=max`, or past `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Class {
@@ -77,17 +79,54 @@ impl Class {
     }
 }
 
-/// The boundary draws of one workload: a random stream apart from the workload's own.
+/// The boundary draws of one workload: a random stream apart from the workload's own, and
+/// one for workgroup counts (so that a seed's other boundary values stayed what they were when
+/// counts joined).
 pub struct Bounds {
     rng: ChaCha8Rng,
+    counts: ChaCha8Rng,
 }
+
+/// Counts past [`MAX_WORKGROUPS`] a workgroup count's axis is drawn from: one past, and the
+/// type's largest.
+const OVERFLOWING_COUNTS: [u64; 2] = [MAX_WORKGROUPS as u64 + 1, u32::MAX as u64];
 
 impl Bounds {
     /// The boundary stream of the world of `seed`.
     pub fn new(seed: u64) -> Self {
         Self {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0xb0da_4d5e_ed0f_b0d5),
+            counts: ChaCha8Rng::seed_from_u64(seed ^ 0xc0c0_a7e5_0f0b_0d5e),
         }
+    }
+
+    /// One time in four, a launch's workgroup count of boundary values (else `None`: the
+    /// count covering the destination). The x axis takes any class of `0..=MAX_WORKGROUPS` or
+    /// past it; y and z take 0, 1 or a value past the maximum, since more than one workgroup
+    /// there would run x's elements again, racing; beside an x of 0, which launches nothing,
+    /// they take any class. An x of the maximum comes with a y of 0: 65,535 workgroups cost
+    /// the simulator under a millisecond, but a whole launch of them per draw would slow every
+    /// world that draws one.
+    pub fn workgroups(&mut self) -> Option<[u32; 3]> {
+        if !self.counts.random_ratio(1, 4) {
+            return None;
+        }
+        let range = (0, u64::from(MAX_WORKGROUPS));
+        let x = Self::class_value(&mut self.counts, range, &OVERFLOWING_COUNTS);
+        let other = |counts: &mut ChaCha8Rng| -> u64 {
+            if x == 0 {
+                Self::class_value(counts, range, &OVERFLOWING_COUNTS)
+            } else {
+                [0, 1, 1, 1, OVERFLOWING_COUNTS[0], OVERFLOWING_COUNTS[1]]
+                    [counts.random_range(0..6)]
+            }
+        };
+        let (mut y, z) = (other(&mut self.counts), other(&mut self.counts));
+        if x == u64::from(MAX_WORKGROUPS) {
+            y = 0;
+        }
+        // Every value is at most `u32::MAX` (the overflowing ones included).
+        Some([x, y, z].map(|v| v as u32))
     }
 
     /// Whether this draw takes a boundary value (one time in four).
@@ -111,7 +150,12 @@ impl Bounds {
 
     /// A boundary value of `min..=max`, or one of `overflow`: each class that has a value in
     /// the range (or an overflow given) equally likely, then a value of the class.
-    pub fn boundary(&mut self, (min, max): (u64, u64), overflow: &[u64]) -> u64 {
+    pub fn boundary(&mut self, range: (u64, u64), overflow: &[u64]) -> u64 {
+        Self::class_value(&mut self.rng, range, overflow)
+    }
+
+    /// [`boundary`](Self::boundary), drawn from `rng`.
+    fn class_value(rng: &mut ChaCha8Rng, (min, max): (u64, u64), overflow: &[u64]) -> u64 {
         debug_assert!(min <= max && overflow.iter().all(|&v| v > max));
         // A power of two 2^k (k >= 1), or its neighbour (k >= 2, so that 3 is 2^2 - 1 only),
         // inside the range.
@@ -128,18 +172,18 @@ impl Bounds {
             let value = match class {
                 Class::Zero if min == 0 => Some(0),
                 Class::One if min <= 1 && max >= 1 => Some(1),
-                Class::BelowPow2 => near_pow2(&mut self.rng, 1, 0),
-                Class::Pow2 => near_pow2(&mut self.rng, 0, 0),
-                Class::AbovePow2 => near_pow2(&mut self.rng, 0, 1),
+                Class::BelowPow2 => near_pow2(rng, 1, 0),
+                Class::Pow2 => near_pow2(rng, 0, 0),
+                Class::AbovePow2 => near_pow2(rng, 0, 1),
                 Class::Max => Some(max),
                 Class::Overflow if !overflow.is_empty() => {
-                    Some(overflow[self.rng.random_range(0..overflow.len())])
+                    Some(overflow[rng.random_range(0..overflow.len())])
                 }
                 _ => None,
             };
             candidates.extend(value);
         }
-        candidates[self.rng.random_range(0..candidates.len())]
+        candidates[rng.random_range(0..candidates.len())]
     }
 }
 
@@ -182,6 +226,39 @@ mod tests {
             let v = bounds.boundary((1, 8), &[]);
             assert!((1..=8).contains(&v), "{v}");
         }
+    }
+
+    /// x takes every class; y and z repeat x's elements only beside an x of 0 (nothing runs);
+    /// the largest x comes with a y of 0.
+    #[test]
+    fn workgroup_counts_take_every_class_and_never_repeat_work() {
+        let mut bounds = Bounds::new(11);
+        let max = u64::from(MAX_WORKGROUPS);
+        let mut classes = std::collections::BTreeSet::new();
+        let counts: Vec<[u32; 3]> = (0..4000).filter_map(|_| bounds.workgroups()).collect();
+        assert!(
+            (800..1200).contains(&counts.len()),
+            "{} of 4000 drew a count",
+            counts.len()
+        );
+        for [x, y, z] in counts {
+            classes.insert(Class::of(x.into(), max));
+            if x != 0 {
+                assert!(
+                    [0, 1].contains(&y.min(2)) || u64::from(y) > max,
+                    "{x} {y} {z}"
+                );
+                assert!(
+                    [0, 1].contains(&z.min(2)) || u64::from(z) > max,
+                    "{x} {y} {z}"
+                );
+            }
+            if u64::from(x) == max {
+                assert_eq!(y, 0, "the largest x launches nothing");
+            }
+        }
+        let drawn: std::collections::BTreeSet<Class> = Class::ALL[..7].iter().copied().collect();
+        assert_eq!(classes, drawn);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use super::failure::{
 };
 use super::model::{Model, ReadOf};
 use super::workload::{
-    Action, Drawn, Fills, LaunchSpec, MAX_ELEMS, On, SLOTS, Step, TENSOR_SLOTS, Workload,
+    Action, Drawn, Fills, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step, TENSOR_SLOTS, Workload,
     tensor_strategy, view_target,
 };
 use super::world::World;
@@ -184,6 +184,8 @@ pub(super) fn refusal(operation: &'static str, s: StreamId) -> CaptureError {
 /// new one must say what it does in a capture window.
 pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
     match action {
+        // A boundary count's outcome (nothing, refused, a prefix) is judged outside windows.
+        Action::Launch(spec) if spec.workgroups.is_some() => InCapture::Skipped,
         Action::Launch(spec) => InCapture::Recorded(spec),
         Action::Write { slot, .. } => InCapture::WrittenInWindow { slot: *slot },
         Action::Read { slot } | Action::ReadPair { a: slot, .. } => {
@@ -1170,7 +1172,8 @@ impl<D: Device> Run<'_, D> {
         let src = (src.clone(), *src_buf);
         let s = client.stream_id();
         state.hit(Method::Launch, s, Arg::View, &[dst.1, src.1]);
-        self.launch_on(state, client, s, (kernel, k), dst, src, true)
+        let spec = (kernel, k, None);
+        self.launch_on(state, client, s, spec, dst, src, true)
             .map(drop)
     }
 
@@ -1306,18 +1309,21 @@ impl<D: Device> Run<'_, D> {
         }
         state.hit(Method::Launch, s, Arg::Ordinary, &[dst_buf, src_buf]);
         let (dst, src) = ((dst, dst_buf), (src, src_buf));
-        self.launch_on(state, client, s, (spec.kernel, spec.k), dst, src, model)
+        let spec = (spec.kernel, spec.k, spec.workgroups);
+        self.launch_on(state, client, s, spec, dst, src, model)
     }
 
     /// Launches kernel `kernel` with parameter `k` on two handles of distinct allocations (and
-    /// their model buffers); with `model`, applies it to the model too.
+    /// their model buffers), over `workgroups` if given (else the count covering `dst`); with
+    /// `model`, applies it to the model too. Returns the model buffers if the kernel ran: a
+    /// count with a zero axis runs nothing, one past the device's maximum must be refused.
     #[allow(clippy::too_many_arguments)]
     fn launch_on(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
         s: StreamId,
-        (kernel, k): (usize, u32),
+        (kernel, k, workgroups): (usize, u32, Option<[u32; 3]>),
         (dst, dst_buf): (Handle, u64),
         (src, src_buf): (Handle, u64),
         model: bool,
@@ -1326,15 +1332,52 @@ impl<D: Device> Run<'_, D> {
             .binding(&dst)
             .binding(&src)
             .param(Scalar::U32(k));
-        let count = CubeCount::Static(Formula::workgroups(state.model.len(dst_buf)), 1, 1);
-        client
-            .launch(&self.kernels[kernel], count, args)
-            .map_err(|e| Violation::refused(Method::Launch, Side::Explored, "launch refused", e))?;
+        let spec = LaunchSpec {
+            kernel,
+            dst: 0,
+            src: 0,
+            k,
+            workgroups,
+        };
+        let dst_len = state.model.len(dst_buf);
+        let [x, y, z] = spec.count(dst_len);
+        for axis in [x, y, z] {
+            state.number(Number::LaunchWorkgroups, axis.into());
+        }
+        let result = client.launch(&self.kernels[kernel], CubeCount::Static(x, y, z), args);
+        let covers = match (
+            spec.launched(dst_len, client.properties().max_workgroups),
+            result,
+        ) {
+            (Launched::Refused, Err(IoError::InvalidLaunch { .. })) => return Ok(None),
+            (Launched::Refused, other) => {
+                return Err(Violation::new(
+                    Check::WrongRefusal {
+                        call: Method::Launch,
+                        got: other.as_ref().err().map(|_| ErrorKind::Io),
+                    },
+                    format!(
+                        "a launch of {:?} workgroups, past the device's maximum, must be refused; got {other:?}",
+                        [x, y, z]
+                    ),
+                ));
+            }
+            (_, Err(e)) => {
+                return Err(Violation::refused(
+                    Method::Launch,
+                    Side::Explored,
+                    "launch refused",
+                    e,
+                ));
+            }
+            (Launched::Nothing, Ok(())) => return Ok(None),
+            (Launched::Covers(n), Ok(())) => n,
+        };
         if model {
             let formula = &self.world.kernels[kernel];
-            state
-                .model
-                .launch(s, dst_buf, src_buf, |d, s| formula.apply(d, s, k));
+            state.model.launch(s, dst_buf, src_buf, |d, s| {
+                formula.apply(&mut d[..covers], s, k)
+            });
         }
         Ok(Some((dst_buf, src_buf)))
     }

@@ -13,6 +13,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::boundary::Bounds;
 use super::world::World;
+use lockstep_kernels::elementwise::WORKGROUP;
+use lockstep_kernels::formula::Formula;
 use lockstep_kernels::ops::decode::splitmix64;
 
 /// Buffer slots shared by every thread.
@@ -52,6 +54,48 @@ pub struct LaunchSpec {
     pub dst: usize,
     pub src: usize,
     pub k: u32,
+    /// A boundary workgroup count ([`Bounds::workgroups`]); `None` launches the workgroups
+    /// that cover the destination. Only [`Action::Launch`] draws one.
+    pub workgroups: Option<[u32; 3]>,
+}
+
+/// The simulator's largest workgroup count on each axis, which boundary counts are drawn
+/// against.
+pub const MAX_WORKGROUPS: u32 = 65_535;
+
+/// What a launch of a count does to a destination, as `CubeCount::checked` promises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launched {
+    /// A zero axis: nothing runs, the call succeeds (whatever the other axes hold).
+    Nothing,
+    /// An axis past the device's maximum: refused at the call.
+    Refused,
+    /// The workgroups cover the destination's first this many elements (the kernel guards
+    /// the rest).
+    Covers(usize),
+}
+
+impl LaunchSpec {
+    /// The count this launch passes for a destination of `dst_len` elements.
+    pub fn count(&self, dst_len: usize) -> [u32; 3] {
+        self.workgroups
+            .unwrap_or([Formula::workgroups(dst_len), 1, 1])
+    }
+
+    /// What the count does to a destination of `dst_len` elements on a device whose largest
+    /// counts are `max`. Counts of more than one workgroup on y or z are never drawn: every
+    /// such workgroup would run the x axis's elements again.
+    pub fn launched(&self, dst_len: usize, max: [u32; 3]) -> Launched {
+        let count = self.count(dst_len);
+        if count.contains(&0) {
+            Launched::Nothing
+        } else if count.iter().zip(max).any(|(&c, m)| c > m) {
+            Launched::Refused
+        } else {
+            debug_assert_eq!(count[1..], [1, 1], "y and z repeat x's work");
+            Launched::Covers((count[0] as usize * WORKGROUP as usize).min(dst_len))
+        }
+    }
 }
 
 /// One client operation.
@@ -425,6 +469,7 @@ fn launch(world: &World, rng: &mut impl Rng) -> LaunchSpec {
         dst: rng.random_range(0..SLOTS),
         src: rng.random_range(0..SLOTS),
         k: rng.random(),
+        workgroups: None,
     }
 }
 
@@ -489,8 +534,11 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
             clip: false,
         }
     }),
-    (20, Needs::Nothing, |world, rng, _, _, _| {
-        Action::Launch(launch(world, rng))
+    (20, Needs::Nothing, |world, rng, bounds, _, _| {
+        Action::Launch(LaunchSpec {
+            workgroups: bounds.workgroups(),
+            ..launch(world, rng)
+        })
     }),
     (10, Needs::Nothing, |_, _, _, slot, _| Action::Read { slot }),
     (3, Needs::Nothing, |_, rng, _, slot, _| Action::ReadPair {
@@ -750,6 +798,45 @@ pub fn data(fill: u64, len: usize) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_count_runs_nothing_is_refused_or_covers_a_prefix() {
+        let spec = |workgroups| LaunchSpec {
+            kernel: 0,
+            dst: 0,
+            src: 1,
+            k: 0,
+            workgroups,
+        };
+        let max = [MAX_WORKGROUPS; 3];
+        let w = WORKGROUP as usize;
+        // The count covering the destination, 100 elements in workgroups of 8.
+        assert_eq!(spec(None).count(100), [13, 1, 1]);
+        assert_eq!(spec(None).launched(100, max), Launched::Covers(100));
+        // A zero axis wins over an axis past the maximum.
+        assert_eq!(
+            spec(Some([0, u32::MAX, 1])).launched(100, max),
+            Launched::Nothing
+        );
+        assert_eq!(spec(Some([3, 1, 0])).launched(100, max), Launched::Nothing);
+        assert_eq!(
+            spec(Some([3, 1, 65_536])).launched(100, max),
+            Launched::Refused
+        );
+        assert_eq!(
+            spec(Some([65_536, 1, 1])).launched(100, max),
+            Launched::Refused
+        );
+        // Fewer workgroups than the destination needs compute its first elements only.
+        assert_eq!(
+            spec(Some([3, 1, 1])).launched(100, max),
+            Launched::Covers(3 * w)
+        );
+        assert_eq!(
+            spec(Some([MAX_WORKGROUPS, 1, 1])).launched(100, max),
+            Launched::Covers(100)
+        );
+    }
 
     #[test]
     fn data_is_splitmix64_two_elements_an_output() {

@@ -4,7 +4,9 @@
 //! reach, with the reason.
 
 use crate::boundary::Class;
-use crate::workload::{MAX_ELEMS, MAX_LEN, MAX_TENSOR_DIM, MAX_TENSORS, MAX_WRITE_ELEMS};
+use crate::workload::{
+    MAX_ELEMS, MAX_LEN, MAX_TENSOR_DIM, MAX_TENSORS, MAX_WORKGROUPS, MAX_WRITE_ELEMS,
+};
 
 /// A number argument of a call, as the driver passes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,11 +33,13 @@ pub enum Number {
     OversizedBelow,
     /// The length of a misaligned `write_at`, in bytes.
     MisalignedLen,
+    /// Each axis of a launch's static workgroup count.
+    LaunchWorkgroups,
 }
 
 impl Number {
     /// Every number, in the order reports print them.
-    pub const ALL: [Number; 11] = [
+    pub const ALL: [Number; 12] = [
         Number::CreateLen,
         Number::EmptyLen,
         Number::ToClientLen,
@@ -47,6 +51,7 @@ impl Number {
         Number::OverrunPastEnd,
         Number::OversizedBelow,
         Number::MisalignedLen,
+        Number::LaunchWorkgroups,
     ];
 
     /// The number's name, as coverage reports print it.
@@ -63,6 +68,7 @@ impl Number {
             Number::OverrunPastEnd => "overrun past_end",
             Number::OversizedBelow => "oversized below",
             Number::MisalignedLen => "misaligned len",
+            Number::LaunchWorkgroups => "launch workgroups",
         }
     }
 
@@ -78,6 +84,7 @@ impl Number {
             Number::OverrunPastEnd => 7,
             Number::OversizedBelow => 511,
             Number::MisalignedLen => 8,
+            Number::LaunchWorkgroups => MAX_WORKGROUPS.into(),
         }
     }
 

@@ -12,7 +12,10 @@ use crate::driver::{
     InCapture, OversizedRequest, TensorsRefusal, clipped, in_capture, refusal, tensor_elems,
     tensors_refusal, write_range,
 };
-use crate::workload::{Action, LaunchSpec, MAX_LEN, On, Step, data, tensor_strategy, view_target};
+use crate::workload::{
+    Action, LaunchSpec, Launched, MAX_LEN, MAX_WORKGROUPS, On, Step, data, tensor_strategy,
+    view_target,
+};
 use lockstep_kernels::formula::Formula;
 
 /// A launch's call expression, whether it binds one handle twice (refused at the call), and
@@ -20,6 +23,8 @@ use lockstep_kernels::formula::Formula;
 struct LaunchCall {
     call: String,
     refused: bool,
+    /// How many of the destination's first elements the kernel computes, if it runs.
+    covers: Option<usize>,
     bufs: (u64, u64),
 }
 
@@ -383,29 +388,36 @@ impl Printer<'_> {
         }
         let bufs = (dst.buf, src.buf);
         let (dst, src) = (dst.var.clone(), src.var.clone());
+        let dst_len = self.model.len(bufs.0);
+        let launched = spec.launched(dst_len, [MAX_WORKGROUPS; 3]);
+        let count = spec.count(dst_len);
         Some(LaunchCall {
-            call: self.launch_code(c, (spec.kernel, spec.k), (&dst, bufs.0), &src),
-            refused: spec.dst == spec.src,
+            call: self.launch_code(c, (spec.kernel, spec.k), count, &dst, &src),
+            refused: spec.dst == spec.src || launched == Launched::Refused,
+            covers: match launched {
+                Launched::Covers(n) => Some(n),
+                Launched::Nothing | Launched::Refused => None,
+            },
             bufs,
         })
     }
 
-    /// The call launching the world's kernel `kernel` with parameter `k` on client `c`, on the
-    /// handle expression `dst` (of model buffer `dst_buf`) and `src`.
+    /// The call launching the world's kernel `kernel` with parameter `k` on client `c` over
+    /// `count` workgroups, on the handle expressions `dst` and `src`.
     fn launch_code(
         &mut self,
         c: &str,
         (kernel, k): (usize, u32),
-        (dst, dst_buf): (&str, u64),
+        [x, y, z]: [u32; 3],
+        dst: &str,
         src: &str,
     ) -> String {
-        let groups = Formula::workgroups(self.model.len(dst_buf));
         let kernel = self.kernel(kernel);
         self.code
             .uses("lockstep", &["CubeCount", "KernelArguments"]);
         self.code.uses("lockstep::kernel", &["Scalar"]);
         format!(
-            "{c}.launch(&{kernel}, CubeCount::Static({groups}, 1, 1), KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({k})))"
+            "{c}.launch(&{kernel}, CubeCount::Static({x}, {y}, {z}), KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({k})))"
         )
     }
 
@@ -433,23 +445,29 @@ impl Printer<'_> {
         let LaunchCall {
             call,
             refused,
+            covers,
             bufs,
         } = self.launch_call(c, spec)?;
         self.launch_statement(&call, refused);
-        if refused {
-            return None;
-        }
+        let covers = covers.filter(|_| !refused)?;
         if model {
-            self.model_launch(s, (spec.kernel, spec.k), bufs);
+            self.model_launch(s, (spec.kernel, spec.k), bufs, covers);
         }
         Some(bufs)
     }
 
-    /// The world's kernel `kernel` with parameter `k`, run on model buffers `dst` and `src`.
-    fn model_launch(&mut self, s: StreamId, (kernel, k): (usize, u32), (dst, src): (u64, u64)) {
+    /// The world's kernel `kernel` with parameter `k`, run on model buffers `dst` and `src`
+    /// over the first `covers` elements of `dst`.
+    fn model_launch(
+        &mut self,
+        s: StreamId,
+        (kernel, k): (usize, u32),
+        (dst, src): (u64, u64),
+        covers: usize,
+    ) {
         let formula = &self.world.kernels[kernel];
         self.model
-            .launch(s, dst, src, |d, s| formula.apply(d, s, k));
+            .launch(s, dst, src, |d, s| formula.apply(&mut d[..covers], s, k));
     }
 
     /// A launch inside `profile`, whose duration must resolve (the marks are taken even when
@@ -463,6 +481,7 @@ impl Printer<'_> {
             Some(LaunchCall {
                 call,
                 refused,
+                covers,
                 bufs,
             }) => {
                 let launched = self.var("launched");
@@ -470,8 +489,8 @@ impl Printer<'_> {
                     "let ({launched}, {duration}) = {c}.profile(|| {call}, \"explore\").unwrap();"
                 ));
                 self.launch_statement(&launched, refused);
-                if !refused {
-                    self.model_launch(s, (spec.kernel, spec.k), bufs);
+                if let Some(covers) = covers.filter(|_| !refused) {
+                    self.model_launch(s, (spec.kernel, spec.k), bufs, covers);
                 }
             }
         }
@@ -590,9 +609,11 @@ impl Printer<'_> {
         let dst = format!("{}[{i}].memory", group.var);
         let bufs = (group.bufs[i], src.buf);
         let src = src.var.clone();
-        let call = self.launch_code(c, launch, (&dst, bufs.0), &src);
+        let dst_len = self.model.len(bufs.0);
+        let count = [Formula::workgroups(dst_len), 1, 1];
+        let call = self.launch_code(c, launch, count, &dst, &src);
         self.code.line(format!("{call}.unwrap();"));
-        self.model_launch(s, launch, bufs);
+        self.model_launch(s, launch, bufs, dst_len);
     }
 
     /// An allocation no device serves ([`OversizedRequest`]), refused as out of memory.

@@ -1,4 +1,4 @@
-/// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 4 in 94 runs.
+/// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 4 in 93 runs.
 /// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
 /// it failed in operation `AllReduce`: all_reduce (Min) on a peer differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {
