@@ -20,7 +20,7 @@ pub struct Summary {
     pub streams: BTreeMap<u64, u64>,
     /// Threads that called.
     pub threads: BTreeSet<u32>,
-    /// Bytes of creates and writes.
+    /// Bytes of creates and writes (saturating at `u64::MAX`, as the other byte counts).
     pub bytes_written: u64,
     /// Of which the recording holds only a hash.
     pub bytes_written_hashed: u64,
@@ -56,7 +56,8 @@ impl Summary {
             Event::Outcome { call, outcome, .. } => match outcome {
                 Outcome::Ok => {}
                 Outcome::Read(ranges) => {
-                    self.bytes_read += ranges.iter().map(|r| r.hashes.len).sum::<u64>()
+                    let bytes = ranges.iter().map(|r| r.hashes.len);
+                    self.bytes_read = bytes.fold(self.bytes_read, u64::saturating_add);
                 }
                 Outcome::Err(message) => self.errors.push((*call, message.clone())),
             },
@@ -71,10 +72,11 @@ impl Summary {
             Op::Create { data: Some(d), .. } | Op::Write { data: d, .. } => Some(d),
             _ => None,
         };
+        // Lengths are the file's word: a corrupted one must not overflow the totals.
         if let Some(data) = data {
-            self.bytes_written += data.len();
+            self.bytes_written = self.bytes_written.saturating_add(data.len());
             if let Data::Hash { len, .. } = data {
-                self.bytes_written_hashed += len;
+                self.bytes_written_hashed = self.bytes_written_hashed.saturating_add(*len);
             }
         }
         match op {
