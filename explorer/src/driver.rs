@@ -425,6 +425,9 @@ fn drive<D: Device>(
         failure: None,
         reach: Recorder::default(),
     };
+    if let Some(budget) = world.budget_bytes {
+        state.number(Number::BudgetBytes, budget);
+    }
     // The host threads are logical: they take turns on this one OS thread, in the schedule's
     // order, exactly as the device would see real threads that act strictly in turn.
     for (turn, (thread, step)) in workload.in_order().enumerate() {

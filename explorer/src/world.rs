@@ -8,6 +8,7 @@ use lockstep_sim::{FaultPlan, FaultRates, SimConfig, SimDevice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use super::boundary::Bounds;
 use super::processes::ProcessWorld;
 use lockstep_kernels::formula::Formula;
 
@@ -132,9 +133,12 @@ impl World {
             world.peers = rng.random_range(1..=2);
         }
         // Drawn after the peers, for the same reason. Small enough that some worlds' workloads
-        // reach it (8 MiB pages of the default medium pool exceed the smallest).
+        // reach it (8 MiB pages of the default medium pool exceed the smallest); one in four
+        // a boundary value of its own stream (0 refuses every allocation, `u64::MAX` none).
         if rng.random_ratio(1, 4) {
-            world.budget_bytes = Some([4 * MIB, 16 * MIB, 64 * MIB][rng.random_range(0..3)]);
+            let ordinary = [3 * MIB, 12 * MIB, 48 * MIB][rng.random_range(0..3)];
+            let mut bounds = Bounds::new(seed ^ 0xb0d6_e7b0_d6e7_b0d6);
+            world.budget_bytes = Some(bounds.number(ordinary, (0, u64::MAX), &[]));
         }
         world.size_edges_bytes = world.size_edges();
         world

@@ -35,11 +35,13 @@ pub enum Number {
     MisalignedLen,
     /// Each axis of a launch's static workgroup count.
     LaunchWorkgroups,
+    /// The device memory budget a world sets, in bytes.
+    BudgetBytes,
 }
 
 impl Number {
     /// Every number, in the order reports print them.
-    pub const ALL: [Number; 12] = [
+    pub const ALL: [Number; 13] = [
         Number::CreateLen,
         Number::EmptyLen,
         Number::ToClientLen,
@@ -52,6 +54,7 @@ impl Number {
         Number::OversizedBelow,
         Number::MisalignedLen,
         Number::LaunchWorkgroups,
+        Number::BudgetBytes,
     ];
 
     /// The number's name, as coverage reports print it.
@@ -69,6 +72,7 @@ impl Number {
             Number::OversizedBelow => "oversized below",
             Number::MisalignedLen => "misaligned len",
             Number::LaunchWorkgroups => "launch workgroups",
+            Number::BudgetBytes => "budget bytes",
         }
     }
 
@@ -85,6 +89,7 @@ impl Number {
             Number::OversizedBelow => 511,
             Number::MisalignedLen => 8,
             Number::LaunchWorkgroups => MAX_WORKGROUPS.into(),
+            Number::BudgetBytes => u64::MAX,
         }
     }
 
@@ -131,6 +136,11 @@ pub const NUMBERS_EXCLUDED: &[NumberExclusion] = &[
         numbers: &[Number::OversizedBelow, Number::MisalignedLen],
         classes: &[Class::Overflow],
         reason: "already the distance below 2^64 of a request that overflows (oversized), or bounded by the misaligned write's few bytes",
+    },
+    NumberExclusion {
+        numbers: &[Number::BudgetBytes],
+        classes: &[Class::Overflow],
+        reason: "a budget is any u64 of bytes: none is past its type's range",
     },
     NumberExclusion {
         numbers: &[Number::MisalignedLen],

@@ -20,7 +20,7 @@ pub fn seed_6(options: lockstep::ServerOptions) {
     // The explorer's own thread: setup, cleanup, memory baseline.
     let mut client = clients.next().unwrap();
     client.set_stream(StreamId(100));
-    client.set_memory_budget(Some(67108864)).unwrap();
+    client.set_memory_budget(Some(50331648)).unwrap();
     let baseline = client.memory_usage().unwrap();
     let mut s0 = client.clone();
     s0.set_stream(StreamId(0));
