@@ -12,7 +12,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::workload::MAX_WORKGROUPS;
+use crate::workload::{LaunchCount, MAX_WORKGROUPS};
 
 /// The class of a number drawn from `0..=max`, or past `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -100,14 +100,32 @@ impl Bounds {
         }
     }
 
-    /// One time in four, a launch's workgroup count of boundary values (else `None`: the
-    /// count covering the destination). The x axis takes any class of `0..=MAX_WORKGROUPS` or
-    /// past it; y and z take 0, 1 or a value past the maximum, since more than one workgroup
-    /// there would run x's elements again, racing; beside an x of 0, which launches nothing,
-    /// they take any class. An x of the maximum comes with a y of 0: 65,535 workgroups cost
-    /// the simulator under a millisecond, but a whole launch of them per draw would slow every
-    /// world that draws one.
-    pub fn workgroups(&mut self) -> Option<[u32; 3]> {
+    /// One time in four, a launch's workgroup count of boundary values, static, or dynamic
+    /// where `dynamic` allows it (half the time); else the count covering the destination.
+    /// A dynamic count's x is, one time in four, any count instead (mostly an ordinary one,
+    /// which static launches get from the covering count).
+    pub fn launch_count(&mut self, dynamic: bool) -> LaunchCount {
+        match self.workgroups() {
+            None => LaunchCount::Covering,
+            Some([x, y, z]) if dynamic && self.counts.random_bool(0.5) => {
+                // Beside a zero x, y and z may repeat work: x stays.
+                let x = match x != 0 && self.counts.random_ratio(1, 4) {
+                    true => self.counts.random_range(1..=MAX_WORKGROUPS),
+                    false => x,
+                };
+                LaunchCount::Dynamic([x, y, z])
+            }
+            Some(count) => LaunchCount::Static(count),
+        }
+    }
+
+    /// One time in four, a workgroup count of boundary values (else `None`). The x axis takes
+    /// any class of `0..=MAX_WORKGROUPS` or past it; y and z take 0, 1 or a value past the
+    /// maximum, since more than one workgroup there would run x's elements again, racing;
+    /// beside an x of 0, which launches nothing, they take any class. An x of the maximum
+    /// comes with a y of 0: 65,535 workgroups of a plain formula cost the simulator under a
+    /// millisecond, but a sharing formula's reach its barrier, every one of them.
+    fn workgroups(&mut self) -> Option<[u32; 3]> {
         if !self.counts.random_ratio(1, 4) {
             return None;
         }

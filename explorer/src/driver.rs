@@ -30,8 +30,8 @@ use super::failure::{
 };
 use super::model::{Model, ReadOf};
 use super::workload::{
-    Action, Drawn, Fills, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step, TENSOR_SLOTS, Workload,
-    tensor_strategy, view_target,
+    Action, Drawn, Fills, LaunchCount, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step,
+    TENSOR_SLOTS, Workload, tensor_strategy, view_target,
 };
 use super::world::World;
 use lockstep_kernels::elementwise::overrun;
@@ -185,7 +185,7 @@ pub(super) fn refusal(operation: &'static str, s: StreamId) -> CaptureError {
 pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
     match action {
         // A boundary count's outcome (nothing, refused, a prefix) is judged outside windows.
-        Action::Launch(spec) if spec.workgroups.is_some() => InCapture::Skipped,
+        Action::Launch(spec) if spec.count != LaunchCount::Covering => InCapture::Skipped,
         Action::Launch(spec) => InCapture::Recorded(spec),
         Action::Write { slot, .. } => InCapture::WrittenInWindow { slot: *slot },
         Action::Read { slot } | Action::ReadPair { a: slot, .. } => {
@@ -1175,7 +1175,7 @@ impl<D: Device> Run<'_, D> {
         let src = (src.clone(), *src_buf);
         let s = client.stream_id();
         state.hit(Method::Launch, s, Arg::View, &[dst.1, src.1]);
-        let spec = (kernel, k, None);
+        let spec = (kernel, k, LaunchCount::Covering);
         self.launch_on(state, client, s, spec, dst, src, true)
             .map(drop)
     }
@@ -1312,21 +1312,21 @@ impl<D: Device> Run<'_, D> {
         }
         state.hit(Method::Launch, s, Arg::Ordinary, &[dst_buf, src_buf]);
         let (dst, src) = ((dst, dst_buf), (src, src_buf));
-        let spec = (spec.kernel, spec.k, spec.workgroups);
+        let spec = (spec.kernel, spec.k, spec.count);
         self.launch_on(state, client, s, spec, dst, src, model)
     }
 
     /// Launches kernel `kernel` with parameter `k` on two handles of distinct allocations (and
-    /// their model buffers), over `workgroups` if given (else the count covering `dst`); with
-    /// `model`, applies it to the model too. Returns the model buffers if the kernel ran: a
-    /// count with a zero axis runs nothing, one past the device's maximum must be refused.
+    /// their model buffers), over `count`; with `model`, applies it to the model too. Returns
+    /// the model buffers if the kernel ran: a count with a zero axis runs nothing, a static one
+    /// past the device's maximum must be refused, a dynamic one runs nothing.
     #[allow(clippy::too_many_arguments)]
     fn launch_on(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
         s: StreamId,
-        (kernel, k, workgroups): (usize, u32, Option<[u32; 3]>),
+        (kernel, k, count): (usize, u32, LaunchCount),
         (dst, dst_buf): (Handle, u64),
         (src, src_buf): (Handle, u64),
         model: bool,
@@ -1340,14 +1340,28 @@ impl<D: Device> Run<'_, D> {
             dst: 0,
             src: 0,
             k,
-            workgroups,
+            count,
         };
         let dst_len = state.model.len(dst_buf);
-        let [x, y, z] = spec.count(dst_len);
+        let [x, y, z] = spec.workgroups(dst_len);
+        let (number, cube_count) = match count {
+            LaunchCount::Dynamic(axes) => {
+                // Written on this stream, so the launch reads it after the write.
+                match client.create(Bytes::from_elems(&axes)) {
+                    Ok(handle) => (Number::DynamicWorkgroups, CubeCount::Dynamic(handle)),
+                    Err(e) => {
+                        return self
+                            .refused(state, (Method::Create, e), false)
+                            .map(|()| None);
+                    }
+                }
+            }
+            _ => (Number::LaunchWorkgroups, CubeCount::Static(x, y, z)),
+        };
         for axis in [x, y, z] {
-            state.number(Number::LaunchWorkgroups, axis.into());
+            state.number(number, axis.into());
         }
-        let result = client.launch(&self.kernels[kernel], CubeCount::Static(x, y, z), args);
+        let result = client.launch(&self.kernels[kernel], cube_count, args);
         let covers = match (
             spec.launched(dst_len, client.properties().max_workgroups),
             result,

@@ -54,21 +54,34 @@ pub struct LaunchSpec {
     pub dst: usize,
     pub src: usize,
     pub k: u32,
-    /// A boundary workgroup count ([`Bounds::workgroups`]); `None` launches the workgroups
-    /// that cover the destination. Only [`Action::Launch`] draws one.
-    pub workgroups: Option<[u32; 3]>,
+    /// Its workgroup count. Only [`Action::Launch`] draws one other than
+    /// [`LaunchCount::Covering`] ([`Bounds::launch_count`]).
+    pub count: LaunchCount,
+}
+
+/// A launch's workgroup count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchCount {
+    /// The workgroups covering the destination, along x.
+    Covering,
+    /// These, passed as `CubeCount::Static`.
+    Static([u32; 3]),
+    /// These, written to a fresh 12-byte buffer passed as `CubeCount::Dynamic` (fault-free
+    /// worlds only: an injected failure of that write would make the count unknowable).
+    Dynamic([u32; 3]),
 }
 
 /// The simulator's largest workgroup count on each axis, which boundary counts are drawn
 /// against.
 pub const MAX_WORKGROUPS: u32 = 65_535;
 
-/// What a launch of a count does to a destination, as `CubeCount::checked` promises.
+/// What a launch of a count does to a destination, as `CubeCount`'s doc promises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Launched {
-    /// A zero axis: nothing runs, the call succeeds (whatever the other axes hold).
+    /// A zero axis, or a dynamic count's axis past the device's maximum: nothing runs, the
+    /// call succeeds (whatever the other axes hold).
     Nothing,
-    /// An axis past the device's maximum: refused at the call.
+    /// A static count's axis past the device's maximum (and none zero): refused at the call.
     Refused,
     /// The workgroups cover the destination's first this many elements (the kernel guards
     /// the rest).
@@ -76,20 +89,24 @@ pub enum Launched {
 }
 
 impl LaunchSpec {
-    /// The count this launch passes for a destination of `dst_len` elements.
-    pub fn count(&self, dst_len: usize) -> [u32; 3] {
-        self.workgroups
-            .unwrap_or([Formula::workgroups(dst_len), 1, 1])
+    /// The workgroups this launch passes for a destination of `dst_len` elements.
+    pub fn workgroups(&self, dst_len: usize) -> [u32; 3] {
+        match self.count {
+            LaunchCount::Covering => [Formula::workgroups(dst_len), 1, 1],
+            LaunchCount::Static(count) | LaunchCount::Dynamic(count) => count,
+        }
     }
 
     /// What the count does to a destination of `dst_len` elements on a device whose largest
     /// counts are `max`. Counts of more than one workgroup on y or z are never drawn: every
     /// such workgroup would run the x axis's elements again.
     pub fn launched(&self, dst_len: usize, max: [u32; 3]) -> Launched {
-        let count = self.count(dst_len);
-        if count.contains(&0) {
+        let count = self.workgroups(dst_len);
+        let dynamic = matches!(self.count, LaunchCount::Dynamic(_));
+        let past_max = count.iter().zip(max).any(|(&c, m)| c > m);
+        if count.contains(&0) || (dynamic && past_max) {
             Launched::Nothing
-        } else if count.iter().zip(max).any(|(&c, m)| c > m) {
+        } else if past_max {
             Launched::Refused
         } else {
             debug_assert_eq!(count[1..], [1, 1], "y and z repeat x's work");
@@ -469,7 +486,7 @@ fn launch(world: &World, rng: &mut impl Rng) -> LaunchSpec {
         dst: rng.random_range(0..SLOTS),
         src: rng.random_range(0..SLOTS),
         k: rng.random(),
-        workgroups: None,
+        count: LaunchCount::Covering,
     }
 }
 
@@ -536,7 +553,7 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
     }),
     (20, Needs::Nothing, |world, rng, bounds, _, _| {
         Action::Launch(LaunchSpec {
-            workgroups: bounds.workgroups(),
+            count: bounds.launch_count(!world.injects_faults()),
             ..launch(world, rng)
         })
     }),
@@ -801,41 +818,56 @@ mod tests {
 
     #[test]
     fn a_launch_count_runs_nothing_is_refused_or_covers_a_prefix() {
-        let spec = |workgroups| LaunchSpec {
+        let spec = |count| LaunchSpec {
             kernel: 0,
             dst: 0,
             src: 1,
             k: 0,
-            workgroups,
+            count,
         };
+        use LaunchCount::{Covering, Dynamic, Static};
         let max = [MAX_WORKGROUPS; 3];
         let w = WORKGROUP as usize;
         // The count covering the destination, 100 elements in workgroups of 8.
-        assert_eq!(spec(None).count(100), [13, 1, 1]);
-        assert_eq!(spec(None).launched(100, max), Launched::Covers(100));
+        assert_eq!(spec(Covering).workgroups(100), [13, 1, 1]);
+        assert_eq!(spec(Covering).launched(100, max), Launched::Covers(100));
         // A zero axis wins over an axis past the maximum.
         assert_eq!(
-            spec(Some([0, u32::MAX, 1])).launched(100, max),
+            spec(Static([0, u32::MAX, 1])).launched(100, max),
             Launched::Nothing
         );
-        assert_eq!(spec(Some([3, 1, 0])).launched(100, max), Launched::Nothing);
         assert_eq!(
-            spec(Some([3, 1, 65_536])).launched(100, max),
+            spec(Static([3, 1, 0])).launched(100, max),
+            Launched::Nothing
+        );
+        assert_eq!(
+            spec(Static([3, 1, 65_536])).launched(100, max),
             Launched::Refused
         );
         assert_eq!(
-            spec(Some([65_536, 1, 1])).launched(100, max),
+            spec(Static([65_536, 1, 1])).launched(100, max),
             Launched::Refused
+        );
+        // Past the maximum, a dynamic count runs nothing instead.
+        assert_eq!(
+            spec(Dynamic([65_536, 1, 1])).launched(100, max),
+            Launched::Nothing
+        );
+        assert_eq!(
+            spec(Dynamic([3, 0, 1])).launched(100, max),
+            Launched::Nothing
         );
         // Fewer workgroups than the destination needs compute its first elements only.
         assert_eq!(
-            spec(Some([3, 1, 1])).launched(100, max),
+            spec(Static([3, 1, 1])).launched(100, max),
             Launched::Covers(3 * w)
         );
         assert_eq!(
-            spec(Some([MAX_WORKGROUPS, 1, 1])).launched(100, max),
-            Launched::Covers(100)
+            spec(Dynamic([3, 1, 1])).launched(100, max),
+            Launched::Covers(3 * w)
         );
+        let largest = Static([MAX_WORKGROUPS, 1, 1]);
+        assert_eq!(spec(largest).launched(100, max), Launched::Covers(100));
     }
 
     #[test]

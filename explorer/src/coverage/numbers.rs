@@ -35,13 +35,15 @@ pub enum Number {
     MisalignedLen,
     /// Each axis of a launch's static workgroup count.
     LaunchWorkgroups,
+    /// Each axis of a launch's dynamic workgroup count.
+    DynamicWorkgroups,
     /// The device memory budget a world sets, in bytes.
     BudgetBytes,
 }
 
 impl Number {
     /// Every number, in the order reports print them.
-    pub const ALL: [Number; 13] = [
+    pub const ALL: [Number; 14] = [
         Number::CreateLen,
         Number::EmptyLen,
         Number::ToClientLen,
@@ -54,6 +56,7 @@ impl Number {
         Number::OversizedBelow,
         Number::MisalignedLen,
         Number::LaunchWorkgroups,
+        Number::DynamicWorkgroups,
         Number::BudgetBytes,
     ];
 
@@ -72,6 +75,7 @@ impl Number {
             Number::OversizedBelow => "oversized below",
             Number::MisalignedLen => "misaligned len",
             Number::LaunchWorkgroups => "launch workgroups",
+            Number::DynamicWorkgroups => "dynamic workgroups",
             Number::BudgetBytes => "budget bytes",
         }
     }
@@ -88,7 +92,7 @@ impl Number {
             Number::OverrunPastEnd => 7,
             Number::OversizedBelow => 511,
             Number::MisalignedLen => 8,
-            Number::LaunchWorkgroups => MAX_WORKGROUPS.into(),
+            Number::LaunchWorkgroups | Number::DynamicWorkgroups => MAX_WORKGROUPS.into(),
             Number::BudgetBytes => u64::MAX,
         }
     }

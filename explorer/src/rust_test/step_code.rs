@@ -13,8 +13,8 @@ use crate::driver::{
     tensors_refusal, write_range,
 };
 use crate::workload::{
-    Action, LaunchSpec, Launched, MAX_LEN, MAX_WORKGROUPS, On, Step, data, tensor_strategy,
-    view_target,
+    Action, LaunchCount, LaunchSpec, Launched, MAX_LEN, MAX_WORKGROUPS, On, Step, data,
+    tensor_strategy, view_target,
 };
 use lockstep_kernels::formula::Formula;
 
@@ -390,9 +390,9 @@ impl Printer<'_> {
         let (dst, src) = (dst.var.clone(), src.var.clone());
         let dst_len = self.model.len(bufs.0);
         let launched = spec.launched(dst_len, [MAX_WORKGROUPS; 3]);
-        let count = spec.count(dst_len);
+        let count = self.count_code(c, spec.count, spec.workgroups(dst_len));
         Some(LaunchCall {
-            call: self.launch_code(c, (spec.kernel, spec.k), count, &dst, &src),
+            call: self.launch_code(c, (spec.kernel, spec.k), &count, &dst, &src),
             refused: spec.dst == spec.src || launched == Launched::Refused,
             covers: match launched {
                 Launched::Covers(n) => Some(n),
@@ -402,13 +402,30 @@ impl Printer<'_> {
         })
     }
 
+    /// The `CubeCount` expression of `workgroups`, counted as `count` says: a dynamic one in a
+    /// buffer created on client `c` within the expression.
+    fn count_code(&mut self, c: &str, count: LaunchCount, [x, y, z]: [u32; 3]) -> String {
+        self.code.uses("lockstep", &["CubeCount"]);
+        match count {
+            LaunchCount::Dynamic(_) => {
+                self.code.uses("lockstep", &["Bytes"]);
+                format!(
+                    "CubeCount::Dynamic({c}.create(Bytes::from_elems::<u32>(&[{x}, {y}, {z}])).unwrap())"
+                )
+            }
+            LaunchCount::Covering | LaunchCount::Static(_) => {
+                format!("CubeCount::Static({x}, {y}, {z})")
+            }
+        }
+    }
+
     /// The call launching the world's kernel `kernel` with parameter `k` on client `c` over
-    /// `count` workgroups, on the handle expressions `dst` and `src`.
+    /// the `count` expression, on the handle expressions `dst` and `src`.
     fn launch_code(
         &mut self,
         c: &str,
         (kernel, k): (usize, u32),
-        [x, y, z]: [u32; 3],
+        count: &str,
         dst: &str,
         src: &str,
     ) -> String {
@@ -417,7 +434,7 @@ impl Printer<'_> {
             .uses("lockstep", &["CubeCount", "KernelArguments"]);
         self.code.uses("lockstep::kernel", &["Scalar"]);
         format!(
-            "{c}.launch(&{kernel}, CubeCount::Static({x}, {y}, {z}), KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({k})))"
+            "{c}.launch(&{kernel}, {count}, KernelArguments::new().binding(&{dst}).binding(&{src}).param(Scalar::U32({k})))"
         )
     }
 
@@ -610,8 +627,8 @@ impl Printer<'_> {
         let bufs = (group.bufs[i], src.buf);
         let src = src.var.clone();
         let dst_len = self.model.len(bufs.0);
-        let count = [Formula::workgroups(dst_len), 1, 1];
-        let call = self.launch_code(c, launch, count, &dst, &src);
+        let count = format!("CubeCount::Static({}, 1, 1)", Formula::workgroups(dst_len));
+        let call = self.launch_code(c, launch, &count, &dst, &src);
         self.code.line(format!("{call}.unwrap();"));
         self.model_launch(s, launch, bufs, dst_len);
     }
