@@ -9,9 +9,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use lockstep::kernel::{ElemType, Fnv1a, Scalar};
 use lockstep::{
     Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
-    IoError, Kernel, KernelArguments, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy,
-    MemoryPoolsConfig, OutOfMemoryReason, ProfileError, ReduceOperation, ServerError, StreamId,
-    block_on, contiguous_strides,
+    InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
+    MemoryLayoutDescriptor, MemoryLayoutStrategy, MemoryPoolsConfig, OutOfMemoryReason,
+    ProfileError, ReduceOperation, ServerError, StreamId, block_on, contiguous_strides,
 };
 use lockstep_sim::{FaultKind, SanitizerReport};
 
@@ -428,6 +428,11 @@ fn drive<D: Device>(
     if let Some(budget) = world.budget_bytes {
         state.number(Number::BudgetBytes, budget);
     }
+    if let Some(MemoryPoolsConfig::Pools(layouts)) = &world.pools {
+        for layout in layouts {
+            state.number(Number::PoolCapBytes, layout.cap_bytes);
+        }
+    }
     // The host threads are logical: they take turns on this one OS thread, in the schedule's
     // order, exactly as the device would see real threads that act strictly in turn.
     for (turn, (thread, step)) in workload.in_order().enumerate() {
@@ -485,10 +490,32 @@ fn prepare<D: Device>(
     client: &ComputeClient<D>,
 ) -> Result<lockstep::MemoryUsage, Violation> {
     if let Some(pools) = &world.pools {
-        client.install_memory_pools(pools).map_err(|e| {
-            let what = "installing the world's pools on an idle device";
-            Violation::refused(Method::InstallMemoryPools, Side::Explored, what, e)
-        })?;
+        let result = client.install_memory_pools(pools);
+        let expected = world
+            .pools_refusal()
+            .map(InstallMemoryPoolsError::InvalidLayout);
+        match (result, expected) {
+            (Ok(()), None) => {}
+            (Err(got), Some(expected)) if got == expected => {}
+            (result, Some(expected)) => {
+                return Err(Violation::new(
+                    Check::WrongRefusal {
+                        call: Method::InstallMemoryPools,
+                        got: result.as_ref().err().map(|_| ErrorKind::Io),
+                    },
+                    format!("installing {pools:?} must be refused as {expected:?}; got {result:?}"),
+                ));
+            }
+            (Err(e), None) => {
+                let what = "installing the world's pools on an idle device";
+                return Err(Violation::refused(
+                    Method::InstallMemoryPools,
+                    Side::Explored,
+                    what,
+                    e,
+                ));
+            }
+        }
     }
     if world.budget_bytes.is_some() {
         client.set_memory_budget(world.budget_bytes).map_err(|e| {
@@ -604,8 +631,7 @@ fn back_to_baseline<D: Device>(
             format!(
                 "memory did not return to baseline: {usage} after every handle dropped, memory_cleanup and sync (baseline {baseline}); {}",
                 world
-                    .pools
-                    .as_ref()
+                    .installed_pools()
                     .map_or("default pools".to_owned(), |p| format!("{p:?}"))
             ),
         ));
@@ -807,7 +833,11 @@ impl<D: Device> Run<'_, D> {
             // what all pools reserve: legal refusals.
             ServerError::OutOfMemory(oom)
                 if matches!(
-                    (&oom.reason, &self.world.pools, self.world.budget_bytes),
+                    (
+                        &oom.reason,
+                        self.world.installed_pools(),
+                        self.world.budget_bytes
+                    ),
                     (
                         OutOfMemoryReason::PoolCap { .. },
                         Some(MemoryPoolsConfig::Pools(_)),

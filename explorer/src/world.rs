@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use lockstep::{Device, MemoryConfiguration, MemoryPoolsConfig, PoolLayout, PoolPreset};
+use lockstep::{
+    Device, LayoutError, MemoryConfiguration, MemoryPoolsConfig, PoolLayout, PoolPreset,
+};
 use lockstep_sim::{FaultPlan, FaultRates, SimConfig, SimDevice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -140,8 +142,41 @@ impl World {
             let mut bounds = Bounds::new(seed ^ 0xb0d6_e7b0_d6e7_b0d6);
             world.budget_bytes = Some(bounds.number(ordinary, (0, u64::MAX), &[]));
         }
+        // Each drawn pool's cap, one time in four, a boundary value of a stream of its own: one
+        // below its page size makes the layout refused, and the world runs on the default.
+        if let Some(MemoryPoolsConfig::Pools(layouts)) = &mut world.pools {
+            let mut bounds = Bounds::new(seed ^ 0xca9b_0d5c_a9b0_d5ca);
+            for layout in layouts {
+                layout.cap_bytes = bounds.number(layout.cap_bytes, (0, u64::MAX), &[]);
+            }
+        }
         world.size_edges_bytes = world.size_edges();
         world
+    }
+
+    /// Why `install_memory_pools` must refuse the world's pools, if it must: the first pool
+    /// whose cap is below its page (the only rule a drawn layout can break: its pages are 4 KiB
+    /// to 1 MiB, below every device's largest allocation, and its slices at most a page).
+    pub fn pools_refusal(&self) -> Option<LayoutError> {
+        let Some(MemoryPoolsConfig::Pools(layouts)) = &self.pools else {
+            return None;
+        };
+        let (pool, p) = layouts
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.cap_bytes < p.page_bytes)?;
+        Some(LayoutError::CapSmallerThanPage {
+            pool,
+            cap_bytes: p.cap_bytes,
+            page_bytes: p.page_bytes,
+        })
+    }
+
+    /// The pools the explored device runs with: the world's, unless refused.
+    pub fn installed_pools(&self) -> Option<&MemoryPoolsConfig> {
+        self.pools
+            .as_ref()
+            .filter(|_| self.pools_refusal().is_none())
     }
 
     /// The world with `ops` operations in all (split evenly over its threads) instead of the
@@ -162,8 +197,8 @@ impl World {
     fn size_edges(&self) -> Vec<u64> {
         let device = SimDevice::new(self.sim_config());
         let pools = self
-            .pools
-            .clone()
+            .installed_pools()
+            .cloned()
             .unwrap_or(MemoryPoolsConfig::Preset(PoolPreset::Default));
         let layout = MemoryConfiguration::resolve(&pools, device.properties())
             .expect("a world draws only layouts its device accepts");

@@ -39,11 +39,13 @@ pub enum Number {
     DynamicWorkgroups,
     /// The device memory budget a world sets, in bytes.
     BudgetBytes,
+    /// A pool's cap in a world's pool list, in bytes.
+    PoolCapBytes,
 }
 
 impl Number {
     /// Every number, in the order reports print them.
-    pub const ALL: [Number; 14] = [
+    pub const ALL: [Number; 15] = [
         Number::CreateLen,
         Number::EmptyLen,
         Number::ToClientLen,
@@ -58,6 +60,7 @@ impl Number {
         Number::LaunchWorkgroups,
         Number::DynamicWorkgroups,
         Number::BudgetBytes,
+        Number::PoolCapBytes,
     ];
 
     /// The number's name, as coverage reports print it.
@@ -77,6 +80,7 @@ impl Number {
             Number::LaunchWorkgroups => "launch workgroups",
             Number::DynamicWorkgroups => "dynamic workgroups",
             Number::BudgetBytes => "budget bytes",
+            Number::PoolCapBytes => "pool cap bytes",
         }
     }
 
@@ -93,7 +97,7 @@ impl Number {
             Number::OversizedBelow => 511,
             Number::MisalignedLen => 8,
             Number::LaunchWorkgroups | Number::DynamicWorkgroups => MAX_WORKGROUPS.into(),
-            Number::BudgetBytes => u64::MAX,
+            Number::BudgetBytes | Number::PoolCapBytes => u64::MAX,
         }
     }
 
@@ -142,9 +146,9 @@ pub const NUMBERS_EXCLUDED: &[NumberExclusion] = &[
         reason: "already the distance below 2^64 of a request that overflows (oversized), or bounded by the misaligned write's few bytes",
     },
     NumberExclusion {
-        numbers: &[Number::BudgetBytes],
+        numbers: &[Number::BudgetBytes, Number::PoolCapBytes],
         classes: &[Class::Overflow],
-        reason: "a budget is any u64 of bytes: none is past its type's range",
+        reason: "a budget or a pool's cap is any u64 of bytes: none is past its type's range",
     },
     NumberExclusion {
         numbers: &[Number::MisalignedLen],

@@ -279,8 +279,17 @@ impl<'w> Printer<'w> {
         }
         if let Some(pools) = &self.world.pools {
             let pools = pools_code(&mut self.code, pools);
-            self.code
-                .line(format!("client.install_memory_pools(&{pools}).unwrap();"));
+            let install = format!("client.install_memory_pools(&{pools})");
+            match self.world.pools_refusal() {
+                None => self.code.line(format!("{install}.unwrap();")),
+                Some(refusal) => {
+                    self.code
+                        .uses("lockstep", &["InstallMemoryPoolsError", "LayoutError"]);
+                    self.code.line(format!(
+                        "assert_eq!({install}, Err(InstallMemoryPoolsError::InvalidLayout(LayoutError::{refusal:?})));"
+                    ));
+                }
+            }
         }
         if let Some(bytes) = self.world.budget_bytes {
             self.code
