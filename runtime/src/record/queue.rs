@@ -77,23 +77,40 @@ impl Queue {
         kernel: Option<&Kernel>,
         unhashed: Option<Unhashed>,
     ) {
-        LOCALS.with(|locals| {
+        let mut queued = Some(Queued {
+            event,
+            kernel: None,
+            unhashed,
+        });
+        let pushed = LOCALS.try_with(|locals| {
             let mut locals = locals.borrow_mut();
             let local = self.local(&mut locals);
-            let kernel = kernel
+            let mut queued = queued.take().expect("pushed once");
+            queued.kernel = kernel
                 .filter(|k| local.first_time(k.content_hash()))
                 .cloned();
-            let mut buffer = local.buffer.lock().unwrap_or_else(PoisonError::into_inner);
-            let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
-            buffer.push((
-                seq,
-                Queued {
-                    event,
-                    kernel,
-                    unhashed,
-                },
-            ));
+            self.push_to(&local.buffer, queued);
         });
+        // A call from a thread-local's destructor after this thread's entries are gone (a
+        // client kept in a thread-local, dropped as the thread ends): a buffer of its own,
+        // with the kernel; the writer takes it and drops the buffer.
+        if pushed.is_err() {
+            let mut queued = queued.take().expect("pushed once");
+            queued.kernel = kernel.cloned();
+            let buffer = Arc::new(Buffer::default());
+            self.buffers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Arc::clone(&buffer));
+            self.push_to(&buffer, queued);
+        }
+    }
+
+    /// Appends `queued` to `buffer`, numbered while its lock is held (the module's invariant).
+    fn push_to(&self, buffer: &Buffer, queued: Queued) {
+        let mut buffer = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed);
+        buffer.push((seq, queued));
     }
 
     /// The calling thread's entry for this queue, registering its buffer at first use.
@@ -186,6 +203,44 @@ mod tests {
             assert_eq!(call, next[thread as usize], "thread {thread} out of order");
             next[thread as usize] += 1;
         }
+        assert!(
+            queue.buffers.lock().unwrap().is_empty(),
+            "ended threads' buffers kept"
+        );
+    }
+
+    /// A client kept in a thread-local records its drop as the thread ends, maybe after the
+    /// queue's own thread-local is gone: the event is kept all the same.
+    #[test]
+    fn a_push_from_a_thread_locals_destructor_is_kept() {
+        let queue: &'static Queue = Box::leak(Box::default());
+        struct PushOnDrop(&'static Queue);
+        impl Drop for PushOnDrop {
+            fn drop(&mut self) {
+                self.0.push(call(7, 1), None, None);
+            }
+        }
+        std::thread_local! {
+            static LATE: RefCell<Option<PushOnDrop>> = const { RefCell::new(None) };
+        }
+        std::thread::spawn(move || {
+            // Registered before the queue's thread-local, so destroyed after it (on platforms
+            // that destroy thread-locals in reverse order of first use).
+            LATE.with(|late| *late.borrow_mut() = Some(PushOnDrop(queue)));
+            queue.push(call(7, 0), None, None);
+        })
+        .join()
+        .unwrap();
+        let (mut held, mut ready) = (Vec::new(), Vec::new());
+        queue.take(&mut held, &mut ready);
+        let calls: Vec<u64> = ready
+            .iter()
+            .map(|queued| match queued.event {
+                Event::Call { call, .. } => call,
+                _ => unreachable!("only calls were pushed"),
+            })
+            .collect();
+        assert_eq!(calls, [0, 1]);
         assert!(
             queue.buffers.lock().unwrap().is_empty(),
             "ended threads' buffers kept"
