@@ -142,8 +142,13 @@ impl Queue {
         let bound = self.next_seq.load(Ordering::Relaxed);
         let mut buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
         buffers.retain(|buffer| {
-            held.append(&mut buffer.lock().unwrap_or_else(PoisonError::into_inner));
-            Arc::strong_count(buffer) > 1
+            let mut events = buffer.lock().unwrap_or_else(PoisonError::into_inner);
+            // Read under the lock: at 1, the thread that pushed is gone (its last push came
+            // before this lock) and nobody can push again. Read after the lock was let go, a
+            // thread could push and end in between, and its last events would be dropped.
+            let pushed_to = Arc::strong_count(buffer) > 1;
+            held.append(&mut events);
+            pushed_to
         });
         drop(buffers);
         // Each buffer is in order: a stable sort merges the runs.
