@@ -1365,15 +1365,8 @@ impl<D: Device> Run<'_, D> {
             .binding(&dst)
             .binding(&src)
             .param(Scalar::U32(k));
-        let spec = LaunchSpec {
-            kernel,
-            dst: 0,
-            src: 0,
-            k,
-            count,
-        };
         let dst_len = state.model.len(dst_buf);
-        let [x, y, z] = spec.workgroups(dst_len);
+        let [x, y, z] = count.workgroups(dst_len);
         let (number, cube_count) = match count {
             LaunchCount::Dynamic(axes) => {
                 // Written on this stream, so the launch reads it after the write.
@@ -1393,7 +1386,7 @@ impl<D: Device> Run<'_, D> {
         }
         let result = client.launch(&self.kernels[kernel], cube_count, args);
         let covers = match (
-            spec.launched(dst_len, client.properties().max_workgroups),
+            count.launched(dst_len, client.properties().max_workgroups),
             result,
         ) {
             (Launched::Refused, Err(IoError::InvalidLaunch { .. })) => return Ok(None),

@@ -88,10 +88,10 @@ pub enum Launched {
     Covers(usize),
 }
 
-impl LaunchSpec {
-    /// The workgroups this launch passes for a destination of `dst_len` elements.
+impl LaunchCount {
+    /// The workgroups this count passes for a destination of `dst_len` elements.
     pub fn workgroups(&self, dst_len: usize) -> [u32; 3] {
-        match self.count {
+        match *self {
             LaunchCount::Covering => [Formula::workgroups(dst_len), 1, 1],
             LaunchCount::Static(count) | LaunchCount::Dynamic(count) => count,
         }
@@ -102,7 +102,7 @@ impl LaunchSpec {
     /// such workgroup would run the x axis's elements again.
     pub fn launched(&self, dst_len: usize, max: [u32; 3]) -> Launched {
         let count = self.workgroups(dst_len);
-        let dynamic = matches!(self.count, LaunchCount::Dynamic(_));
+        let dynamic = matches!(self, LaunchCount::Dynamic(_));
         let past_max = count.iter().zip(max).any(|(&c, m)| c > m);
         if count.contains(&0) || (dynamic && past_max) {
             Launched::Nothing
@@ -818,56 +818,37 @@ mod tests {
 
     #[test]
     fn a_launch_count_runs_nothing_is_refused_or_covers_a_prefix() {
-        let spec = |count| LaunchSpec {
-            kernel: 0,
-            dst: 0,
-            src: 1,
-            k: 0,
-            count,
-        };
         use LaunchCount::{Covering, Dynamic, Static};
         let max = [MAX_WORKGROUPS; 3];
         let w = WORKGROUP as usize;
         // The count covering the destination, 100 elements in workgroups of 8.
-        assert_eq!(spec(Covering).workgroups(100), [13, 1, 1]);
-        assert_eq!(spec(Covering).launched(100, max), Launched::Covers(100));
+        assert_eq!(Covering.workgroups(100), [13, 1, 1]);
+        assert_eq!(Covering.launched(100, max), Launched::Covers(100));
         // A zero axis wins over an axis past the maximum.
         assert_eq!(
-            spec(Static([0, u32::MAX, 1])).launched(100, max),
+            Static([0, u32::MAX, 1]).launched(100, max),
             Launched::Nothing
         );
-        assert_eq!(
-            spec(Static([3, 1, 0])).launched(100, max),
-            Launched::Nothing
-        );
-        assert_eq!(
-            spec(Static([3, 1, 65_536])).launched(100, max),
-            Launched::Refused
-        );
-        assert_eq!(
-            spec(Static([65_536, 1, 1])).launched(100, max),
-            Launched::Refused
-        );
+        assert_eq!(Static([3, 1, 0]).launched(100, max), Launched::Nothing);
+        assert_eq!(Static([3, 1, 65_536]).launched(100, max), Launched::Refused);
+        assert_eq!(Static([65_536, 1, 1]).launched(100, max), Launched::Refused);
         // Past the maximum, a dynamic count runs nothing instead.
         assert_eq!(
-            spec(Dynamic([65_536, 1, 1])).launched(100, max),
+            Dynamic([65_536, 1, 1]).launched(100, max),
             Launched::Nothing
         );
-        assert_eq!(
-            spec(Dynamic([3, 0, 1])).launched(100, max),
-            Launched::Nothing
-        );
+        assert_eq!(Dynamic([3, 0, 1]).launched(100, max), Launched::Nothing);
         // Fewer workgroups than the destination needs compute its first elements only.
         assert_eq!(
-            spec(Static([3, 1, 1])).launched(100, max),
+            Static([3, 1, 1]).launched(100, max),
             Launched::Covers(3 * w)
         );
         assert_eq!(
-            spec(Dynamic([3, 1, 1])).launched(100, max),
+            Dynamic([3, 1, 1]).launched(100, max),
             Launched::Covers(3 * w)
         );
         let largest = Static([MAX_WORKGROUPS, 1, 1]);
-        assert_eq!(spec(largest).launched(100, max), Launched::Covers(100));
+        assert_eq!(largest.launched(100, max), Launched::Covers(100));
     }
 
     #[test]

@@ -389,8 +389,8 @@ impl Printer<'_> {
         let bufs = (dst.buf, src.buf);
         let (dst, src) = (dst.var.clone(), src.var.clone());
         let dst_len = self.model.len(bufs.0);
-        let launched = spec.launched(dst_len, [MAX_WORKGROUPS; 3]);
-        let count = self.count_code(c, spec.count, spec.workgroups(dst_len));
+        let launched = spec.count.launched(dst_len, [MAX_WORKGROUPS; 3]);
+        let count = self.count_code(c, spec.count, spec.count.workgroups(dst_len));
         Some(LaunchCall {
             call: self.launch_code(c, (spec.kernel, spec.k), &count, &dst, &src),
             refused: spec.dst == spec.src || launched == Launched::Refused,
