@@ -17,6 +17,7 @@ use lockstep_sim::{FaultKind, SanitizerReport};
 
 mod calls;
 mod edge;
+mod exclusive;
 mod last_read;
 mod reach;
 
@@ -31,7 +32,7 @@ use super::failure::{
 use super::model::{Model, ReadOf};
 use super::workload::{
     Action, Drawn, Fills, LaunchCount, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step,
-    TENSOR_SLOTS, Workload, tensor_strategy, view_target,
+    TENSOR_SLOTS, Workload, tensor_strategy,
 };
 use super::world::World;
 use lockstep_kernels::elementwise::overrun;
@@ -218,9 +219,11 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         | Action::LaunchView { .. }
         | Action::AllReduce { .. }
         | Action::ToPeer { .. }
+        | Action::ViewToPeer { .. }
         | Action::FromPeer { .. }
         | Action::Install
-        | Action::Edge(_) => InCapture::Skipped,
+        | Action::Edge(_)
+        | Action::Exclusive { .. } => InCapture::Skipped,
     }
 }
 
@@ -939,7 +942,10 @@ impl<D: Device> Run<'_, D> {
             &Action::AllReduce { slot, op, fill } => {
                 self.all_reduce(state, client, s, slot, op, fill)
             }
-            &Action::ToPeer { slot, peer } => self.to_peer(state, client, slot, peer),
+            &Action::ToPeer { slot, peer } => self.slot_to_peer(state, client, slot, peer),
+            &Action::ViewToPeer { group, index, peer } => {
+                self.view_to_peer(state, client, (group, index), peer)
+            }
             &Action::FromPeer {
                 slot,
                 peer,
@@ -955,6 +961,7 @@ impl<D: Device> Run<'_, D> {
             Action::Usage => usage(state, client),
             Action::Prepare => graph_prepare(state, client),
             Action::Edge(call) => self.edge(state, client, s, call),
+            &Action::Exclusive { slot, inside } => self.exclusive(state, client, slot, inside),
         }
     }
 
@@ -1171,7 +1178,8 @@ impl<D: Device> Run<'_, D> {
     }
 
     /// A launch of `(kernel, k)` whose destination is a tensor of the group in tensor slot
-    /// `group` (see [`view_target`]), at a non-zero offset unless it is the first.
+    /// `group` (see [`view_target`](crate::workload::view_target)), at a non-zero offset
+    /// unless it is the first.
     fn launch_view(
         &self,
         state: &mut State<D>,
@@ -1181,17 +1189,14 @@ impl<D: Device> Run<'_, D> {
         index: usize,
         src: usize,
     ) -> Result<(), Violation> {
-        let (Some(group), Some((src, src_buf))) = (&state.tensors[group], &state.slots[src]) else {
-            return Ok(());
-        };
-        let dims: Vec<usize> = group.iter().map(|(_, shape, _)| shape.len()).collect();
-        let Some(i) = view_target(&dims, index) else {
+        let (Some((i, (layout, shape, dst_buf))), Some((src, src_buf))) =
+            (state.view(group, index), &state.slots[src])
+        else {
             return Ok(());
         };
         if state.model.len(*src_buf) == 0 {
             return Ok(());
         }
-        let (layout, shape, dst_buf) = &group[i];
         if layout.strides != contiguous_strides(shape) {
             return Err(Violation::new(
                 Check::NotDense,
@@ -1211,19 +1216,48 @@ impl<D: Device> Run<'_, D> {
     }
 
     /// `to_client` of the slot to peer `peer`, read back there.
-    fn to_peer(
+    fn slot_to_peer(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
         slot: usize,
         peer: usize,
     ) -> Result<(), Violation> {
-        let Some((handle, buf)) = state.in_slot(slot) else {
+        match state.in_slot(slot) {
+            Some(source) => self.to_peer(state, client, (source, Arg::Ordinary), peer),
+            None => Ok(()),
+        }
+    }
+
+    /// `to_client` of a dense tensor of group `group` (chosen by `index`, see
+    /// [`view_target`](crate::workload::view_target)) to peer `peer`, read back there: a view
+    /// at its offset in the group's allocation, copied as the bytes it views.
+    fn view_to_peer(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        (group, index): (usize, usize),
+        peer: usize,
+    ) -> Result<(), Violation> {
+        let Some((_, (layout, _, buf))) = state.view(group, index) else {
             return Ok(());
         };
+        let source = (layout.memory.clone(), *buf);
+        self.to_peer(state, client, (source, Arg::View), peer)
+    }
+
+    /// `to_client` of `handle` (holding model buffer `buf`, of argument class `arg`) to peer
+    /// `peer`, read back there.
+    fn to_peer(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        ((handle, buf), arg): ((Handle, u64), Arg),
+        peer: usize,
+    ) -> Result<(), Violation> {
         let peer = &self.peers[peer];
         let s = client.stream_id();
-        state.hit(Method::ToClient, s, Arg::Ordinary, &[buf]);
+        state.hit(Method::ToClient, s, arg, &[buf]);
         let copied = client.to_client(handle, peer, ElemType::U32);
         // A copy of no bytes takes the read-then-write path (a peer copy moves some bytes):
         // the read waits for the stream and returns its pending failure.

@@ -156,6 +156,8 @@ pub enum Check {
         /// What it returned instead: `None` for success.
         got: Option<ErrorKind>,
     },
+    /// A call returned a value other than the one the model gives (`exclusive`: its closure's).
+    WrongValue(Method),
     /// A call succeeded after the device was lost.
     SucceededAfterLoss(Method),
     /// A call returned an error that no injected fault, expected kernel fault or legal refusal
@@ -229,6 +231,9 @@ impl fmt::Display for Check {
                 "{} must be refused exactly, and got {got:?}",
                 call.name()
             ),
+            Check::WrongValue(call) => {
+                write!(f, "{} returned another value than the model's", call.name())
+            }
             Check::SucceededAfterLoss(call) => {
                 write!(f, "{} succeeded after the device was lost", call.name())
             }

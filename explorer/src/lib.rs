@@ -94,7 +94,13 @@ fn open<O: Opener>(opener: &O, world: &World, record_trace: bool) -> Devices<O::
     let probes = devices.iter().map(SimDevice::probe).collect();
     let clients = devices
         .into_iter()
-        .map(|device| ComputeClient::inline(opener.open(device), opener.options()))
+        .map(|device| {
+            let device = opener.open(device);
+            match world.actor {
+                true => ComputeClient::with_options(device, opener.options()),
+                false => ComputeClient::inline(device, opener.options()),
+            }
+        })
         .collect();
     Devices { clients, probes }
 }

@@ -227,6 +227,7 @@ fn length(action: &mut Action) -> Option<&mut usize> {
         | Action::ReadTensors { .. }
         | Action::ReadLazy { .. }
         | Action::Materialize
+        | Action::Exclusive { .. }
         | Action::Profile(_)
         | Action::DryRun(_)
         | Action::Release { .. }
@@ -244,6 +245,7 @@ fn length(action: &mut Action) -> Option<&mut usize> {
         | Action::DropGraph
         | Action::AllReduce { .. }
         | Action::ToPeer { .. }
+        | Action::ViewToPeer { .. }
         | Action::Install
         | Action::Prepare
         | Action::Cleanup

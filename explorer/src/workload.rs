@@ -230,6 +230,13 @@ pub enum Action {
         slot: usize,
         peer: usize,
     },
+    /// `to_client` of a dense tensor of group `group` (tensor `index` modulo the group's size,
+    /// see [`view_target`]) to peer `peer`, read back there.
+    ViewToPeer {
+        group: usize,
+        index: usize,
+        peer: usize,
+    },
     /// `to_client` of a fresh buffer of peer `peer` into `slot`.
     FromPeer {
         slot: usize,
@@ -244,6 +251,12 @@ pub enum Action {
     Prepare,
     /// A call at an edge of the API that no other action makes.
     Edge(EdgeCall),
+    /// `exclusive`, running `inside` while the device's actor is paused (drawn in worlds with
+    /// [`World::exclusive`] only).
+    Exclusive {
+        slot: usize,
+        inside: Inside,
+    },
     Cleanup,
     /// `memory_usage` must answer.
     Usage,
@@ -280,10 +293,12 @@ impl Action {
             Action::DropGraph => ActionKind::DropGraph,
             Action::AllReduce { .. } => ActionKind::AllReduce,
             Action::ToPeer { .. } => ActionKind::ToPeer,
+            Action::ViewToPeer { .. } => ActionKind::ViewToPeer,
             Action::FromPeer { .. } => ActionKind::FromPeer,
             Action::Install => ActionKind::Install,
             Action::Prepare => ActionKind::Prepare,
             Action::Edge(_) => ActionKind::Edge,
+            Action::Exclusive { .. } => ActionKind::Exclusive,
             Action::Cleanup => ActionKind::Cleanup,
             Action::Usage => ActionKind::Usage,
         }
@@ -320,12 +335,28 @@ pub enum ActionKind {
     DropGraph,
     AllReduce,
     ToPeer,
+    ViewToPeer,
     FromPeer,
     Install,
     Prepare,
     Edge,
+    Exclusive,
     Cleanup,
     Usage,
+}
+
+/// What an [`Action::Exclusive`] closure does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inside {
+    /// Returns the slot's index: `exclusive` returns it.
+    Returns,
+    /// Calls `sync`, which waits for the paused actor: the call panics, naming the mistake,
+    /// and `exclusive` returns the panic as `TaskPanicked`.
+    Syncs,
+    /// `write_at` of one element at the start of the slot's buffer (if it has one): an enqueued
+    /// write runs once the closure returns on an actor; inline, where every call waits for
+    /// the device, it panics as `Syncs` does, and nothing is written.
+    Writes { fill: u64 },
 }
 
 /// Calls at the edges of the API, each judged exactly and leaving the model as it was (but for
@@ -677,7 +708,7 @@ fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng, bounds: &mut B
     // Drawn only where there are peers, so single-device workloads stay what they were.
     if world.peers > 0 && rng.random_ratio(1, 6) {
         let peer = rng.random_range(0..world.peers);
-        let action = match rng.random_range(0..3) {
+        let action = match rng.random_range(0..4) {
             0 => Action::AllReduce {
                 slot,
                 op: [
@@ -688,6 +719,11 @@ fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng, bounds: &mut B
                 fill,
             },
             1 => Action::ToPeer { slot, peer },
+            2 => Action::ViewToPeer {
+                group: rng.random_range(0..TENSOR_SLOTS),
+                index: rng.random_range(0..3),
+                peer,
+            },
             _ => Action::FromPeer {
                 slot,
                 peer,
@@ -696,6 +732,18 @@ fn draw_step(world: &World, swarm: &[bool], rng: &mut ChaCha8Rng, bounds: &mut B
             },
         };
         return Step { on, action };
+    }
+    // Drawn only where `exclusive` is on, so that other workloads stay what they were.
+    if world.exclusive && rng.random_ratio(1, 10) {
+        let inside = match rng.random_range(0..3) {
+            0 => Inside::Returns,
+            1 => Inside::Syncs,
+            _ => Inside::Writes { fill },
+        };
+        return Step {
+            on,
+            action: Action::Exclusive { slot, inside },
+        };
     }
     let allowed = |needs: Needs| match needs {
         Needs::Nothing => true,

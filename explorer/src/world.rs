@@ -58,6 +58,13 @@ pub struct World {
     /// A world of simulated processes explored beside the device workload (one seed in
     /// eight), drawn from a random stream of its own.
     pub processes: Option<ProcessWorld>,
+    /// Whether the clients run their device work on actor threads, as an application's do
+    /// (`ComputeClient::with_options`), rather than inline on the calling thread (one world in
+    /// sixteen: the hand-offs make them five times slower). Either way the explorer waits for
+    /// what it judges, so the run is the same; lazy reads are materialised from another thread.
+    pub actor: bool,
+    /// Whether the workload calls `exclusive` (one world in eight, independently of `actor`).
+    pub exclusive: bool,
     /// Sizes at which an allocation changes pool in the world's layout: each sliced pool's
     /// largest slice and its page, up to 256 KiB, ascending. Derived from `pools` and the
     /// device, not drawn.
@@ -129,8 +136,14 @@ impl World {
             kernels,
             peers: 0,
             processes,
+            actor: false,
+            exclusive: false,
             size_edges_bytes: Vec::new(),
         };
+        // A stream of their own, so that inline worlds without `exclusive` stay what they were.
+        let mut host = ChaCha8Rng::seed_from_u64(seed ^ 0xac70_12ac_7012_ac70);
+        world.actor = host.random_ratio(1, 16);
+        world.exclusive = host.random_ratio(1, 8);
         // Drawn last, so that single-device worlds stay what they were. A peer never
         // arrives once a fault stops the explored device, so peers come in fault-free worlds.
         if !world.injects_faults() && rng.random_ratio(1, 3) {
@@ -271,7 +284,7 @@ impl fmt::Display for World {
             None => "none".to_owned(),
         };
         let r = &self.faults;
-        writeln!(
+        write!(
             f,
             "world: {} streams + {} thread streams, {} threads x {} ops, graphs {}, {} peer devices",
             self.streams,
@@ -281,6 +294,14 @@ impl fmt::Display for World {
             if self.graphs { "on" } else { "off" },
             self.peers
         )?;
+        // Said only where set, so that most worlds read as before these were drawn.
+        if self.actor {
+            f.write_str(", clients on actor threads")?;
+        }
+        if self.exclusive {
+            f.write_str(", exclusive calls")?;
+        }
+        writeln!(f)?;
         writeln!(
             f,
             "device: {} MiB, largest allocation {} MiB, up to {} background steps, pools: {pools}, budget: {budget}",

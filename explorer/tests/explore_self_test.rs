@@ -293,6 +293,17 @@ fn a_launch_that_ignores_view_offsets_is_caught() {
     defect_found("launch ignores view offsets", options, false);
 }
 
+#[test]
+fn a_peer_copy_that_ignores_view_offsets_is_caught() {
+    // Issue 33's plant: `to_client` of a view inside a packed allocation sent the packing's
+    // first bytes. Found once the explorer copied views to peers (ViewToPeer).
+    let options = ServerOptions {
+        peer_copy_view_offsets: false,
+        ..ServerOptions::default()
+    };
+    defect_found("peer copy ignores view offsets", options, false);
+}
+
 /// A short exploration of the plain simulator from `$LOCKSTEP_SEED` (default 0), so `cargo
 /// test` explores new worlds when asked and replays exactly when given a seed.
 #[test]

@@ -1072,8 +1072,9 @@ impl<D: Device> ComputeClient<D> {
     /// enqueue work (`write`, `launch`) run once `task` returns.
     ///
     /// # Errors
-    /// [`ServerError::TaskPanicked`] if `task` panicked (the actor resumes), and what any
-    /// [waiting call](Self#errors-of-every-call-that-waits) returns.
+    /// [`ServerError::TaskPanicked`] if `task` panicked (the actor resumes), or if the actor
+    /// could not be paused. Nothing else: the stream's pending failures, and a lost device's,
+    /// stay for its next [waiting call](Self#errors-of-every-call-that-waits).
     pub fn exclusive<R>(&self, task: impl FnOnce() -> R) -> Result<R, ServerError> {
         let _span = call_span!(self, "exclusive");
         self.record_other("exclusive", &[]);

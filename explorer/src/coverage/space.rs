@@ -75,11 +75,13 @@ pub enum Method {
     /// [`ComputeClient::to_client`](lockstep::ComputeClient::to_client) from a peer into the
     /// explored device.
     ToClientInto,
+    /// [`ComputeClient::exclusive`](lockstep::ComputeClient::exclusive).
+    Exclusive,
 }
 
 impl Method {
     /// Every method, in declaration order.
-    pub const ALL: [Method; 31] = [
+    pub const ALL: [Method; 32] = [
         Method::Create,
         Method::Empty,
         Method::CreateTensors,
@@ -111,6 +113,7 @@ impl Method {
         Method::AllReduce,
         Method::ToClient,
         Method::ToClientInto,
+        Method::Exclusive,
     ];
 
     /// The method's name, as coverage reports print it.
@@ -147,6 +150,7 @@ impl Method {
             Method::AllReduce => "all_reduce",
             Method::ToClient => "to_client",
             Method::ToClientInto => "to_client (into this device)",
+            Method::Exclusive => "exclusive",
         }
     }
 }
@@ -418,9 +422,9 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
             (Arg::Empty, NONE),
             (Arg::Foreign, NONE),
         ],
-        Method::ReadAsync | Method::ReadLazy | Method::AllReduce | Method::ToClient => {
-            &[(Arg::Ordinary, SHARED)]
-        }
+        Method::ReadAsync | Method::ReadLazy | Method::AllReduce => &[(Arg::Ordinary, SHARED)],
+        // A buffer slot, or a dense tensor of a packed group.
+        Method::ToClient => &[(Arg::Ordinary, SHARED), (Arg::View, TENSOR)],
         // A group of no tensors names no buffer.
         Method::ReadTensorAsync => &[
             (Arg::Ordinary, TENSOR),
@@ -459,7 +463,8 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
         | Method::MemoryUsage
         | Method::MemoryReport
         | Method::MemoryCleanup
-        | Method::InstallMemoryPools => ANY,
+        | Method::InstallMemoryPools
+        | Method::Exclusive => ANY,
     }
 }
 
@@ -536,6 +541,13 @@ pub const EXCLUDED: &[Exclusion] = &[
         reason: "inside a capture window the driver reads and launches on buffer slots only and skips the edge calls (LaunchView, Edge): the capture rules treat every buffer alike",
     },
     Exclusion {
+        methods: &[Method::Exclusive],
+        states: &[StreamState::Capturing],
+        args: &[],
+        relations: &[],
+        reason: "inside a capture window the driver skips exclusive: its closure's calls are refused or recorded as the same calls outside it are",
+    },
+    Exclusion {
         methods: &[Method::Replay, Method::DropGraph],
         states: &[StreamState::Capturing],
         args: &[],
@@ -569,7 +581,7 @@ pub const EXCLUDED: &[Exclusion] = &[
 pub const NOT_CALLED: &[(&str, &str)] = &[
     (
         "new, with_options, init, load, inline",
-        "construct a client: no stream or buffer exists yet (the explorer builds its clients with `inline`)",
+        "construct a client: no stream or buffer exists yet (the explorer builds its clients with `inline`, or `with_options` in worlds whose clients run on actor threads)",
     ),
     (
         "device_id, stream_id, set_stream, properties, features, info, properties_mut, peer_id, supports_collectives, enumerate_devices, enumerate_all_devices, device_count, device_count_total, timing_method, io_optimized_vector_sizes, Graph::stream, Handle::size, Handle::device",
@@ -594,10 +606,6 @@ pub const NOT_CALLED: &[(&str, &str)] = &[
     (
         "write_tensor, write_tensors",
         "enqueue write_at's server write once per run of consecutive elements, in one task, whose cells write_at covers; the tensor_writes property checks where the runs land",
-    ),
-    (
-        "exclusive",
-        "pauses the actor thread; the explorer's clients are served inline, with no actor thread (sim-device/tests/client_on_sim.rs and lost_device.rs call it)",
     ),
     (
         "allocation_mode, memory_persistent_allocation",

@@ -6,11 +6,13 @@ use lockstep::{
     MemoryPoolsConfig, PoolPreset, StreamId, block_on,
 };
 
-use super::{READ, Run, State, allocated, capture_call, expect_refusal, judge_read, refusal};
+use super::{
+    READ, Run, State, Tensor, allocated, capture_call, expect_refusal, judge_read, refusal,
+};
 use crate::coverage::{Arg, Method, Number};
 use crate::failure::{Check, Side, Violation};
 use crate::model::Values;
-use crate::workload::{LaunchSpec, MAX_LEN};
+use crate::workload::{LaunchSpec, MAX_LEN, view_target};
 
 impl<D: Device> State<D> {
     /// The handle in `slot` (a clone, so the state stays free to change) and its model buffer.
@@ -18,6 +20,15 @@ impl<D: Device> State<D> {
         self.slots[slot]
             .as_ref()
             .map(|(handle, buf)| (handle.clone(), *buf))
+    }
+
+    /// The tensor of live group `group` that `index` names ([`view_target`]), and its index in
+    /// the group.
+    pub(super) fn view(&self, group: usize, index: usize) -> Option<(usize, &Tensor)> {
+        let group = self.tensors[group].as_ref()?;
+        let dims: Vec<usize> = group.iter().map(|(_, shape, _)| shape.len()).collect();
+        let i = view_target(&dims, index)?;
+        Some((i, &group[i]))
     }
 
     /// Keeps `handle`, a buffer just created on `s` to hold `values`, in `slot`, and its model.
@@ -172,13 +183,20 @@ impl<D: Device> Run<'_, D> {
         Ok(())
     }
 
-    /// Materialises the oldest lazy read, if any: refused while its stream captures.
+    /// Materialises the oldest lazy read, if any: refused while its stream captures. Where
+    /// clients run on actor threads, from another thread than the one that read, as an
+    /// application hands its bytes to a worker: the copy still runs on the read's stream.
     pub(super) fn materialize(&self, state: &mut State<D>) -> Result<(), Violation> {
         let Some((lazy, buf, s)) = state.lazies.pop_front() else {
             return Ok(());
         };
         state.hit(Method::Materialize, s, Arg::Any, &[]);
-        let result = lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+        let copy = || lazy.materialize().map(|b| Bytes::from(b.to_vec()));
+        let result = match self.world.actor {
+            true => std::thread::scope(|scope| scope.spawn(copy).join())
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            false => copy(),
+        };
         if state.captures.records(s) {
             let refused = refusal(READ, s);
             let call = (Method::Materialize, "lazy read");

@@ -262,8 +262,15 @@ impl<'w> Printer<'w> {
             .line("let probes: Vec<SimProbe> = devices.iter().map(SimDevice::probe).collect();");
         self.code.line("let mut clients = devices");
         self.code.line("    .into_iter()");
-        self.code
-            .line("    .map(|device| ComputeClient::with_options(device, options));");
+        // As the explorer made them: served inline, or (`World::actor`) by actor threads.
+        let make = if self.world.actor {
+            "with_options"
+        } else {
+            "inline"
+        };
+        self.code.line(format!(
+            "    .map(|device| ComputeClient::{make}(device, options));"
+        ));
         self.code
             .line("// The explorer's own thread: setup, cleanup, memory baseline.");
         self.code.line("let mut client = clients.next().unwrap();");

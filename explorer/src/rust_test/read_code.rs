@@ -88,10 +88,14 @@ impl Printer<'_> {
             return Ok(());
         };
         self.code.uses("lockstep", &["Bytes"]);
-        let call = format!(
+        let mut call = format!(
             "{}.materialize().map(|b| Bytes::from(b.to_vec()))",
             lazy.var
         );
+        // As the driver does where clients run on actor threads: from another thread.
+        if self.world.actor {
+            call = format!("std::thread::scope(|s| s.spawn(|| {call}).join().unwrap())");
+        }
         if self.captures.records(lazy.stream) {
             let expected = refusal_code(&mut self.code, &refusal(READ, lazy.stream));
             self.code

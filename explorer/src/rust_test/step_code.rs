@@ -13,7 +13,7 @@ use crate::driver::{
     tensors_refusal, write_range,
 };
 use crate::workload::{
-    Action, LaunchCount, LaunchSpec, Launched, MAX_LEN, MAX_WORKGROUPS, On, Step, data,
+    Action, Inside, LaunchCount, LaunchSpec, Launched, MAX_LEN, MAX_WORKGROUPS, On, Step, data,
     tensor_strategy, view_target,
 };
 use lockstep_kernels::formula::Formula;
@@ -125,6 +125,7 @@ impl Printer<'_> {
                 self.captures.prepared.insert(s);
             }
             Action::Edge(call) => self.edge(&c, s, call)?,
+            &Action::Exclusive { slot, inside } => self.exclusive(&c, s, slot, inside),
             Action::Replay => self.replay(),
             Action::DropGraph => {
                 if let Some(graph) = self.graph.take() {
@@ -132,7 +133,16 @@ impl Printer<'_> {
                 }
             }
             Action::AllReduce { slot, op, fill } => self.all_reduce(&c, s, *slot, *op, *fill)?,
-            &Action::ToPeer { slot, peer } => self.copy_to_peer(&c, s, slot, peer)?,
+            &Action::ToPeer { slot, peer } => {
+                if let Some(source) = self.in_slot(slot) {
+                    self.copy_to_peer(&c, s, source, peer)?;
+                }
+            }
+            &Action::ViewToPeer { group, index, peer } => {
+                if let Some(source) = self.view(group, index) {
+                    self.copy_to_peer(&c, s, source, peer)?;
+                }
+            }
             &Action::FromPeer {
                 slot,
                 peer,
@@ -218,6 +228,50 @@ impl Printer<'_> {
         }
     }
 
+    /// `exclusive` doing `inside` with `slot`'s buffer, as the driver's `exclusive` judges it.
+    fn exclusive(&mut self, c: &str, s: StreamId, slot: usize, inside: Inside) {
+        let refused = "Err(ServerError::TaskPanicked { .. })";
+        match inside {
+            Inside::Returns => self
+                .code
+                .line(format!("assert_eq!({c}.exclusive(|| {slot}), Ok({slot}));")),
+            Inside::Syncs => {
+                self.code.uses("lockstep", &["ServerError"]);
+                self.code.line(format!(
+                    "assert!(matches!({c}.exclusive(|| {c}.sync()), {refused}));"
+                ));
+            }
+            Inside::Writes { fill } => {
+                let Some((var, buf)) = self.in_slot(slot) else {
+                    return;
+                };
+                let n = self.model.len(buf);
+                let values = data(fill, 1);
+                let data = bytes(&mut self.code, &values);
+                let call = format!("{c}.exclusive(|| {c}.write_at(&{var}, 0, {data}))");
+                match (self.world.actor, write_range(0, 1, n)) {
+                    (true, Ok(_)) => {
+                        self.code.line(format!("{call}.unwrap().unwrap();"));
+                        self.model.write(s, buf, 0, &values);
+                    }
+                    (true, Err(refused)) => {
+                        self.code.uses("lockstep", &["IoError"]);
+                        self.code.line(format!(
+                            "assert_eq!({call}, Ok(Err(IoError::{refused:?})));"
+                        ));
+                    }
+                    // Inline, a buffer of no elements is skipped, as the driver skips it.
+                    (false, Err(_)) => {}
+                    (false, Ok(_)) => {
+                        self.code.uses("lockstep", &["ServerError"]);
+                        self.code
+                            .line(format!("assert!(matches!({call}, {refused}));"));
+                    }
+                }
+            }
+        }
+    }
+
     /// A launch of `spec` inside `lockstep::dry_run`.
     fn dry_run(&mut self, c: &str, spec: &LaunchSpec) {
         if let Some(LaunchCall { call, refused, .. }) = self.launch_call(c, spec) {
@@ -244,12 +298,9 @@ impl Printer<'_> {
         &mut self,
         c: &str,
         s: StreamId,
-        slot: usize,
+        (var, buf): (String, u64),
         peer: usize,
     ) -> Result<(), Unprintable> {
-        let Some((var, buf)) = self.in_slot(slot) else {
-            return Ok(());
-        };
         self.code.uses("lockstep::kernel", &["ElemType"]);
         let call = format!("{c}.to_client({var}.clone(), &peer{peer}, ElemType::U32)");
         // A copy of no bytes reads on the stream: its pending failure, if any, is returned.
@@ -605,6 +656,15 @@ impl Printer<'_> {
 
     /// A launch whose destination is a tensor of group `group` ([`view_target`]), a view at a
     /// non-zero offset of its allocation unless it is the first.
+    /// The handle expression and model buffer of the dense tensor of `group` that `index`
+    /// names ([`view_target`]), if the group is live and has one.
+    fn view(&self, group: usize, index: usize) -> Option<(String, u64)> {
+        let group = self.tensors[group].as_ref()?;
+        let dims: Vec<usize> = group.shapes.iter().map(Vec::len).collect();
+        let i = view_target(&dims, index)?;
+        Some((format!("{}[{i}].memory", group.var), group.bufs[i]))
+    }
+
     fn launch_view(
         &mut self,
         c: &str,
@@ -613,18 +673,13 @@ impl Printer<'_> {
         (group, index): (usize, usize),
         src: usize,
     ) {
-        let (Some(group), Some(src)) = (&self.tensors[group], &self.slots[src]) else {
-            return;
-        };
-        let dims: Vec<usize> = group.shapes.iter().map(Vec::len).collect();
-        let Some(i) = view_target(&dims, index) else {
+        let (Some((dst, dst_buf)), Some(src)) = (self.view(group, index), &self.slots[src]) else {
             return;
         };
         if self.model.len(src.buf) == 0 {
             return;
         }
-        let dst = format!("{}[{i}].memory", group.var);
-        let bufs = (group.bufs[i], src.buf);
+        let bufs = (dst_buf, src.buf);
         let src = src.var.clone();
         let dst_len = self.model.len(bufs.0);
         let count = format!("CubeCount::Static({}, 1, 1)", Formula::workgroups(dst_len));

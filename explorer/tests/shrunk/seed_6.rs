@@ -16,7 +16,7 @@ pub fn seed_6(options: lockstep::ServerOptions) {
     let probes: Vec<SimProbe> = devices.iter().map(SimDevice::probe).collect();
     let mut clients = devices
         .into_iter()
-        .map(|device| ComputeClient::with_options(device, options));
+        .map(|device| ComputeClient::inline(device, options));
     // The explorer's own thread: setup, cleanup, memory baseline.
     let mut client = clients.next().unwrap();
     client.set_stream(StreamId(100));

@@ -285,8 +285,17 @@ impl<D: Device> ComputeClient<D> {
         // The copy without a peer path is a read and a create, recorded as such.
         dst_client.record_other("to_client", &[&out]);
         let dst_range = dst_client.range(&out)?;
+        // `peer_copy_view_offsets` off re-introduces a known defect for the explorer to find.
+        let offset = match self.shared.options.peer_copy_view_offsets {
+            true => range.offset,
+            false => 0,
+        };
         let send = Collective::Send {
-            src: BufferRange { len, ..range },
+            src: BufferRange {
+                len,
+                offset,
+                ..range
+            },
             to: dst_peer,
         };
         let recv = Collective::Recv {

@@ -86,6 +86,11 @@ pub struct ServerOptions {
     /// bind every view at offset 0. Only the explorer's self-test turns this off, to prove the
     /// explorer notices.
     pub launch_view_offsets: bool,
+    /// Send a view (a tensor of a packed group) from its offset in its allocation when
+    /// `to_client` copies it to a peer. Off, the send starts at the allocation's start, as the
+    /// copy of a view once did. Only the explorer's self-test turns this off, to prove the
+    /// explorer notices.
+    pub peer_copy_view_offsets: bool,
     /// Check the server's invariants after every task where the check is cheap next to the
     /// work: on a simulator ([`Device::SIMULATED`]) or in a build with debug assertions.
     /// Off, they are checked only after a task panicked. Only the runtime's self-test turns
@@ -119,6 +124,7 @@ impl Default for ServerOptions {
             refused_stop_capture_keeps_state: true,
             capture_aware_events: true,
             launch_view_offsets: true,
+            peer_copy_view_offsets: true,
             invariant_checks_every_task: true,
             launch_aliasing_by_range: true,
             peer_copies_within_group: true,
