@@ -1,5 +1,5 @@
 /// `lockstep replay --seed 11 --shrink`: 84 operations shrunk to 3 in 79 runs.
-/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
+/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, peer_copy_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
 /// it failed in the audit of the simulators' observations: sanitizer: Race
 pub fn seed_11(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, MemoryPoolsConfig, PoolPreset, StreamId, block_on};

@@ -1,5 +1,5 @@
 /// `lockstep replay --seed 34 --shrink`: 68 operations shrunk to 3 in 54 runs.
-/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: false, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
+/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: false, peer_copy_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
 /// it failed in the final read of everything live: a read on the explored device differs from the model in values
 pub fn seed_34(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, CopyDescriptor, CubeCount, KernelArguments, MemoryLayoutDescriptor, MemoryLayoutStrategy, StreamId, block_on};

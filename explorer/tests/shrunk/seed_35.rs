@@ -1,5 +1,5 @@
 /// `lockstep replay --seed 35 --shrink`: 138 operations shrunk to 6 in 92 runs.
-/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
+/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: false, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: true, launch_view_offsets: true, peer_copy_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
 /// it failed in operation `AllReduce`: all_reduce (Min) on a peer differs from the reference
 pub fn seed_35(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, MemoryPoolsConfig, PoolPreset, ReduceOperation, StreamId, block_on};

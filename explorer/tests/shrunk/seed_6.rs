@@ -1,5 +1,5 @@
 /// `lockstep replay --seed 6 --shrink`: 141 operations shrunk to 6 in 114 runs.
-/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: false, launch_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
+/// Explored with `ServerOptions { kernel_checks: KernelChecks { checked: true }, cross_stream_ordering: true, deferred_frees: true, checked_slot_sizes: true, refused_stop_capture_keeps_state: true, capture_aware_events: false, launch_view_offsets: true, peer_copy_view_offsets: true, invariant_checks_every_task: true, launch_aliasing_by_range: true, peer_copies_within_group: true, lazy_read_errors_returned: true, record: Env }`,
 /// it failed in operation `Read`: read_one returned an unexpected Device(Capture) error
 pub fn seed_6(options: lockstep::ServerOptions) {
     use lockstep::{Bytes, ComputeClient, CubeCount, KernelArguments, ServerError, StreamId, block_on};
