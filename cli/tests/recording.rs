@@ -505,6 +505,62 @@ fn a_captured_graph_and_its_replays_replay() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A call that panics inside `exclusive` (it would wait for the paused actor) was recorded
+/// before it panicked, so its replay ran a sync the recorded run never made (found by `explore`
+/// recorded and replayed in coverage.sh). Now only calls that were made are recorded.
+#[test]
+fn calls_refused_inside_exclusive_are_not_recorded() {
+    let path = temp("exclusive");
+    let recorder = Recorder::open(&path, RecorderConfig::default()).expect("opens");
+    let options = ServerOptions {
+        record: RecordTo::Recorder(recorder),
+        ..ServerOptions::default()
+    };
+    let device = |seed| SimDevice::new(SimConfig::new(seed));
+    for (client, on_actor) in [
+        (ComputeClient::with_options(device(1), options), true),
+        (ComputeClient::inline(device(2), options), false),
+    ] {
+        let a = client.create(Bytes::from_elems(&[1u32; 4])).unwrap();
+        let inside = client.exclusive(|| client.sync());
+        assert!(matches!(
+            inside,
+            Err(lockstep::ServerError::TaskPanicked { .. })
+        ));
+        let inside = client.exclusive(|| client.read_one(a.clone()));
+        assert!(matches!(
+            inside,
+            Err(lockstep::ServerError::TaskPanicked { .. })
+        ));
+        // Only enqueued on an actor thread, so made there; inline it would wait for itself.
+        let written = client.exclusive(|| client.write_at(&a, 0, Bytes::from_elems(&[2u32])));
+        assert_eq!(matches!(written, Ok(Ok(()))), on_actor, "{written:?}");
+        client.sync().unwrap();
+    }
+    recorder.flush().unwrap();
+    let syncs = events(&path)
+        .iter()
+        .filter(|e| matches!(e, Event::Call { op: Op::Sync, .. }))
+        .count();
+    let writes = events(&path)
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Call {
+                    op: Op::Write { .. },
+                    ..
+                }
+            )
+        })
+        .count();
+    // One sync per client after exclusive; the write made on the actor's client only.
+    assert_eq!((syncs, writes), (2, 1));
+    let report = replay_on_simulator(&path);
+    assert_eq!(report.mismatches, vec![], "{report}");
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn processes_of_one_world_record_one_file_each() {
     let dir = std::env::temp_dir().join(format!("lockstep-world-{}", std::process::id()));

@@ -300,6 +300,19 @@ impl<S: ActorState> ActorHandle<S> {
         }
     }
 
+    /// Panics, as the call itself would, if a call from this thread would wait for this actor
+    /// forever: inline, any call while this thread holds it (inside one of its tasks or an
+    /// `exclusive` closure); threaded, a call that `waits` inside this thread's `exclusive`.
+    /// For a caller that acts before it submits (records the call), so that it acts only for
+    /// calls that are made.
+    pub(crate) fn assert_callable(&self, waits: bool) {
+        match &self.runner {
+            Runner::Inline(state) => not_held_here(state),
+            Runner::Thread(shared) if waits => not_paused_here(shared),
+            Runner::Thread(_) => {}
+        }
+    }
+
     /// Runs `task` on the calling thread while the actor is paused: no other task runs
     /// meanwhile, and the task observes everything submitted before by this thread.
     pub(crate) fn exclusive<R>(
@@ -445,12 +458,24 @@ std::thread_local! {
 /// very actor, would wait for it forever: that panics, naming the mistake, instead (the
 /// closure's panic is `exclusive`'s `TaskPanicked`).
 fn not_paused_here<S>(shared: &Arc<Shared<S>>) {
+    // `assert!`, not `assert_ne!`: the message is the caller's `TaskPanicked`, and the two
+    // addresses compared would only clutter it.
     let key = Arc::as_ptr(shared) as usize;
-    assert_ne!(
-        PAUSED.with(std::cell::Cell::get),
-        key,
+    assert!(
+        PAUSED.with(std::cell::Cell::get) != key,
         "a client call that waits for the device was made inside `exclusive`, which pauses \
          the device's actor; it would wait forever: make it before or after `exclusive`"
+    );
+}
+
+/// Panics, naming the mistake, if this thread holds inline actor `state` (inside one of its
+/// tasks or `exclusive` closures): a call would wait for itself.
+fn not_held_here<S>(state: &Arc<Mutex<S>>) {
+    let key = Arc::as_ptr(state) as usize;
+    assert!(
+        HOLDING.with(std::cell::Cell::get) != key,
+        "an inline client was called from inside one of its own tasks or `exclusive` closures; \
+         it would wait for itself: call it after that closure returns"
     );
 }
 
@@ -464,13 +489,9 @@ struct Held<'a, S> {
 /// closure calling back into its own client) would wait for itself forever: that panics,
 /// naming the mistake, instead.
 fn hold<S>(state: &Arc<Mutex<S>>) -> Held<'_, S> {
+    not_held_here(state);
     let key = Arc::as_ptr(state) as usize;
     let previous = HOLDING.with(|holding| holding.replace(key));
-    assert_ne!(
-        previous, key,
-        "an inline client was called from inside one of its own tasks or `exclusive` closures; \
-         it would wait for itself: call it after that closure returns"
-    );
     Held {
         guard: lock(state),
         previous,

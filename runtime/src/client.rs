@@ -982,7 +982,10 @@ impl<D: Device> ComputeClient<D> {
         let _span = call_span!(self, "stop_capture");
         let stream = self.stream_id();
         // The graph is named in the recording by this call's number.
-        let recorded = (self.shared.recorder).map(|r| (r, r.call(stream, Op::StopCapture, None)));
+        let recorded = (self.shared.recorder).map(|r| {
+            self.shared.actor.assert_callable(true);
+            (r, r.call(stream, Op::StopCapture, None))
+        });
         let result = self.call(|server, stream| server.stop_capture(stream));
         if let Some((recorder, call)) = recorded {
             recorder.returned(call, &result);

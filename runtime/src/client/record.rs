@@ -1,6 +1,8 @@
 //! The client's recording hooks (`record`'s module doc): each turns a call's checked arguments
 //! into an [`Op`] on the calling thread, before the call returns, and costs one branch when
-//! the client does not record.
+//! the client does not record. A call that would wait for an actor its own thread holds or
+//! paused (inside `exclusive`) panics before it is recorded, as it panics unrecorded: a
+//! recording holds only calls that were made.
 
 use super::ComputeClient;
 use crate::bytes::Bytes;
@@ -48,7 +50,10 @@ impl<D: Device> ComputeClient<D> {
         run: impl FnOnce() -> Result<R, E>,
     ) -> Result<R, E> {
         match &self.shared.recorder {
-            Some(recorder) => recorder.waited(self.stream_id(), op(), kernel, run),
+            Some(recorder) => {
+                self.shared.actor.assert_callable(true);
+                recorder.waited(self.stream_id(), op(), kernel, run)
+            }
             None => run(),
         }
     }
@@ -69,6 +74,7 @@ impl<D: Device> ComputeClient<D> {
     /// Records a write of `data` into `range`.
     pub(super) fn record_write(&self, range: BufferRange, data: &mut Bytes) {
         if let Some(recorder) = &self.shared.recorder {
+            self.shared.actor.assert_callable(false);
             let (data, unhashed) = recorder.data(data);
             let op = Op::Write {
                 range: range.into(),
@@ -90,6 +96,7 @@ impl<D: Device> ComputeClient<D> {
         let Some(recorder) = &self.shared.recorder else {
             return;
         };
+        self.shared.actor.assert_callable(false);
         let count = match count {
             CubeCount::Static(x, y, z) => rec::Count::Static([*x, *y, *z]),
             // Checked already: the handle is this device's.
@@ -111,6 +118,7 @@ impl<D: Device> ComputeClient<D> {
     /// Records a read of `ranges`, issued now; [`read_returned`] records its result.
     pub(super) fn record_read(&self, ranges: &[BufferRange]) -> PendingRead {
         let recorder = self.shared.recorder?;
+        self.shared.actor.assert_callable(true);
         let op = Op::Read {
             ranges: ranges.iter().map(|&r| r.into()).collect(),
         };
