@@ -31,7 +31,7 @@ use super::failure::{
 };
 use super::model::{Model, ReadOf};
 use super::workload::{
-    Action, Drawn, Fills, LaunchCount, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step,
+    Action, Drawn, EdgeCall, Fills, LaunchCount, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step,
     TENSOR_SLOTS, Workload, tensor_strategy,
 };
 use super::world::World;
@@ -123,6 +123,10 @@ pub(super) enum InCapture<'a> {
     Refused(Refused),
     /// A step that leaves the stream alone: it acts as outside a capture.
     AsUsual,
+    /// An edge call that follows the window's rules itself: a write of no bytes or a call with
+    /// a foreign handle, done or refused at the call; a misaligned write, enqueued and refused
+    /// late by `stop_capture`.
+    OwnRules,
     /// A step not explored in a capture window: it does nothing.
     Skipped,
 }
@@ -205,6 +209,8 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         | Action::Usage
         // Refused while any stream captures, this one or another: judged by the call itself.
         | Action::SyncAll => InCapture::AsUsual,
+        Action::Edge(EdgeCall::EmptyWrite { .. } | EdgeCall::Misaligned { .. })
+        | Action::Edge(EdgeCall::Foreign { .. }) => InCapture::OwnRules,
         Action::Create { .. }
         | Action::EmptyThenFill { .. }
         | Action::CreateTensors { .. }
@@ -216,13 +222,16 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
         | Action::BeginCapture { .. }
         | Action::CaptureOutOfOrder { .. }
         | Action::Oversized { .. }
+        // Recorded into a graph, a launch on a view would reach its coverage cell of a view last
+        // used by the capturing stream 2 to 4 times in 60,000 seeds: too rare for CI's gate.
         | Action::LaunchView { .. }
         | Action::AllReduce { .. }
         | Action::ToPeer { .. }
         | Action::ViewToPeer { .. }
         | Action::FromPeer { .. }
         | Action::Install
-        | Action::Edge(_)
+        // An allocation's outcome in a window is the device's (see `Oversized`).
+        | Action::Edge(EdgeCall::EmptyBuffer { .. })
         | Action::Exclusive { .. } => InCapture::Skipped,
     }
 }
@@ -1669,7 +1678,7 @@ impl<D: Device> Run<'_, D> {
                 let what = (call.method(), call.operation());
                 expect_refusal(state, what, result, call.expected(s))
             }
-            InCapture::AsUsual => return None,
+            InCapture::AsUsual | InCapture::OwnRules => return None,
             InCapture::Skipped => Ok(()),
         })
     }

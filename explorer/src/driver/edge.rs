@@ -100,7 +100,7 @@ impl<D: Device> Run<'_, D> {
     }
 
     /// `write_at` of the bytes of [`misaligned_write`] into the slot, applied to the model by
-    /// [`write_misaligned`].
+    /// [`write_misaligned`] (unless the stream captures: then `stop_capture` must refuse).
     fn misaligned(
         &self,
         state: &mut State<D>,
@@ -125,7 +125,11 @@ impl<D: Device> Run<'_, D> {
                 let what = format!("misaligned write_at of {} bytes at {offset}", bytes.len());
                 Violation::refused(Method::WriteAt, Side::Explored, what, e)
             })?;
-        write_misaligned(&mut state.model, s, buf, offset, &bytes);
+        // In a capture window the write is enqueued, and refused late by `stop_capture`.
+        match state.captures.open.as_mut().filter(|open| open.stream == s) {
+            Some(open) => open.refused_write = true,
+            None => write_misaligned(&mut state.model, s, buf, offset, &bytes),
+        }
         Ok(())
     }
 

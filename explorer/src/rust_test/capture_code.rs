@@ -106,7 +106,7 @@ impl Printer<'_> {
                 self.code
                     .line(format!("assert_eq!({call_code}.err(), {expected});"));
             }
-            InCapture::AsUsual | InCapture::Skipped => {}
+            InCapture::AsUsual | InCapture::OwnRules | InCapture::Skipped => {}
         }
     }
 

@@ -84,7 +84,11 @@ impl Printer<'_> {
         self.code.line(format!(
             "{c}.write_at(&{var}, {offset}, Bytes::from_bytes_vec(vec!{bytes:?})).unwrap();"
         ));
-        write_misaligned(&mut self.model, s, buf, offset, &bytes);
+        // In a capture window the write is enqueued, and refused late by `stop_capture`.
+        match self.captures.open.as_mut().filter(|open| open.stream == s) {
+            Some(open) => open.refused_write = true,
+            None => write_misaligned(&mut self.model, s, buf, offset, &bytes),
+        }
     }
 
     /// A fresh handle of peer `peer` given to `call` on this device: refused with

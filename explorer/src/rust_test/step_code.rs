@@ -52,7 +52,7 @@ impl Printer<'_> {
         let (c, s) = self.client(thread, step.on);
         if self.captures.records(s) {
             match in_capture(&step.action) {
-                InCapture::AsUsual => {}
+                InCapture::AsUsual | InCapture::OwnRules => {}
                 in_window @ (InCapture::Recorded(_)
                 | InCapture::WrittenInWindow { .. }
                 | InCapture::Refused(_)
