@@ -236,6 +236,27 @@ pub(super) fn in_capture(action: &Action) -> InCapture<'_> {
     }
 }
 
+/// Graphs live at once, at most. Two: a capture may start beside a live graph, on a stream
+/// other than the graph's, whose buffers it may share.
+pub(super) const MAX_GRAPHS: usize = 2;
+
+/// Whether a capture may start on `s` beside `graphs` (captured on the streams `graph_streams`
+/// names): none is open, fewer than [`MAX_GRAPHS`] graphs live, and none of them replays on
+/// `s` (a replay while its stream captures is refused into the stream's failures, which the
+/// model does not hold).
+pub(super) fn may_capture_beside(
+    graph_streams: impl IntoIterator<Item = StreamId>,
+    captures: &Captures,
+    s: StreamId,
+) -> bool {
+    let streams: Vec<StreamId> = graph_streams.into_iter().collect();
+    captures.open.is_none() && streams.len() < MAX_GRAPHS && !streams.contains(&s)
+}
+
+fn may_capture<D: Device>(graphs: &[Captured<D>], captures: &Captures, s: StreamId) -> bool {
+    may_capture_beside(graphs.iter().map(|g| g.graph.stream()), captures, s)
+}
+
 /// The launches of [`Action::BeginCapture`] that run: those on two distinct slots that are
 /// both `filled`. The capture begins only if there are some.
 pub(super) fn capture_launches(
@@ -275,7 +296,8 @@ struct State<D: Device> {
     tensors: Vec<Option<Vec<Tensor>>>,
     /// Lazy reads not accessed yet, oldest first: the bytes, their buffer and stream.
     lazies: VecDeque<(Bytes, u64, StreamId)>,
-    graph: Option<Captured<D>>,
+    /// Live graphs, oldest first: at most [`MAX_GRAPHS`], each of another stream.
+    graphs: Vec<Captured<D>>,
     captures: Captures,
     failure: Option<ExploreFailure>,
     reach: Recorder,
@@ -432,7 +454,7 @@ fn drive<D: Device>(
         slots: (0..SLOTS).map(|_| None).collect(),
         tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
         lazies: VecDeque::new(),
-        graph: None,
+        graphs: Vec::new(),
         captures: Captures::default(),
         failure: None,
         reach: Recorder::default(),
@@ -599,7 +621,7 @@ fn settle<D: Device>(
                     .in_stage(Stage::FinalRead)
             })?;
     }
-    if let Some(captured) = state.graph.take() {
+    for captured in std::mem::take(&mut state.graphs) {
         // Drained: the graph's stream is idle, unless the device was lost.
         let drained = if model.lost {
             StreamState::Lost
@@ -1542,7 +1564,7 @@ impl<D: Device> Run<'_, D> {
         launches: &[LaunchSpec],
     ) -> Result<(), Violation> {
         let launches = capture_launches(launches, |slot| state.slots[slot].is_some());
-        if state.graph.is_some() || state.captures.open.is_some() || launches.is_empty() {
+        if !may_capture(&state.graphs, &state.captures, s) || launches.is_empty() {
             return Ok(());
         }
         // start_capture may write the stream's fault record, whose failure surfaces later,
@@ -1588,7 +1610,7 @@ impl<D: Device> Run<'_, D> {
         client.set_stream(open.stream);
         match client.stop_capture() {
             Ok(graph) if !open.refused_write => {
-                state.graph = Some(Captured {
+                state.graphs.push(Captured {
                     graph,
                     launches: open.launches,
                 });

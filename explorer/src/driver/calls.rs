@@ -231,13 +231,13 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// Replays the live graph, if any, and its launches on the model.
+    /// Replays the newest live graph, if any, and its launches on the model.
     pub(super) fn replay(&self, state: &mut State<D>) {
-        let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) else {
+        let Some(gs) = state.graphs.last().map(|c| c.graph.stream()) else {
             return;
         };
         state.hit(Method::Replay, gs, Arg::Any, &[]);
-        let captured = state.graph.as_ref().expect("a graph is live");
+        let captured = state.graphs.last().expect("a graph is live");
         captured.graph.replay();
         for &(kernel, dst, src, k) in &captured.launches {
             let formula = &self.world.kernels[kernel];
@@ -326,11 +326,11 @@ pub(super) fn release_tensors<D: Device>(state: &mut State<D>, slot: usize) {
     }
 }
 
-/// Drops the live graph, if any.
+/// Drops the oldest live graph, if any.
 pub(super) fn drop_graph<D: Device>(state: &mut State<D>) {
-    if let Some(gs) = state.graph.as_ref().map(|c| c.graph.stream()) {
+    if let Some(gs) = state.graphs.first().map(|c| c.graph.stream()) {
         state.hit(Method::DropGraph, gs, Arg::Any, &[]);
-        state.graph = None;
+        state.graphs.remove(0);
     }
 }
 

@@ -32,7 +32,7 @@ impl<D: Device> State<D> {
                 .any(|&(_, dst, src, _)| dst == buf || src == buf)
         };
         Held {
-            by_graph: self.graph.as_ref().is_some_and(|g| names(&g.launches)),
+            by_graph: self.graphs.iter().any(|g| names(&g.launches)),
             by_capture: self
                 .captures
                 .open

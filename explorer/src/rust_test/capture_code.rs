@@ -6,7 +6,7 @@
 use lockstep::{CaptureError, StreamId};
 
 use super::{Captured, Printer, refusal_code};
-use crate::driver::{InCapture, OpenCapture, Refused, capture_launches};
+use crate::driver::{InCapture, OpenCapture, Refused, capture_launches, may_capture_beside};
 use crate::workload::LaunchSpec;
 
 impl Printer<'_> {
@@ -14,7 +14,8 @@ impl Printer<'_> {
     /// capture, which stays open.
     pub(super) fn begin_capture(&mut self, c: &str, s: StreamId, launches: &[LaunchSpec]) {
         let launches = capture_launches(launches, |slot| self.slots[slot].is_some());
-        if self.graph.is_some() || self.captures.open.is_some() || launches.is_empty() {
+        let graph_streams = self.graphs.iter().map(|g| g.stream);
+        if !may_capture_beside(graph_streams, &self.captures, s) || launches.is_empty() {
             return;
         }
         self.model.uses(s);
@@ -56,7 +57,7 @@ impl Printer<'_> {
         let var = self.var("graph");
         self.code
             .line(format!("let {var} = {c}.stop_capture().unwrap();"));
-        self.graph = Some(Captured {
+        self.graphs.push(Captured {
             var,
             stream: open.stream,
             launches: open.launches,

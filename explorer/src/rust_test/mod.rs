@@ -187,7 +187,8 @@ struct Printer<'w> {
     slots: Vec<Option<Slot>>,
     tensors: Vec<Option<Group>>,
     lazies: VecDeque<Lazy>,
-    graph: Option<Captured>,
+    /// Live graphs, oldest first (as the driver's).
+    graphs: Vec<Captured>,
     captures: Captures,
     /// The client variable of each stream used so far.
     clients: BTreeMap<StreamId, String>,
@@ -213,7 +214,7 @@ impl<'w> Printer<'w> {
             slots: (0..SLOTS).map(|_| None).collect(),
             tensors: (0..TENSOR_SLOTS).map(|_| None).collect(),
             lazies: VecDeque::new(),
-            graph: None,
+            graphs: Vec::new(),
             captures: Captures::default(),
             clients: BTreeMap::new(),
             thread_streams,
@@ -328,7 +329,7 @@ impl<'w> Printer<'w> {
         while !self.lazies.is_empty() {
             self.materialize()?;
         }
-        if let Some(graph) = self.graph.take() {
+        for graph in std::mem::take(&mut self.graphs) {
             self.code.line(format!("drop({});", graph.var));
         }
         let slots = std::mem::take(&mut self.slots).into_iter().flatten();

@@ -128,8 +128,9 @@ impl Printer<'_> {
             &Action::Exclusive { slot, inside } => self.exclusive(&c, s, slot, inside),
             Action::Replay => self.replay(),
             Action::DropGraph => {
-                if let Some(graph) = self.graph.take() {
-                    self.code.line(format!("drop({});", graph.var));
+                if !self.graphs.is_empty() {
+                    let oldest = self.graphs.remove(0);
+                    self.code.line(format!("drop({});", oldest.var));
                 }
             }
             Action::AllReduce { slot, op, fill } => self.all_reduce(&c, s, *slot, *op, *fill)?,
@@ -280,9 +281,9 @@ impl Printer<'_> {
         }
     }
 
-    /// A replay of the live graph, if any, and its launches on the model.
+    /// A replay of the newest live graph, if any, and its launches on the model.
     fn replay(&mut self) {
-        let Some(graph) = &self.graph else {
+        let Some(graph) = self.graphs.last() else {
             return;
         };
         self.code.line(format!("{}.replay();", graph.var));
