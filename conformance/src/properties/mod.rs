@@ -15,6 +15,7 @@ mod data;
 mod dynamic_counts;
 mod errors;
 pub mod faults;
+mod formulas;
 mod graphs;
 mod half_floats;
 mod kernels;
@@ -242,6 +243,12 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
             name: "resources",
             summary: "get_resource waits for earlier work and its guard keeps the memory alive after every handle dropped",
             check: profiling::resources,
+            applies: everywhere,
+        },
+        Property {
+            name: "explorer_formulas",
+            summary: "the explorer's random formula kernels (gathers, shared-memory neighbours, wrapping u32 arithmetic) compute exactly what its plain-Rust model holds",
+            check: formulas::explorer_formulas,
             applies: everywhere,
         },
         Property {
