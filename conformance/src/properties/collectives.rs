@@ -2,7 +2,8 @@
 
 use lockstep::kernel::ElemType;
 use lockstep::{
-    Bytes, ComputeClient, CopyDescriptor, Device, DeviceId, Handle, ReduceOperation, StreamId,
+    Bytes, CollectiveError, ComputeClient, CopyDescriptor, Device, DeviceId, Handle,
+    ReduceOperation, ServerError, StreamId,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -28,8 +29,63 @@ struct AllReduceCase {
     other_streams: bool,
     /// Drop the source right after the call: its memory must outlive the collective.
     release_source: bool,
+    /// A device list each device first passes, refused at the call before the valid one.
+    refused: Option<BadList>,
     data_seed: u64,
     sim_seed: u64,
+}
+
+/// A device list an all-reduce must refuse at the call, naming the calling stream, with
+/// nothing enqueued (so no peer is left waiting): the boundary classes of a communicator's ranks.
+#[derive(Clone, Copy, Debug)]
+enum BadList {
+    /// No device: zero ranks, the caller absent (`NotInCommunicator`).
+    Empty,
+    /// The world without the caller (`NotInCommunicator`; empty for a world of one).
+    WithoutCaller,
+    /// The world with the caller twice: one rank more than devices (`InvalidDevices`).
+    CallerTwice,
+    /// The world and the device of index `u32::MAX`, which does not exist (`InvalidDevices`).
+    Absent,
+    /// The world and a device of another backend (`InvalidDevices`).
+    OtherBackend,
+}
+
+impl BadList {
+    /// The list `self` makes of `world` for caller `own`, and whether the refusal is
+    /// `NotInCommunicator` (else `InvalidDevices`).
+    fn of(self, world: &[DeviceId], own: DeviceId) -> (Vec<DeviceId>, bool) {
+        let with = |extra: DeviceId| world.iter().copied().chain([extra]).collect();
+        match self {
+            BadList::Empty => (Vec::new(), true),
+            BadList::WithoutCaller => (world.iter().copied().filter(|&d| d != own).collect(), true),
+            BadList::CallerTwice => (with(own), false),
+            BadList::Absent => (
+                with(DeviceId {
+                    index: u32::MAX,
+                    ..own
+                }),
+                false,
+            ),
+            BadList::OtherBackend => (
+                with(DeviceId {
+                    type_id: own.type_id.wrapping_add(1),
+                    index: 0,
+                }),
+                false,
+            ),
+        }
+    }
+}
+
+fn bad_list() -> impl Strategy<Value = Option<BadList>> {
+    prop::option::of(select(vec![
+        BadList::Empty,
+        BadList::WithoutCaller,
+        BadList::CallerTwice,
+        BadList::Absent,
+        BadList::OtherBackend,
+    ]))
 }
 
 /// Element values for `op`: ranges in which integer sums and products of up to four devices do
@@ -163,11 +219,12 @@ fn all_reduce_case(world_size_max: usize) -> impl Strategy<Value = AllReduceCase
         select(vec![Sum, Prod, Min, Max, Mean]),
         prop_oneof![3 => 1..=16usize, 1 => 1..=4096usize],
         (any::<bool>(), any::<bool>(), any::<bool>()),
+        bad_list(),
         any::<u64>(),
         any::<u64>(),
     )
         .prop_map(
-            |(devices, elem, op, elems, flags, data_seed, sim_seed)| AllReduceCase {
+            |(devices, elem, op, elems, flags, refused, data_seed, sim_seed)| AllReduceCase {
                 devices,
                 elem,
                 op,
@@ -175,6 +232,7 @@ fn all_reduce_case(world_size_max: usize) -> impl Strategy<Value = AllReduceCase
                 in_place: flags.0,
                 other_streams: flags.1,
                 release_source: flags.2,
+                refused,
                 data_seed,
                 sim_seed,
             },
@@ -244,6 +302,9 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
                 c.empty(input.len()).map_err(|e| format!("empty: {e}"))?
             };
             let kept = (!case.release_source).then(|| src.clone());
+            if let Some(bad) = case.refused {
+                refuse_list(&c, bad, (&src, &dst), &ids, &case)?;
+            }
             c.all_reduce(src, dst.clone(), case.elem, ids.clone(), case.op)
                 .map_err(|e| format!("all_reduce on {}: {e}", c.peer_id()))?;
             outputs.push((dst, kept));
@@ -263,6 +324,35 @@ pub(super) fn all_reduce<F: DeviceFactory>(factory: &F, config: RunConfig) -> Re
         }
         Ok(())
     })
+}
+
+/// An all-reduce of `src` into `dst` over `bad`'s list of `world` on `c`: refused at the call
+/// with the error the list's class names, on `c`'s stream.
+fn refuse_list<D: Device>(
+    c: &ComputeClient<D>,
+    bad: BadList,
+    (src, dst): (&Handle, &Handle),
+    world: &[DeviceId],
+    case: &AllReduceCase,
+) -> Result<(), String> {
+    let own = c.peer_id();
+    let (list, not_in) = bad.of(world, own);
+    let result = c.all_reduce(src.clone(), dst.clone(), case.elem, list.clone(), case.op);
+    let refused = match &result {
+        Err(ServerError::Collective { stream, error }) if *stream == c.stream_id() => match error {
+            CollectiveError::NotInCommunicator { device, devices } => {
+                not_in && *device == own && *devices == list
+            }
+            CollectiveError::InvalidDevices { devices, .. } => !not_in && *devices == list,
+            _ => false,
+        },
+        _ => false,
+    };
+    ensure!(
+        refused,
+        "all_reduce on {own} over {bad:?} ({list:?}) must be refused at the call, got {result:?}"
+    );
+    Ok(())
 }
 
 /// Device `device`'s all-reduce result `got` against the `expected` reference of `inputs`:
@@ -447,9 +537,38 @@ mod tests {
             in_place: false,
             other_streams: false,
             release_source: false,
+            refused: None,
             data_seed: 0,
             sim_seed: 0,
         }
+    }
+
+    #[test]
+    fn bad_lists_are_the_boundary_classes_of_a_communicators_ranks() {
+        let id = |index| DeviceId { type_id: 3, index };
+        let world = [id(0), id(1)];
+        assert_eq!(BadList::Empty.of(&world, id(1)), (vec![], true));
+        assert_eq!(
+            BadList::WithoutCaller.of(&world, id(1)),
+            (vec![id(0)], true)
+        );
+        assert_eq!(BadList::WithoutCaller.of(&[id(0)], id(0)), (vec![], true));
+        assert_eq!(
+            BadList::CallerTwice.of(&world, id(1)),
+            (vec![id(0), id(1), id(1)], false)
+        );
+        assert_eq!(
+            BadList::Absent.of(&world, id(0)),
+            (vec![id(0), id(1), id(u32::MAX)], false)
+        );
+        let other = DeviceId {
+            type_id: 4,
+            index: 0,
+        };
+        assert_eq!(
+            BadList::OtherBackend.of(&world, id(0)),
+            (vec![id(0), id(1), other], false)
+        );
     }
 
     #[test]

@@ -205,7 +205,7 @@ pub fn all<F: DeviceFactory>() -> Vec<Property<F>> {
         },
         Property {
             name: "all_reduce",
-            summary: "devices enumerate themselves; an all-reduce over 1..=4 devices equals the reference reduction for random inputs, lengths, ops and types",
+            summary: "devices enumerate themselves; an all-reduce over 1..=4 devices equals the reference reduction for random inputs, lengths, ops and types; a list of no rank, without the caller, with a rank twice, an absent index or another backend is refused at the call",
             check: collectives::all_reduce,
             applies: with_collectives,
         },
