@@ -108,6 +108,11 @@ impl Captures {
     pub fn records(&self, s: StreamId) -> bool {
         self.open.as_ref().is_some_and(|c| c.stream == s)
     }
+
+    /// The open capture, if it records `s`.
+    pub fn recording(&mut self, s: StreamId) -> Option<&mut OpenCapture> {
+        self.open.as_mut().filter(|open| open.stream == s)
+    }
 }
 
 /// What a step does on the stream the open capture records. The driver judges by it and the

@@ -126,7 +126,7 @@ impl<D: Device> Run<'_, D> {
                 Violation::refused(Method::WriteAt, Side::Explored, what, e)
             })?;
         // In a capture window the write is enqueued, and refused late by `stop_capture`.
-        match state.captures.open.as_mut().filter(|open| open.stream == s) {
+        match state.captures.recording(s) {
             Some(open) => open.refused_write = true,
             None => write_misaligned(&mut state.model, s, buf, offset, &bytes),
         }

@@ -14,7 +14,7 @@ impl<D: Device> State<D> {
     pub(super) fn stream_state(&self, s: StreamId) -> StreamState {
         if self.model.lost {
             StreamState::Lost
-        } else if self.captures.open.as_ref().is_some_and(|c| c.stream == s) {
+        } else if self.captures.records(s) {
             StreamState::Capturing
         } else if self.captures.prepared.contains(&s) {
             StreamState::Prepared

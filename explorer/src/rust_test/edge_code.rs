@@ -85,7 +85,7 @@ impl Printer<'_> {
             "{c}.write_at(&{var}, {offset}, Bytes::from_bytes_vec(vec!{bytes:?})).unwrap();"
         ));
         // In a capture window the write is enqueued, and refused late by `stop_capture`.
-        match self.captures.open.as_mut().filter(|open| open.stream == s) {
+        match self.captures.recording(s) {
             Some(open) => open.refused_write = true,
             None => write_misaligned(&mut self.model, s, buf, offset, &bytes),
         }
