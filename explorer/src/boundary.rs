@@ -12,6 +12,8 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use lockstep::kernel::MAX_WORKGROUP_INVOCATIONS;
+
 use crate::workload::{LaunchCount, MAX_WORKGROUPS};
 
 /// The class of a number drawn from `0..=max`, or past `max`.
@@ -91,6 +93,26 @@ pub struct Bounds {
 /// type's largest.
 const OVERFLOWING_COUNTS: [u64; 2] = [MAX_WORKGROUPS as u64 + 1, u32::MAX as u64];
 
+/// Workgroup sizes every kernel must be refused for: an axis of zero, an x one past
+/// [`MAX_WORKGROUP_INVOCATIONS`], axes each within it whose product is past it, products that
+/// wrap to zero in `u32` (2^32), and one that wraps `u64`.
+pub const REFUSED_WORKGROUP_SIZES: [[u32; 3]; 8] = [
+    [0, 1, 1],
+    [8, 0, 1],
+    [8, 1, 0],
+    [MAX_WORKGROUP_INVOCATIONS as u32 + 1, 1, 1],
+    [32, 64, 1],
+    [1 << 16, 1 << 16, 1],
+    [1024, 1024, 4096],
+    [u32::MAX; 3],
+];
+
+/// The invocations of a workgroup of `size`, saturating at `u64::MAX`.
+pub fn invocations(size: [u32; 3]) -> u64 {
+    let product = size.iter().map(|&d| u128::from(d)).product::<u128>();
+    u64::try_from(product).unwrap_or(u64::MAX)
+}
+
 impl Bounds {
     /// The boundary stream of the world of `seed`.
     pub fn new(seed: u64) -> Self {
@@ -145,6 +167,26 @@ impl Bounds {
         }
         // Every value is at most `u32::MAX` (the overflowing ones included).
         Some([x, y, z].map(|v| v as u32))
+    }
+
+    /// A formula's workgroup size along x: one time in four a boundary value of 1 to
+    /// [`MAX_WORKGROUP_INVOCATIONS`] or, as often, any value of it; else `usual`.
+    pub fn workgroup_size(&mut self, usual: u32) -> u32 {
+        let max = MAX_WORKGROUP_INVOCATIONS;
+        if !self.hit() {
+            return usual;
+        }
+        let size = match self.half() {
+            true => self.boundary((1, max), &[]),
+            false => self.rng.random_range(1..=max),
+        };
+        size as u32
+    }
+
+    /// One time in eight, a workgroup size every kernel must be refused for.
+    pub fn refused_workgroup_size(&mut self) -> Option<[u32; 3]> {
+        let sizes = &REFUSED_WORKGROUP_SIZES;
+        (self.rng.random_ratio(1, 8)).then(|| sizes[self.rng.random_range(0..sizes.len())])
     }
 
     /// Whether this draw takes a boundary value (one time in four).
@@ -277,6 +319,25 @@ mod tests {
         }
         let drawn: std::collections::BTreeSet<Class> = Class::ALL[..7].iter().copied().collect();
         assert_eq!(classes, drawn);
+    }
+
+    #[test]
+    fn workgroup_sizes_take_every_class_and_refused_ones_are_past_1024_or_zero() {
+        let mut bounds = Bounds::new(5);
+        let max = MAX_WORKGROUP_INVOCATIONS;
+        let classes: std::collections::BTreeSet<Class> = (0..4000)
+            .map(|_| bounds.workgroup_size(8))
+            .map(|size| Class::of(size.into(), max))
+            .collect();
+        use Class::*;
+        let valid = [One, BelowPow2, Pow2, AbovePow2, Max, Ordinary];
+        assert_eq!(classes, valid.into_iter().collect());
+        for size in REFUSED_WORKGROUP_SIZES {
+            let class = Class::of(invocations(size), max);
+            assert!([Zero, Overflow].contains(&class), "{size:?} is {class:?}");
+        }
+        assert_eq!(invocations([u32::MAX; 3]), u64::MAX);
+        assert_eq!(invocations([1 << 16, 1 << 16, 1]), 1 << 32);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use lockstep::kernel::{ElemType, Fnv1a, Scalar};
+use lockstep::kernel::{ElemType, Fnv1a, KernelError, Scalar};
 use lockstep::{
     Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
     InstallMemoryPoolsError, IoError, Kernel, KernelArguments, MemoryLayout,
@@ -25,6 +25,7 @@ use calls::{blocking, drop_graph, graph_prepare, release, release_tensors, sync_
 pub(super) use edge::{misaligned_write, write_misaligned};
 
 use super::Devices;
+use super::boundary::invocations;
 use super::coverage::{Arg, Hits, Method, Number, Recorder, StreamState};
 use super::failure::{
     Check, ErrorKind, ExploreFailure, Operation, ReportKind, Side, Stage, Violation,
@@ -327,14 +328,42 @@ struct Run<'w, D: Device> {
 pub struct Kernels {
     formulas: Vec<Kernel>,
     overrun: Kernel,
+    /// The world's refused workgroup size, and what building its first formula with it gave.
+    refused: Option<([u32; 3], Result<Kernel, KernelError>)>,
 }
 
 impl Kernels {
-    /// `world`'s formulas' kernels, in its order, and the overrun kernel.
+    /// `world`'s formulas' kernels, in its order, the overrun kernel, and the first formula
+    /// built with the world's refused workgroup size.
     pub fn of(world: &World) -> Self {
         Self {
             formulas: world.kernels.iter().map(Formula::kernel).collect(),
             overrun: overrun(),
+            refused: (world.refused_workgroup)
+                .map(|size| (size, world.kernels[0].kernel_sized(size))),
+        }
+    }
+
+    /// Records the workgroup sizes of the world's kernels in `state`'s coverage, and checks
+    /// that the refused size was refused, naming it.
+    fn judge_sizes<D: Device>(&self, world: &World, state: &mut State<D>) -> Result<(), Violation> {
+        for formula in &world.kernels {
+            state.number(Number::WorkgroupSize, formula.workgroup.into());
+        }
+        let Some((size, built)) = &self.refused else {
+            return Ok(());
+        };
+        state.number(Number::WorkgroupSize, invocations(*size));
+        match built {
+            Err(KernelError::InvalidWorkgroupSize { size: named, .. }) if named == size => Ok(()),
+            other => Err(Violation::new(
+                Check::WorkgroupSizeAccepted,
+                format!(
+                    "building {} with workgroup size {size:?} must be refused as InvalidWorkgroupSize; got {:?}",
+                    world.kernels[0].name,
+                    other.as_ref().map(|k| k.def().workgroup_size)
+                ),
+            )),
         }
     }
 }
@@ -472,6 +501,7 @@ fn drive<D: Device>(
             state.number(Number::PoolCapBytes, layout.cap_bytes);
         }
     }
+    (kernels.judge_sizes(world, &mut state)).map_err(|v| v.in_stage(Stage::Setup))?;
     // The host threads are logical: they take turns on this one OS thread, in the schedule's
     // order, exactly as the device would see real threads that act strictly in turn.
     for (turn, (thread, step)) in workload.in_order().enumerate() {
@@ -1396,7 +1426,8 @@ impl<D: Device> Run<'_, D> {
                 .binding(&dst)
                 .binding(&src)
                 .param(Scalar::U32(spec.k));
-            let count = CubeCount::Static(Formula::workgroups(state.model.len(dst_buf)), 1, 1);
+            let formula = &self.world.kernels[spec.kernel];
+            let count = CubeCount::Static(formula.workgroups(state.model.len(dst_buf)), 1, 1);
             return match client.launch(&self.kernels[spec.kernel], count, args) {
                 Err(IoError::InvalidLaunch { .. }) => Ok(None),
                 other => Err(Violation::new(
@@ -1436,7 +1467,8 @@ impl<D: Device> Run<'_, D> {
             .binding(&src)
             .param(Scalar::U32(k));
         let dst_len = state.model.len(dst_buf);
-        let [x, y, z] = count.workgroups(dst_len);
+        let formula = &self.world.kernels[kernel];
+        let [x, y, z] = count.workgroups(dst_len, formula);
         let (number, cube_count) = match count {
             LaunchCount::Dynamic(axes) => {
                 // Written on this stream, so the launch reads it after the write.
@@ -1456,7 +1488,7 @@ impl<D: Device> Run<'_, D> {
         }
         let result = client.launch(&self.kernels[kernel], cube_count, args);
         let covers = match (
-            count.launched(dst_len, client.properties().max_workgroups),
+            count.launched(dst_len, formula, client.properties().max_workgroups),
             result,
         ) {
             (Launched::Refused, Err(IoError::InvalidLaunch { .. })) => return Ok(None),
@@ -1484,7 +1516,6 @@ impl<D: Device> Run<'_, D> {
             (Launched::Covers(n), Ok(())) => n,
         };
         if model {
-            let formula = &self.world.kernels[kernel];
             state.model.launch(s, dst_buf, src_buf, |d, s| {
                 formula.apply(&mut d[..covers], s, k)
             });

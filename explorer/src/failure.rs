@@ -193,6 +193,9 @@ pub enum Check {
     Leak(Side),
     /// The operation panicked.
     Panic,
+    /// Building a kernel with a workgroup size of no invocations, or of more than the
+    /// runtime's maximum, was not refused as `InvalidWorkgroupSize` naming the size.
+    WorkgroupSizeAccepted,
     /// A call of a recording returned other than in the recorded run (explored in another
     /// order of its threads, or with another interleaving of its streams).
     DiffersFromRecording,
@@ -266,6 +269,9 @@ impl fmt::Display for Check {
             Check::Sanitizer(kind) => write!(f, "sanitizer: {kind:?}"),
             Check::Leak(side) => write!(f, "the {side}'s memory did not return to baseline"),
             Check::Panic => f.write_str("panicked"),
+            Check::WorkgroupSizeAccepted => {
+                f.write_str("a kernel of an invalid workgroup size was not refused")
+            }
             Check::DiffersFromRecording => f.write_str("the result differs from the recorded run"),
             Check::Nondeterminism => f.write_str("two runs differ"),
             Check::ProcessOutcome => f.write_str("a process saw other than the model expects"),

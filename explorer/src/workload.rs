@@ -13,7 +13,6 @@ use rand_chacha::ChaCha8Rng;
 
 use super::boundary::Bounds;
 use super::world::World;
-use lockstep_kernels::elementwise::WORKGROUP;
 use lockstep_kernels::formula::Formula;
 use lockstep_kernels::ops::decode::splitmix64;
 
@@ -75,6 +74,11 @@ pub enum LaunchCount {
 /// against.
 pub const MAX_WORKGROUPS: u32 = 65_535;
 
+/// The most invocations a drawn count launches (its workgroups' lanes in all): the largest
+/// count of workgroups of 8 fits, and larger workgroups get fewer of them, so that a
+/// launch of 65,535 workgroups of 1,024 lanes (67 million) never costs the simulator seconds.
+pub const MAX_INVOCATIONS: u32 = 1 << 19;
+
 /// What a launch of a count does to a destination, as `CubeCount`'s doc promises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Launched {
@@ -89,19 +93,19 @@ pub enum Launched {
 }
 
 impl LaunchCount {
-    /// The workgroups this count passes for a destination of `dst_len` elements.
-    pub fn workgroups(&self, dst_len: usize) -> [u32; 3] {
+    /// The workgroups this count passes to `formula` for a destination of `dst_len` elements.
+    pub fn workgroups(&self, dst_len: usize, formula: &Formula) -> [u32; 3] {
         match *self {
-            LaunchCount::Covering => [Formula::workgroups(dst_len), 1, 1],
+            LaunchCount::Covering => [formula.workgroups(dst_len), 1, 1],
             LaunchCount::Static(count) | LaunchCount::Dynamic(count) => count,
         }
     }
 
-    /// What the count does to a destination of `dst_len` elements on a device whose largest
-    /// counts are `max`. Counts of more than one workgroup on y or z are never drawn: every
-    /// such workgroup would run the x axis's elements again.
-    pub fn launched(&self, dst_len: usize, max: [u32; 3]) -> Launched {
-        let count = self.workgroups(dst_len);
+    /// What the count does when it launches `formula` on a destination of `dst_len` elements,
+    /// on a device whose largest counts are `max`. Counts of more than one workgroup on y or
+    /// z are never drawn: every such workgroup would run the x axis's elements again.
+    pub fn launched(&self, dst_len: usize, formula: &Formula, max: [u32; 3]) -> Launched {
+        let (count, size) = (self.workgroups(dst_len, formula), formula.workgroup);
         let dynamic = matches!(self, LaunchCount::Dynamic(_));
         let past_max = count.iter().zip(max).any(|(&c, m)| c > m);
         if count.contains(&0) || (dynamic && past_max) {
@@ -110,7 +114,24 @@ impl LaunchCount {
             Launched::Refused
         } else {
             debug_assert_eq!(count[1..], [1, 1], "y and z repeat x's work");
-            Launched::Covers((count[0] as usize * WORKGROUP as usize).min(dst_len))
+            Launched::Covers((count[0] as usize * size as usize).min(dst_len))
+        }
+    }
+
+    /// The count, its x lowered where it launches more than [`MAX_INVOCATIONS`] invocations
+    /// of workgroups of `size` (a count past the device's maximum stays: it runs nothing).
+    pub fn within(self, size: u32) -> LaunchCount {
+        let lower = |[x, y, z]: [u32; 3]| {
+            let most = MAX_INVOCATIONS / size;
+            match x <= MAX_WORKGROUPS && x > most {
+                true => [most, y, z],
+                false => [x, y, z],
+            }
+        };
+        match self {
+            LaunchCount::Covering => LaunchCount::Covering,
+            LaunchCount::Static(count) => LaunchCount::Static(lower(count)),
+            LaunchCount::Dynamic(count) => LaunchCount::Dynamic(lower(count)),
         }
     }
 }
@@ -583,9 +604,11 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
         }
     }),
     (20, Needs::Nothing, |world, rng, bounds, _, _| {
+        let spec = launch(world, rng);
+        let size = world.kernels[spec.kernel].workgroup;
         Action::Launch(LaunchSpec {
-            count: bounds.launch_count(!world.injects_faults()),
-            ..launch(world, rng)
+            count: bounds.launch_count(!world.injects_faults()).within(size),
+            ..spec
         })
     }),
     (10, Needs::Nothing, |_, _, _, slot, _| Action::Read { slot }),
@@ -868,35 +891,51 @@ mod tests {
     fn a_launch_count_runs_nothing_is_refused_or_covers_a_prefix() {
         use LaunchCount::{Covering, Dynamic, Static};
         let max = [MAX_WORKGROUPS; 3];
-        let w = WORKGROUP as usize;
+        let f = Formula::draw(&mut ChaCha8Rng::seed_from_u64(1), 0);
+        assert_eq!(f.workgroup, 8);
         // The count covering the destination, 100 elements in workgroups of 8.
-        assert_eq!(Covering.workgroups(100), [13, 1, 1]);
-        assert_eq!(Covering.launched(100, max), Launched::Covers(100));
+        assert_eq!(Covering.workgroups(100, &f), [13, 1, 1]);
+        assert_eq!(Covering.launched(100, &f, max), Launched::Covers(100));
         // A zero axis wins over an axis past the maximum.
-        assert_eq!(
-            Static([0, u32::MAX, 1]).launched(100, max),
-            Launched::Nothing
-        );
-        assert_eq!(Static([3, 1, 0]).launched(100, max), Launched::Nothing);
-        assert_eq!(Static([3, 1, 65_536]).launched(100, max), Launched::Refused);
-        assert_eq!(Static([65_536, 1, 1]).launched(100, max), Launched::Refused);
+        let nothing = Static([0, u32::MAX, 1]).launched(100, &f, max);
+        assert_eq!(nothing, Launched::Nothing);
+        assert_eq!(Static([3, 1, 0]).launched(100, &f, max), Launched::Nothing);
+        let refused = Static([3, 1, 65_536]).launched(100, &f, max);
+        assert_eq!(refused, Launched::Refused);
+        let refused = Static([65_536, 1, 1]).launched(100, &f, max);
+        assert_eq!(refused, Launched::Refused);
         // Past the maximum, a dynamic count runs nothing instead.
-        assert_eq!(
-            Dynamic([65_536, 1, 1]).launched(100, max),
-            Launched::Nothing
-        );
-        assert_eq!(Dynamic([3, 0, 1]).launched(100, max), Launched::Nothing);
+        let nothing = Dynamic([65_536, 1, 1]).launched(100, &f, max);
+        assert_eq!(nothing, Launched::Nothing);
+        assert_eq!(Dynamic([3, 0, 1]).launched(100, &f, max), Launched::Nothing);
         // Fewer workgroups than the destination needs compute its first elements only.
-        assert_eq!(
-            Static([3, 1, 1]).launched(100, max),
-            Launched::Covers(3 * w)
-        );
-        assert_eq!(
-            Dynamic([3, 1, 1]).launched(100, max),
-            Launched::Covers(3 * w)
-        );
+        let prefix = Launched::Covers(3 * 8);
+        assert_eq!(Static([3, 1, 1]).launched(100, &f, max), prefix);
+        assert_eq!(Dynamic([3, 1, 1]).launched(100, &f, max), prefix);
         let largest = Static([MAX_WORKGROUPS, 1, 1]);
-        assert_eq!(largest.launched(100, max), Launched::Covers(100));
+        assert_eq!(largest.launched(100, &f, max), Launched::Covers(100));
+        // Workgroups of one lane: a destination past the largest count is refused covered.
+        let single = Formula { workgroup: 1, ..f };
+        assert_eq!(
+            Static([3, 1, 1]).launched(100, &single, max),
+            Launched::Covers(3)
+        );
+        let past = MAX_WORKGROUPS as usize + 1;
+        assert_eq!(Covering.launched(past, &single, max), Launched::Refused);
+    }
+
+    #[test]
+    fn drawn_counts_launch_at_most_max_invocations() {
+        use LaunchCount::{Covering, Dynamic, Static};
+        // Workgroups of 8: every count the device serves stays.
+        let largest = Static([MAX_WORKGROUPS, 1, 1]);
+        assert_eq!(largest.within(8), largest);
+        // Of 1,024 lanes: 512 workgroups at most, unless past the maximum (nothing runs).
+        assert_eq!(largest.within(1024), Static([512, 1, 1]));
+        assert_eq!(Dynamic([600, 0, 1]).within(1024), Dynamic([512, 0, 1]));
+        let past = Static([MAX_WORKGROUPS + 1, 1, 1]);
+        assert_eq!(past.within(1024), past);
+        assert_eq!(Covering.within(1024), Covering);
     }
 
     #[test]

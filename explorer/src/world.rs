@@ -12,6 +12,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::boundary::Bounds;
 use super::processes::ProcessWorld;
+use lockstep_kernels::elementwise::WORKGROUP;
 use lockstep_kernels::formula::Formula;
 
 const MIB: u64 = 1 << 20;
@@ -52,6 +53,9 @@ pub struct World {
     pub graphs: bool,
     /// The kernels the workload launches.
     pub kernels: Vec<Formula>,
+    /// A workgroup size that building the first kernel with must be refused (one world in
+    /// eight), judged in the world's setup.
+    pub refused_workgroup: Option<[u32; 3]>,
     /// Fault-free simulated devices beside the explored one, in one cluster with it, for
     /// all-reduces and copies between clients.
     pub peers: usize,
@@ -134,6 +138,7 @@ impl World {
             faults,
             graphs: rng.random_bool(0.5),
             kernels,
+            refused_workgroup: None,
             peers: 0,
             processes,
             actor: false,
@@ -165,6 +170,13 @@ impl World {
                 layout.cap_bytes = bounds.number(layout.cap_bytes, (0, u64::MAX), &[]);
             }
         }
+        // Workgroup sizes from a stream of their own: each formula's, one time in four a
+        // boundary or any other size (the launches' workgroups and their counts follow it).
+        let mut bounds = Bounds::new(seed ^ 0x3e09_5123_e095_1230);
+        for kernel in &mut world.kernels {
+            kernel.workgroup = bounds.workgroup_size(kernel.workgroup);
+        }
+        world.refused_workgroup = bounds.refused_workgroup_size();
         world.size_edges_bytes = world.size_edges();
         world
     }
@@ -318,6 +330,14 @@ impl fmt::Display for World {
             r.device_loss,
             self.kernels.len()
         )?;
+        // Said only where drawn, so that most worlds read as before sizes were.
+        let sizes: Vec<u32> = self.kernels.iter().map(|k| k.workgroup).collect();
+        if sizes.iter().any(|&size| size != WORKGROUP) {
+            write!(f, " of workgroup sizes {sizes:?}")?;
+        }
+        if let Some(size) = self.refused_workgroup {
+            write!(f, "; workgroup size {size:?} refused")?;
+        }
         match &self.processes {
             Some(processes) => write!(f, "\n{processes}"),
             None => Ok(()),

@@ -11,7 +11,7 @@
 use std::borrow::Cow;
 
 use lockstep::Kernel;
-use lockstep::kernel::{Access, Axis, BinOp, ElemType, KernelBuilder, Value};
+use lockstep::kernel::{Access, Axis, BinOp, ElemType, KernelBuilder, KernelError, Value};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -283,9 +283,9 @@ fn gather(src: &[u32], stride: usize, mut j: usize, n: usize, out: &mut Vec<u32>
     j
 }
 
-/// Elements [`Formula::apply`] computes at a time: whole workgroups.
+/// Elements [`Formula::apply`] computes at a time, at least: whole workgroups of at least as
+/// many elements.
 const MODEL_BLOCK: usize = 1024;
-const _: () = assert!(MODEL_BLOCK.is_multiple_of(WORKGROUP as usize));
 
 /// One random kernel of a world.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -299,8 +299,12 @@ pub struct Formula {
     /// Offset of the source element read (see `stride`).
     pub shift: u32,
     /// In a sharing formula, how many lanes round its workgroup the neighbour is (1 to
-    /// `WORKGROUP - 1`).
+    /// `WORKGROUP - 1`, taken modulo `workgroup`: in a workgroup of one, the lane itself).
     pub rotate: Option<u32>,
+    /// Invocations per workgroup, along x: [`WORKGROUP`] as drawn, 1 to
+    /// [`MAX_WORKGROUP_INVOCATIONS`](lockstep::kernel::MAX_WORKGROUP_INVOCATIONS) in every
+    /// formula a kernel is built of.
+    pub workgroup: u32,
 }
 
 impl Formula {
@@ -312,6 +316,7 @@ impl Formula {
             stride: rng.random_range(1..4),
             shift: rng.random_range(0..8),
             rotate: None,
+            workgroup: WORKGROUP,
         }
     }
 
@@ -331,19 +336,20 @@ impl Formula {
     /// formula's invocations read their neighbour's `dst` through a shared array, after a
     /// barrier that every invocation reaches (the guard on `i` comes after it).
     pub fn kernel(&self) -> Kernel {
-        let mut b = KernelBuilder::new(self.name.clone(), [WORKGROUP, 1, 1]);
+        let size = self.workgroup;
+        let mut b = KernelBuilder::new(self.name.clone(), [size, 1, 1]);
         let dst = b.binding(ElemType::U32, Access::ReadWrite);
         let src = b.binding(ElemType::U32, Access::Read);
         let k = b.param(ElemType::U32);
         let i = b.global_id(Axis::X);
         let neighbour = self.rotate.map_or(Value::from(0u32), |rotate| {
-            let staged = b.shared(ElemType::U32, WORKGROUP);
+            let staged = b.shared(ElemType::U32, size);
             let own = b.var(ElemType::U32, 0u32);
             b.if_(i.lt(dst.len()), |b| b.assign(own, dst.load(i)));
             let lane = b.local_id(Axis::X);
             b.store(staged, lane, own);
             b.workgroup_barrier();
-            staged.load((lane + rotate) % WORKGROUP)
+            staged.load((lane + rotate) % size)
         });
         b.if_(i.lt(dst.len()), |b| {
             let j = (i * self.stride + self.shift) % src.len();
@@ -351,24 +357,38 @@ impl Formula {
             b.store(dst, i, self.f.expr(leaves));
         });
         b.build()
-            .expect("explore formulas are well-typed u32 expressions")
+            .expect("explore formulas are well-typed u32 expressions of 1 to 1024 invocations")
     }
 
-    /// Workgroups covering every element of `dst`.
-    pub fn workgroups(dst_len: usize) -> u32 {
-        (dst_len as u32).div_ceil(WORKGROUP)
+    /// The kernel with workgroups of `size` instead, as [`Kernel::new`] judges it: refused
+    /// with [`KernelError::InvalidWorkgroupSize`] for a size of no invocations or of more
+    /// than [`MAX_WORKGROUP_INVOCATIONS`](lockstep::kernel::MAX_WORKGROUP_INVOCATIONS) (its
+    /// product taken without wrapping).
+    pub fn kernel_sized(&self, size: [u32; 3]) -> Result<Kernel, KernelError> {
+        let mut def = self.kernel().def().clone();
+        def.workgroup_size = size;
+        Kernel::new(def)
+    }
+
+    /// Workgroups covering every element of `dst` (more than `u32::MAX` saturates, a count
+    /// no device serves).
+    pub fn workgroups(&self, dst_len: usize) -> u32 {
+        let count = dst_len.div_ceil(self.workgroup as usize);
+        u32::try_from(count).unwrap_or(u32::MAX)
     }
 
     /// What the kernel must compute, on host copies. `src` is never empty.
     pub fn apply(&self, dst: &mut [u32], src: &[u32], k: u32) {
         // j = (i * stride + shift) % len(src), from i = 0 on (see `gather`).
         let mut j = self.shift as usize % src.len();
-        let (mut gathered, mut neighbours) = (Vec::with_capacity(MODEL_BLOCK), Vec::new());
+        let lanes = self.workgroup as usize;
+        let block_len = MODEL_BLOCK.div_ceil(lanes) * lanes;
+        let (mut gathered, mut neighbours) = (Vec::with_capacity(block_len), Vec::new());
         let mut columns = Columns::default();
         // A block of whole workgroups at a time: `f`'s columns stay small enough for the cache
         // and for the allocator's reused memory (whole-buffer columns of up to 256 KiB were
         // fresh pages each time), and each neighbour is in its element's block.
-        for block in dst.chunks_mut(MODEL_BLOCK) {
+        for block in dst.chunks_mut(block_len) {
             j = gather(src, self.stride as usize, j, block.len(), &mut gathered);
             self.neighbours(block, &mut neighbours);
             let at = Leaves {
@@ -391,7 +411,7 @@ impl Formula {
         let Some(rotate) = self.rotate else {
             return;
         };
-        let lanes = WORKGROUP as usize;
+        let lanes = self.workgroup as usize;
         out.extend((0..dst.len()).map(|i| {
             let at = i - i % lanes + (i % lanes + rotate as usize) % lanes;
             dst.get(at).copied().unwrap_or(0)
@@ -441,6 +461,7 @@ mod tests {
                 stride,
                 shift,
                 rotate: None,
+                workgroup: WORKGROUP,
             };
             let src: Vec<u32> = (100..100 + len).collect();
             let mut dst = vec![0; 20];
@@ -470,6 +491,7 @@ mod tests {
             stride: 2,
             shift: 1,
             rotate: None,
+            workgroup: WORKGROUP,
         };
         let mut dst = vec![1, 40, 7];
         // j = (2i + 1) % 2: src[1], src[1], src[1].
@@ -495,6 +517,7 @@ mod tests {
             stride: 3,
             shift: 5,
             rotate: Some(2),
+            workgroup: WORKGROUP,
         };
         let len = 2 * MODEL_BLOCK + 13;
         let before: Vec<u32> = (0..len as u32)
@@ -521,6 +544,7 @@ mod tests {
             stride: 1,
             shift: 0,
             rotate: Some(3),
+            workgroup: WORKGROUP,
         };
         let mut dst: Vec<u32> = (0..10).map(|i| i * 10).collect();
         formula.apply(&mut dst, &[0], 0);
@@ -543,6 +567,56 @@ mod tests {
         ])
         .collect();
         assert_eq!(dst, want);
+    }
+
+    #[test]
+    fn a_formula_shares_round_a_workgroup_of_its_own_size() {
+        let formula = Formula {
+            name: "t".into(),
+            f: Term::Neighbour,
+            stride: 1,
+            shift: 0,
+            rotate: Some(2),
+            workgroup: 3,
+        };
+        let kernel = formula.kernel();
+        assert_eq!(kernel.def().workgroup_size, [3, 1, 1]);
+        assert_eq!(kernel.def().shared[0].len, 3);
+        assert_eq!(formula.workgroups(7), 3);
+        let mut dst: Vec<u32> = (10..17).collect();
+        formula.apply(&mut dst, &[0], 0);
+        // Workgroups {0, 1, 2}, {3, 4, 5}, {6}: two lanes further round each (past the end: 0).
+        assert_eq!(dst, [12, 10, 11, 15, 13, 14, 0]);
+        // In a workgroup of one, the neighbour is the lane itself.
+        let alone = Formula {
+            workgroup: 1,
+            ..formula.clone()
+        };
+        let mut dst: Vec<u32> = (10..17).collect();
+        alone.apply(&mut dst, &[0], 0);
+        assert_eq!(dst, (10..17).collect::<Vec<u32>>());
+        assert_eq!(alone.workgroups(7), 7);
+    }
+
+    #[test]
+    fn a_size_of_no_invocations_or_past_1024_is_refused() {
+        let formula = Formula::draw(&mut ChaCha8Rng::seed_from_u64(3), 0);
+        for size in [
+            [0, 1, 1],
+            [1025, 1, 1],
+            [1 << 16, 1 << 16, 1],
+            [1024, 1024, 4096],
+        ] {
+            assert!(
+                matches!(
+                    formula.kernel_sized(size),
+                    Err(KernelError::InvalidWorkgroupSize { size: s, .. }) if s == size
+                ),
+                "{size:?}"
+            );
+        }
+        let kernel = formula.kernel_sized([1024, 1, 1]).unwrap();
+        assert_eq!(kernel.def().workgroup_size, [1024, 1, 1]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! driver's compiler's, shared with neither the model nor the simulator, so a model that agrees
 //! with the simulator only by sharing a mistake fails here.
 
+use lockstep::kernel::MAX_WORKGROUP_INVOCATIONS;
 use lockstep::{Bytes, CubeCount, KernelArguments};
 use lockstep_kernels::elementwise::WORKGROUP;
 use lockstep_kernels::formula::Formula;
@@ -24,6 +25,9 @@ struct Launch {
     /// Forces a neighbour `rotate` lanes round the workgroup (sharing through a workgroup
     /// array and a barrier), which a world draws only one time in sixteen.
     rotate: Option<u32>,
+    /// Invocations per workgroup: the usual 8 half the time, else a boundary value of 1 to
+    /// 1,024 or any value of it, as a world draws them.
+    workgroup: u32,
     dst: Vec<u32>,
     src: Vec<u32>,
     k: u32,
@@ -33,14 +37,20 @@ fn launch() -> impl Strategy<Value = Launch> {
     (
         any::<u64>(),
         prop::option::of(1..WORKGROUP),
-        // Up to a few workgroups past one model block, with a partial last workgroup.
-        vec(any::<u32>(), 1..=1100),
+        prop_oneof![
+            2 => Just(WORKGROUP),
+            1 => prop::sample::select(&[1, 2, 3, 7, 31, 32, 33, 255, 256, 257, 1023, 1024][..]),
+            1 => 1..=MAX_WORKGROUP_INVOCATIONS as u32,
+        ],
+        // Past one model block and two of the largest workgroups, with a partial last one.
+        vec(any::<u32>(), 1..=2100),
         vec(any::<u32>(), 1..=64),
         any::<u32>(),
     )
-        .prop_map(|(formula_seed, rotate, dst, src, k)| Launch {
+        .prop_map(|(formula_seed, rotate, workgroup, dst, src, k)| Launch {
             formula_seed,
             rotate,
+            workgroup,
             dst,
             src,
             k,
@@ -58,6 +68,7 @@ pub(super) fn explorer_formulas<F: DeviceFactory>(
         for Launch {
             formula_seed,
             rotate,
+            workgroup,
             dst,
             src,
             k,
@@ -65,13 +76,14 @@ pub(super) fn explorer_formulas<F: DeviceFactory>(
         {
             let mut formula = Formula::draw(&mut ChaCha8Rng::seed_from_u64(formula_seed), 0);
             formula.rotate = rotate;
+            formula.workgroup = workgroup;
             let on_device = c.create(Bytes::from_elems(&dst)).map_err(err("create"))?;
             let source = c.create(Bytes::from_elems(&src)).map_err(err("create"))?;
             let args = KernelArguments::new()
                 .binding(&on_device)
                 .binding(&source)
                 .param(lockstep::kernel::Scalar::U32(k));
-            let count = CubeCount::Static(Formula::workgroups(dst.len()), 1, 1);
+            let count = CubeCount::Static(formula.workgroups(dst.len()), 1, 1);
             c.launch(&formula.kernel(), count, args)
                 .map_err(|e| format!("launch of {formula:?}: {e}"))?;
             let got = c

@@ -3,6 +3,8 @@
 //! (number, class) pair is a cell; [`NUMBERS_EXCLUDED`] declares those the explorer cannot
 //! reach, with the reason.
 
+use lockstep::kernel::MAX_WORKGROUP_INVOCATIONS;
+
 use crate::boundary::Class;
 use crate::workload::{
     MAX_ELEMS, MAX_LEN, MAX_TENSOR_DIM, MAX_TENSORS, MAX_WORKGROUPS, MAX_WRITE_ELEMS,
@@ -41,11 +43,14 @@ pub enum Number {
     BudgetBytes,
     /// A pool's cap in a world's pool list, in bytes.
     PoolCapBytes,
+    /// The invocations of a kernel's workgroup (its size's product, saturating): each
+    /// formula's, and the size building the first must be refused for.
+    WorkgroupSize,
 }
 
 impl Number {
     /// Every number, in the order reports print them.
-    pub const ALL: [Number; 15] = [
+    pub const ALL: [Number; 16] = [
         Number::CreateLen,
         Number::EmptyLen,
         Number::ToClientLen,
@@ -61,6 +66,7 @@ impl Number {
         Number::DynamicWorkgroups,
         Number::BudgetBytes,
         Number::PoolCapBytes,
+        Number::WorkgroupSize,
     ];
 
     /// The number's name, as coverage reports print it.
@@ -81,6 +87,7 @@ impl Number {
             Number::DynamicWorkgroups => "dynamic workgroups",
             Number::BudgetBytes => "budget bytes",
             Number::PoolCapBytes => "pool cap bytes",
+            Number::WorkgroupSize => "workgroup size",
         }
     }
 
@@ -98,6 +105,7 @@ impl Number {
             Number::MisalignedLen => 8,
             Number::LaunchWorkgroups | Number::DynamicWorkgroups => MAX_WORKGROUPS.into(),
             Number::BudgetBytes | Number::PoolCapBytes => u64::MAX,
+            Number::WorkgroupSize => MAX_WORKGROUP_INVOCATIONS,
         }
     }
 

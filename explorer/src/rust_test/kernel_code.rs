@@ -4,7 +4,6 @@
 use lockstep::kernel::BinOp;
 
 use super::Code;
-use lockstep_kernels::elementwise::WORKGROUP;
 use lockstep_kernels::formula::{Formula, Term};
 
 /// `let {var} = { .. };` building `formula`'s kernel.
@@ -24,8 +23,8 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
     let value = term(code, &formula.f).0;
     code.line(format!("let {var} = {{"));
     code.line(format!(
-        "    let mut b = KernelBuilder::new({:?}, [{WORKGROUP}, 1, 1]);",
-        formula.name
+        "    let mut b = KernelBuilder::new({:?}, [{}, 1, 1]);",
+        formula.name, formula.workgroup
     ));
     code.line("    let dst = b.binding(ElemType::U32, Access::ReadWrite);");
     code.line(if src {
@@ -40,7 +39,7 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
     });
     code.line("    let i = b.global_id(Axis::X);");
     if let Some(rotate) = formula.rotate {
-        staging(code, rotate, neighbour);
+        staging(code, (rotate, formula.workgroup), neighbour);
     }
     code.line("    b.if_(i.lt(dst.len()), |b| {");
     if dst {
@@ -58,12 +57,10 @@ pub fn formula(code: &mut Code, var: &str, formula: &Formula) {
     code.line("};");
 }
 
-/// A sharing formula's staging of `dst` through shared memory, and `n`, the neighbour's value
-/// (when `f` reads it).
-fn staging(code: &mut Code, rotate: u32, neighbour: bool) {
-    code.line(format!(
-        "    let staged = b.shared(ElemType::U32, {WORKGROUP});"
-    ));
+/// A sharing formula's staging of `dst` through shared memory (of one word per lane of its
+/// workgroup of `size`), and `n`, the neighbour's value (when `f` reads it).
+fn staging(code: &mut Code, (rotate, size): (u32, u32), neighbour: bool) {
+    code.line(format!("    let staged = b.shared(ElemType::U32, {size});"));
     code.line("    let own = b.var(ElemType::U32, 0u32);");
     code.line("    b.if_(i.lt(dst.len()), |b| b.assign(own, dst.load(i)));");
     code.line("    let lane = b.local_id(Axis::X);");
@@ -71,7 +68,7 @@ fn staging(code: &mut Code, rotate: u32, neighbour: bool) {
     code.line("    b.workgroup_barrier();");
     if neighbour {
         code.line(format!(
-            "    let n = staged.load((lane + {rotate}u32) % {WORKGROUP}u32);"
+            "    let n = staged.load((lane + {rotate}u32) % {size}u32);"
         ));
     }
 }

@@ -28,7 +28,7 @@ use lockstep::{CaptureError, MemoryPoolsConfig, ServerError, ServerOptions, Stre
 use lockstep_sim::SimConfig;
 
 use super::coverage::Method;
-use super::failure::Violation;
+use super::failure::{Check, Violation};
 use super::model::Model;
 use super::shrink::Shrunk;
 use super::workload::{On, SLOTS, TENSOR_SLOTS, Workload};
@@ -87,6 +87,10 @@ pub fn print(
     }
     let mut printer = Printer::new(world, &shrunk.workload);
     printer.setup();
+    // Building a kernel touches no device: the refused size is printed only where it failed.
+    if shrunk.failure.class.check == Check::WorkgroupSizeAccepted {
+        printer.refused_workgroup();
+    }
     for (thread, step) in shrunk.workload.in_order() {
         printer.step(thread, step)?;
     }
@@ -309,6 +313,22 @@ impl<'w> Printer<'w> {
             self.code.line(format!(
                 "let peer{peer}_baseline = peer{peer}.memory_usage().unwrap();"
             ));
+        }
+    }
+
+    /// The world's refused workgroup size, which building its first kernel with must be
+    /// refused (printed after the setup, as the driver judges it).
+    fn refused_workgroup(&mut self) {
+        if let Some(size) = self.world.refused_workgroup {
+            let kernel = self.kernel(0);
+            self.code.uses("lockstep", &["Kernel"]);
+            self.code.uses("lockstep::kernel", &["KernelError"]);
+            self.code.line(format!(
+                "let sized = lockstep::kernel::KernelDef {{ workgroup_size: {size:?}, ..{kernel}.def().clone() }};"
+            ));
+            self.code.line(
+                "assert!(matches!(Kernel::new(sized), Err(KernelError::InvalidWorkgroupSize { .. })));",
+            );
         }
     }
 

@@ -16,7 +16,6 @@ use crate::workload::{
     Action, Inside, LaunchCount, LaunchSpec, Launched, MAX_LEN, MAX_WORKGROUPS, On, Step, data,
     tensor_strategy, view_target,
 };
-use lockstep_kernels::formula::Formula;
 
 /// A launch's call expression, whether it binds one handle twice (refused at the call), and
 /// its destination and source model buffers.
@@ -441,8 +440,9 @@ impl Printer<'_> {
         let bufs = (dst.buf, src.buf);
         let (dst, src) = (dst.var.clone(), src.var.clone());
         let dst_len = self.model.len(bufs.0);
-        let launched = spec.count.launched(dst_len, [MAX_WORKGROUPS; 3]);
-        let count = self.count_code(c, spec.count, spec.count.workgroups(dst_len));
+        let formula = &self.world.kernels[spec.kernel];
+        let launched = spec.count.launched(dst_len, formula, [MAX_WORKGROUPS; 3]);
+        let count = self.count_code(c, spec.count, spec.count.workgroups(dst_len, formula));
         Some(LaunchCall {
             call: self.launch_code(c, (spec.kernel, spec.k), &count, &dst, &src),
             refused: spec.dst == spec.src || launched == Launched::Refused,
@@ -683,7 +683,8 @@ impl Printer<'_> {
         let bufs = (dst_buf, src.buf);
         let src = src.var.clone();
         let dst_len = self.model.len(bufs.0);
-        let count = format!("CubeCount::Static({}, 1, 1)", Formula::workgroups(dst_len));
+        let workgroups = self.world.kernels[launch.0].workgroups(dst_len);
+        let count = format!("CubeCount::Static({workgroups}, 1, 1)");
         let call = self.launch_code(c, launch, &count, &dst, &src);
         self.code.line(format!("{call}.unwrap();"));
         self.model_launch(s, launch, bufs, dst_len);
