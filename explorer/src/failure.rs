@@ -347,6 +347,8 @@ pub enum ErrorKind {
     ActorGone,
     /// [`ServerError::Collective`].
     Collective,
+    /// [`ServerError::HostOutOfMemory`].
+    HostOutOfMemory,
 }
 
 impl ErrorKind {
@@ -362,6 +364,7 @@ impl ErrorKind {
             ServerError::Capture(_) => ErrorKind::Capture,
             ServerError::ActorGone { .. } => ErrorKind::ActorGone,
             ServerError::Collective { .. } => ErrorKind::Collective,
+            ServerError::HostOutOfMemory { .. } => ErrorKind::HostOutOfMemory,
         }
     }
 

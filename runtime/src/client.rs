@@ -44,8 +44,8 @@ use crate::ids::{BufferId, BufferRange, CountArg, DeviceId};
 use crate::kernel::Kernel;
 use crate::launch::{CubeCount, KernelArguments};
 use crate::layout::{
-    CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, extent_bytes,
-    gather_bytes, num_elems, plan, scatter,
+    CopyDescriptor, MemoryLayout, MemoryLayoutDescriptor, MemoryLayoutStrategy, dense_bytes,
+    extent_bytes, gather_bytes, num_elems, plan, scatter,
 };
 use crate::memory::{
     AllocationPaths, AtCall, Books, InstallMemoryPoolsError, MemoryAllocationMode,
@@ -697,7 +697,7 @@ impl<D: Device> ComputeClient<D> {
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
         let _span = call_span!(self, "read", handles = handles.len());
         let ranges = handles.iter().map(|h| self.range(h)).collect();
-        self.read_ranges(ranges, |bytes| bytes)
+        self.read_ranges(ranges, Ok)
     }
 
     /// [`read_async`](Self::read_async), blocking: a blocking call (spinning before it parks,
@@ -728,7 +728,7 @@ impl<D: Device> ComputeClient<D> {
         finish: F,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D, F>
     where
-        F: FnOnce(Vec<Bytes>) -> Vec<Bytes> + Send + 'static,
+        F: FnOnce(Vec<Bytes>) -> Result<Vec<Bytes>, ServerError> + Send + 'static,
     {
         let call = self.refusing("read", ranges).map(|ranges| {
             let read = self.record_read(&ranges);
@@ -740,7 +740,7 @@ impl<D: Device> ComputeClient<D> {
             let (read, call) = call?;
             let result = call.await;
             record::read_returned(read, &result);
-            result.map(finish)
+            result.and_then(finish)
         }
     }
 
@@ -783,18 +783,21 @@ impl<D: Device> ComputeClient<D> {
     /// # Errors
     /// As [`read_async`](Self::read_async), and, refused before anything is read,
     /// [`IoError::InvalidLayout`] for a descriptor whose shape and strides differ in rank, whose
-    /// element size is zero or whose extent overflows, [`IoError::OutOfRange`] for an extent past
-    /// its handle.
+    /// element size is zero, or whose extent or dense size overflows (a dense size past
+    /// `isize::MAX` included: a broadcast view spans few bytes of its handle, but is read
+    /// dense), [`IoError::OutOfRange`] for an extent past its handle;
+    /// [`ServerError::HostOutOfMemory`] where the host cannot allocate the dense bytes.
     pub fn read_tensor_async(
         &self,
         descriptors: Vec<CopyDescriptor>,
     ) -> impl Future<Output = Result<Vec<Bytes>, ServerError>> + Send + use<D> {
         let _span = call_span!(self, "read_tensor", tensors = descriptors.len());
-        let id = self.shared.id;
+        let (id, stream) = (self.shared.id, self.stream_id());
         let ranges = descriptors
             .iter()
             .map(|d| {
                 let extent = extent_bytes(&d.shape, &d.strides, d.elem_size)?;
+                dense_bytes(&d.shape, d.elem_size)?;
                 d.handle.sub_range_on(id, 0, extent)
             })
             .collect();
@@ -805,10 +808,14 @@ impl<D: Device> ComputeClient<D> {
             handles.push(d.handle);
         }
         let read = self.read_ranges(ranges, move |bytes| {
-            bytes
-                .into_iter()
-                .zip(&layouts)
-                .map(|(b, (shape, strides, elem_size))| gather_bytes(b, shape, strides, *elem_size))
+            let layouts = layouts.iter();
+            (bytes.into_iter().zip(layouts))
+                .map(|(b, (shape, strides, elem_size))| {
+                    gather_bytes(b, shape, strides, *elem_size).map_err(|_| {
+                        let bytes = (shape.iter().product::<usize>() * elem_size) as u64;
+                        ServerError::HostOutOfMemory { bytes, stream }
+                    })
+                })
                 .collect()
         });
         // Dropped after the read is queued: if these are the last handles, their release runs

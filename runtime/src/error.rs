@@ -410,6 +410,18 @@ pub enum ServerError {
     /// Bad input refused at the call (returned by calls that also wait for the device).
     #[error(transparent)]
     Io(#[from] IoError),
+    /// The host could not allocate what a read returns: a tensor gathered dense, such as a
+    /// broadcast view (stride 0) of far more elements than its handle holds. Nothing else
+    /// failed; read the tensor in parts.
+    #[error(
+        "the host cannot allocate the {bytes} bytes a read on {stream} returns: read the tensor in parts"
+    )]
+    HostOutOfMemory {
+        /// Bytes of the dense tensor.
+        bytes: u64,
+        /// The stream the read was made on.
+        stream: StreamId,
+    },
     /// A graph-capture call out of order, or a call the capture window cannot record.
     #[error(transparent)]
     Capture(#[from] CaptureError),
@@ -450,6 +462,7 @@ impl ServerError {
             | ServerError::TaskPanicked { stream, .. }
             | ServerError::Collective { stream, .. } => Some(*stream),
             ServerError::OutOfMemory(err) => Some(err.stream),
+            ServerError::HostOutOfMemory { stream, .. } => Some(*stream),
             ServerError::Capture(err) => Some(err.stream()),
             ServerError::DeviceLost { .. } | ServerError::Io(_) | ServerError::ActorGone { .. } => {
                 None

@@ -1,6 +1,8 @@
 //! Tensor layouts: shapes, strides, the host-side gather that `read_tensor` performs and the
 //! runs of consecutive elements that `write_tensor` copies. Strides count elements, not bytes.
 
+use std::collections::TryReserveError;
+
 use crate::bytes::Bytes;
 use crate::error::IoError;
 use crate::handle::Handle;
@@ -173,6 +175,21 @@ pub fn num_elems(shape: &[usize]) -> Result<usize, IoError> {
     })
 }
 
+/// Bytes of a tensor of `shape` gathered dense, row-major, as a read returns it: refused
+/// where they overflow `usize` or pass `isize::MAX`, more than any host allocation holds (a
+/// broadcast view, of stride 0, spans few bytes of its handle however many elements it has).
+pub(crate) fn dense_bytes(shape: &[usize], elem_size: usize) -> Result<usize, IoError> {
+    let elems = num_elems(shape)?;
+    elems
+        .checked_mul(elem_size)
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .ok_or_else(|| {
+            invalid(format!(
+                "shape {shape:?} of {elem_size}-byte elements is more bytes than any host allocation holds"
+            ))
+        })
+}
+
 /// Bytes from the tensor's first element to the end of its last one: how much of the handle a
 /// strided tensor spans. Zero for an empty tensor.
 pub fn extent_bytes(shape: &[usize], strides: &[usize], elem_size: usize) -> Result<u64, IoError> {
@@ -277,16 +294,25 @@ pub(crate) fn runs(shape: &[usize], strides: &[usize], elem_size: usize) -> Runs
 }
 
 /// Copies a strided tensor out of `src` (which starts at the tensor's first element) into a
-/// dense row-major buffer.
-pub fn gather(src: &[u8], shape: &[usize], strides: &[usize], elem_size: usize) -> Vec<u8> {
+/// dense row-major buffer. The tensor's dense size ([`dense_bytes`]) and extent
+/// ([`extent_bytes`], within `src`) were checked; the host may still refuse the dense buffer
+/// (a broadcast view of far more elements than its source).
+pub fn gather(
+    src: &[u8],
+    shape: &[usize],
+    strides: &[usize],
+    elem_size: usize,
+) -> Result<Vec<u8>, TryReserveError> {
     let count = shape.iter().product::<usize>();
+    let mut out = Vec::new();
+    out.try_reserve_exact(count * elem_size)?;
     // Dense row-major: one copy instead of one per element.
     if count > 0 && strides == contiguous_strides(shape) {
-        return src[..count * elem_size].to_vec();
+        out.extend_from_slice(&src[..count * elem_size]);
+        return Ok(out);
     }
-    let mut out = Vec::with_capacity(count * elem_size);
     if count == 0 {
-        return out;
+        return Ok(out);
     }
     let mut index = vec![0usize; shape.len()];
     for _ in 0..count {
@@ -295,17 +321,22 @@ pub fn gather(src: &[u8], shape: &[usize], strides: &[usize], elem_size: usize) 
         out.extend_from_slice(&src[start..start + elem_size]);
         advance(&mut index, shape);
     }
-    out
+    Ok(out)
 }
 
 /// [`gather`] for bytes a read returned: already dense row-major bytes are returned as they
 /// are (a read's pooled block stays lent, with no copy); others are gathered into heap bytes.
-pub fn gather_bytes(bytes: Bytes, shape: &[usize], strides: &[usize], elem_size: usize) -> Bytes {
+pub fn gather_bytes(
+    bytes: Bytes,
+    shape: &[usize],
+    strides: &[usize],
+    elem_size: usize,
+) -> Result<Bytes, TryReserveError> {
     let dense_bytes = shape.iter().product::<usize>() * elem_size;
     if bytes.len() == dense_bytes && strides == contiguous_strides(shape) {
-        return bytes;
+        return Ok(bytes);
     }
-    Bytes::from_bytes_vec(gather(&bytes, shape, strides, elem_size))
+    gather(&bytes, shape, strides, elem_size).map(Bytes::from_bytes_vec)
 }
 
 /// Steps a multi-index over `shape` to the next element in row-major order (innermost
@@ -383,7 +414,7 @@ mod tests {
         let (shape, strides) = ([2, 3], [5, 1]);
         let mut pitched = vec![0xFF; 2 * 5 * 2];
         scatter(&dense, &mut pitched, &shape, &strides, 2);
-        assert_eq!(gather(&pitched, &shape, &strides, 2), dense);
+        assert_eq!(gather(&pitched, &shape, &strides, 2).unwrap(), dense);
     }
 
     #[test]
@@ -466,9 +497,9 @@ mod tests {
     fn gather_bytes_keeps_dense_bytes_and_gathers_the_rest() {
         let dense = Bytes::from(vec![1, 2, 3, 4]);
         let address = dense.as_ptr();
-        let kept = gather_bytes(dense, &[2, 2], &[2, 1], 1);
+        let kept = gather_bytes(dense, &[2, 2], &[2, 1], 1).unwrap();
         assert_eq!((kept.as_ptr(), &kept[..]), (address, &[1, 2, 3, 4][..]));
-        let transposed = gather_bytes(Bytes::from(vec![1, 2, 3, 4]), &[2, 2], &[1, 2], 1);
+        let transposed = gather_bytes(Bytes::from(vec![1, 2, 3, 4]), &[2, 2], &[1, 2], 1).unwrap();
         assert_eq!(*transposed, [1, 3, 2, 4]);
     }
 
@@ -476,8 +507,8 @@ mod tests {
     fn gather_drops_the_padding() {
         let src: Vec<u8> = (0..6).collect();
         // Two rows of two 1-byte elements, pitched to three.
-        assert_eq!(gather(&src, &[2, 2], &[3, 1], 1), vec![0, 1, 3, 4]);
+        assert_eq!(gather(&src, &[2, 2], &[3, 1], 1).unwrap(), vec![0, 1, 3, 4]);
         // A transposed view.
-        assert_eq!(gather(&src, &[2, 2], &[1, 3], 1), vec![0, 3, 1, 4]);
+        assert_eq!(gather(&src, &[2, 2], &[1, 3], 1).unwrap(), vec![0, 3, 1, 4]);
     }
 }

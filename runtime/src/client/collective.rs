@@ -15,7 +15,7 @@ use crate::error::{IoError, ServerError};
 use crate::handle::Handle;
 use crate::ids::{BufferRange, DeviceId};
 use crate::kernel::ElemType;
-use crate::layout::{CopyDescriptor, contiguous_strides, extent_bytes, num_elems};
+use crate::layout::{CopyDescriptor, contiguous_strides, dense_bytes, extent_bytes};
 
 /// What a device says about its backend's devices, read once when its client starts.
 #[derive(Clone, Copy, Debug)]
@@ -254,7 +254,7 @@ impl<D: Device> ComputeClient<D> {
         } = &src_descriptor;
         let extent = extent_bytes(shape, strides, *elem_size)?;
         let range = handle.sub_range_on(self.shared.id, 0, extent)?;
-        let len = (num_elems(shape)? * elem_size) as u64;
+        let len = dense_bytes(shape, *elem_size)? as u64;
         if !len.is_multiple_of(elem.size_bytes() as u64) {
             return Err(self.refused(CollectiveError::Mismatch {
                 reason: format!("a copy of {len} bytes is not a whole number of {elem} elements"),
