@@ -164,8 +164,12 @@ fn invalid(reason: String) -> IoError {
     IoError::InvalidLayout { reason }
 }
 
-/// Number of elements of `shape`, or an error if it overflows.
+/// Number of elements of `shape`, or an error if it overflows. A shape with a dimension of
+/// zero has none, whatever its other dimensions (as [`extent_bytes`] spans none of it).
 pub fn num_elems(shape: &[usize]) -> Result<usize, IoError> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
     shape.iter().try_fold(1usize, |acc, &d| {
         acc.checked_mul(d).ok_or_else(|| {
             invalid(format!(
@@ -354,6 +358,18 @@ fn advance(index: &mut [usize], shape: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shape_with_a_zero_dimension_has_no_elements_however_large_the_others() {
+        // It was refused as overflowing when the huge dimensions came first.
+        assert_eq!(num_elems(&[usize::MAX, usize::MAX, 0]), Ok(0));
+        assert_eq!(
+            extent_bytes(&[usize::MAX, usize::MAX, 0], &[1, 1, 1], 4),
+            Ok(0)
+        );
+        assert!(num_elems(&[usize::MAX, 2]).is_err());
+        assert_eq!(num_elems(&[]), Ok(1));
+    }
 
     #[test]
     fn contiguous_strides_are_row_major() {
