@@ -14,6 +14,7 @@ use rand_chacha::ChaCha8Rng;
 
 use lockstep::kernel::MAX_WORKGROUP_INVOCATIONS;
 
+use crate::view::View;
 use crate::workload::{LaunchCount, MAX_WORKGROUPS};
 
 /// The class of a number drawn from `0..=max`, or past `max`.
@@ -82,11 +83,12 @@ impl Class {
 }
 
 /// The boundary draws of one workload: a random stream apart from the workload's own, and
-/// one for workgroup counts (so that a seed's other boundary values stayed what they were when
-/// counts joined).
+/// one each for workgroup counts and strided views (so that a seed's other boundary values
+/// stayed what they were when those joined).
 pub struct Bounds {
     rng: ChaCha8Rng,
     counts: ChaCha8Rng,
+    views: ChaCha8Rng,
 }
 
 /// Counts past [`MAX_WORKGROUPS`] a workgroup count's axis is drawn from: one past, and the
@@ -119,6 +121,7 @@ impl Bounds {
         Self {
             rng: ChaCha8Rng::seed_from_u64(seed ^ 0xb0da_4d5e_ed0f_b0d5),
             counts: ChaCha8Rng::seed_from_u64(seed ^ 0xc0c0_a7e5_0f0b_0d5e),
+            views: ChaCha8Rng::seed_from_u64(seed ^ 0x5717_dedf_1e75_7717),
         }
     }
 
@@ -152,10 +155,10 @@ impl Bounds {
             return None;
         }
         let range = (0, u64::from(MAX_WORKGROUPS));
-        let x = Self::class_value(&mut self.counts, range, &OVERFLOWING_COUNTS);
+        let x = class_value(&mut self.counts, range, &OVERFLOWING_COUNTS);
         let other = |counts: &mut ChaCha8Rng| -> u64 {
             if x == 0 {
-                Self::class_value(counts, range, &OVERFLOWING_COUNTS)
+                class_value(counts, range, &OVERFLOWING_COUNTS)
             } else {
                 [0, 1, 1, 1, OVERFLOWING_COUNTS[0], OVERFLOWING_COUNTS[1]]
                     [counts.random_range(0..6)]
@@ -189,6 +192,14 @@ impl Bounds {
         (self.rng.random_ratio(1, 8)).then(|| sizes[self.rng.random_range(0..sizes.len())])
     }
 
+    /// Half the time, a strided view for a tensor read to take beside its group's dense
+    /// descriptors ([`View::draw`]).
+    pub fn view(&mut self) -> Option<View> {
+        self.views
+            .random_bool(0.5)
+            .then(|| View::draw(&mut self.views))
+    }
+
     /// Whether this draw takes a boundary value (one time in four).
     pub fn hit(&mut self) -> bool {
         self.rng.random_ratio(1, 4)
@@ -211,40 +222,40 @@ impl Bounds {
     /// A boundary value of `min..=max`, or one of `overflow`: each class that has a value in
     /// the range (or an overflow given) equally likely, then a value of the class.
     pub fn boundary(&mut self, range: (u64, u64), overflow: &[u64]) -> u64 {
-        Self::class_value(&mut self.rng, range, overflow)
+        class_value(&mut self.rng, range, overflow)
     }
+}
 
-    /// [`boundary`](Self::boundary), drawn from `rng`.
-    fn class_value(rng: &mut ChaCha8Rng, (min, max): (u64, u64), overflow: &[u64]) -> u64 {
-        debug_assert!(min <= max && overflow.iter().all(|&v| v > max));
-        // A power of two 2^k (k >= 1), or its neighbour (k >= 2, so that 3 is 2^2 - 1 only),
-        // inside the range.
-        let near_pow2 = |rng: &mut ChaCha8Rng, below: u64, above: u64| -> Option<u64> {
-            let k_min = if below + above > 0 { 2 } else { 1 };
-            let values: Vec<u64> = (k_min..64)
-                .map(|k| (1u64 << k) - below + above)
-                .filter(|&v| v >= min && v <= max)
-                .collect();
-            (!values.is_empty()).then(|| values[rng.random_range(0..values.len())])
+/// [`Bounds::boundary`], drawn from `rng`.
+pub(crate) fn class_value(rng: &mut ChaCha8Rng, (min, max): (u64, u64), overflow: &[u64]) -> u64 {
+    debug_assert!(min <= max && overflow.iter().all(|&v| v > max));
+    // A power of two 2^k (k >= 1), or its neighbour (k >= 2, so that 3 is 2^2 - 1 only),
+    // inside the range.
+    let near_pow2 = |rng: &mut ChaCha8Rng, below: u64, above: u64| -> Option<u64> {
+        let k_min = if below + above > 0 { 2 } else { 1 };
+        let values: Vec<u64> = (k_min..64)
+            .map(|k| (1u64 << k) - below + above)
+            .filter(|&v| v >= min && v <= max)
+            .collect();
+        (!values.is_empty()).then(|| values[rng.random_range(0..values.len())])
+    };
+    let mut candidates: Vec<u64> = Vec::with_capacity(7);
+    for class in Class::ALL {
+        let value = match class {
+            Class::Zero if min == 0 => Some(0),
+            Class::One if min <= 1 && max >= 1 => Some(1),
+            Class::BelowPow2 => near_pow2(rng, 1, 0),
+            Class::Pow2 => near_pow2(rng, 0, 0),
+            Class::AbovePow2 => near_pow2(rng, 0, 1),
+            Class::Max => Some(max),
+            Class::Overflow if !overflow.is_empty() => {
+                Some(overflow[rng.random_range(0..overflow.len())])
+            }
+            _ => None,
         };
-        let mut candidates: Vec<u64> = Vec::with_capacity(7);
-        for class in Class::ALL {
-            let value = match class {
-                Class::Zero if min == 0 => Some(0),
-                Class::One if min <= 1 && max >= 1 => Some(1),
-                Class::BelowPow2 => near_pow2(rng, 1, 0),
-                Class::Pow2 => near_pow2(rng, 0, 0),
-                Class::AbovePow2 => near_pow2(rng, 0, 1),
-                Class::Max => Some(max),
-                Class::Overflow if !overflow.is_empty() => {
-                    Some(overflow[rng.random_range(0..overflow.len())])
-                }
-                _ => None,
-            };
-            candidates.extend(value);
-        }
-        candidates[rng.random_range(0..candidates.len())]
+        candidates.extend(value);
     }
+    candidates[rng.random_range(0..candidates.len())]
 }
 
 #[cfg(test)]

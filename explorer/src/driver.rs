@@ -31,6 +31,7 @@ use super::failure::{
     Check, ErrorKind, ExploreFailure, Operation, ReportKind, Side, Stage, Violation,
 };
 use super::model::{Model, ReadOf};
+use super::view::{View, ViewRefusal};
 use super::workload::{
     Action, Drawn, EdgeCall, Fills, LaunchCount, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step,
     TENSOR_SLOTS, Workload, tensor_strategy,
@@ -964,7 +965,9 @@ impl<D: Device> Run<'_, D> {
             Action::CreateTensors { slot, shapes, fill } => {
                 self.create_tensors(state, client, *slot, shapes, *fill)
             }
-            &Action::ReadTensors { slot } => self.read_tensors(state, client, slot),
+            Action::ReadTensors { slot, view } => {
+                self.read_tensors(state, client, *slot, view.as_ref())
+            }
             &Action::ReadLazy { slot } => self.read_lazy(state, client, slot),
             Action::Materialize => self.materialize(state),
             Action::Profile(spec) => self.profile(state, client, spec),
@@ -1180,31 +1183,69 @@ impl<D: Device> Run<'_, D> {
         }
     }
 
-    /// `read_tensor` of every tensor of the group in tensor slot `slot`.
+    /// `read_tensor` of every tensor of the group in tensor slot `slot`, and of `view` of the
+    /// dense one it names ([`view_target`](crate::workload::view_target), whose values are
+    /// its memory), if any: refused at the call where the view is, else each tensor's values
+    /// and the view's gathered from the model.
     fn read_tensors(
         &self,
         state: &mut State<D>,
         client: &ComputeClient<D>,
         slot: usize,
+        view: Option<&View>,
     ) -> Result<(), Violation> {
         let Some(group) = &state.tensors[slot] else {
             return Ok(());
         };
-        let descriptors = descriptors(group);
+        let mut descriptors = descriptors(group);
         let bufs: Vec<u64> = group.iter().map(|(_, _, b)| *b).collect();
         let arg = match bufs.len() {
             0 => Arg::Empty,
             1 => Arg::Ordinary,
             _ => Arg::View,
         };
+        let viewed = view.and_then(|v| {
+            let (_, (layout, _, buf)) = state.view(slot, v.index)?;
+            Some((v, layout.memory.clone(), *buf))
+        });
         let s = client.stream_id();
+        if let Some((view, handle, buf)) = &viewed {
+            for &dim in &view.shape {
+                state.number(Number::ViewDim, dim as u64);
+            }
+            for &stride in &view.strides {
+                state.number(Number::ViewStride, stride as u64);
+            }
+            let (shape, strides) = (view.shape.clone(), view.strides.clone());
+            descriptors.push(CopyDescriptor::new(handle.clone(), shape, strides, 4));
+            if let Some(refusal) = view.refusal(state.model.len(*buf) as u64 * 4) {
+                state.hit(Method::ReadTensorAsync, s, Arg::OutOfRange, &[]);
+                let result = block_on(client.read_tensor_async(descriptors));
+                return judge_view_refusal(view, refusal, result.map(drop));
+            }
+        }
         state.hit(Method::ReadTensorAsync, s, arg, &bufs);
         let result = block_on(client.read_tensor_async(descriptors));
-        judge_read(
-            &mut state.model,
-            (s, Method::ReadTensorAsync),
-            result.map(|r| bufs.into_iter().zip(r).collect()),
-        )
+        let Some((view, _, buf)) = viewed else {
+            let read = result.map(|r| bufs.into_iter().zip(r).collect());
+            return judge_read(&mut state.model, (s, Method::ReadTensorAsync), read);
+        };
+        let mut gathered = None;
+        let read = result.map(|mut r| {
+            gathered = r.pop();
+            bufs.into_iter().zip(r).collect()
+        });
+        judge_read(&mut state.model, (s, Method::ReadTensorAsync), read)?;
+        match gathered {
+            Some(bytes) => {
+                let read = ReadOf::Stream {
+                    call: Method::ReadTensorAsync,
+                    stream: s,
+                };
+                (state.model).check_read_as(read, buf, Some(view), &words(&bytes))
+            }
+            None => Ok(()),
+        }
     }
 
     /// A checked kernel that stores `past_end` elements past the slot's end: the stream must
@@ -1828,10 +1869,16 @@ impl<D: Device> Run<'_, D> {
 /// The elements of a tensor of `shape` whose data the driver makes: `None` when its size in
 /// bytes overflows or it is too large for host data ([`MAX_ELEMS`]).
 pub(super) fn tensor_elems(shape: &[usize]) -> Option<usize> {
-    let elems = shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
-    (elems <= MAX_ELEMS).then_some(elems)
+    elems(shape).filter(|&elems| elems <= MAX_ELEMS)
+}
+
+/// The elements of a tensor of `shape`: none with a dimension of zero, whatever the others;
+/// `None` where they overflow `usize`.
+pub(crate) fn elems(shape: &[usize]) -> Option<usize> {
+    match shape.contains(&0) {
+        true => Some(0),
+        false => shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)),
+    }
 }
 
 /// How `create_tensors` must refuse a group of `shapes` of `u32`s, checked in the runtime's
@@ -1864,12 +1911,7 @@ impl TensorsRefusal {
 
 /// How `create_tensors` of `shapes` must be refused, if it must.
 pub(super) fn tensors_refusal(shapes: &[Vec<usize>]) -> Option<TensorsRefusal> {
-    let bytes = |shape: &Vec<usize>| {
-        shape
-            .iter()
-            .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-            .and_then(|elems| elems.checked_mul(4))
-    };
+    let bytes = |shape: &Vec<usize>| elems(shape).and_then(|elems| elems.checked_mul(4));
     if shapes.iter().any(|shape| bytes(shape).is_none()) {
         return Some(TensorsRefusal::Layout);
     }
@@ -1911,6 +1953,28 @@ fn descriptors(group: &[Tensor]) -> Vec<CopyDescriptor> {
             )
         })
         .collect()
+}
+
+/// Judges a tensor read refused at the call for `view`, as `refusal` says it must be.
+fn judge_view_refusal(
+    view: &View,
+    refusal: ViewRefusal,
+    result: Result<(), ServerError>,
+) -> Result<(), Violation> {
+    match (refusal, &result) {
+        (ViewRefusal::Layout, Err(ServerError::Io(IoError::InvalidLayout { .. })))
+        | (ViewRefusal::Range, Err(ServerError::Io(IoError::OutOfRange { .. }))) => Ok(()),
+        _ => Err(Violation::new(
+            Check::WrongRefusal {
+                call: Method::ReadTensorAsync,
+                got: ErrorKind::of_result(&result),
+            },
+            format!(
+                "a read of the view of shape {:?} and strides {:?} must be refused ({refusal:?}); got {result:?}",
+                view.shape, view.strides
+            ),
+        )),
+    }
 }
 
 /// Judges the result of `call`, a read on `s`: the stream's errors first, then every buffer's

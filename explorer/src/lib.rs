@@ -24,6 +24,7 @@ pub mod processes;
 pub mod recorded;
 pub mod rust_test;
 pub mod shrink;
+mod view;
 mod workload;
 mod world;
 

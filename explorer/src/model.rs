@@ -11,6 +11,7 @@
 //! model while it depends on a window that is still unresolved is judged once that window is:
 //! a failure if it turns out clean.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::ops::Deref;
@@ -20,6 +21,7 @@ use lockstep_sim::InjectedFault;
 
 use super::coverage::Method;
 use super::failure::{Check, Difference, ErrorKind, Side, Violation};
+use super::view::View;
 use super::workload::Drawn;
 
 /// A window: a stream and its window number.
@@ -451,6 +453,18 @@ impl Model {
     /// Checks bytes that `read` returned of `buf` against the model, after the read's own
     /// stream resolved.
     pub fn check_read(&mut self, read: ReadOf, buf: u64, actual: &[u32]) -> Result<(), Violation> {
+        self.check_read_as(read, buf, None, actual)
+    }
+
+    /// [`check_read`](Self::check_read) of bytes that must be what `buf` holds, or with a
+    /// `view`, its elements the view gathers.
+    pub fn check_read_as(
+        &mut self,
+        read: ReadOf,
+        buf: u64,
+        view: Option<&View>,
+        actual: &[u32],
+    ) -> Result<(), Violation> {
         if self.lost {
             let lost = "returned data after the device was lost".to_owned();
             return Err(read.violation(Check::SucceededAfterLoss(read.call()), lost));
@@ -460,28 +474,32 @@ impl Model {
         if b.spoiled || statuses.iter().any(|(_, s)| *s == Status::Spoiled) {
             return Ok(());
         }
-        if actual == &b.values[..] {
+        let expected = match view {
+            Some(view) => Cow::Owned(view.gather(&b.values)),
+            None => Cow::Borrowed(&b.values[..]),
+        };
+        if actual == &expected[..] {
             self.reads_checked += 1;
             return Ok(());
         }
         let first = actual
             .iter()
-            .zip(b.values.iter())
+            .zip(expected.iter())
             .position(|(a, e)| a != e)
-            .unwrap_or(actual.len().min(b.values.len()));
+            .unwrap_or(actual.len().min(expected.len()));
         let check = Check::WrongRead {
             on: match read {
                 ReadOf::Stream { .. } => Side::Explored,
                 ReadOf::Peer => Side::Peer,
             },
-            differs: Difference::of(actual, &b.values),
+            differs: Difference::of(actual, &expected),
         };
         let detail = format!(
             "read {} elements, model holds {}; first difference at element {first}: {:?} vs {:?}",
             actual.len(),
-            b.values.len(),
+            expected.len(),
             actual.get(first),
-            b.values.get(first)
+            expected.get(first)
         );
         let wrong = read.violation(check, detail);
         let pending: BTreeSet<Window> = statuses

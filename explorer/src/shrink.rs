@@ -180,8 +180,16 @@ fn simplify<O: Opener>(
 }
 
 /// Simpler forms of `action`, simplest first: sized operations with 1, 2, 4, … elements (below
-/// their size), tensor groups of one-element tensors.
+/// their size), tensor groups of one-element tensors, tensor reads without their view.
 fn simpler(action: &Action) -> Vec<Action> {
+    if let Action::ReadTensors {
+        slot,
+        view: Some(_),
+    } = action
+    {
+        let slot = *slot;
+        return vec![Action::ReadTensors { slot, view: None }];
+    }
     if let Action::CreateTensors { slot, shapes, fill } = action {
         return [vec![vec![1]], vec![vec![1]; shapes.len()]]
             .into_iter()
@@ -217,8 +225,8 @@ fn length(action: &mut Action) -> Option<&mut usize> {
         | Action::EmptyThenFill { len, .. }
         | Action::Write { len, .. }
         | Action::FromPeer { len, .. } => Some(len),
-        // Tensor groups shrink by their shapes (`simpler`); a misaligned edge write is a few
-        // bytes already; the rest have no size.
+        // Tensor groups shrink by their shapes, tensor reads by their view (`simpler`); a
+        // misaligned edge write is a few bytes already; the rest have no size.
         Action::CreateTensors { .. }
         | Action::Edge(_)
         | Action::Launch(_)

@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::boundary::Bounds;
+use super::view::View;
 use super::world::World;
 use lockstep_kernels::formula::Formula;
 use lockstep_kernels::ops::decode::splitmix64;
@@ -177,9 +178,10 @@ pub enum Action {
         shapes: Vec<Vec<usize>>,
         fill: u64,
     },
-    /// `read_tensor` of every tensor of the group.
+    /// `read_tensor` of every tensor of the group, and of `view` of one of them, if any.
     ReadTensors {
         slot: usize,
+        view: Option<View>,
     },
     /// `read_lazy`: the copy runs at first access, in a later [`Action::Materialize`].
     ReadLazy {
@@ -623,8 +625,11 @@ const ACTIONS: &[(u32, Needs, DrawAction)] = &[
             fill,
         }
     }),
-    (3, Needs::Nothing, |_, rng, _, _, _| Action::ReadTensors {
-        slot: rng.random_range(0..TENSOR_SLOTS),
+    (3, Needs::Nothing, |_, rng, bounds, _, _| {
+        Action::ReadTensors {
+            slot: rng.random_range(0..TENSOR_SLOTS),
+            view: bounds.view(),
+        }
     }),
     (7, Needs::Nothing, |_, _, _, slot, _| Action::Release {
         slot,

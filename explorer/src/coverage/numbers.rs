@@ -6,6 +6,7 @@
 use lockstep::kernel::MAX_WORKGROUP_INVOCATIONS;
 
 use crate::boundary::Class;
+use crate::view::{MAX_VIEW_DIM, MAX_VIEW_STRIDE};
 use crate::workload::{
     MAX_ELEMS, MAX_LEN, MAX_TENSOR_DIM, MAX_TENSORS, MAX_WORKGROUPS, MAX_WRITE_ELEMS,
 };
@@ -46,11 +47,15 @@ pub enum Number {
     /// The invocations of a kernel's workgroup (its size's product, saturating): each
     /// formula's, and the size building the first must be refused for.
     WorkgroupSize,
+    /// A dimension of a strided view a tensor read is given.
+    ViewDim,
+    /// A stride of a strided view a tensor read is given, in elements.
+    ViewStride,
 }
 
 impl Number {
     /// Every number, in the order reports print them.
-    pub const ALL: [Number; 16] = [
+    pub const ALL: [Number; 18] = [
         Number::CreateLen,
         Number::EmptyLen,
         Number::ToClientLen,
@@ -67,6 +72,8 @@ impl Number {
         Number::BudgetBytes,
         Number::PoolCapBytes,
         Number::WorkgroupSize,
+        Number::ViewDim,
+        Number::ViewStride,
     ];
 
     /// The number's name, as coverage reports print it.
@@ -88,6 +95,8 @@ impl Number {
             Number::BudgetBytes => "budget bytes",
             Number::PoolCapBytes => "pool cap bytes",
             Number::WorkgroupSize => "workgroup size",
+            Number::ViewDim => "view dim",
+            Number::ViewStride => "view stride",
         }
     }
 
@@ -106,6 +115,8 @@ impl Number {
             Number::LaunchWorkgroups | Number::DynamicWorkgroups => MAX_WORKGROUPS.into(),
             Number::BudgetBytes | Number::PoolCapBytes => u64::MAX,
             Number::WorkgroupSize => MAX_WORKGROUP_INVOCATIONS,
+            Number::ViewDim => MAX_VIEW_DIM as u64,
+            Number::ViewStride => MAX_VIEW_STRIDE as u64,
         }
     }
 

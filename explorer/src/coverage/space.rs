@@ -440,6 +440,8 @@ fn spec(method: Method) -> &'static [(Arg, &'static [Relation])] {
             (Arg::Ordinary, TENSOR),
             (Arg::View, TENSOR),
             (Arg::Empty, NONE),
+            // A strided view past its tensor, or of a size that overflows (refused).
+            (Arg::OutOfRange, NONE),
         ],
         Method::Launch => &[
             (Arg::Ordinary, SHARED),

@@ -9,6 +9,7 @@ use super::{
 };
 use crate::coverage::Method;
 use crate::driver::{READ, refusal};
+use crate::view::{View, ViewRefusal};
 
 impl Printer<'_> {
     /// `read_one` of the buffer in `slot`, if any.
@@ -22,7 +23,7 @@ impl Printer<'_> {
             return Ok(());
         };
         let (call, buf) = (format!("{c}.read_one({var}.clone())"), *buf);
-        self.read((s, Method::ReadOne), &call, false, &[buf])
+        self.read((s, Method::ReadOne), &call, false, &[buf], None)
     }
 
     /// `read_async` of the buffers in slots `a` and `b`, if both hold one.
@@ -42,26 +43,51 @@ impl Printer<'_> {
         );
         let bufs = [a.buf, b.buf];
         self.code.uses("lockstep", &["block_on"]);
-        self.read((s, Method::ReadAsync), &call, true, &bufs)
+        self.read((s, Method::ReadAsync), &call, true, &bufs, None)
     }
 
-    /// `read_tensor_async` of every tensor of the group in tensor slot `slot`, if any.
+    /// `read_tensor_async` of every tensor of the group in tensor slot `slot`, if any, and of
+    /// `view` of the dense one it names: refused at the call where the view is.
     pub(super) fn read_tensors(
         &mut self,
         c: &str,
         s: StreamId,
         slot: usize,
+        view: Option<&View>,
     ) -> Result<(), Unprintable> {
         let Some(group) = &self.tensors[slot] else {
             return Ok(());
         };
+        let mut descriptors = descriptors(group);
+        let mut bufs = group.bufs.clone();
+        let viewed = view.and_then(|v| Some((v, self.view(slot, v.index)?)));
+        if let Some((view, (memory, _))) = &viewed {
+            descriptors.push(format!(
+                "CopyDescriptor::new({memory}.clone(), vec!{:?}, vec!{:?}, 4)",
+                view.shape, view.strides
+            ));
+        }
         let call = format!(
             "block_on({c}.read_tensor_async(vec![{}]))",
-            descriptors(group).join(", ")
+            descriptors.join(", ")
         );
-        let bufs = group.bufs.clone();
         self.code.uses("lockstep", &["CopyDescriptor", "block_on"]);
-        self.read((s, Method::ReadTensorAsync), &call, true, &bufs)
+        if let Some((view, (_, buf))) = &viewed {
+            if let Some(refusal) = view.refusal(self.model.len(*buf) as u64 * 4) {
+                let variant = match refusal {
+                    ViewRefusal::Layout => "InvalidLayout",
+                    ViewRefusal::Range => "OutOfRange",
+                };
+                self.code.uses("lockstep", &["IoError", "ServerError"]);
+                self.code.line(format!(
+                    "assert!(matches!({call}, Err(ServerError::Io(IoError::{variant} {{ .. }}))));"
+                ));
+                return Ok(());
+            }
+            bufs.push(*buf);
+        }
+        let read = (s, Method::ReadTensorAsync);
+        self.read(read, &call, true, &bufs, viewed.map(|(v, _)| v))
     }
 
     /// `read_lazy` of the buffer in `slot`, if any: materialised by a later step.
@@ -102,20 +128,22 @@ impl Printer<'_> {
                 .line(format!("assert_eq!({call}.err(), {expected});"));
         } else {
             let read = (lazy.stream, Method::Materialize);
-            self.read(read, &call, false, &[lazy.buf])?;
+            self.read(read, &call, false, &[lazy.buf], None)?;
         }
         self.code.line(format!("drop({});", lazy.var));
         Ok(())
     }
 
     /// A read on `s` by `method` (the code `call`), of `bufs`: the stream's owed fault, or
-    /// every buffer's values (`many`: the call returns a `Vec` of them).
+    /// every buffer's values (`many`: the call returns a `Vec` of them), the last one's
+    /// gathered by `view` if there is one.
     fn read(
         &mut self,
         (s, method): (StreamId, Method),
         call: &str,
         many: bool,
         bufs: &[u64],
+        view: Option<&View>,
     ) -> Result<(), Unprintable> {
         if let Some(fault) = self.model.expected_fault(s).cloned() {
             let expected = error_code(&mut self.code, &fault)?;
@@ -134,7 +162,11 @@ impl Printer<'_> {
         let read = self.var("read");
         self.code.line(format!("let {read} = {call}.unwrap();"));
         for (i, &buf) in bufs.iter().enumerate() {
-            let expected = vec_of(self.model.values(buf));
+            let values = self.model.values(buf);
+            let expected = match view {
+                Some(view) if i + 1 == bufs.len() => vec_of(&view.gather(values)),
+                _ => vec_of(values),
+            };
             self.code.line(format!(
                 "assert_eq!({read}[{i}].to_elems::<u32>(), {expected});"
             ));
@@ -153,7 +185,7 @@ impl Printer<'_> {
             let handles: Vec<String> = slots.iter().map(|s| format!("{}.clone()", s.var)).collect();
             let call = format!("block_on(client.read_async(vec![{}]))", handles.join(", "));
             let bufs: Vec<u64> = slots.iter().map(|s| s.buf).collect();
-            self.read((s, Method::ReadAsync), &call, true, &bufs)?;
+            self.read((s, Method::ReadAsync), &call, true, &bufs, None)?;
         }
         let groups: Vec<&Group> = self.tensors.iter().flatten().collect();
         if groups.is_empty() {
@@ -166,7 +198,7 @@ impl Printer<'_> {
             "block_on(client.read_tensor_async(vec![{}]))",
             descriptors.join(", ")
         );
-        self.read((s, Method::ReadTensorAsync), &call, true, &bufs)
+        self.read((s, Method::ReadTensorAsync), &call, true, &bufs, None)
     }
 }
 

@@ -81,7 +81,7 @@ impl Printer<'_> {
             Action::CreateTensors { slot, shapes, fill } => {
                 self.create_tensors(&c, s, *slot, shapes, *fill)
             }
-            &Action::ReadTensors { slot } => self.read_tensors(&c, s, slot)?,
+            Action::ReadTensors { slot, view } => self.read_tensors(&c, s, *slot, view.as_ref())?,
             &Action::ReadLazy { slot } => self.read_lazy(&c, s, slot),
             Action::Materialize => self.materialize()?,
             Action::Profile(spec) => self.profile(&c, s, spec),
@@ -655,17 +655,17 @@ impl Printer<'_> {
         }
     }
 
-    /// A launch whose destination is a tensor of group `group` ([`view_target`]), a view at a
-    /// non-zero offset of its allocation unless it is the first.
     /// The handle expression and model buffer of the dense tensor of `group` that `index`
     /// names ([`view_target`]), if the group is live and has one.
-    fn view(&self, group: usize, index: usize) -> Option<(String, u64)> {
+    pub(super) fn view(&self, group: usize, index: usize) -> Option<(String, u64)> {
         let group = self.tensors[group].as_ref()?;
         let dims: Vec<usize> = group.shapes.iter().map(Vec::len).collect();
         let i = view_target(&dims, index)?;
         Some((format!("{}[{i}].memory", group.var), group.bufs[i]))
     }
 
+    /// A launch whose destination is a tensor of group `group` ([`view_target`]), a view at a
+    /// non-zero offset of its allocation unless it is the first.
     fn launch_view(
         &mut self,
         c: &str,
