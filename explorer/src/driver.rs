@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use lockstep::CollectiveError;
 use lockstep::kernel::{ElemType, Fnv1a, KernelError, Scalar};
 use lockstep::{
     Bytes, CaptureError, ComputeClient, CopyDescriptor, CubeCount, Device, DeviceId, Graph, Handle,
@@ -36,7 +37,7 @@ use super::workload::{
     Action, Drawn, EdgeCall, Fills, LaunchCount, LaunchSpec, Launched, MAX_ELEMS, On, SLOTS, Step,
     TENSOR_SLOTS, Workload, tensor_strategy,
 };
-use super::world::World;
+use super::world::{MAX_PEER_TIMEOUTS, World};
 use lockstep_kernels::elementwise::overrun;
 use lockstep_kernels::formula::Formula;
 
@@ -423,8 +424,10 @@ fn audit_run(
     // A loss no fault explains comes first: what follows it (memory freed under work the
     // device still runs) is its consequence.
     seen.audit_loss(&observed)?;
+    // A peer's receive that timed out waiting for a lost explored device leaves its
+    // destination unwritten, and the read that returns the timeout reads it.
     for peer in &probes[1..] {
-        audit(world, &peer.observations())?;
+        audit_observed(world.faults.device_loss > 0.0, &peer.observations())?;
     }
     audit(world, &observed)?;
     seen.audit(lost, &observed)
@@ -520,21 +523,34 @@ fn drive<D: Device>(
         state.failure = Some(why.in_stage(Stage::EndCapture));
     }
     finish(world, &run.base, state, baseline, execution, seen)?;
-    finish_peers(&run.peers, &peer_baselines).map_err(|v| v.in_stage(Stage::Peers))
+    let lost = execution.device_lost.then(|| run.base.peer_id());
+    finish_peers(&run.peers, &peer_baselines, lost).map_err(|v| v.in_stage(Stage::Peers))
 }
 
-/// Peers are fault-free: after the workload every peer syncs cleanly and holds no memory.
+/// Peers are fault-free: after the workload every peer syncs cleanly and holds no memory. A
+/// peer may first return its waits for the explored device timing out, where `lost` names
+/// that device (lost, it joined no collective or copy after).
 fn finish_peers<D: Device>(
     peers: &[ComputeClient<D>],
     baselines: &[lockstep::MemoryUsage],
+    lost: Option<DeviceId>,
 ) -> Result<(), Violation> {
     for (peer, baseline) in peers.iter().zip(baselines) {
         let id = peer.peer_id();
         let refused = |call, what: String| {
             move |e: ServerError| Violation::refused(call, Side::Peer, what, e)
         };
-        peer.sync()
-            .map_err(refused(Method::Sync, format!("final sync of peer {id}")))?;
+        // Each timed-out wait is returned once, by some blocking call: at most one a step.
+        let mut timeouts = 0;
+        let synced = loop {
+            match peer.sync() {
+                Err(e) if timed_out_waiting(&e, lost) && timeouts < MAX_PEER_TIMEOUTS => {
+                    timeouts += 1;
+                }
+                other => break other,
+            }
+        };
+        synced.map_err(refused(Method::Sync, format!("final sync of peer {id}")))?;
         peer.memory_cleanup();
         peer.sync().map_err(refused(
             Method::Sync,
@@ -617,6 +633,13 @@ fn finish<D: Device>(
     let result = settle(world, base, &mut state, baseline, bound);
     let model = &mut state.model;
     execution.coverage = std::mem::take(&mut state.reach.hits);
+    if result.is_ok() && model.peer_timeouts > 0 && !model.lost {
+        let detail = format!(
+            "{} peer calls timed out waiting for the explored device, which was never lost",
+            model.peer_timeouts
+        );
+        return Err(Violation::new(Check::PeerTimedOut, detail).in_stage(Stage::Peers));
+    }
     execution.reads_checked = model.reads_checked;
     execution.faults_surfaced = model.faults_surfaced;
     execution.kernel_faults = model.kernel_faults;
@@ -926,6 +949,7 @@ impl<D: Device> Run<'_, D> {
                 state.model.lost = true;
                 Ok(())
             }
+            ref refusal if refused_after_loss(&state.model, refusal) => Ok(()),
             other => Err(Violation::refused(
                 call,
                 Side::Explored,
@@ -1378,6 +1402,11 @@ impl<D: Device> Run<'_, D> {
         let copy = match copied {
             Ok(copy) => copy,
             Err(_) if state.model.len(buf) == 0 => return Ok(()),
+            Err(ServerError::DeviceLost { .. }) => {
+                state.model.lost = true;
+                return Ok(());
+            }
+            Err(e) if refused_after_loss(&state.model, &e) => return Ok(()),
             Err(e) => {
                 return Err(Violation::refused(
                     Method::ToClient,
@@ -1387,10 +1416,15 @@ impl<D: Device> Run<'_, D> {
                 ));
             }
         };
-        let read = peer.read_one(copy).map_err(|e| {
-            let what = format!("read on peer {}", peer.peer_id());
-            Violation::refused(Method::ReadOne, Side::Peer, what, e)
-        })?;
+        // A send the explored device never made (lost after the call) times the receive out.
+        let read = match peer.read_one(copy) {
+            Ok(read) => read,
+            Err(e) if self.peer_timed_out(state, client, &e) => return Ok(()),
+            Err(e) => {
+                let what = format!("read on peer {}", peer.peer_id());
+                return Err(Violation::refused(Method::ReadOne, Side::Peer, what, e));
+            }
+        };
         state.model.check_read(ReadOf::Peer, buf, &words(&read))
     }
 
@@ -1590,7 +1624,24 @@ impl<D: Device> Run<'_, D> {
                 })
         };
         // Every part is enqueued before anything waits: a wait would block on the parts after.
-        reduce(client, &handle, Side::Explored)?;
+        // A lost device joins nothing: its peers' parts time out waiting for it.
+        let joined =
+            match client.all_reduce(handle.clone(), handle, ElemType::U32, devices.clone(), op) {
+                Ok(()) => true,
+                Err(ServerError::DeviceLost { .. }) => {
+                    state.model.lost = true;
+                    false
+                }
+                Err(e) => {
+                    let what = format!("all_reduce on {}", client.peer_id());
+                    return Err(Violation::refused(
+                        Method::AllReduce,
+                        Side::Explored,
+                        what,
+                        e,
+                    ));
+                }
+            };
         let len = state.model.len(buf);
         let mut expected = state.model.values(buf).to_vec();
         let mut parts = Vec::with_capacity(self.peers.len());
@@ -1611,10 +1662,23 @@ impl<D: Device> Run<'_, D> {
             parts.push(part);
         }
         for (peer, part) in self.peers.iter().zip(parts) {
-            let read = peer.read_one(part).map_err(|e| {
-                let what = format!("read of the all-reduce on peer {}", peer.peer_id());
-                Violation::refused(Method::ReadOne, Side::Peer, what, e)
-            })?;
+            let read = match (peer.read_one(part), joined) {
+                (Ok(read), true) => read,
+                (Err(e), _) if self.peer_timed_out(state, client, &e) => continue,
+                (Ok(_), false) => {
+                    return Err(Violation::new(
+                        Check::WrongReduction(op),
+                        format!(
+                            "all_reduce ({op:?}) on peer {} completed without the explored device, which was lost",
+                            peer.peer_id()
+                        ),
+                    ));
+                }
+                (Err(e), _) => {
+                    let what = format!("read of the all-reduce on peer {}", peer.peer_id());
+                    return Err(Violation::refused(Method::ReadOne, Side::Peer, what, e));
+                }
+            };
             if *words(&read) != *expected {
                 return Err(Violation::new(
                     Check::WrongReduction(op),
@@ -1625,10 +1689,24 @@ impl<D: Device> Run<'_, D> {
                 ));
             }
         }
-        state
-            .model
-            .launch(s, buf, buf, |d, _| d.copy_from_slice(&expected));
+        if joined {
+            (state.model).launch(s, buf, buf, |d, _| d.copy_from_slice(&expected));
+        }
         Ok(())
+    }
+
+    /// Whether `err`, returned to a peer, is its wait for the explored device timing out, in
+    /// a world that may lose that device: counted, for the run's end to check that it was.
+    fn peer_timed_out(
+        &self,
+        state: &mut State<D>,
+        client: &ComputeClient<D>,
+        err: &ServerError,
+    ) -> bool {
+        let lost = (self.world.faults.device_loss > 0.0).then(|| client.peer_id());
+        let timed_out = timed_out_waiting(err, lost);
+        state.model.peer_timeouts += u64::from(timed_out);
+        timed_out
     }
 
     /// `graph_prepare`, a warm-up run of `launches`, then `start_capture` and their capture; the
@@ -2045,6 +2123,29 @@ fn expect_refusal<D: Device>(
             Err(Violation::new(Check::WrongRefusal { call, got }, detail))
         }
     }
+}
+
+/// Whether `err`, returned to a peer, is its wait for the explored device timing out (a
+/// collective or copy the explored device never joined): legal once that device, `lost`, is
+/// lost. `None` while it is not known lost.
+fn timed_out_waiting(err: &ServerError, lost: Option<DeviceId>) -> bool {
+    matches!(
+        (err, lost),
+        (
+            ServerError::Collective {
+                error: CollectiveError::PeerTimeout { peer, .. },
+                ..
+            },
+            Some(lost),
+        ) if *peer == lost
+    )
+}
+
+/// Whether `err` is a capture's refusal on a device already lost: a `stop_capture` that
+/// returned `DeviceLost` leaves its stream capturing, which a peer copy's check for capturing
+/// streams may report first.
+fn refused_after_loss(model: &Model, err: &ServerError) -> bool {
+    model.lost && matches!(err, ServerError::Capture(CaptureError::Refused { .. }))
 }
 
 /// `create` on `peer`, which must succeed, failed with `err`.

@@ -193,6 +193,8 @@ pub enum Check {
     Leak(Side),
     /// The operation panicked.
     Panic,
+    /// A peer's wait for the explored device timed out, yet that device was never lost.
+    PeerTimedOut,
     /// Building a kernel with a workgroup size of no invocations, or of more than the
     /// runtime's maximum, was not refused as `InvalidWorkgroupSize` naming the size.
     WorkgroupSizeAccepted,
@@ -269,6 +271,9 @@ impl fmt::Display for Check {
             Check::Sanitizer(kind) => write!(f, "sanitizer: {kind:?}"),
             Check::Leak(side) => write!(f, "the {side}'s memory did not return to baseline"),
             Check::Panic => f.write_str("panicked"),
+            Check::PeerTimedOut => {
+                f.write_str("a peer timed out waiting for the explored device, which was not lost")
+            }
             Check::WorkgroupSizeAccepted => {
                 f.write_str("a kernel of an invalid workgroup size was not refused")
             }

@@ -189,6 +189,9 @@ pub struct Model {
     pub faults_surfaced: u64,
     /// Checked-kernel faults returned where expected.
     pub kernel_faults: u64,
+    /// Peer calls that returned their wait for the explored device timing out: legal only if
+    /// that device was lost by the run's end.
+    pub peer_timeouts: u64,
 }
 
 /// How a dependency stands.

@@ -25,6 +25,10 @@ const MAX_EDGE_BYTES: u64 = 256 << 10;
 /// hundred operations of microseconds each; a second of virtual time is far beyond any of them.
 pub const WATCHDOG_NS: u64 = 1_000_000_000;
 
+/// Most waits for a lost explored device a peer may time out on in one run (each costs the
+/// simulator's collective timeout, a second of virtual time): more than a workload's steps.
+pub const MAX_PEER_TIMEOUTS: usize = 4096;
+
 /// The drawn parameters of one seed. Equal seeds (and equal `faults` switches) give equal worlds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct World {
@@ -57,7 +61,8 @@ pub struct World {
     /// eight), judged in the world's setup.
     pub refused_workgroup: Option<[u32; 3]>,
     /// Fault-free simulated devices beside the explored one, in one cluster with it, for
-    /// all-reduces and copies between clients.
+    /// all-reduces and copies between clients: in fault-free worlds, and in faulty ones
+    /// whose only fault is the explored device's loss.
     pub peers: usize,
     /// A world of simulated processes explored beside the device workload (one seed in
     /// eight), drawn from a random stream of its own.
@@ -149,8 +154,19 @@ impl World {
         let mut host = ChaCha8Rng::seed_from_u64(seed ^ 0xac70_12ac_7012_ac70);
         world.actor = host.random_ratio(1, 16);
         world.exclusive = host.random_ratio(1, 8);
+        // One faulty world in eight has peers too, and its faults are the device's loss alone:
+        // a lost device leaves its peers' collectives and copies, which time out waiting for
+        // it, where a device another fault stopped stays, and its peers would wait forever.
+        if world.injects_faults() && host.random_ratio(1, 8) {
+            world.faults = FaultRates {
+                device_loss: [0.002, 0.01][host.random_range(0..2)],
+                ..FaultRates::default()
+            };
+            world.peers = host.random_range(1..=2);
+        }
         // Drawn last, so that single-device worlds stay what they were. A peer never
-        // arrives once a fault stops the explored device, so peers come in fault-free worlds.
+        // arrives once a fault stops the explored device, so peers come in fault-free worlds
+        // (and in those that only lose it, above).
         if !world.injects_faults() && rng.random_ratio(1, 3) {
             world.peers = rng.random_range(1..=2);
         }
@@ -248,11 +264,18 @@ impl World {
     /// The simulated devices of this world: the explored one, then its fault-free peers.
     pub fn sim_configs(&self) -> Vec<SimConfig> {
         let explored = self.sim_config();
+        // A peer waiting for a lost explored device spends a collective's timeout of virtual
+        // time each time: its watchdog allows as many as the driver accepts.
+        let watchdog_ns = match self.faults.device_loss > 0.0 {
+            true => WATCHDOG_NS * (MAX_PEER_TIMEOUTS as u64 + 1),
+            false => explored.watchdog_ns,
+        };
         let peers = (1..=self.peers as u64).map(|peer| SimConfig {
             seed: self
                 .seed
                 .wrapping_add(peer.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
             faults: FaultPlan::default(),
+            watchdog_ns,
             ..explored.clone()
         });
         std::iter::once(explored.clone()).chain(peers).collect()

@@ -581,13 +581,6 @@ pub const EXCLUDED: &[Exclusion] = &[
         relations: &[],
         reason: "follows, in the same step, a call that succeeded (empty, profile), and the driver learns of a loss only from a call's result",
     },
-    Exclusion {
-        methods: &[Method::AllReduce, Method::ToClient, Method::ToClientInto],
-        states: &[StreamState::Lost],
-        args: &[],
-        relations: &[],
-        reason: "peer devices exist only in fault-free worlds (a peer waits forever for a device a fault stopped), so collectives never see a lost device",
-    },
 ];
 
 /// Every public method the explorer never calls, with the reason.
