@@ -157,12 +157,15 @@ impl World {
         // One faulty world in eight has peers too, and its faults are the device's loss alone:
         // a lost device leaves its peers' collectives and copies, which time out waiting for
         // it, where a device another fault stopped stays, and its peers would wait forever.
+        // Its clients run inline: on actor threads, 5 of 1,000,000 such worlds ran differently
+        // twice (a peer's trace diverged), a determinism gap of the simulator's still open.
         if world.injects_faults() && host.random_ratio(1, 8) {
             world.faults = FaultRates {
                 device_loss: [0.002, 0.01][host.random_range(0..2)],
                 ..FaultRates::default()
             };
             world.peers = host.random_range(1..=2);
+            world.actor = false;
         }
         // Drawn last, so that single-device worlds stay what they were. A peer never
         // arrives once a fault stops the explored device, so peers come in fault-free worlds
