@@ -158,7 +158,9 @@ impl World {
         // a lost device leaves its peers' collectives and copies, which time out waiting for
         // it, where a device another fault stopped stays, and its peers would wait forever.
         // Its clients run inline: on actor threads, 5 of 1,000,000 such worlds ran differently
-        // twice (a peer's trace diverged), a determinism gap of the simulator's still open.
+        // twice, the explored device's trace equal and a peer's not: probably because whether a
+        // call that does not wait meets a loss its actor thread already met is thread timing,
+        // which the lost device's trace cannot show (it runs nothing more) but its peers' may.
         if world.injects_faults() && host.random_ratio(1, 8) {
             world.faults = FaultRates {
                 device_loss: [0.002, 0.01][host.random_range(0..2)],
