@@ -194,7 +194,7 @@ impl Bounds {
 
     /// Half the time, a strided view for a tensor read to take beside its group's dense
     /// descriptors ([`View::draw`]).
-    pub fn view(&mut self) -> Option<View> {
+    pub(crate) fn view(&mut self) -> Option<View> {
         self.views
             .random_bool(0.5)
             .then(|| View::draw(&mut self.views))
