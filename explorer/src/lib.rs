@@ -202,22 +202,43 @@ pub fn run_drawn<O: Opener>(opener: &O, world: &World) -> SeedReport {
     }
 }
 
-/// Two runs of `world` gave trace hashes `first` and `second`: the failure, naming where they
-/// diverge.
+/// Two runs of `world` gave trace hashes `first` and `second`: the failure, naming where two
+/// more runs, traced, diverge (the first device whose operations differ, the explored one
+/// first), or saying that they agree (a divergence of thread timing, which tracing changes).
 pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64) -> ExploreFailure {
-    let (_, a) = run_world(opener, world, true);
-    let (_, b) = run_world(opener, world, true);
-    let at = a
-        .iter()
-        .zip(&b)
-        .position(|(x, y)| x != y)
-        .unwrap_or(a.len().min(b.len()));
-    let detail = format!(
-        "nondeterminism: two runs gave trace hashes {first:016x} and {second:016x}; they diverge at device operation #{at}: {:?} vs {:?}",
-        a.get(at),
-        b.get(at)
-    );
+    let (a, b) = (traces(opener, world), traces(opener, world));
+    let diverging = a.iter().zip(&b).enumerate().find_map(|(device, (x, y))| {
+        let at = (x.iter().zip(y).position(|(p, q)| p != q))
+            .or_else(|| (x.len() != y.len()).then(|| x.len().min(y.len())))?;
+        Some((device, at, x.get(at), y.get(at)))
+    });
+    let hashes = format!("two runs gave trace hashes {first:016x} and {second:016x}");
+    let detail = match diverging {
+        Some((device, at, x, y)) => {
+            let on = match device {
+                0 => "the explored device".to_owned(),
+                peer => format!("peer {}", peer - 1),
+            };
+            format!(
+                "nondeterminism: {hashes}; traced again, they diverge on {on} at operation #{at}: {x:?} vs {y:?}"
+            )
+        }
+        None => format!(
+            "nondeterminism: {hashes}; traced again, every device ran alike (the divergence depends on thread timing, which tracing changes)"
+        ),
+    };
     Violation::new(Check::Nondeterminism, detail).in_stage(Stage::Rerun)
+}
+
+/// Every device's operations in a traced run of `world`: the explored device's, then its
+/// peers'.
+fn traces<O: Opener>(opener: &O, world: &World) -> Vec<Vec<TraceEntry>> {
+    let devices = open(opener, world, true);
+    let probes = devices.probes.clone();
+    let (kernels, fills) = (Kernels::of(world), Fills::default());
+    driver::execute(world, &kernels, &Workload::draw(world), &fills, devices);
+    let entries = |probe: &SimProbe| std::mem::take(&mut probe.observations().entries);
+    probes.iter().map(entries).collect()
 }
 
 /// What `explore` was asked to do.
