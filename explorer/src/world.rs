@@ -157,10 +157,10 @@ impl World {
         // One faulty world in eight has peers too, and its faults are the device's loss alone:
         // a lost device leaves its peers' collectives and copies, which time out waiting for
         // it, where a device another fault stopped stays, and its peers would wait forever.
-        // Its clients run inline: on actor threads, 5 of 1,000,000 such worlds ran differently
-        // twice, the explored device's trace equal and a peer's not: probably because whether a
-        // call that does not wait meets a loss its actor thread already met is thread timing,
-        // which the lost device's trace cannot show (it runs nothing more) but its peers' may.
+        // Its clients run inline: on actor threads, whether a call that does not wait (a
+        // `create`) meets a loss its actor thread already met is thread timing, as in any
+        // program, and what the driver does next with its peers shows in their traces (5 of
+        // 1,000,000 such worlds ran differently twice: the loss seen at turn 24, 25 or 26).
         if world.injects_faults() && host.random_ratio(1, 8) {
             world.faults = FaultRates {
                 device_loss: [0.002, 0.01][host.random_range(0..2)],
