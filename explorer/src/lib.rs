@@ -158,12 +158,25 @@ fn run_built<O: Opener>(
     workload: &Workload,
     record_trace: bool,
 ) -> (Execution, Vec<TraceEntry>) {
+    let (execution, mut traces) = run_traced(opener, world, kernels, fills, workload, record_trace);
+    // The explored device's operations; its peers' only count in the trace hash.
+    (execution, traces.swap_remove(0))
+}
+
+/// [`run_built`], with every device's operations: the explored device's, then its peers'.
+fn run_traced<O: Opener>(
+    opener: &O,
+    world: &World,
+    kernels: &Kernels,
+    fills: &Fills,
+    workload: &Workload,
+    record_trace: bool,
+) -> (Execution, Vec<Vec<TraceEntry>>) {
     let devices = open(opener, world, record_trace);
     let probes = devices.probes.clone();
     let execution = driver::execute(world, kernels, workload, fills, devices);
-    // The explored device's operations; its peers' only count in the trace hash.
-    let trace = std::mem::take(&mut probes[0].observations().entries);
-    (execution, trace)
+    let entries = |probe: &SimProbe| std::mem::take(&mut probe.observations().entries);
+    (execution, probes.iter().map(entries).collect())
 }
 
 /// Runs a seed, then runs it again and compares the trace hashes; a mismatch reruns both with
@@ -233,12 +246,16 @@ pub fn divergence<O: Opener>(opener: &O, world: &World, first: u64, second: u64)
 /// Every device's operations in a traced run of `world`: the explored device's, then its
 /// peers'.
 fn traces<O: Opener>(opener: &O, world: &World) -> Vec<Vec<TraceEntry>> {
-    let devices = open(opener, world, true);
-    let probes = devices.probes.clone();
     let (kernels, fills) = (Kernels::of(world), Fills::default());
-    driver::execute(world, &kernels, &Workload::draw(world), &fills, devices);
-    let entries = |probe: &SimProbe| std::mem::take(&mut probe.observations().entries);
-    probes.iter().map(entries).collect()
+    run_traced(
+        opener,
+        world,
+        &kernels,
+        &fills,
+        &Workload::draw(world),
+        true,
+    )
+    .1
 }
 
 /// What `explore` was asked to do.
